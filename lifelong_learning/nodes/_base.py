@@ -1,0 +1,356 @@
+"""What every node of this package shares (imports rclpy: only for modules that run nodes).
+
+- :class:`ParamSpec` / :meth:`NodeBase.declare_specs`: parameters declared with descriptions;
+  the defaults in code equal those in ``config/<node>.yaml`` (a test checks it).
+- :class:`RejectionCounter`: bad input is counted per reason and warned about at most once
+  per ``warn_period_s`` per reason (with the count since the last warning), never raised.
+- :class:`NodeStats` + diagnostics: input rates, update latency, rejected and dropped
+  messages, published as ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics``.
+- :class:`LearnerNode`: a node that holds a learned model: a lock-protected model with atomic
+  swap (hot reload: a model file that fails to load leaves the old model serving), the
+  ``~/save_model``, ``~/load_model`` and ``~/reset`` services, a checkpoint written atomically
+  every ``checkpoint_interval_s`` and on shutdown, restored on start.
+- :func:`run_node`: the ``main()`` of every node executable (Ctrl-C / SIGTERM → final checkpoint).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from std_srvs.srv import Trigger
+
+from lifelong_learning.io.model_file import ModelFile, ModelFileError, load_model_file, save_model_file
+from lifelong_learning.srv import LoadModel, SaveModel
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One declared ROS parameter: name, default (its type is the parameter's), description."""
+
+    name: str
+    default: Any
+    description: str
+    read_only: bool = False
+
+
+class RejectionCounter:
+    """Counts rejected inputs per reason; logs a warning at most once per period per reason."""
+
+    def __init__(self, logger: Any, warn_period_s: float = 5.0):
+        self._logger = logger
+        self._period = float(warn_period_s)
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        self._last_warn: dict[str, float] = {}
+        self._since_warn: dict[str, int] = {}
+
+    @property
+    def total(self) -> int:
+        """All rejections so far."""
+        return sum(self.counts.values())
+
+    def reject(self, reason: str, detail: str = "") -> None:
+        """Count one rejection of ``reason``; warn if this reason has not warned recently."""
+        now = time.monotonic()
+        with self._lock:
+            self.counts[reason] = self.counts.get(reason, 0) + 1
+            self._since_warn[reason] = self._since_warn.get(reason, 0) + 1
+            if now - self._last_warn.get(reason, -1e18) < self._period:
+                return
+            n = self._since_warn[reason]
+            self._since_warn[reason] = 0
+            self._last_warn[reason] = now
+        extra = f" ({n} since the last warning)" if n > 1 else ""
+        self._logger.warning(f"rejected input [{reason}]{extra}: {detail}")
+
+
+class NodeStats:
+    """Running rates and latencies for diagnostics (thread-safe, O(1) memory)."""
+
+    def __init__(self, window: int = 200):
+        self._lock = threading.Lock()
+        self._arrivals: dict[str, deque[float]] = {}
+        self._latency: dict[str, deque[float]] = {}
+        self._window = window
+        self.counts: dict[str, int] = {}
+
+    def arrived(self, stream: str) -> None:
+        """Record one message on ``stream`` now."""
+        with self._lock:
+            self._arrivals.setdefault(stream, deque(maxlen=self._window)).append(time.monotonic())
+            self.counts[stream] = self.counts.get(stream, 0) + 1
+
+    def timed(self, what: str, seconds: float) -> None:
+        """Record one duration of ``what`` (e.g. an update)."""
+        with self._lock:
+            self._latency.setdefault(what, deque(maxlen=self._window)).append(seconds)
+
+    def summary(self) -> dict[str, str]:
+        """Rates [Hz], message counts and latency percentiles [ms] as strings for diagnostics."""
+        out: dict[str, str] = {}
+        now = time.monotonic()
+        with self._lock:
+            for stream, ts in self._arrivals.items():
+                recent = [t for t in ts if now - t <= 5.0]
+                rate = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 1 and recent[-1] > recent[0] else 0.0
+                out[f"{stream} rate [Hz]"] = f"{rate:.1f}"
+                out[f"{stream} messages"] = str(self.counts.get(stream, 0))
+            for what, ds in self._latency.items():
+                if ds:
+                    s = sorted(ds)
+                    out[f"{what} p50 [ms]"] = f"{1e3 * s[len(s) // 2]:.3f}"
+                    out[f"{what} p99 [ms]"] = f"{1e3 * s[min(len(s) - 1, int(0.99 * len(s)))]:.3f}"
+        return out
+
+
+class NodeBase(Node):
+    """A node with declared parameters, counted rejections, stats and diagnostics."""
+
+    #: parameters every node of this package has
+    COMMON_PARAMS: tuple[ParamSpec, ...] = (
+        ParamSpec("warn_period_s", 5.0, "At most one warning per this many seconds per rejection reason."),
+        ParamSpec("diagnostics_period_s", 1.0, "Period of diagnostic_msgs/DiagnosticArray on /diagnostics; 0 disables."),
+    )
+
+    def __init__(self, node_name: str, params: Sequence[ParamSpec] = (), **kwargs: Any):
+        super().__init__(node_name, **kwargs)
+        self.params = self.declare_specs((*self.COMMON_PARAMS, *params))
+        self.rejections = RejectionCounter(self.get_logger(), self.params["warn_period_s"])
+        self.stats = NodeStats()
+        self.dropped = 0
+        self._diag_pub = None
+        period = float(self.params["diagnostics_period_s"])
+        if period > 0:
+            self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+            self.create_timer(period, self._publish_diagnostics)
+
+    def declare_specs(self, specs: Sequence[ParamSpec]) -> dict[str, Any]:
+        """Declare ``specs`` (with descriptions) and return their current values by name."""
+        values: dict[str, Any] = {}
+        for spec in specs:
+            desc = ParameterDescriptor(description=spec.description, read_only=spec.read_only)
+            values[spec.name] = self.declare_parameter(spec.name, spec.default, desc).value
+        return values
+
+    def reject(self, reason: str, detail: str = "") -> None:
+        """Count and (rate-limited) warn about one rejected input. Never raises."""
+        self.rejections.reject(reason, detail)
+
+    def diagnostic_values(self) -> dict[str, str]:
+        """Key/values for diagnostics; subclasses extend it (call super())."""
+        values = self.stats.summary()
+        values["rejected"] = str(self.rejections.total)
+        for reason, n in sorted(self.rejections.counts.items()):
+            values[f"rejected: {reason}"] = str(n)
+        values["dropped"] = str(self.dropped)
+        return values
+
+    def _publish_diagnostics(self) -> None:
+        values = self.diagnostic_values()
+        status = DiagnosticStatus(
+            level=DiagnosticStatus.OK,
+            name=f"{self.get_name()}",
+            hardware_id=self.get_fully_qualified_name(),
+            message="running",
+            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+        )
+        msg = DiagnosticArray()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.status = [status]
+        if self._diag_pub is not None:
+            self._diag_pub.publish(msg)
+
+
+class LearnerNode(NodeBase):
+    """A node holding a learned model, with save/load/reset services and checkpoints.
+
+    Subclasses implement :meth:`new_model`, :meth:`snapshot` (a ModelFile copy of the
+    model's state, taken under the lock) and :meth:`model_from_file` (a model built from a
+    ModelFile; raise ValueError/ModelFileError if it does not fit this node). They use
+    ``with self.model_lock:`` around every use of ``self.model``.
+    """
+
+    LEARNER_PARAMS: tuple[ParamSpec, ...] = (
+        ParamSpec(
+            "checkpoint_path",
+            "",
+            "Model file written every checkpoint_interval_s and on shutdown, and restored on start; "
+            "'' disables checkpoints. '~' expands to the home directory.",
+        ),
+        ParamSpec("checkpoint_interval_s", 30.0, "Seconds between checkpoints (0: only on shutdown)."),
+        ParamSpec("restore_on_start", True, "Load checkpoint_path at start when it exists."),
+    )
+
+    def __init__(self, node_name: str, params: Sequence[ParamSpec] = (), **kwargs: Any):
+        super().__init__(node_name, (*self.LEARNER_PARAMS, *params), **kwargs)
+        self.model_lock = threading.RLock()
+        self.model: Any = None
+        self.model_version = 0  # bumped on every swap (reload or reset)
+        self.updates_since_checkpoint = 0
+        self.last_checkpoint: str = "never"
+        self.service_group = MutuallyExclusiveCallbackGroup()
+        path = str(self.params["checkpoint_path"])
+        self.checkpoint_path: Path | None = Path(os.path.expanduser(path)) if path else None
+
+    # ---------------------------------------------------------------- subclass hooks
+    def new_model(self) -> Any:
+        """A fresh, untrained model from the node's parameters."""
+        raise NotImplementedError
+
+    def snapshot(self) -> ModelFile:
+        """The model's state as a ModelFile (arrays copied); called with the lock held."""
+        raise NotImplementedError
+
+    def model_from_file(self, model_file: ModelFile) -> Any:
+        """A model built from a ModelFile read from disk; raises if it does not fit this node."""
+        raise NotImplementedError
+
+    def model_kind(self) -> str | tuple[str, ...] | None:
+        """The model-file kind(s) this node loads (None: any, checked by model_from_file)."""
+        return None
+
+    # ---------------------------------------------------------------- set-up
+    def start_learner(self) -> None:
+        """Create or restore the model, then the services and the checkpoint timer.
+
+        Call at the end of the subclass ``__init__``, after its own parameters are read.
+        """
+        restored = False
+        if self.checkpoint_path is not None and self.params["restore_on_start"] and self.checkpoint_path.exists():
+            try:
+                self.model = self.read_model(self.checkpoint_path)
+                restored = True
+                self.last_checkpoint = f"restored from {self.checkpoint_path}"
+                self.get_logger().info(f"restored model from checkpoint {self.checkpoint_path}")
+            except (ModelFileError, ValueError) as exc:
+                aside = self.checkpoint_path.with_name(
+                    f"{self.checkpoint_path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}"
+                )
+                os.replace(self.checkpoint_path, aside)
+                self.get_logger().error(f"checkpoint could not be restored ({exc}); moved aside to {aside}")
+        if not restored:
+            self.model = self.new_model()
+        self.create_service(SaveModel, "~/save_model", self._on_save, callback_group=self.service_group)
+        self.create_service(LoadModel, "~/load_model", self._on_load, callback_group=self.service_group)
+        self.create_service(Trigger, "~/reset", self._on_reset, callback_group=self.service_group)
+        interval = float(self.params["checkpoint_interval_s"])
+        if self.checkpoint_path is not None and interval > 0:
+            self.create_timer(interval, self.checkpoint, callback_group=self.service_group)
+
+    # ---------------------------------------------------------------- model I/O
+    def read_model(self, path: str | os.PathLike[str]) -> Any:
+        """Read and build a model from ``path`` (does not touch the serving model)."""
+        return self.model_from_file(load_model_file(path, kind=self.model_kind()))
+
+    def write_model(self, path: str | os.PathLike[str]) -> None:
+        """Snapshot under the lock, write atomically outside it."""
+        with self.model_lock:
+            snap = self.snapshot()
+        save_model_file(path, snap)
+
+    def swap_model(self, model: Any) -> None:
+        """Atomically replace the serving model."""
+        with self.model_lock:
+            self.model = model
+            self.model_version += 1
+            self.updates_since_checkpoint = 0
+
+    def checkpoint(self) -> bool:
+        """Write the checkpoint if anything changed since the last one; True when written."""
+        if self.checkpoint_path is None:
+            return False
+        with self.model_lock:
+            if self.updates_since_checkpoint == 0 and self.checkpoint_path.exists():
+                return False
+            snap = self.snapshot()
+            self.updates_since_checkpoint = 0
+        try:
+            save_model_file(self.checkpoint_path, snap)
+        except (OSError, ModelFileError) as exc:
+            self.get_logger().error(f"checkpoint to {self.checkpoint_path} failed: {exc}")
+            return False
+        self.last_checkpoint = time.strftime("%Y-%m-%d %H:%M:%S")
+        return True
+
+    def _resolve(self, path: str) -> Path | None:
+        return Path(os.path.expanduser(path)) if path else self.checkpoint_path
+
+    def _on_save(self, request: SaveModel.Request, response: SaveModel.Response) -> SaveModel.Response:
+        path = self._resolve(request.path)
+        if path is None:
+            response.success, response.message = False, "no path given and no checkpoint_path configured"
+            return response
+        try:
+            self.write_model(path)
+            response.success, response.message = True, f"saved to {path}"
+        except (OSError, ModelFileError, ValueError) as exc:
+            response.success, response.message = False, f"save failed: {exc}"
+        return response
+
+    def _on_load(self, request: LoadModel.Request, response: LoadModel.Response) -> LoadModel.Response:
+        path = self._resolve(request.path)
+        if path is None:
+            response.success, response.message = False, "no path given and no checkpoint_path configured"
+            return response
+        try:
+            model = self.read_model(path)  # outside the lock: the old model keeps serving
+        except (ModelFileError, ValueError, OSError) as exc:
+            response.success, response.message = False, f"load failed, previous model kept: {exc}"
+            self.get_logger().error(response.message)
+            return response
+        self.swap_model(model)
+        response.success, response.message = True, f"loaded {path}"
+        self.get_logger().info(response.message)
+        return response
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self.swap_model(self.new_model())
+        with self.model_lock:
+            self.updates_since_checkpoint = 1  # the reset itself must reach the checkpoint
+        response.success, response.message = True, "model reset"
+        self.get_logger().info("model reset")
+        return response
+
+    def diagnostic_values(self) -> dict[str, str]:
+        values = super().diagnostic_values()
+        values["last checkpoint"] = self.last_checkpoint
+        values["model version"] = str(self.model_version)
+        return values
+
+    def shutdown(self) -> None:
+        """Final checkpoint; called by :func:`run_node` on exit."""
+        if self.checkpoint():
+            self.get_logger().info(f"final checkpoint written to {self.checkpoint_path}")
+
+
+def run_node(factory: Callable[..., Node], args: Sequence[str] | None = None, threads: int = 2) -> int:
+    """Run one node until Ctrl-C/SIGTERM; learner nodes write a final checkpoint on the way out."""
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = factory()
+        executor = MultiThreadedExecutor(num_threads=threads)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            if isinstance(node, LearnerNode):
+                node.shutdown()
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0

@@ -1,0 +1,109 @@
+"""RecursiveRLS equals (weighted) batch ridge regression, and rejects bad input unchanged."""
+
+import numpy as np
+import pytest
+
+from lifelong_learning.learners import RecursiveRLS
+
+
+def batch_ridge(Z, U, lam, beta=1.0):
+    k = Z.shape[0]
+    w = beta ** np.arange(k - 1, -1, -1)
+    A = (Z * w[:, None]).T @ Z + beta**k * lam * np.eye(Z.shape[1])
+    return np.linalg.solve(A, (Z * w[:, None]).T @ U)
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.99, 0.9])
+@pytest.mark.parametrize("batch", [1, 7])
+def test_equals_weighted_batch_ridge(beta, batch):
+    rng = np.random.default_rng(1)
+    Z, U = rng.standard_normal((400, 25)), rng.standard_normal((400, 4))
+    rls = RecursiveRLS(25, 4, lam=0.3, forgetting=beta)
+    for i in range(0, 400, batch):
+        rls.update(Z[i : i + batch], U[i : i + batch])
+    W = batch_ridge(Z, U, 0.3, beta)
+    assert np.linalg.norm(rls.weights - W) / np.linalg.norm(W) < 1e-8
+    R = rls.cholesky_factor
+    A = R.T @ R
+    w = beta ** np.arange(399, -1, -1)
+    assert np.allclose(A, (Z * w[:, None]).T @ Z + beta**400 * 0.3 * np.eye(25), rtol=1e-9, atol=1e-9)
+    Zt = rng.standard_normal((3, 25))  # few rows: the triangular-solve path
+    assert np.allclose(rls.predict(Zt), Zt @ W, rtol=1e-8, atol=1e-10)
+
+
+def test_long_forgetting_run_rescales_without_losing_precision():
+    rng = np.random.default_rng(2)
+    rls = RecursiveRLS(5, 1, lam=1.0, forgetting=0.5)  # s² hits 1e-100 after ~330 samples
+    Z, U = rng.standard_normal((1000, 5)), rng.standard_normal((1000, 1))
+    rls.update(Z, U)
+    W = batch_ridge(Z[-200:], U[-200:], 1e-300, 0.5)  # older samples weigh < 2^-200
+    assert np.allclose(rls.weights, W, rtol=1e-8)
+    assert np.all(np.isfinite(rls.cholesky_factor))
+
+
+def test_prediction_paths_agree_and_weights_cache_invalidated():
+    rng = np.random.default_rng(3)
+    rls = RecursiveRLS(10, 30, lam=1.0)
+    rls.update(rng.standard_normal((50, 10)), rng.standard_normal((50, 30)))
+    x = rng.standard_normal((2, 10))
+    via_solves = rls.predict(x)  # 2 rows < 30 outputs, no cached W: solves per row
+    via_weights = x @ rls.weights
+    assert np.allclose(via_solves, via_weights, rtol=1e-10)
+    rls.update(x, np.ones((2, 30)))
+    assert not np.allclose(rls.predict(x), via_weights)
+
+
+def test_add_outputs_is_a_zero_target_column():
+    rng = np.random.default_rng(4)
+    Z, U = rng.standard_normal((60, 6)), rng.standard_normal((60, 2))
+    rls = RecursiveRLS(6, 2, lam=0.1)
+    rls.update(Z[:30], U[:30])
+    rls.add_outputs(1)
+    rls.update(Z[30:], np.c_[U[30:], np.ones(30)])
+    Y = np.c_[U, np.r_[np.zeros(30), np.ones(30)]]
+    assert np.allclose(rls.weights, batch_ridge(Z, Y, 0.1), rtol=1e-9)
+
+
+def test_bad_input_raises_and_leaves_state_unchanged():
+    rls = RecursiveRLS(3, 2, lam=1.0)
+    rls.update([1.0, 2.0, 3.0], [1.0, 0.0])
+    before = rls.to_state()
+    for Z, U in [
+        ([1.0, 2.0], [1.0, 0.0]),  # wrong width
+        ([1.0, np.nan, 3.0], [1.0, 0.0]),
+        ([1.0, 2.0, 3.0], [np.inf, 0.0]),
+        ([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]], [[1.0, 0.0]]),  # row mismatch
+        ([1.0, 2.0, 3.0], [1.0, 0.0, 5.0]),
+    ]:
+        with pytest.raises(ValueError):
+            rls.update(Z, U)
+    after = rls.to_state()
+    assert before[0] == after[0]
+    for key in before[1]:
+        assert np.array_equal(before[1][key], after[1][key])
+    with pytest.raises(ValueError):
+        RecursiveRLS(3, 1, lam=0.0)
+    with pytest.raises(ValueError):
+        RecursiveRLS(3, 1, forgetting=1.5)
+
+
+def test_state_round_trip_and_validation():
+    rng = np.random.default_rng(5)
+    rls = RecursiveRLS(8, 3, lam=0.5, forgetting=0.95)
+    rls.update(rng.standard_normal((40, 8)), rng.standard_normal((40, 3)))
+    meta, arrays = rls.to_state()
+    clone = RecursiveRLS.from_state(meta, arrays)
+    x = rng.standard_normal((5, 8))
+    assert np.array_equal(clone.predict(x), rls.predict(x))
+    clone.update(x, np.ones((5, 3)))
+    rls.update(x, np.ones((5, 3)))
+    assert np.allclose(clone.weights, rls.weights, rtol=1e-12)
+    not_triangular = arrays["R"].copy()
+    not_triangular[2, 0] = 1.0
+    negative_pivot = arrays["R"].copy()
+    negative_pivot[1, 1] *= -1
+    for R in (not_triangular, negative_pivot, np.full_like(arrays["R"], np.nan)):
+        with pytest.raises(ValueError):
+            RecursiveRLS.from_state(meta, dict(arrays, R=R))
+    with pytest.raises(ValueError):
+        RecursiveRLS.from_state({**meta, "n_features": 9}, arrays)
