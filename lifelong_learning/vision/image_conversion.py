@@ -1,0 +1,194 @@
+"""sensor_msgs/Image ↔ numpy arrays, without ROS imports.
+
+Works on any object with the fields of ``sensor_msgs/msg/Image`` (``height``, ``width``,
+``encoding``, ``is_bigendian``, ``step``, ``data``): an rclpy message, a rosbags message, or
+:class:`ImageFields`. Row padding (``step`` larger than ``width * bytes_per_pixel``) is
+dropped and ``is_bigendian`` is honoured for multi-byte pixel types.
+
+Encodings follow ``sensor_msgs/image_encodings.hpp``: ``rgb8``, ``bgr8``, ``rgba8``,
+``bgra8``, ``rgb16``, ``bgr16``, ``rgba16``, ``bgra16``, ``mono8``, ``mono16`` and the
+OpenCV-style ``{8,16}{U,S}C{1,2,3,4}``, ``32SC*``, ``32FC*``, ``64FC*``. Arrays come back
+as (H, W) for one channel and (H, W, C) otherwise, in the message's own channel order
+(use :func:`to_rgb8` for a 3-channel uint8 RGB picture a CNN can take).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+_NAMED_ENCODINGS: dict[str, tuple[np.dtype, int]] = {
+    "rgb8": (np.dtype(np.uint8), 3),
+    "bgr8": (np.dtype(np.uint8), 3),
+    "rgba8": (np.dtype(np.uint8), 4),
+    "bgra8": (np.dtype(np.uint8), 4),
+    "rgb16": (np.dtype(np.uint16), 3),
+    "bgr16": (np.dtype(np.uint16), 3),
+    "rgba16": (np.dtype(np.uint16), 4),
+    "bgra16": (np.dtype(np.uint16), 4),
+    "mono8": (np.dtype(np.uint8), 1),
+    "mono16": (np.dtype(np.uint16), 1),
+}
+
+_CV_TYPES = {
+    "8U": np.uint8,
+    "8S": np.int8,
+    "16U": np.uint16,
+    "16S": np.int16,
+    "32S": np.int32,
+    "32F": np.float32,
+    "64F": np.float64,
+}
+_CV_PATTERN = re.compile(r"^(8U|8S|16U|16S|32S|32F|64F)C([1-4])$")
+
+
+@dataclass
+class ImageFields:
+    """A plain stand-in for sensor_msgs/msg/Image (what :func:`numpy_to_image` returns)."""
+
+    height: int
+    width: int
+    encoding: str
+    is_bigendian: int
+    step: int
+    data: bytes
+
+
+def encoding_layout(encoding: str) -> tuple[np.dtype, int]:
+    """(element dtype in native byte order, channels) of an image encoding.
+
+    Raises:
+        ValueError: the encoding is not one this module knows.
+    """
+    if encoding in _NAMED_ENCODINGS:
+        return _NAMED_ENCODINGS[encoding]
+    match = _CV_PATTERN.match(encoding.upper()) if isinstance(encoding, str) else None
+    if match is None:
+        known = ", ".join([*_NAMED_ENCODINGS, "8UC1..64FC4"])
+        raise ValueError(f"unsupported image encoding {encoding!r} (known: {known})")
+    return np.dtype(_CV_TYPES[match.group(1)]), int(match.group(2))
+
+
+def image_to_numpy(msg: Any) -> np.ndarray:
+    """Pixels of a sensor_msgs/Image as a numpy array (a copy, native byte order).
+
+    Returns:
+        (height, width) for one channel, else (height, width, channels).
+
+    Raises:
+        ValueError: unknown encoding, zero size, a ``step`` shorter than one row, or a
+            ``data`` buffer whose size is not ``height * step``.
+    """
+    dtype, channels = encoding_layout(msg.encoding)
+    height, width, step = int(msg.height), int(msg.width), int(msg.step)
+    if height <= 0 or width <= 0:
+        raise ValueError(f"image has zero size ({height}x{width})")
+    row_bytes = width * channels * dtype.itemsize
+    if step < row_bytes:
+        raise ValueError(
+            f"image step {step} is shorter than one row of {width} {msg.encoding} pixels ({row_bytes} bytes)"
+        )
+    buffer = np.frombuffer(_as_bytes(msg.data), dtype=np.uint8)
+    if buffer.size != height * step:
+        raise ValueError(
+            f"image data has {buffer.size} bytes, expected height*step = {height}*{step} = {height * step}"
+        )
+    rows = buffer.reshape(height, step)[:, :row_bytes]
+    byte_order = ">" if msg.is_bigendian else "<"
+    pixels = np.ascontiguousarray(rows).view(dtype.newbyteorder(byte_order))
+    pixels = pixels.astype(dtype.newbyteorder("="), copy=True)
+    return pixels.reshape(height, width) if channels == 1 else pixels.reshape(height, width, channels)
+
+
+def to_rgb8(msg: Any) -> np.ndarray:
+    """A colour or mono8 sensor_msgs/Image as an (H, W, 3) uint8 RGB array.
+
+    Accepted: rgb8, bgr8, rgba8, bgra8 (alpha dropped), 8UC3 (taken as BGR, OpenCV's
+    order), 8UC4 (BGRA) and mono8 / 8UC1 (the grey value repeated in all three channels).
+    Other encodings (16-bit, float depth) have no canonical colour mapping: ValueError.
+    """
+    encoding = msg.encoding
+    pixels = image_to_numpy(msg)
+    if encoding in ("rgb8",):
+        return pixels
+    if encoding in ("bgr8", "8UC3"):
+        return np.ascontiguousarray(pixels[:, :, ::-1])
+    if encoding == "rgba8":
+        return np.ascontiguousarray(pixels[:, :, :3])
+    if encoding in ("bgra8", "8UC4"):
+        return np.ascontiguousarray(pixels[:, :, 2::-1])
+    if encoding in ("mono8", "8UC1"):
+        return np.repeat(pixels[:, :, None], 3, axis=2)
+    raise ValueError(
+        f"cannot convert a {encoding!r} image to rgb8 (supported: rgb8, bgr8, rgba8, bgra8, mono8)"
+    )
+
+
+def numpy_to_image(
+    pixels: np.ndarray,
+    encoding: str,
+    *,
+    row_padding: int = 0,
+    is_bigendian: bool = False,
+    message: Any = None,
+) -> Any:
+    """Fill a sensor_msgs/Image (``message``, or a new :class:`ImageFields`) from an array.
+
+    Args:
+        pixels: (H, W) or (H, W, C) array whose dtype and channels match ``encoding``.
+        encoding: the image encoding (see module docstring).
+        row_padding: extra bytes at the end of every row (``step`` grows by this much).
+        is_bigendian: write multi-byte pixels big-endian.
+        message: an existing Image message to fill (e.g. ``sensor_msgs.msg.Image()``).
+
+    Raises:
+        ValueError: shape or dtype that does not fit the encoding, zero size, negative padding.
+    """
+    dtype, channels = encoding_layout(encoding)
+    array = np.asarray(pixels)
+    if array.ndim == 2 and channels == 1:
+        array = array[:, :, None]
+    if array.ndim != 3 or array.shape[2] != channels:
+        raise ValueError(f"a {encoding!r} image needs shape (H, W, {channels}), got {np.shape(pixels)}")
+    if array.dtype != dtype:
+        raise ValueError(f"a {encoding!r} image needs dtype {dtype}, got {array.dtype}")
+    height, width = array.shape[:2]
+    if height == 0 or width == 0:
+        raise ValueError("image has zero size")
+    if row_padding < 0:
+        raise ValueError("row_padding must be >= 0")
+    ordered = array.astype(dtype.newbyteorder(">" if is_bigendian else "<"), copy=False)
+    row_bytes = width * channels * dtype.itemsize
+    rows = np.zeros((height, row_bytes + row_padding), dtype=np.uint8)
+    rows[:, :row_bytes] = np.ascontiguousarray(ordered).view(np.uint8).reshape(height, row_bytes)
+    target = message if message is not None else ImageFields(0, 0, "", 0, 0, b"")
+    target.height = height
+    target.width = width
+    target.encoding = encoding
+    target.is_bigendian = int(bool(is_bigendian)) if isinstance(target, ImageFields) else bool(is_bigendian)
+    target.step = row_bytes + row_padding
+    target.data = rows.tobytes() if isinstance(target, ImageFields) else _data_for(target, rows)
+    return target
+
+
+def _data_for(message: Any, rows: np.ndarray) -> Any:
+    """The value an existing message's ``data`` field takes: bytes for rclpy, uint8 array for rosbags."""
+    if isinstance(message.data, np.ndarray):
+        return rows.reshape(-1).copy()
+    return rows.tobytes()
+
+
+def _as_bytes(data: Any) -> Any:
+    """Accept bytes, bytearray, memoryview, array.array('B') (rclpy) or a uint8 numpy array."""
+    if isinstance(data, np.ndarray):
+        if data.dtype != np.uint8:
+            raise ValueError(f"image data must be uint8, got {data.dtype}")
+        return data.reshape(-1)
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return data
+    if isinstance(data, (list, tuple)):
+        return bytes(data)
+    return memoryview(data).cast("B")
