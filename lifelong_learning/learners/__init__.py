@@ -1,5 +1,6 @@
 """Numerical learners (no ROS imports)."""
 
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
+from lifelong_learning.learners.rlsc import IncrementalRLSC
 
-__all__ = ["RecursiveRLS"]
+__all__ = ["IncrementalRLSC", "RecursiveRLS"]

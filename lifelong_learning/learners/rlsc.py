@@ -1,0 +1,614 @@
+"""Incremental multiclass RLSC with class extension and recoding (thesis ch. 7, Algorithm 2).
+
+Linear one-vs-all regularized least squares classification, trained one labeled sample at a
+time on :class:`~lifelong_learning.learners.RecursiveRLS` (one engine per λ candidate):
+
+- eqs. 7.16-7.19: ``A_k = A_{k-1} + x xᵀ`` (Cholesky rank-1 update; the extra ``+λI`` printed
+  in eq. 7.18 is a typo), ``b_k = b_{k-1} + x e_yᵀ``, no intercept, ``λ`` not scaled by ``k``;
+- eq. 7.20: a label never seen before appends a zero column to ``b`` (and a zero count);
+  ``A`` is unchanged, nothing is retrained;
+- §7.5.2 (eq. 7.21): recoding ``W_k = A_k⁻¹ b_k Γ_k^α`` with ``Γ_k = k · diag(k_1..k_T)⁻¹``
+  (``k`` training samples, ``k_t`` of class ``t``). ``Γ`` is diagonal, so the recoded scores
+  are the plain scores with column ``t`` scaled by ``(k/k_t)^α``: one solve serves every α;
+- §7.6.3: online model selection. With several λ candidates and/or ``alpha="auto"``, every
+  ``validation_every``-th labeled sample is held out (not trained on) and kept in a bounded
+  validation buffer. The best λ is the one with the highest validation accuracy; α follows
+  the thesis heuristic: the largest α of a grid whose validation accuracy on well-represented
+  classes (at least ``min_class_count`` training samples) is ≥ the one at α = 0.
+
+Held-out samples of a class with no training sample yet are *learned* instead of held out
+(a class must exist before it can be validated, and the first samples of a new object are
+the most precious); the hold-out position is then simply skipped.
+
+Cost per labeled sample, per λ candidate (``d`` features, ``T`` classes, ``V`` buffered
+validation samples): one Cholesky rank-1 update (O(d²)), ``b += x e_yᵀ`` (O(d)), and to keep
+the validation scores ``S = X_val A⁻¹ B`` exact without re-solving the ``d×T`` weights, the
+Sherman–Morrison/Woodbury identity ``A_new⁻¹ = A⁻¹ − G (I + Z G)⁻¹ Gᵀ``, ``G = A⁻¹Zᵀ`` (two
+triangular solves, O(d²)) plus O(dV + dT) products. Nothing depends on the number of samples
+seen, and the weights ``W`` are never re-solved per sample (prediction of a few rows uses two
+triangular solves, :meth:`RecursiveRLS.predict`).
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+from lifelong_learning.io.model_file import (
+    ModelFile,
+    ModelFileError,
+    load_model_file,
+    prefixed,
+    save_model_file,
+    unprefixed,
+)
+from lifelong_learning.learners.feature_map import FeatureMap, feature_map_from_state
+from lifelong_learning.learners.recursive_rls import RecursiveRLS
+
+MODEL_KIND = "incremental_rlsc"
+_STATE_VERSION = 1
+Label = int | str
+
+
+def _check_label(label: Any) -> Label:
+    """A label is a non-empty string or an integer (not a bool); numpy scalars are unwrapped."""
+    if isinstance(label, np.generic):
+        label = label.item()
+    if isinstance(label, bool) or not isinstance(label, (str, numbers.Integral)):
+        raise ValueError(f"labels must be non-empty strings or integers, got {label!r}")
+    if isinstance(label, str):
+        if not label.strip():
+            raise ValueError("labels must not be empty")
+        return label
+    return int(label)
+
+
+def _label_key(label: Label) -> tuple[str, Label]:
+    # 1 and "1" are different classes; the type is part of the key.
+    return ("i" if isinstance(label, int) else "s", label)
+
+
+class IncrementalRLSC:
+    """Incremental RLSC with class extension and recoding (thesis Algorithm 2), sklearn style.
+
+    Args:
+        lambdas: the regularization λ > 0, or several candidates trained side by side.
+        alpha: recoding exponent in [0, 1], or ``"auto"`` for the §7.6.3 heuristic.
+        validation_every: with model selection on, every ``validation_every``-th labeled
+            sample is held out for validation (thesis: 6).
+        alpha_grid: the α values the heuristic chooses from (must contain 0).
+        min_class_count: a class with at least this many training samples is
+            "well-represented" and counts in the α heuristic.
+        max_validation: capacity of the validation buffer; when full, the oldest sample of the
+            class with the most validation samples is replaced (keeps it class-balanced).
+        alpha_init: α used by ``alpha="auto"`` before any validation sample of a
+            well-represented class exists (the authors' code used 1/2).
+        feature_map: optional :class:`FeatureMap` applied before the linear model (e.g. a
+            Nyström map exported by the offline tuner).
+        n_features: input dimension; inferred from the first :meth:`partial_fit` otherwise.
+
+    Attributes (after the first sample):
+        classes_: the known labels, in score-column order (ints, strings, or both: an
+            object array when mixed; ``1`` and ``"1"`` are different classes).
+        class_counts_: training samples per class (what Γ uses); ``seen_counts_`` also
+            counts held-out samples.
+        lambda_, alpha_: the λ and α used for prediction.
+        validation_accuracy_: per λ candidate, validation accuracy at ``alpha_`` (NaN
+            before any validation sample).
+    """
+
+    def __init__(
+        self,
+        lambdas: float | Sequence[float] = 1.0,
+        alpha: float | str = 0.0,
+        validation_every: int = 6,
+        alpha_grid: Sequence[float] | None = None,
+        min_class_count: int = 20,
+        max_validation: int = 300,
+        alpha_init: float = 0.5,
+        feature_map: FeatureMap | None = None,
+        n_features: int | None = None,
+    ):
+        lams = np.atleast_1d(np.asarray(lambdas, dtype=np.float64)).ravel()
+        if lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams <= 0):
+            raise ValueError(f"lambdas must be positive numbers, got {lambdas!r}")
+        if len(set(lams.tolist())) != lams.size:
+            raise ValueError("lambdas must be distinct")
+        if isinstance(alpha, str):
+            if alpha != "auto":
+                raise ValueError(f"alpha must be a number in [0, 1] or 'auto', got {alpha!r}")
+        elif not (isinstance(alpha, numbers.Real) and 0.0 <= float(alpha) <= 1.0):
+            raise ValueError(f"alpha must be in [0, 1] or 'auto', got {alpha!r}")
+        grid = np.linspace(0.0, 1.0, 11) if alpha_grid is None else np.asarray(alpha_grid, dtype=float)
+        grid = np.unique(grid.ravel())
+        if grid.size == 0 or grid[0] != 0.0 or grid[-1] > 1.0 or not np.all(np.isfinite(grid)):
+            raise ValueError("alpha_grid must hold values in [0, 1] including 0")
+        if int(validation_every) < 2:
+            raise ValueError("validation_every must be ≥ 2")
+        if int(min_class_count) < 1 or int(max_validation) < 1:
+            raise ValueError("min_class_count and max_validation must be ≥ 1")
+        if not 0.0 <= float(alpha_init) <= 1.0:
+            raise ValueError("alpha_init must be in [0, 1]")
+        if feature_map is not None and not isinstance(feature_map, FeatureMap):
+            raise ValueError("feature_map must follow the FeatureMap protocol")
+        self.lambdas = lams
+        self.alpha = alpha if isinstance(alpha, str) else float(alpha)
+        self.validation_every = int(validation_every)
+        self.alpha_grid = grid
+        self.min_class_count = int(min_class_count)
+        self.max_validation = int(max_validation)
+        self.alpha_init = float(alpha_init)
+        self.feature_map = feature_map
+        if feature_map is not None:
+            if n_features is not None and int(n_features) != feature_map.n_inputs:
+                raise ValueError("n_features must equal feature_map.n_inputs")
+            n_features = feature_map.n_inputs
+        self.n_features_in_: int | None = None if n_features is None else int(n_features)
+        self._init_state()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def selects_model(self) -> bool:
+        """Whether samples are held out for λ/α selection (several λ or ``alpha="auto"``)."""
+        return self.lambdas.size > 1 or self.alpha == "auto"
+
+    @property
+    def n_model_features(self) -> int | None:
+        """Dimension ``d`` of the linear model (after the feature map)."""
+        if self.feature_map is not None:
+            return self.feature_map.n_features
+        return self.n_features_in_
+
+    def _init_state(self) -> None:
+        self._labels: list[Label] = []
+        self._index: dict[tuple[str, Label], int] = {}
+        self._train_counts = np.zeros(0, dtype=np.int64)
+        self._seen_counts = np.zeros(0, dtype=np.int64)
+        self.n_samples_seen_ = 0
+        self._engines: list[RecursiveRLS] = []
+        d = self.n_model_features
+        self._val_X = np.zeros((0, d or 0))
+        self._val_y = np.zeros(0, dtype=np.int64)
+        self._val_age = np.zeros(0, dtype=np.int64)  # sample number when held out
+        self._val_S: list[np.ndarray] = []  # per λ: X_val A⁻¹ B  (V × T)
+        self._selection: tuple[int, float, np.ndarray] | None = None
+        if d is not None:
+            self._make_engines(d)
+
+    def _make_engines(self, d: int) -> None:
+        self._engines = [RecursiveRLS(d, 0, lam=float(lam)) for lam in self.lambdas]
+        self._val_X = np.zeros((0, d))
+        self._val_S = [np.zeros((0, 0)) for _ in self.lambdas]
+
+    def reset(self) -> None:
+        """Forget every sample and class (keeps hyperparameters, dimension and feature map)."""
+        self._init_state()
+
+    @property
+    def classes_(self) -> np.ndarray:
+        """Known labels in score-column order."""
+        labels = self._labels
+        if labels and all(isinstance(c, int) for c in labels):
+            return np.asarray(labels, dtype=np.int64)
+        if labels and all(isinstance(c, str) for c in labels):
+            return np.asarray(labels, dtype=str)
+        out = np.empty(len(labels), dtype=object)
+        out[:] = labels
+        return out
+
+    @property
+    def class_counts_(self) -> np.ndarray:
+        """Training samples per class (held-out ones excluded)."""
+        return self._train_counts.copy()
+
+    @property
+    def seen_counts_(self) -> np.ndarray:
+        """Labeled samples per class, held-out ones included."""
+        return self._seen_counts.copy()
+
+    @property
+    def n_validation_(self) -> int:
+        """Samples in the validation buffer."""
+        return int(self._val_y.size)
+
+    # ------------------------------------------------------------------ input checks
+    def _features(self, X: Any, name: str = "X") -> np.ndarray:
+        """Validate raw inputs (dimension, finiteness) and apply the feature map."""
+        a = np.asarray(X, dtype=np.float64) if not isinstance(X, np.ndarray) else X.astype(np.float64)
+        if a.ndim == 1:
+            a = a[None, :]
+        if a.ndim != 2:
+            raise ValueError(f"{name} must be 1-D or 2-D, got shape {np.shape(X)}")
+        if self.n_features_in_ is not None and a.shape[1] != self.n_features_in_:
+            raise ValueError(f"{name} has {a.shape[1]} features, expected {self.n_features_in_}")
+        if a.shape[1] == 0:
+            raise ValueError(f"{name} has no features")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{name} contains NaN or Inf")
+        if self.feature_map is not None:
+            a = np.asarray(self.feature_map.transform(a), dtype=np.float64)
+            if not np.all(np.isfinite(a)):
+                raise ValueError(f"{name}: the feature map produced NaN or Inf")
+        return a
+
+    @staticmethod
+    def _labels_of(y: Any, n: int) -> list[Label]:
+        if isinstance(y, (str, numbers.Integral, np.generic)) and not isinstance(y, np.ndarray):
+            ys = [y]
+        else:
+            ys = list(np.asarray(y, dtype=object).ravel()) if not isinstance(y, list) else list(y)
+        if len(ys) != n:
+            raise ValueError(f"got {n} samples but {len(ys)} labels")
+        return [_check_label(v) for v in ys]
+
+    # ------------------------------------------------------------------ learning
+    def partial_fit(self, X: Any, y: Any) -> IncrementalRLSC:
+        """Learn labeled samples ``X`` (``(n, d)`` or ``(d,)``) with labels ``y`` in order.
+
+        A new label adds a class (eq. 7.20). With model selection on, every
+        ``validation_every``-th sample (counted over all labeled samples ever seen) of an
+        already known class is held out for validation instead of trained on.
+
+        Raises:
+            ValueError: wrong dimension, NaN/Inf, missing or empty labels; nothing changes.
+        """
+        Z = self._features(X)
+        labels = self._labels_of(y, Z.shape[0])
+        if Z.shape[0] == 0:
+            return self
+        if not self._engines:  # first sample fixes the dimension
+            self.n_features_in_ = int(np.asarray(X).shape[-1])
+            self._make_engines(Z.shape[1])
+        # Plan: new classes, and which samples are held out (sequential semantics).
+        new_labels: list[Label] = []
+        known = dict(self._index)
+        train_counts = list(self._train_counts)
+        cls_idx = np.empty(len(labels), dtype=np.int64)
+        held = np.zeros(len(labels), dtype=bool)
+        for i, lab in enumerate(labels):
+            key = _label_key(lab)
+            if key not in known:
+                known[key] = len(known)
+                new_labels.append(lab)
+                train_counts.append(0)
+            c = known[key]
+            cls_idx[i] = c
+            sample_no = self.n_samples_seen_ + i + 1
+            if self.selects_model and sample_no % self.validation_every == 0 and train_counts[c] > 0:
+                held[i] = True
+            else:
+                train_counts[c] += 1
+        # Commit (nothing below raises on validated input).
+        for lab in new_labels:
+            self._add_class(lab)
+        start = 0
+        n = len(labels)
+        while start < n:
+            stop = start
+            while stop < n and not held[stop]:
+                stop += 1
+            if stop > start:
+                self._train_rows(Z[start:stop], cls_idx[start:stop])
+            if stop < n:  # a held-out sample
+                self._hold_out(Z[stop], int(cls_idx[stop]), self.n_samples_seen_ + stop + 1)
+                stop += 1
+            start = stop
+        np.add.at(self._seen_counts, cls_idx, 1)
+        self.n_samples_seen_ += n
+        self._selection = None
+        return self
+
+    def _add_class(self, label: Label) -> None:
+        self._index[_label_key(label)] = len(self._labels)
+        self._labels.append(label)
+        self._train_counts = np.append(self._train_counts, 0)
+        self._seen_counts = np.append(self._seen_counts, 0)
+        for j, rls in enumerate(self._engines):
+            rls.add_outputs(1)  # eq. 7.20: a zero column of b; A unchanged
+            S = self._val_S[j]
+            self._val_S[j] = np.concatenate([S, np.zeros((S.shape[0], 1))], axis=1)
+
+    def _train_rows(self, Z: np.ndarray, cls: np.ndarray) -> None:
+        """Rank-m update of every engine; validation scores kept exact by Woodbury."""
+        m, T = Z.shape[0], len(self._labels)
+        E = np.zeros((m, T))
+        E[np.arange(m), cls] = 1.0
+        V = self._val_y.size
+        for j, rls in enumerate(self._engines):
+            if V:
+                R = _cholesky_factor(rls)
+                # G = A⁻¹Zᵀ with the factor *before* the update.
+                G = solve_triangular(R, Z.T, trans="T", lower=False, check_finite=False)
+                G = solve_triangular(R, G, lower=False, check_finite=False)
+            rls.update(Z, E)
+            if V:
+                # S_new = S + (X_val G) E − (X_val G) (I + Z G)⁻¹ Gᵀ B_new
+                XG = self._val_X @ G  # V × m
+                M = np.eye(m) + Z @ G
+                GB = G.T @ _rhs(rls)  # m × T, with B after the update
+                corr = np.linalg.solve(M, GB) if m > 1 else GB / M[0, 0]
+                self._val_S[j] += XG @ (E - corr)
+        np.add.at(self._train_counts, cls, 1)
+
+    def _hold_out(self, z: np.ndarray, c: int, sample_no: int) -> None:
+        scores = [rls.predict(z[None, :]) for rls in self._engines]  # two triangular solves each
+        V = self._val_y.size
+        if V < self.max_validation:
+            self._val_X = np.concatenate([self._val_X, z[None, :]])
+            self._val_y = np.append(self._val_y, c)
+            self._val_age = np.append(self._val_age, sample_no)
+            self._val_S = [np.concatenate([S, s]) for S, s in zip(self._val_S, scores, strict=True)]
+            return
+        # Full: replace the oldest sample of the most represented class (keeps it balanced).
+        per_class = np.bincount(self._val_y, minlength=len(self._labels))
+        rows = np.flatnonzero(self._val_y == int(np.argmax(per_class)))
+        r = int(rows[np.argmin(self._val_age[rows])])
+        self._val_X[r] = z
+        self._val_y[r] = c
+        self._val_age[r] = sample_no
+        for S, s in zip(self._val_S, scores, strict=True):
+            S[r] = s[0]
+
+    # ------------------------------------------------------------------ model selection
+    def _gamma(self, alpha: float) -> np.ndarray:
+        """Diagonal of Γ^α = (k · diag(k_1..k_T)⁻¹)^α over training counts (§7.5.2)."""
+        k = self._train_counts.sum()
+        counts = np.maximum(self._train_counts, 1)
+        return (k / counts) ** alpha if alpha != 0.0 else np.ones(counts.size)
+
+    def _validation_grid(self) -> tuple[np.ndarray, np.ndarray]:
+        """Accuracy (all validation samples, well-represented ones) per (λ, α grid)."""
+        L, A = self.lambdas.size, self.alpha_grid.size
+        if self._val_y.size == 0:
+            return np.full((L, A), np.nan), np.full((L, A), np.nan)
+        gammas = np.stack([self._gamma(float(a)) for a in self.alpha_grid])  # A × T
+        S = np.stack(self._val_S)  # L × V × T
+        pred = np.argmax(S[:, None, :, :] * gammas[None, :, None, :], axis=3)  # L × A × V
+        hit = pred == self._val_y[None, None, :]
+        acc_all = hit.mean(axis=2)
+        wr = self._train_counts[self._val_y] >= self.min_class_count
+        acc_wr = hit[:, :, wr].mean(axis=2) if wr.any() else np.full((L, A), np.nan)
+        return acc_all, acc_wr
+
+    def _select(self) -> tuple[int, float, np.ndarray]:
+        """(λ index, α, per-λ validation accuracy at α) — cached until the next update."""
+        if self._selection is not None:
+            return self._selection
+        acc_all, acc_wr = self._validation_grid()
+        L = self.lambdas.size
+        if self.alpha == "auto":
+            best_lam = [self._best_lambda(acc_all[:, a]) for a in range(self.alpha_grid.size)]
+            wr = np.array([acc_wr[best_lam[a], a] for a in range(self.alpha_grid.size)])
+            if np.isnan(wr[0]):
+                alpha = self.alpha_init
+                lam_idx = self._best_lambda(acc_all[:, int(np.argmin(np.abs(self.alpha_grid - alpha)))])
+            else:
+                ok = np.flatnonzero(wr >= wr[0] - 1e-12)
+                a = int(ok[-1])
+                alpha, lam_idx = float(self.alpha_grid[a]), best_lam[a]
+        else:
+            alpha = float(self.alpha)
+            lam_idx = self._best_lambda(self._accuracy_at(alpha) if L > 1 else np.full(1, np.nan))
+        per_lambda = self._accuracy_at(alpha)
+        self._selection = (lam_idx, alpha, per_lambda)
+        return self._selection
+
+    def _accuracy_at(self, alpha: float) -> np.ndarray:
+        if self._val_y.size == 0:
+            return np.full(self.lambdas.size, np.nan)
+        g = self._gamma(alpha)
+        return np.array([np.mean(np.argmax(S * g, axis=1) == self._val_y) for S in self._val_S])
+
+    def _best_lambda(self, acc: np.ndarray) -> int:
+        """Highest validation accuracy; ties go to the larger λ. No data: the middle candidate."""
+        if acc.size == 1:
+            return 0
+        if np.all(np.isnan(acc)):
+            return int(np.argsort(self.lambdas)[self.lambdas.size // 2])
+        best = np.nanmax(acc)
+        tied = np.flatnonzero(acc >= best - 1e-12)
+        return int(tied[np.argmax(self.lambdas[tied])])
+
+    @property
+    def lambda_(self) -> float:
+        """The λ used for prediction."""
+        return float(self.lambdas[self._select()[0]])
+
+    @property
+    def alpha_(self) -> float:
+        """The α used for prediction."""
+        return self._select()[1]
+
+    @property
+    def validation_accuracy_(self) -> np.ndarray:
+        """Validation accuracy of each λ candidate at ``alpha_`` (NaN before any validation)."""
+        return self._select()[2].copy()
+
+    @property
+    def validation_accuracy_grid_(self) -> np.ndarray:
+        """Validation accuracy per (λ candidate, α of ``alpha_grid``)."""
+        return self._validation_grid()[0]
+
+    # ------------------------------------------------------------------ prediction
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Recoded scores ``x A⁻¹ b Γ^α`` of the selected λ and α, columns in ``classes_`` order.
+
+        Raises:
+            ValueError: no class learned yet, wrong dimension, NaN/Inf.
+        """
+        if not self._labels:
+            raise ValueError("the classifier has not learned any class yet")
+        Z = self._features(X)
+        lam_idx, alpha, _ = self._select()
+        return self._engines[lam_idx].predict(Z) * self._gamma(alpha)[None, :]
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The class with the highest recoded score, for each row of ``X``."""
+        return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+
+    # ------------------------------------------------------------------ persistence
+    def to_model_file(self) -> ModelFile:
+        """The model as a :class:`ModelFile` of kind ``"incremental_rlsc"``."""
+        meta: dict[str, Any] = {
+            "state_version": _STATE_VERSION,
+            "lambdas": self.lambdas.tolist(),
+            "alpha": self.alpha,
+            "validation_every": self.validation_every,
+            "alpha_grid": self.alpha_grid.tolist(),
+            "min_class_count": self.min_class_count,
+            "max_validation": self.max_validation,
+            "alpha_init": self.alpha_init,
+            "n_features": self.n_features_in_,
+            "classes": [{"type": "int" if isinstance(c, int) else "str", "value": c} for c in self._labels],
+            "n_samples_seen": self.n_samples_seen_,
+            "engines": [],
+            "feature_map": None,
+        }
+        arrays: dict[str, np.ndarray] = {
+            "train_counts": self._train_counts.copy(),
+            "seen_counts": self._seen_counts.copy(),
+            "val_X": self._val_X.copy(),
+            "val_y": self._val_y.copy(),
+            "val_age": self._val_age.copy(),
+        }
+        for j, rls in enumerate(self._engines):
+            m, a = rls.to_state()
+            meta["engines"].append(m)
+            arrays.update(prefixed(f"engine{j}", a))
+        if self.feature_map is not None:
+            fm_meta, fm_arrays = self.feature_map.to_state()
+            meta["feature_map"] = {"kind": self.feature_map.kind, "meta": fm_meta}
+            arrays.update(prefixed("feature_map", fm_arrays))
+        return ModelFile(kind=MODEL_KIND, meta=meta, arrays=arrays)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the model atomically to ``path`` (project model file, no pickle)."""
+        save_model_file(path, self.to_model_file())
+
+    @classmethod
+    def from_model_file(cls, model: ModelFile) -> IncrementalRLSC:
+        """Rebuild a classifier; every field is validated.
+
+        Raises:
+            ModelFileError: wrong kind, missing or inconsistent fields, bad values.
+        """
+        if model.kind != MODEL_KIND:
+            raise ModelFileError(f"expected a {MODEL_KIND!r} model, got {model.kind!r}")
+        meta, arrays = model.meta, model.arrays
+        try:
+            if meta["state_version"] != _STATE_VERSION:
+                raise ValueError(f"state version {meta['state_version']!r}")
+            fm = None
+            if meta.get("feature_map") is not None:
+                fmm = meta["feature_map"]
+                fm = feature_map_from_state(str(fmm["kind"]), fmm["meta"], unprefixed("feature_map", arrays))
+            n_features = meta["n_features"]
+            clf = cls(
+                lambdas=meta["lambdas"],
+                alpha=meta["alpha"],
+                validation_every=meta["validation_every"],
+                alpha_grid=meta["alpha_grid"],
+                min_class_count=meta["min_class_count"],
+                max_validation=meta["max_validation"],
+                alpha_init=meta["alpha_init"],
+                feature_map=fm,
+                n_features=None if n_features is None else int(n_features),
+            )
+            labels: list[Label] = []
+            for entry in meta["classes"]:
+                typ, value = entry["type"], entry["value"]
+                if (typ == "int") != (isinstance(value, int) and not isinstance(value, bool)) or (
+                    typ == "str" and not isinstance(value, str)
+                ):
+                    raise ValueError(f"class {entry!r} does not match its type")
+                labels.append(_check_label(value))
+            if len({_label_key(lab) for lab in labels}) != len(labels):
+                raise ValueError("duplicate classes")
+            T = len(labels)
+            train_counts = np.asarray(arrays["train_counts"])
+            seen_counts = np.asarray(arrays["seen_counts"])
+            for name, a in (("train_counts", train_counts), ("seen_counts", seen_counts)):
+                if a.shape != (T,) or not np.issubdtype(a.dtype, np.integer) or np.any(a < 0):
+                    raise ValueError(f"{name} must be {T} non-negative integers")
+            if np.any(seen_counts < train_counts):
+                raise ValueError("seen_counts < train_counts")
+            n_seen = int(meta["n_samples_seen"])
+            if n_seen != int(seen_counts.sum()):
+                raise ValueError("n_samples_seen does not match the class counts")
+            engines_meta = meta["engines"]
+            if T == 0 and n_seen == 0 and not engines_meta:
+                return clf
+            if len(engines_meta) != clf.lambdas.size:
+                raise ValueError("one engine per λ candidate expected")
+            d = clf.n_model_features
+            engines = []
+            for j, em in enumerate(engines_meta):
+                rls = RecursiveRLS.from_state(em, unprefixed(f"engine{j}", arrays))
+                if rls.lam != clf.lambdas[j] or rls.n_outputs != T or rls.forgetting != 1.0:
+                    raise ValueError(f"engine {j} does not match λ, classes or forgetting")
+                if d is not None and rls.n_features != d:
+                    raise ValueError(f"engine {j} has dimension {rls.n_features}, expected {d}")
+                if rls.n_samples != int(train_counts.sum()):
+                    raise ValueError(
+                        f"engine {j} saw {rls.n_samples} samples, counts say {train_counts.sum()}"
+                    )
+                engines.append(rls)
+            d = engines[0].n_features
+            val_X = np.asarray(arrays["val_X"], dtype=np.float64)
+            val_y = np.asarray(arrays["val_y"])
+            val_age = np.asarray(arrays["val_age"])
+            V = val_y.shape[0] if val_y.ndim == 1 else -1
+            if V < 0 or val_X.shape != (V, d) or val_age.shape != (V,) or V > clf.max_validation:
+                raise ValueError("validation buffer has inconsistent shapes")
+            if not np.issubdtype(val_y.dtype, np.integer) or np.any((val_y < 0) | (val_y >= max(T, 1))):
+                raise ValueError("validation labels out of range")
+            if not np.all(np.isfinite(val_X)):
+                raise ValueError("validation buffer holds NaN or Inf")
+        except ModelFileError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ModelFileError(f"malformed {MODEL_KIND} model: {exc}") from exc
+        if clf.n_features_in_ is None:
+            clf.n_features_in_ = d
+        clf._engines = engines
+        clf._labels = labels
+        clf._index = {_label_key(lab): i for i, lab in enumerate(labels)}
+        clf._train_counts = train_counts.astype(np.int64)
+        clf._seen_counts = seen_counts.astype(np.int64)
+        clf.n_samples_seen_ = n_seen
+        clf._val_X, clf._val_y, clf._val_age = val_X.copy(), val_y.astype(np.int64), val_age.astype(np.int64)
+        clf._val_S = [rls.predict(val_X) if V else np.zeros((0, T)) for rls in engines]
+        clf._selection = None
+        return clf
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> IncrementalRLSC:
+        """Read a model written by :meth:`save` (validated; raises :class:`ModelFileError`)."""
+        return cls.from_model_file(load_model_file(path, kind=MODEL_KIND))
+
+    def __repr__(self) -> str:
+        return (
+            f"IncrementalRLSC(lambdas={self.lambdas.tolist()}, alpha={self.alpha!r}, "
+            f"classes={len(self._labels)}, samples={self.n_samples_seen_})"
+        )
+
+
+def _cholesky_factor(rls: RecursiveRLS) -> np.ndarray:
+    """The engine's upper-triangular factor without copying it (no forgetting: scale 1)."""
+    R = getattr(rls, "_R", None)
+    if R is not None and getattr(rls, "_scale2", None) == 1.0:
+        return R
+    return rls.cholesky_factor
+
+
+def _rhs(rls: RecursiveRLS) -> np.ndarray:
+    """The engine's ``B = ZᵀU`` without copying it (no forgetting: scale 1)."""
+    B = getattr(rls, "_B", None)
+    if B is not None and getattr(rls, "_scale2", None) == 1.0:
+        return B
+    return rls.rhs

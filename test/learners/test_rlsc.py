@@ -1,0 +1,339 @@
+"""Incremental RLSC with class extension and recoding (thesis Algorithm 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from threadpoolctl import threadpool_limits
+
+from lifelong_learning.io.model_file import ModelFileError, load_model_file, save_model_file
+from lifelong_learning.learners import IncrementalRLSC
+
+
+def closed_form_scores(X_train, labels, classes, lam, alpha, X_test):
+    """X_test (XᵀX + λI)⁻¹ XᵀY Γ^α, Γ = k diag(k_t)⁻¹ (thesis §7.5.2), columns in `classes` order."""
+    col = {c: i for i, c in enumerate(classes)}
+    Y = np.zeros((len(labels), len(classes)))
+    Y[np.arange(len(labels)), [col[c] for c in labels]] = 1.0
+    k, k_t = len(labels), Y.sum(axis=0)
+    W = np.linalg.solve(X_train.T @ X_train + lam * np.eye(X_train.shape[1]), X_train.T @ Y)
+    return X_test @ W @ np.diag((k / k_t) ** alpha)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_blas_thread():
+    """Small triangular solves get ~15x slower with 2 BLAS threads on a busy 2-core machine."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X / 16.0, y
+
+
+def state_snapshot(clf: IncrementalRLSC):
+    mf = clf.to_model_file()
+    return mf.meta, {k: v.copy() for k, v in mf.arrays.items()}
+
+
+def assert_same_state(a, b):
+    assert a[0] == b[0]
+    assert a[1].keys() == b[1].keys()
+    for k in a[1]:
+        np.testing.assert_array_equal(a[1][k], b[1][k])
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 1.0])
+def test_matches_thesis_closed_form_with_class_added_mid_stream(alpha):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(120, 12))
+    labels = [["cup", "ball", "duck"][i] for i in rng.integers(0, 3, 80)]
+    labels += [["cup", "ball", "duck", "mug"][i] for i in rng.integers(0, 4, 40)]  # "mug" arrives late
+    clf = IncrementalRLSC(lambdas=0.7, alpha=alpha)
+    clf.partial_fit(X[:50], labels[:50])  # a batch ...
+    for i in range(50, 120):  # ... then one sample at a time
+        clf.partial_fit(X[i], labels[i])
+        if i in (85, 119):
+            seen = labels[: i + 1]
+            classes = list(clf.classes_)
+            assert set(classes) == set(seen)
+            ref = closed_form_scores(X[: i + 1], seen, classes, 0.7, alpha, X)
+            got = clf.decision_function(X)
+            assert np.max(np.abs(got - ref)) <= 1e-8 * np.max(np.abs(ref))
+    assert clf.n_validation_ == 0  # one λ, fixed α: nothing held out
+    assert clf.lambda_ == 0.7 and clf.alpha_ == alpha
+    np.testing.assert_array_equal(clf.class_counts_, [labels.count(c) for c in clf.classes_])
+
+
+def test_new_class_mid_stream_is_predicted(digits):
+    X, y = digits
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(len(y))
+    train, test = perm[:1000], perm[1000:]
+    clf = IncrementalRLSC(lambdas=1.0, alpha=0.5)
+    old = train[y[train] < 8]
+    clf.partial_fit(X[old], y[old])
+    assert set(clf.classes_.tolist()) == set(range(8))
+    for i in train[y[train] >= 8][:60]:  # classes 8 and 9 arrive one sample at a time
+        clf.partial_fit(X[i], y[i])
+    assert set(clf.classes_.tolist()) == set(range(10))
+    new = test[y[test] >= 8]
+    assert np.mean(clf.predict(X[new]) == y[new]) > 0.7
+    assert np.mean(clf.predict(X[test]) == y[test]) > 0.85
+
+
+def test_recoding_helps_the_rare_class(digits):
+    """Thesis Table 7.1 protocol in small: 9 balanced classes, the 10th arrives with 5 samples."""
+    X, y = digits
+    rng = np.random.default_rng(3)
+    rare_acc = {0.0: [], 1.0: [], "auto": []}
+    for trial in range(3):
+        perm = rng.permutation(len(y))
+        train, test = perm[:1200], perm[1200:]
+        rare = trial + 2
+        balanced = train[y[train] != rare]
+        rare_train = train[y[train] == rare][:5]
+        for alpha in rare_acc:
+            clf = IncrementalRLSC(lambdas=[0.1, 1.0, 10.0], alpha=alpha)
+            clf.partial_fit(X[balanced], y[balanced])
+            for i in rare_train:
+                clf.partial_fit(X[i], y[i])
+            mask = y[test] == rare
+            rare_acc[alpha].append(np.mean(clf.predict(X[test[mask]]) == rare))
+    naive, full, auto = (np.mean(rare_acc[a]) for a in (0.0, 1.0, "auto"))
+    assert naive < 0.2  # plain RLSC ignores the rare class
+    assert full > naive + 0.4
+    assert auto > naive + 0.2
+
+
+def test_lambda_selection_avoids_useless_candidates(digits):
+    X, y = digits
+    lambdas = [1e-2, 1.0, 1e6]  # 1e6 shrinks every score to ~0: a useless model
+    clf = IncrementalRLSC(lambdas=lambdas, alpha=0.0)
+    clf.partial_fit(X[:900], y[:900])
+    # Every 6th sample is held out (unless its class had no training sample yet).
+    assert 145 <= clf.n_validation_ <= 150
+    assert clf.class_counts_.sum() + clf.n_validation_ == 900
+    acc = clf.validation_accuracy_
+    assert acc.shape == (3,)
+    assert clf.lambda_ != 1e6
+    assert acc[lambdas.index(clf.lambda_)] == acc.max() > 0.85
+    # The held-out samples were not trained on: training on them changes the model.
+    assert np.mean(clf.predict(X[900:]) == y[900:]) > 0.85
+
+
+def test_alpha_heuristic(digits):
+    X, y = digits
+    rare = 7
+    balanced = np.flatnonzero(y != rare)[:900]
+    rare_idx = np.flatnonzero(y == rare)[:12]
+    clf = IncrementalRLSC(lambdas=[0.3, 3.0], alpha="auto", min_class_count=20)
+    clf.partial_fit(X[balanced], y[balanced])
+    for i in rare_idx:
+        clf.partial_fit(X[i], y[i])
+    alpha = clf.alpha_
+    assert alpha in clf.alpha_grid
+    # Heuristic: accuracy on well-represented validation samples at α_ ≥ at α = 0, and
+    # no larger α of the grid satisfies that.
+    Xv, yv = clf._val_X, clf.classes_[clf._val_y]
+    wr = np.isin(yv, clf.classes_[clf.class_counts_ >= 20])
+
+    def wr_accuracy(a):
+        probe = IncrementalRLSC.from_model_file(clf.to_model_file())
+        probe.alpha = a
+        probe._selection = None
+        lam_best = probe.lambda_
+        assert lam_best in (0.3, 3.0)
+        return np.mean(probe.predict(Xv[wr]) == yv[wr])
+
+    assert wr_accuracy(alpha) >= wr_accuracy(0.0)
+    for a in clf.alpha_grid[clf.alpha_grid > alpha]:
+        assert wr_accuracy(float(a)) < wr_accuracy(0.0)
+
+
+def test_new_class_at_hold_out_position_is_learned():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 4))
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0], validation_every=3)
+    clf.partial_fit(X[:2], ["a", "a"])
+    clf.partial_fit(X[2], "b")  # 3rd sample: a hold-out position, but "b" is new
+    assert clf.n_validation_ == 0
+    np.testing.assert_array_equal(clf.class_counts_, [2, 1])
+    clf.partial_fit(X[3:6], ["b", "a", "b"])  # 6th sample held out
+    assert clf.n_validation_ == 1
+    np.testing.assert_array_equal(clf.class_counts_, [3, 2])
+    np.testing.assert_array_equal(clf.seen_counts_, [3, 3])
+
+
+def test_sample_by_sample_equals_one_batch(digits):
+    X, y = digits
+    a = IncrementalRLSC(lambdas=[0.1, 1.0, 10.0], alpha="auto", max_validation=25)
+    b = IncrementalRLSC(lambdas=[0.1, 1.0, 10.0], alpha="auto", max_validation=25)
+    a.partial_fit(X[:300], y[:300])
+    for i in range(300):
+        b.partial_fit(X[i], y[i])
+    np.testing.assert_allclose(a.decision_function(X[300:400]), b.decision_function(X[300:400]), atol=1e-9)
+    assert (a.lambda_, a.alpha_) == (b.lambda_, b.alpha_)
+    np.testing.assert_array_equal(a.validation_accuracy_, b.validation_accuracy_)
+    assert a.n_validation_ == 25
+
+
+def test_full_validation_buffer_makes_room_for_new_classes():
+    rng = np.random.default_rng(0)
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0], validation_every=2, max_validation=6)
+    clf.partial_fit(rng.normal(size=(40, 3)), ["a"] * 40)
+    assert clf.n_validation_ == 6
+    clf.partial_fit(rng.normal(size=(10, 3)) + 3.0, ["b"] * 10)
+    held = clf.classes_[clf._val_y].tolist()
+    assert clf.n_validation_ == 6
+    assert held.count("b") >= 3 and held.count("a") >= 2  # the oldest "a" samples made room
+
+
+def test_save_load_round_trip(tmp_path, digits):
+    X, y = digits
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto")
+    clf.partial_fit(X[:400], y[:400])
+    path = tmp_path / "rlsc.model"
+    clf.save(path)
+    loaded = IncrementalRLSC.load(path)
+    np.testing.assert_array_equal(loaded.decision_function(X[400:]), clf.decision_function(X[400:]))
+    np.testing.assert_array_equal(loaded.classes_, clf.classes_)
+    assert (loaded.lambda_, loaded.alpha_) == (clf.lambda_, clf.alpha_)
+    np.testing.assert_array_equal(loaded.validation_accuracy_, clf.validation_accuracy_)
+    # Continuing after a reload is the same as never stopping.
+    clf.partial_fit(X[400:600], y[400:600])
+    loaded.partial_fit(X[400:600], y[400:600])
+    np.testing.assert_allclose(loaded.decision_function(X[600:]), clf.decision_function(X[600:]), atol=1e-10)
+    # An empty model round-trips too.
+    IncrementalRLSC(lambdas=2.0).save(tmp_path / "empty.model")
+    assert IncrementalRLSC.load(tmp_path / "empty.model").classes_.size == 0
+
+
+def test_load_rejects_bad_files(tmp_path, digits):
+    X, y = digits
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0])
+    clf.partial_fit(X[:100], y[:100])
+    good = clf.to_model_file()
+
+    def tampered(edit):
+        mf = clf.to_model_file()
+        edit(mf)
+        path = tmp_path / "bad.model"
+        save_model_file(path, mf)
+        return path
+
+    bad_edits = [
+        lambda mf: mf.meta.update(lambdas=[0.1, 2.0]),
+        lambda mf: mf.meta["classes"].pop(),
+        lambda mf: mf.meta["classes"].__setitem__(0, {"type": "int", "value": "0"}),
+        lambda mf: mf.meta["classes"].__setitem__(1, dict(mf.meta["classes"][0])),
+        lambda mf: mf.arrays.update(train_counts=mf.arrays["train_counts"] + 1),
+        lambda mf: mf.arrays.update(val_y=mf.arrays["val_y"] + 50),
+        lambda mf: mf.arrays.pop("engine1/R"),
+        lambda mf: mf.arrays.update({"engine0/B": np.full_like(mf.arrays["engine0/B"], np.nan)}),
+        lambda mf: mf.meta.pop("alpha"),
+    ]
+    for edit in bad_edits:
+        with pytest.raises(ModelFileError):
+            IncrementalRLSC.load(tampered(edit))
+    path = tmp_path / "good.model"
+    save_model_file(path, good)
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])  # truncated
+    with pytest.raises(ModelFileError):
+        IncrementalRLSC.load(path)
+    other = tmp_path / "other.model"
+    save_model_file(other, type(good)(kind="something_else", meta={}, arrays={}))
+    with pytest.raises(ModelFileError):
+        IncrementalRLSC.load(other)
+    assert load_model_file(tmp_path / "bad.model").kind == "incremental_rlsc"
+
+
+@pytest.mark.parametrize(
+    ("X", "y"),
+    [
+        (np.ones((1, 5)), ["a"]),  # wrong dimension
+        (np.full((1, 4), np.nan), ["a"]),
+        (np.array([[1.0, np.inf, 0.0, 0.0]]), ["a"]),
+        (np.ones((1, 4)), [""]),  # empty label
+        (np.ones((1, 4)), ["  "]),
+        (np.ones((1, 4)), [2.5]),  # float label
+        (np.ones((1, 4)), [True]),
+        (np.ones((1, 4)), [None]),
+        (np.ones((2, 4)), ["a"]),  # label count mismatch
+        (np.vstack([np.ones(4), [np.nan] * 4]), ["a", "new"]),  # one bad row spoils the batch
+    ],
+)
+def test_bad_input_is_rejected_and_changes_nothing(X, y):
+    rng = np.random.default_rng(0)
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto")
+    clf.partial_fit(rng.normal(size=(30, 4)), ["a", "b", "c"] * 10)
+    before = state_snapshot(clf)
+    scores = clf.decision_function(np.eye(4))
+    with pytest.raises(ValueError):
+        clf.partial_fit(X, y)
+    assert_same_state(before, state_snapshot(clf))
+    np.testing.assert_array_equal(scores, clf.decision_function(np.eye(4)))
+    with pytest.raises(ValueError):
+        clf.decision_function(np.ones((1, 5)))
+    with pytest.raises(ValueError):
+        clf.predict([np.nan, 0, 0, 0])
+
+
+def test_bad_hyperparameters_and_empty_model():
+    for kwargs in (
+        {"lambdas": 0.0},
+        {"lambdas": [1.0, -1.0]},
+        {"alpha": 1.5},
+        {"alpha": "max"},
+        {"validation_every": 1},
+        {"alpha_grid": [0.5, 1.0]},
+        {"lambdas": [1.0, 1.0]},
+    ):
+        with pytest.raises(ValueError):
+            IncrementalRLSC(**kwargs)
+    with pytest.raises(ValueError):
+        IncrementalRLSC().predict(np.ones((1, 3)))
+
+
+def test_mixed_int_and_str_labels(tmp_path):
+    rng = np.random.default_rng(0)
+    centres = {1: np.array([5.0, 0, 0]), "1": np.array([0, 5.0, 0]), np.int64(7): np.array([0, 0, 5.0])}
+    X, y = [], []
+    for _ in range(20):
+        for label, c in centres.items():
+            X.append(c + rng.normal(scale=0.3, size=3))
+            y.append(label)
+    clf = IncrementalRLSC(lambdas=0.1)
+    clf.partial_fit(np.array(X), y)
+    assert clf.classes_.dtype == object
+    assert clf.classes_.tolist() == [1, "1", 7]  # 1 and "1" are different classes
+    pred = clf.predict(np.stack(list(centres.values())))
+    assert pred.tolist() == [1, "1", 7]
+    assert [type(p) for p in pred] == [int, str, int]
+    clf.save(tmp_path / "mixed.model")
+    loaded = IncrementalRLSC.load(tmp_path / "mixed.model")
+    assert loaded.classes_.tolist() == [1, "1", 7]
+    assert [type(c) for c in loaded.classes_] == [int, str, int]
+    ints = IncrementalRLSC(lambdas=0.1)
+    ints.partial_fit(np.array(X[:2]), [3, 4])
+    assert ints.classes_.dtype == np.int64
+
+
+def test_feature_map_in_front():
+    rff = pytest.importorskip("lifelong_learning.learners.random_features")
+    phi = rff.RandomFourierFeatures(2, 200, bandwidth=0.5, seed=0)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(400, 2))
+    y = np.where(np.hypot(X[:, 0], X[:, 1]) < 0.6, "in", "out")  # not linearly separable
+    clf = IncrementalRLSC(lambdas=1e-3, feature_map=phi)
+    clf.partial_fit(X[:300], y[:300])
+    assert np.mean(clf.predict(X[300:]) == y[300:]) > 0.9
+    with pytest.raises(ValueError):
+        clf.partial_fit(np.ones((1, 200)), ["in"])  # raw inputs are 2-D
+    mf = clf.to_model_file()
+    again = IncrementalRLSC.from_model_file(mf)
+    np.testing.assert_array_equal(again.decision_function(X[300:]), clf.decision_function(X[300:]))
