@@ -1,0 +1,21 @@
+"""Online inverse dynamics (thesis ch. 8): rigid-body regressor, parametric / random-features /
+semiparametric learners, and the joint-acceleration estimator. No ROS imports."""
+
+from lifelong_learning.dynamics.acceleration import AccelerationEstimator, estimate_accelerations
+from lifelong_learning.dynamics.regressor import RigidBodyRegressor
+from lifelong_learning.dynamics.semiparametric import (
+    MODEL_KIND,
+    SemiparametricInverseDynamics,
+    normalized_mse,
+    select_hyperparameters,
+)
+
+__all__ = [
+    "MODEL_KIND",
+    "AccelerationEstimator",
+    "RigidBodyRegressor",
+    "SemiparametricInverseDynamics",
+    "estimate_accelerations",
+    "normalized_mse",
+    "select_hyperparameters",
+]

@@ -1,0 +1,418 @@
+"""Semiparametric incremental inverse dynamics (thesis ch. 8, Fig. 8.2).
+
+Three learners of ``τ = f(q, q̇, q̈)`` for the joints ``joint_names`` of a URDF, all updated
+one sample at a time with :class:`~lifelong_learning.learners.RecursiveRLS` (Cholesky
+rank-1 updates, thesis §8.2.4), optionally with exponential forgetting so the model tracks
+a change (a grasped payload) instead of saturating:
+
+- **parametric (P)**: ``τ̂_P = Y_b(q, q̇, q̈) π_b`` on the rigid-body base regressor
+  (:class:`~lifelong_learning.dynamics.regressor.RigidBodyRegressor`); each sample adds
+  ``n_dof`` regressor rows. ``prior="urdf"`` (default, beyond the thesis) learns the
+  correction ``δ`` of the URDF's own base parameters, ``π_b = π_urdf + δ``, with targets
+  ``τ − Y_b π_urdf`` (so ``λ`` shrinks towards the URDF); ``prior="zero"`` starts from zero as
+  the thesis does.
+- **nonparametric (NP)**: ``τ̂_NP = Wᵀφ(x̃)`` with ``x̃`` the normalized input
+  ``[(q − q_mid)/q_half, q̇/q̇_max, q̈/q̈_scale]`` and ``φ`` any
+  :class:`~lifelong_learning.learners.feature_map.FeatureMap` (default: random Fourier
+  features of a Gaussian kernel, thesis eq. 8.9); O(D²) per sample.
+- **semiparametric (SP)**: P first; NP learns the residual ``Δτ = τ − τ̂_P`` on the input
+  ``[x̃, τ̂_P/τ_max]``; prediction ``τ̂_P + Δτ̂``. τ̂_P in the residual target and input is taken
+  **after** P's update on the same sample (``residual_after_update=True``, default): the
+  residuals then match the P that will be used at prediction time, which matters in
+  P's transient. ``False`` uses the P before the update (the error P actually made). In a
+  batch update, "after" means after P has taken the whole batch.
+
+Normalization defaults come from the URDF: joint-limit mid-points and half ranges,
+velocity limits, ``q̈_scale = acceleration_scale`` (default 3 × the velocity limit, in
+rad/s²; URDFs hold no acceleration limits) and effort limits. :meth:`fit_normalization`
+sets ``q̈_scale`` (and the others) from data instead; :func:`select_hyperparameters` picks
+``(bandwidth, λ)`` on a hold-out split (the offline Nyström tuner does this properly).
+Forgetting ``β`` is given **per sample**; P applies ``β^(1/n_dof)`` per regressor row so both
+parts forget at the same rate in time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+import numpy as np
+
+from lifelong_learning.dynamics.regressor import RigidBodyRegressor
+from lifelong_learning.io.model_file import (
+    ModelFile,
+    ModelFileError,
+    load_model_file,
+    prefixed,
+    save_model_file,
+    unprefixed,
+)
+from lifelong_learning.learners.feature_map import FeatureMap, feature_map_from_state
+from lifelong_learning.learners.random_features import RandomFourierFeatures
+from lifelong_learning.learners.recursive_rls import RecursiveRLS
+
+MODEL_KIND = "semiparametric_inverse_dynamics"
+MODES = ("semiparametric", "parametric", "nonparametric")
+PRIORS = ("urdf", "zero")
+
+
+class SemiparametricInverseDynamics:
+    """Online inverse-dynamics model of a URDF's joints: parametric, nonparametric or both.
+
+    Args:
+        urdf: URDF text (XML string). A path to an existing ``.urdf`` file is read for
+            convenience; the model keeps (and saves) the text.
+        joint_names: joints modelled, in the order of inputs and outputs (``None``: all
+            1-DoF joints). Other joints are locked at zero (see ``RigidBodyRegressor``).
+        mode: ``"semiparametric"``, ``"parametric"`` or ``"nonparametric"``.
+        prior: ``"urdf"`` (learn the correction of the URDF's inertial parameters) or ``"zero"``.
+        n_features: ``D`` of the default random Fourier feature map.
+        bandwidth: Gaussian kernel length-scale on the normalized inputs.
+        lam_parametric, lam_residual: ridge ``λ`` of the P and NP engines.
+        forgetting: ``β ∈ (0, 1]`` per sample (1: none).
+        feature_map: any FeatureMap to use instead of the default (its ``n_inputs`` must be
+            ``3 n_dof`` in nonparametric mode, ``4 n_dof`` in semiparametric mode).
+        acceleration_scale: ``q̈`` normalization (scalar or per joint); default 3 × velocity limit.
+        residual_after_update: see the module docstring.
+        seed: seed of the default feature map.
+    """
+
+    def __init__(
+        self,
+        urdf: str,
+        joint_names: list[str] | None = None,
+        mode: str = "semiparametric",
+        prior: str = "urdf",
+        n_features: int = 500,
+        bandwidth: float = 8.0,
+        lam_parametric: float = 1e-2,
+        lam_residual: float = 1e-1,
+        forgetting: float = 1.0,
+        feature_map: FeatureMap | None = None,
+        acceleration_scale: float | np.ndarray | None = None,
+        residual_after_update: bool = True,
+        seed: int = 0,
+        _regressor: RigidBodyRegressor | None = None,
+    ):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if prior not in PRIORS:
+            raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
+        if not (0.0 < forgetting <= 1.0):
+            raise ValueError(f"forgetting must be in (0, 1], got {forgetting!r}")
+        if isinstance(urdf, str) and "<robot" not in urdf and os.path.isfile(urdf):
+            with open(urdf, encoding="utf-8") as f:
+                urdf = f.read()
+        self.regressor = _regressor if _regressor is not None else RigidBodyRegressor(urdf, joint_names)
+        self.mode = mode
+        self.prior = prior
+        self.forgetting = float(forgetting)
+        self.residual_after_update = bool(residual_after_update)
+        n = self.n_dof
+        reg = self.regressor
+        self.input_offset = np.concatenate([(reg.lower_limit + reg.upper_limit) / 2, np.zeros(2 * n)])
+        acc = 3.0 * reg.velocity_limit if acceleration_scale is None else acceleration_scale
+        acc = np.broadcast_to(np.asarray(acc, dtype=float), (n,))
+        self.input_scale = np.concatenate([(reg.upper_limit - reg.lower_limit) / 2, reg.velocity_limit, acc])
+        self.torque_scale = reg.effort_limit.copy()
+        self._check_scales()
+        self.prior_parameters = reg.base_parameters() if prior == "urdf" else np.zeros(reg.n_base)
+        self.parametric: RecursiveRLS | None = None
+        self.residual: RecursiveRLS | None = None
+        self.feature_map: FeatureMap | None = None
+        if mode != "nonparametric":
+            self.parametric = RecursiveRLS(
+                reg.n_base, 1, lam=lam_parametric, forgetting=self.forgetting ** (1.0 / n)
+            )
+        if mode != "parametric":
+            n_in = self.residual_input_dim
+            if feature_map is None:
+                feature_map = RandomFourierFeatures(n_in, n_features, bandwidth=bandwidth, seed=seed)
+            if feature_map.n_inputs != n_in:
+                raise ValueError(f"feature map takes {feature_map.n_inputs} inputs; {mode} mode needs {n_in}")
+            self.feature_map = feature_map
+            self.residual = RecursiveRLS(
+                feature_map.n_features, n, lam=lam_residual, forgetting=self.forgetting
+            )
+        self.n_samples = 0
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_dof(self) -> int:
+        """Number of modelled joints."""
+        return self.regressor.n_dof
+
+    @property
+    def joint_names(self) -> list[str]:
+        """Modelled joints, in input/output order."""
+        return list(self.regressor.joint_names)
+
+    @property
+    def residual_input_dim(self) -> int:
+        """Inputs of the NP part: ``3 n_dof`` (NP) or ``4 n_dof`` (SP, with ``τ̂_P``)."""
+        return (4 if self.mode == "semiparametric" else 3) * self.n_dof
+
+    @property
+    def parameters(self) -> np.ndarray | None:
+        """Current base inertial parameters ``π_b`` of P (None without P)."""
+        if self.parametric is None:
+            return None
+        return self.prior_parameters + self.parametric.weights[:, 0]
+
+    def _check_scales(self) -> None:
+        for name in ("input_offset", "input_scale", "torque_scale"):
+            a = getattr(self, name)
+            if not np.all(np.isfinite(a)):
+                raise ValueError(f"{name} holds non-finite values")
+        if np.any(self.input_scale <= 0) or np.any(self.torque_scale <= 0):
+            raise ValueError("normalization scales must be positive")
+
+    # ------------------------------------------------------------------ helpers
+    def _check_inputs(self, *arrays: Any, names: tuple[str, ...]) -> list[np.ndarray]:
+        out = []
+        n = None
+        for a, name in zip(arrays, names, strict=True):
+            x = np.asarray(a, dtype=np.float64)
+            if x.ndim == 1:
+                x = x[None, :]
+            if x.ndim != 2 or x.shape[1] != self.n_dof:
+                raise ValueError(
+                    f"{name} must have {self.n_dof} columns (joints {self.joint_names}), got {np.shape(a)}"
+                )
+            if not np.all(np.isfinite(x)):
+                raise ValueError(f"{name} contains NaN or Inf")
+            if n is not None and x.shape[0] != n:
+                raise ValueError(f"{name} has {x.shape[0]} samples, expected {n}")
+            n = x.shape[0]
+            out.append(x)
+        return out
+
+    def normalized_state(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+        """``x̃ = ([q, q̇, q̈] − offset) / scale``, shape ``(n, 3 n_dof)``."""
+        return (np.hstack([q, qd, qdd]) - self.input_offset) / self.input_scale
+
+    def _parametric_predict(self, Y: np.ndarray) -> np.ndarray:
+        assert self.parametric is not None
+        n, d, b = Y.shape
+        flat = Y.reshape(n * d, b)
+        pred = flat @ self.prior_parameters
+        if self.parametric.n_samples:
+            pred = pred + self.parametric.predict(flat)[:, 0]
+        return pred.reshape(n, d)
+
+    def _residual_inputs(self, x: np.ndarray, tau_p: np.ndarray | None) -> np.ndarray:
+        if self.mode == "semiparametric":
+            return np.hstack([x, tau_p / self.torque_scale])
+        return x
+
+    # ------------------------------------------------------------------ learning
+    def update(self, q: Any, qd: Any, qdd: Any, tau: Any) -> None:
+        """Learn from one sample (``(n_dof,)`` arrays) or a batch (``(n, n_dof)``).
+
+        Raises:
+            ValueError: wrong shapes or non-finite values; nothing is learned then.
+        """
+        q, qd, qdd, tau = self._check_inputs(q, qd, qdd, tau, names=("q", "qd", "qdd", "tau"))
+        x = self.normalized_state(q, qd, qdd)
+        tau_p = None
+        if self.parametric is not None:
+            Y = self.regressor.regressor(q, qd, qdd)
+            if not self.residual_after_update:
+                tau_p = self._parametric_predict(Y)
+            flat = Y.reshape(-1, Y.shape[2])
+            target = tau.reshape(-1) - flat @ self.prior_parameters
+            self.parametric.update(flat, target[:, None])
+            if self.residual_after_update:
+                tau_p = self._parametric_predict(Y)
+        if self.residual is not None:
+            assert self.feature_map is not None
+            phi = self.feature_map.transform(self._residual_inputs(x, tau_p))
+            self.residual.update(phi, tau if tau_p is None else tau - tau_p)
+        self.n_samples += q.shape[0]
+
+    def predict(
+        self, q: Any, qd: Any, qdd: Any, return_parts: bool = False
+    ) -> np.ndarray | dict[str, np.ndarray]:
+        """Predicted torques ``(n, n_dof)`` (or ``(n_dof,)`` for one sample given as 1-D arrays).
+
+        With ``return_parts``, a dict ``{"torque", "parametric", "residual"}`` (the parts
+        are zeros when the mode has no such part).
+        """
+        single = np.ndim(q) == 1
+        q, qd, qdd = self._check_inputs(q, qd, qdd, names=("q", "qd", "qdd"))
+        tau_p = np.zeros(q.shape)
+        if self.parametric is not None:
+            tau_p = self._parametric_predict(self.regressor.regressor(q, qd, qdd))
+        tau_r = np.zeros(q.shape)
+        if self.residual is not None:
+            assert self.feature_map is not None
+            phi = self.feature_map.transform(self._residual_inputs(self.normalized_state(q, qd, qdd), tau_p))
+            tau_r = self.residual.predict(phi)
+        parts = {"torque": tau_p + tau_r, "parametric": tau_p, "residual": tau_r}
+        if single:
+            parts = {k: v[0] for k, v in parts.items()}
+        return parts if return_parts else parts["torque"]
+
+    def fit_normalization(self, q: Any, qd: Any, qdd: Any, tau: Any | None = None) -> None:
+        """Set input (and torque) normalization from data: means and standard deviations.
+
+        Only allowed before any update (it changes the inputs the NP part has learned on).
+        """
+        if self.n_samples:
+            raise ValueError("fit_normalization must be called before the first update")
+        q, qd, qdd = self._check_inputs(q, qd, qdd, names=("q", "qd", "qdd"))
+        X = np.hstack([q, qd, qdd])
+        std = X.std(axis=0)
+        self.input_offset = X.mean(axis=0)
+        self.input_scale = np.where(std > 1e-9, std, 1.0)
+        if tau is not None:
+            (t,) = self._check_inputs(tau, names=("tau",))
+            s = t.std(axis=0)
+            self.torque_scale = np.where(s > 1e-9, s, 1.0)
+        self._check_scales()
+
+    def reset(self) -> None:
+        """Forget every sample learned (keeps the URDF, hyperparameters and feature map)."""
+        for rls in (self.parametric, self.residual):
+            if rls is not None:
+                rls.reset()
+        self.n_samples = 0
+
+    # ------------------------------------------------------------------ persistence
+    def to_model_file(self) -> ModelFile:
+        """The model as a :class:`ModelFile` (URDF text included: the file is self-contained)."""
+        reg_meta, reg_arrays = self.regressor.to_state()
+        meta: dict[str, Any] = {
+            "mode": self.mode,
+            "prior": self.prior,
+            "forgetting": self.forgetting,
+            "residual_after_update": self.residual_after_update,
+            "n_samples": self.n_samples,
+            "regressor": reg_meta,
+        }
+        arrays = prefixed("regressor", reg_arrays)
+        arrays.update(
+            input_offset=self.input_offset,
+            input_scale=self.input_scale,
+            torque_scale=self.torque_scale,
+            prior_parameters=self.prior_parameters,
+        )
+        if self.parametric is not None:
+            m, a = self.parametric.to_state()
+            meta["parametric"] = m
+            arrays.update(prefixed("parametric", a))
+        if self.residual is not None and self.feature_map is not None:
+            m, a = self.residual.to_state()
+            meta["residual"] = m
+            arrays.update(prefixed("residual", a))
+            fm, fa = self.feature_map.to_state()
+            meta["feature_map"] = {"kind": self.feature_map.kind, "meta": fm}
+            arrays.update(prefixed("feature_map", fa))
+        return ModelFile(kind=MODEL_KIND, meta=meta, arrays=arrays)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the model file atomically."""
+        save_model_file(path, self.to_model_file())
+
+    @classmethod
+    def from_model_file(cls, model_file: ModelFile) -> SemiparametricInverseDynamics:
+        """Rebuild a model from a :class:`ModelFile`; raises ModelFileError on bad content."""
+        if model_file.kind != MODEL_KIND:
+            raise ModelFileError(f"holds a {model_file.kind!r} model, expected {MODEL_KIND!r}")
+        meta, arrays = model_file.meta, model_file.arrays
+        try:
+            mode = meta["mode"]
+            regressor = RigidBodyRegressor.from_state(meta["regressor"], unprefixed("regressor", arrays))
+            fmap = None
+            if mode != "parametric":
+                f = meta["feature_map"]
+                fmap = feature_map_from_state(f["kind"], f["meta"], unprefixed("feature_map", arrays))
+            model = cls(
+                regressor.urdf,
+                regressor.joint_names,
+                mode=mode,
+                prior=meta["prior"],
+                forgetting=float(meta["forgetting"]),
+                feature_map=fmap,
+                residual_after_update=bool(meta["residual_after_update"]),
+                _regressor=regressor,
+            )
+            n = model.n_dof
+            for name, size in (
+                ("input_offset", 3 * n),
+                ("input_scale", 3 * n),
+                ("torque_scale", n),
+                ("prior_parameters", regressor.n_base),
+            ):
+                a = np.asarray(arrays[name], dtype=np.float64)
+                if a.shape != (size,):
+                    raise ValueError(f"{name} has shape {a.shape}, expected ({size},)")
+                setattr(model, name, a.copy())
+            model._check_scales()
+            if not np.all(np.isfinite(model.prior_parameters)):
+                raise ValueError("prior_parameters holds non-finite values")
+            if model.parametric is not None:
+                p = RecursiveRLS.from_state(meta["parametric"], unprefixed("parametric", arrays))
+                if (p.n_features, p.n_outputs) != (regressor.n_base, 1):
+                    raise ValueError("parametric engine does not match the regressor")
+                model.parametric = p
+            if model.residual is not None:
+                r = RecursiveRLS.from_state(meta["residual"], unprefixed("residual", arrays))
+                if (r.n_features, r.n_outputs) != (model.residual.n_features, n):
+                    raise ValueError("residual engine does not match the feature map")
+                model.residual = r
+            model.n_samples = int(meta["n_samples"])
+        except ModelFileError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ModelFileError(f"invalid {MODEL_KIND} model file: {exc}") from exc
+        return model
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> SemiparametricInverseDynamics:
+        """Read a model file written by :meth:`save`."""
+        return cls.from_model_file(load_model_file(path, kind=MODEL_KIND))
+
+    def __repr__(self) -> str:
+        d = self.feature_map.n_features if self.feature_map is not None else 0
+        return (
+            f"SemiparametricInverseDynamics(mode={self.mode!r}, joints={self.n_dof}, "
+            f"base_parameters={self.regressor.n_base}, features={d}, n_samples={self.n_samples})"
+        )
+
+
+def normalized_mse(tau_true: np.ndarray, tau_pred: np.ndarray) -> np.ndarray:
+    """Per-joint nMSE: mean squared error divided by the variance of the true torques."""
+    tau_true = np.atleast_2d(tau_true)
+    var = tau_true.var(axis=0)
+    return ((tau_true - np.atleast_2d(tau_pred)) ** 2).mean(axis=0) / np.where(var > 0, var, 1.0)
+
+
+def select_hyperparameters(
+    urdf: str,
+    q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
+    tau: np.ndarray,
+    joint_names: list[str] | None = None,
+    bandwidths: tuple[float, ...] = (4.0, 8.0, 16.0),
+    lams: tuple[float, ...] = (1e-2, 1e-1, 1.0),
+    holdout_fraction: float = 0.2,
+    **model_kwargs: Any,
+) -> tuple[dict[str, float], dict[tuple[float, float], float]]:
+    """Grid search of ``(bandwidth, lam_residual)`` on a hold-out split (last fraction of the
+    samples, so time order is kept). Returns the best ``{"bandwidth", "lam_residual"}`` and
+    every grid point's mean nMSE. The offline Nyström tuner replaces this properly."""
+    n = np.asarray(q).shape[0]
+    split = int(round(n * (1 - holdout_fraction)))
+    if not 0 < split < n:
+        raise ValueError("holdout_fraction leaves no training or no validation samples")
+    scores: dict[tuple[float, float], float] = {}
+    for bw, lam in itertools.product(bandwidths, lams):
+        m = SemiparametricInverseDynamics(urdf, joint_names, bandwidth=bw, lam_residual=lam, **model_kwargs)
+        m.update(q[:split], qd[:split], qdd[:split], tau[:split])
+        pred = m.predict(q[split:], qd[split:], qdd[split:])
+        scores[(bw, lam)] = float(normalized_mse(tau[split:], pred).mean())
+    best = min(scores, key=scores.__getitem__)
+    return {"bandwidth": best[0], "lam_residual": best[1]}, scores
