@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# `make test`: set up (idempotent), build, lint, then run the whole test suite against the
+# colcon-built package. Extra arguments go to pytest (e.g. `make test ARGS="-k rlsc"`).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$root/scripts/bootstrap.sh"
+# shellcheck disable=SC1091
+source "$root/scripts/env.sh"
+cd "$root"
+echo "[test] ruff check"
+ruff check --quiet .
+echo "[test] pytest (ROS 2 graph tests on a random ROS_DOMAIN_ID, localhost discovery only)"
+export LL_REQUIRE_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1
+# The `pytest` executable, not `python -m pytest`: the latter would put the source tree
+# (which lacks the generated lifelong_learning.msg) first on sys.path.
+exec pytest -p no:cacheprovider --durations=15 "$@"
