@@ -1,0 +1,118 @@
+"""Nyström feature map of a Gaussian kernel, exported by the offline tuner (Meanti et al.).
+
+With centres ``Z`` (``m × d``), length-scales ``ℓ`` and ``L`` the lower Cholesky factor of
+``K_mm + εI``, the map
+
+    φ(x) = L⁻¹ k(Z, x)  ∈ ℝ^m
+
+satisfies ``φ(x)ᵀφ(x') = k(x, Z) K_mm⁻¹ k(Z, x')`` (the Nyström approximation of ``k``).
+Ridge regression on ``Φ = K_nm L⁻ᵀ`` with regularization ``nλ`` has weights ``W = Lᵀβ`` where
+``β = (K_nmᵀK_nm + nλK_mm)⁻¹K_nmᵀY`` is Nyström KRR, so a
+:class:`~lifelong_learning.learners.RecursiveRLS` (``lam = nλ``) fed ``Φ`` continues a tuned
+Nyström model online. Numpy only (no torch), so the online nodes stay light.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+from lifelong_learning.learners.feature_map import register_feature_map
+
+
+@register_feature_map
+class NystromFeatureMap:
+    """``φ(x) = L⁻¹k(Z, x)`` for a Gaussian kernel ``k(x, z) = exp(−½‖(x − z)/ℓ‖²)``.
+
+    Args:
+        centers: ``Z``, shape ``(m, d)``.
+        lengthscale: scalar or ``(d,)`` length-scales ``ℓ > 0``.
+        chol: lower-triangular ``L`` with ``LLᵀ = K_mm + εI``; computed (with jitter) if ``None``.
+
+    Example:
+        >>> phi = NystromFeatureMap(np.zeros((1, 2)), 1.0)
+        >>> phi.transform(np.zeros((3, 2))).shape
+        (3, 1)
+    """
+
+    kind = "nystrom"
+
+    def __init__(self, centers: Any, lengthscale: float | Any = 1.0, chol: Any | None = None):
+        Z = np.array(centers, dtype=np.float64, ndmin=2)
+        if Z.ndim != 2 or Z.shape[0] < 1 or Z.shape[1] < 1 or not np.all(np.isfinite(Z)):
+            raise ValueError(f"centers must be a finite (m, d) array, got shape {np.shape(centers)}")
+        ls = np.asarray(lengthscale, dtype=np.float64)
+        if ls.ndim > 1 or (ls.ndim == 1 and ls.shape[0] != Z.shape[1]):
+            raise ValueError(f"lengthscale must be a scalar or have {Z.shape[1]} entries")
+        if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
+            raise ValueError("lengthscale must be positive and finite")
+        self.centers = Z
+        self.lengthscale = np.broadcast_to(ls, (Z.shape[1],)).copy()
+        if chol is None:
+            K = self.kernel(Z)
+            eps = 1e-10
+            while True:
+                try:
+                    chol = np.linalg.cholesky(K + eps * np.eye(Z.shape[0]))
+                    break
+                except np.linalg.LinAlgError:
+                    eps *= 10
+                    if eps > 1.0:
+                        raise ValueError("kernel matrix of the centres is not positive definite") from None
+        L = np.asarray(chol, dtype=np.float64)
+        m = Z.shape[0]
+        if L.shape != (m, m) or not np.all(np.isfinite(L)) or np.any(np.diag(L) <= 0):
+            raise ValueError(f"chol must be a ({m}, {m}) lower-triangular factor with a positive diagonal")
+        self.chol = np.tril(L)
+
+    @property
+    def n_inputs(self) -> int:
+        """Input dimension ``d``."""
+        return self.centers.shape[1]
+
+    @property
+    def n_features(self) -> int:
+        """Number of centres ``m``."""
+        return self.centers.shape[0]
+
+    def kernel(self, X: np.ndarray) -> np.ndarray:
+        """``k(X, Z)``, shape ``(n, m)``."""
+        A = X / self.lengthscale
+        B = self.centers / self.lengthscale
+        sq = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
+        return np.exp(-0.5 * np.maximum(sq, 0.0))
+
+    def transform(self, X: np.ndarray | Any) -> np.ndarray:
+        """``Φ = k(X, Z) L⁻ᵀ``, shape ``(n, m)``; 1-D input is one row."""
+        a = np.asarray(X, dtype=np.float64)
+        if a.ndim == 1:
+            a = a[None, :]
+        if a.ndim != 2 or a.shape[1] != self.n_inputs:
+            raise ValueError(f"X must have {self.n_inputs} columns, got shape {np.shape(X)}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError("X contains NaN or Inf")
+        return solve_triangular(self.chol, self.kernel(a).T, lower=True, check_finite=False).T
+
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Scalars and arrays for the model file."""
+        return {"n_inputs": self.n_inputs, "n_features": self.n_features}, {
+            "centers": self.centers.copy(),
+            "lengthscale": self.lengthscale.copy(),
+            "chol": self.chol.copy(),
+        }
+
+    @classmethod
+    def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> NystromFeatureMap:
+        """Rebuild from :meth:`to_state` output (ValueError on missing or inconsistent arrays)."""
+        try:
+            fm = cls(arrays["centers"], arrays["lengthscale"], arrays["chol"])
+        except KeyError as exc:
+            raise ValueError(f"nystrom feature map state lacks {exc}") from None
+        if meta.get("n_features", fm.n_features) != fm.n_features:
+            raise ValueError("nystrom feature map state is inconsistent")
+        return fm
+
+    def __repr__(self) -> str:
+        return f"NystromFeatureMap(m={self.n_features}, d={self.n_inputs})"
