@@ -1,0 +1,27 @@
+"""``lifelong-learning demo``: the main job on embedded defaults (see lifelong_learning.demo)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+HELP = "run the learners online over DDS against the simulated robot and camera; write a report"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="a short run (about a minute), as in CI")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="run folder (default: runs/<date-time> under the current directory)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the objects, views and trajectories")
+
+
+def run(args: argparse.Namespace) -> int:
+    from lifelong_learning.demo.run import DemoConfig, DemoRun
+
+    cfg = DemoConfig.quick() if args.quick else DemoConfig()
+    cfg.seed = args.seed
+    out = args.out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    report = DemoRun(cfg, out.resolve()).run()
+    print(f"report written to {report}")
+    return 0
