@@ -1,0 +1,202 @@
+"""ROS 2 node: camera images → CNN features (and teacher-labelled training samples).
+
+Subscribes (topic names relative, remappable):
+- ``image`` (sensor_msgs/Image, sensor-data QoS): rgb8, bgr8, rgba8, bgra8, mono8 (8UC3 as
+  BGR). Other encodings and malformed messages are counted and warned about (rate-limited).
+- ``teacher_label`` (std_msgs/String): what the camera sees now; an empty string clears it.
+
+Publishes:
+- ``features`` (lifelong_learning/Features): the features of every processed image, with
+  the image's header.
+- ``labeled_features`` (lifelong_learning/LabeledFeatures): the same, while a teacher label
+  is set (the label current when the image arrived): the training stream of
+  object_recognition.
+
+Images wait in a bounded queue (``queue_size``) between the subscription callback and a
+worker thread that runs the CNN; when the CNN falls behind, the OLDEST frames are dropped
+and counted (``dropped`` in diagnostics), so the features always describe recent frames.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import Image
+from std_msgs.msg import String
+
+from lifelong_learning.msg import Features, LabeledFeatures
+from lifelong_learning.nodes._base import NodeBase, ParamSpec, run_node
+from lifelong_learning.vision import FeatureExtractor, Preprocessing, to_rgb8
+
+PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("image_topic", "image", "sensor_msgs/Image input (sensor-data QoS).", read_only=True),
+    ParamSpec(
+        "label_topic",
+        "teacher_label",
+        "std_msgs/String: current teacher label; '' clears it.",
+        read_only=True,
+    ),
+    ParamSpec("features_topic", "features", "lifelong_learning/Features output.", read_only=True),
+    ParamSpec(
+        "labeled_features_topic",
+        "labeled_features",
+        "lifelong_learning/LabeledFeatures output while a teacher label is set "
+        "(object_recognition's training input).",
+        read_only=True,
+    ),
+    ParamSpec("backend", "onnxruntime", "CNN backend: 'onnxruntime' or 'torch'.", read_only=True),
+    ParamSpec(
+        "device", "cpu", "'cpu' or 'cuda' (an error at start if CUDA is not available).", read_only=True
+    ),
+    ParamSpec(
+        "model_path",
+        "",
+        "'' for EfficientNet-Lite0 (shipped weights), "
+        "else a .onnx (onnxruntime) or TorchScript .pt (torch) file.",
+        read_only=True,
+    ),
+    ParamSpec(
+        "input_size", [224, 224], "Network input [height, width] (for model_path models).", read_only=True
+    ),
+    ParamSpec(
+        "mean", [127.0, 127.0, 127.0], "Per-channel mean (RGB, 0..255 units) subtracted.", read_only=True
+    ),
+    ParamSpec("std", [128.0, 128.0, 128.0], "Per-channel divisor (RGB, 0..255 units).", read_only=True),
+    ParamSpec(
+        "crop_fraction",
+        0.875,
+        "Centre square (fraction of the shorter side) cut before resizing.",
+        read_only=True,
+    ),
+    ParamSpec("num_threads", 2, "CPU threads of the CNN backend.", read_only=True),
+    ParamSpec(
+        "queue_size", 2, "Images waiting for the CNN; when full the oldest is dropped.", read_only=True
+    ),
+    ParamSpec("max_batch", 4, "Most queued images the worker runs through the CNN at once.", read_only=True),
+)
+
+
+class FeatureExtractorNode(NodeBase):
+    """Camera images → lifelong_learning/Features (+ LabeledFeatures while a teacher label is set)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("feature_extractor", PARAMS, **kwargs)
+        p = self.params
+        if int(p["queue_size"]) < 1 or int(p["max_batch"]) < 1:
+            raise ValueError("queue_size and max_batch must be >= 1")
+        preprocessing = Preprocessing(
+            input_size=tuple(int(v) for v in p["input_size"]),
+            mean=tuple(float(v) for v in p["mean"]),
+            std=tuple(float(v) for v in p["std"]),
+            crop_fraction=float(p["crop_fraction"]),
+        )
+        self.extractor = FeatureExtractor(
+            backend=p["backend"],
+            device=p["device"],
+            model_path=p["model_path"] or None,
+            preprocessing=preprocessing,
+            num_threads=int(p["num_threads"]),
+            max_batch=int(p["max_batch"]),
+        )
+        self.get_logger().info(
+            f"{p['backend']} on {p['device']}: {p['model_path'] or 'EfficientNet-Lite0'}, "
+            f"{self.extractor.dim}-d features"
+        )
+        self._queue: deque[tuple[Image, str, float]] = deque()
+        self._queue_size = int(p["queue_size"])
+        self._max_batch = int(p["max_batch"])
+        self._condition = threading.Condition()
+        self._running = True
+        self._label = ""
+        self.processed = 0
+        self.features_pub = self.create_publisher(Features, p["features_topic"], 10)
+        self.labeled_pub = self.create_publisher(LabeledFeatures, p["labeled_features_topic"], 100)
+        self.create_subscription(Image, p["image_topic"], self._on_image, qos_profile_sensor_data)
+        self.create_subscription(String, p["label_topic"], self._on_label, 10)
+        self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
+        self._worker.start()
+
+    # ------------------------------------------------------------ callbacks
+    def _on_label(self, msg: String) -> None:
+        label = msg.data.strip()
+        if label != self._label:
+            self.get_logger().info(f"teacher label: {label!r}" if label else "teacher label cleared")
+        self._label = label
+
+    def _on_image(self, msg: Image) -> None:
+        self.stats.arrived("image")
+        with self._condition:
+            if len(self._queue) >= self._queue_size:
+                self._queue.popleft()
+                self.dropped += 1
+            self._queue.append((msg, self._label, time.monotonic()))
+            self._condition.notify()
+
+    # ------------------------------------------------------------ worker
+    def _work(self) -> None:
+        while True:
+            with self._condition:
+                while self._running and not self._queue:
+                    self._condition.wait(0.5)
+                if not self._running:
+                    return
+                batch = [self._queue.popleft() for _ in range(min(self._max_batch, len(self._queue)))]
+            try:
+                self._process(batch)
+            except Exception as error:  # keep the node alive whatever one batch does
+                self.reject("extraction failed", repr(error))
+
+    def _process(self, batch: list[tuple[Image, str, float]]) -> None:
+        pictures, kept = [], []
+        for msg, label, arrived in batch:
+            try:
+                pictures.append(to_rgb8(msg))
+            except ValueError as error:
+                self.reject("malformed image", str(error))
+                continue
+            kept.append((msg, label, arrived))
+        if not pictures:
+            return
+        features = self.extractor.extract_batch(pictures)
+        for (msg, label, arrived), vector in zip(kept, features, strict=True):
+            out = Features(header=msg.header, data=vector)
+            self.features_pub.publish(out)
+            if label:
+                self.labeled_pub.publish(LabeledFeatures(header=msg.header, data=vector, label=label))
+            self.stats.timed("image to features", time.monotonic() - arrived)
+            self.processed += 1
+
+    # ------------------------------------------------------------ status / shutdown
+    @property
+    def queue_length(self) -> int:
+        """Images waiting for the CNN now."""
+        with self._condition:
+            return len(self._queue)
+
+    def diagnostic_values(self) -> dict[str, str]:
+        values = super().diagnostic_values()
+        values["processed"] = str(self.processed)
+        values["queue length"] = str(self.queue_length)
+        values["teacher label"] = self._label
+        return values
+
+    def destroy_node(self) -> None:
+        with self._condition:
+            self._running = False
+            self._condition.notify_all()
+        if self._worker.is_alive() and threading.current_thread() is not self._worker:
+            self._worker.join(timeout=5.0)
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of the ``feature_extractor`` executable."""
+    return run_node(FeatureExtractorNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""The feature_extractor node on a real DDS graph: encodings, teacher labels, bounded queue,
+malformed images, and the executable in its own process."""
+
+import sys
+
+import numpy as np
+import pytest
+from skimage import data
+
+from lifelong_learning.vision.image_conversion import numpy_to_image
+
+pytestmark = pytest.mark.graph
+
+PICTURE = np.ascontiguousarray(data.coffee()[::2, ::2])  # 200x300 RGB
+
+
+def make_node(context, **params):
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes.feature_extractor import FeatureExtractorNode
+
+    defaults = {"backend": "torch", "num_threads": 1, "diagnostics_period_s": 0.0}
+    overrides = [Parameter(k, value=v) for k, v in {**defaults, **params}.items()]
+    return FeatureExtractorNode(context=context, parameter_overrides=overrides)
+
+
+def image_message(pixels, encoding, stamp_sec=0, **kwargs):
+    from sensor_msgs.msg import Image
+
+    msg = numpy_to_image(pixels, encoding, message=Image(), **kwargs)
+    msg.header.stamp.sec = stamp_sec
+    msg.header.frame_id = "camera"
+    return msg
+
+
+class Peer:
+    """Publishes images and labels, collects Features and LabeledFeatures."""
+
+    def __init__(self, context):
+        from lifelong_learning.msg import Features, LabeledFeatures
+        from rclpy.node import Node
+        from rclpy.qos import qos_profile_sensor_data
+        from sensor_msgs.msg import Image
+        from std_msgs.msg import String
+
+        self.node = Node("vision_test_peer", context=context)
+        self.images = self.node.create_publisher(Image, "image", qos_profile_sensor_data)
+        self.labels = self.node.create_publisher(String, "teacher_label", 10)
+        self.features, self.labeled = [], []
+        self.node.create_subscription(Features, "features", self.features.append, 100)
+        self.node.create_subscription(LabeledFeatures, "labeled_features", self.labeled.append, 100)
+
+    def connected(self):
+        return self.images.get_subscription_count() > 0 and self.labels.get_subscription_count() > 0
+
+
+def setup_graph(executor, spin, context, **params):
+    node = make_node(context, **params)
+    peer = Peer(context)
+    executor.add_node(node)
+    executor.add_node(peer.node)
+    assert spin(executor, peer.connected, 10)
+    return node, peer
+
+
+def test_every_colour_encoding_gives_the_same_features(executor, spin, rclpy_context):
+    node, peer = setup_graph(executor, spin, rclpy_context, queue_size=10)
+    alpha = np.full((*PICTURE.shape[:2], 1), 255, dtype=np.uint8)
+    variants = [
+        ("rgb8", PICTURE, {}),
+        ("bgr8", np.ascontiguousarray(PICTURE[:, :, ::-1]), {"row_padding": 4}),
+        ("rgba8", np.concatenate([PICTURE, alpha], axis=2), {}),
+        ("bgra8", np.concatenate([PICTURE[:, :, ::-1], alpha], axis=2), {"row_padding": 8}),
+        ("mono8", PICTURE[:, :, 1].copy(), {}),
+    ]
+    for index, (encoding, pixels, kwargs) in enumerate(variants):
+        peer.images.publish(image_message(pixels, encoding, stamp_sec=index, **kwargs))
+        assert spin(executor, lambda n=index: len(peer.features) > n, 20), encoding
+    by_stamp = {msg.header.stamp.sec: np.asarray(msg.data) for msg in peer.features}
+    assert by_stamp[0].shape == (node.extractor.dim,)
+    for stamp in (1, 2, 3):
+        np.testing.assert_allclose(by_stamp[stamp], by_stamp[0], atol=1e-5)
+    assert np.linalg.norm(by_stamp[4] - by_stamp[0]) > 0  # grey picture: valid, different
+    assert all(msg.header.frame_id == "camera" for msg in peer.features)
+    assert peer.labeled == []  # no teacher label yet
+
+
+def test_teacher_label_makes_training_samples(executor, spin, rclpy_context):
+    from std_msgs.msg import String
+
+    node, peer = setup_graph(executor, spin, rclpy_context, queue_size=10)
+    peer.labels.publish(String(data="mug"))
+    assert spin(executor, lambda: node._label == "mug", 10)
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=1))
+    assert spin(executor, lambda: len(peer.labeled) == 1 and len(peer.features) == 1, 20)
+    assert peer.labeled[0].label == "mug" and peer.labeled[0].header.stamp.sec == 1
+    np.testing.assert_array_equal(np.asarray(peer.labeled[0].data), np.asarray(peer.features[0].data))
+    peer.labels.publish(String(data=""))
+    assert spin(executor, lambda: node._label == "", 10)
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=2))
+    assert spin(executor, lambda: len(peer.features) == 2, 20)
+    spin(executor, lambda: False, 0.3)
+    assert len(peer.labeled) == 1
+
+
+def test_flood_drops_oldest_frames_and_counts_them(executor, spin, rclpy_context):
+    node, peer = setup_graph(executor, spin, rclpy_context, queue_size=2, max_batch=1)
+    frame = np.ascontiguousarray(np.repeat(np.repeat(PICTURE, 2, axis=0), 2, axis=1)[:480, :640])
+    sent = 40
+    for index in range(sent):
+        peer.images.publish(image_message(frame, "rgb8", stamp_sec=index))
+        executor.spin_once(timeout_sec=0.0)
+    last = sent - 1
+    assert spin(executor, lambda: any(m.header.stamp.sec == last for m in peer.features), 30)
+    spin(executor, lambda: node.queue_length == 0, 5)
+    received = node.stats.counts["image"]
+    assert node.dropped > 0
+    assert node.queue_length <= 2
+    assert node.processed + node.dropped == received
+    assert len(peer.features) <= sent - node.dropped
+
+
+def test_malformed_images_are_counted_and_the_node_keeps_running(executor, spin, rclpy_context):
+    node, peer = setup_graph(executor, spin, rclpy_context, queue_size=10)
+    bad_step = image_message(PICTURE, "rgb8")
+    bad_step.step += 1  # data no longer height*step
+    unknown = image_message(PICTURE, "rgb8")
+    unknown.encoding = "yuv422_not_supported"
+    depth = image_message(PICTURE[:, :, 0].astype(np.float32), "32FC1")  # no colour mapping
+    empty = image_message(PICTURE, "rgb8")
+    empty.height, empty.width, empty.step, empty.data = 0, 0, 0, b""
+    for msg in (bad_step, unknown, depth, empty):
+        peer.images.publish(msg)
+        executor.spin_once(timeout_sec=0.0)
+    assert spin(executor, lambda: node.rejections.counts.get("malformed image", 0) == 4, 20)
+    peer.images.publish(image_message(PICTURE, "bgr8", stamp_sec=7))
+    assert spin(executor, lambda: len(peer.features) == 1, 20)
+    assert peer.features[0].header.stamp.sec == 7
+
+
+def test_executable_in_its_own_process(executor, spin, rclpy_context, start_process):
+    """The node as on a robot: separate process, parameters from a file, remapped topic."""
+    from std_msgs.msg import String
+
+    peer = Peer(rclpy_context)
+    executor.add_node(peer.node)
+    process = start_process(
+        [
+            sys.executable,
+            "-m",
+            "lifelong_learning.nodes.feature_extractor",
+            "--ros-args",
+            "-p",
+            "num_threads:=1",
+            "-p",
+            "diagnostics_period_s:=0.0",
+        ]
+    )
+    assert spin(executor, peer.connected, 60), process.log()
+    peer.labels.publish(String(data="duck"))
+    for index in range(50):
+        peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=index))
+        if spin(executor, lambda: len(peer.labeled) > 0, 0.5):
+            break
+    assert peer.labeled and peer.labeled[0].label == "duck", process.log()
+    assert len(peer.labeled[0].data) == 1280
+    assert process.alive()
