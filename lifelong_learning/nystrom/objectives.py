@@ -75,7 +75,7 @@ def exact_objective(
     """Value of the exact objective ``name`` (differentiable in ``Z``, ``ls``, ``lam``)."""
     n, p = Y.shape
     if name == "holdout":
-        n_val = max(1, int(round(holdout_fraction * n)))
+        n_val = max(1, round(holdout_fraction * n))
         Xt, Yt, Xv, Yv = X[: n - n_val], Y[: n - n_val], X[n - n_val :], Y[n - n_val :]
         Phi, LA, c = _nystrom_parts(Xt, Yt, Z, ls, lam)
         L, _ = jittered_cholesky(gaussian_kernel(Z, Z, ls))

@@ -1,0 +1,90 @@
+"""rosbag2 reading (MCAP and sqlite3) of LabeledFeatures and JointState; clear errors."""
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from lifelong_learning.io.bags import (
+    STORAGES,
+    BagError,
+    read_joint_states,
+    read_labeled_features,
+    write_joint_states,
+    write_labeled_features,
+)
+from lifelong_learning.io.interfaces import MESSAGE_DEFINITIONS
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_embedded_definitions_equal_msg_files():
+    files = {p.stem: p.read_text() for p in (REPO / "msg").glob("*.msg")}
+    assert files, "msg/ directory not found"
+    assert MESSAGE_DEFINITIONS == files
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_labeled_features_round_trip(tmp_path, storage):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 7)).astype(np.float32)
+    labels = [f"obj{i % 3}" for i in range(30)]
+    write_labeled_features(tmp_path / "bag", X, labels, storage=storage)
+    data = read_labeled_features(tmp_path / "bag")
+    np.testing.assert_array_equal(data.X, X.astype(np.float64))
+    assert data.labels == labels
+    assert np.all(np.diff(data.stamps) > 0)
+    with pytest.raises(BagError, match="no topic '/other'"):
+        read_labeled_features(tmp_path / "bag", topic="/other")
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_joint_states_with_estimated_accelerations(tmp_path, storage):
+    from lifelong_learning.dynamics.acceleration import estimate_accelerations
+
+    t = np.arange(200) * 0.002
+    q = np.column_stack([np.sin(3 * t), np.cos(2 * t)])
+    qd = np.column_stack([3 * np.cos(3 * t), -2 * np.sin(2 * t)])
+    tau = 0.5 * q
+    write_joint_states(tmp_path / "js", t, ["a", "b"], q, qd, tau, storage=storage)
+    data = read_joint_states(tmp_path / "js", joint_names=["b", "a"])
+    assert data.joint_names == ["b", "a"]
+    np.testing.assert_allclose(data.q, q[:, ::-1])
+    np.testing.assert_allclose(data.tau, tau[:, ::-1])
+    np.testing.assert_allclose(data.t - data.t[0], t, atol=1e-9)
+    np.testing.assert_allclose(data.qdd, estimate_accelerations(data.t, data.qd))
+    true_qdd = np.column_stack([-4 * np.cos(2 * t), -9 * np.sin(3 * t)])
+    assert np.abs(data.qdd[20:] - true_qdd[20:]).max() < 0.05
+    with pytest.raises(BagError, match="lacks joint"):
+        read_joint_states(tmp_path / "js", joint_names=["a", "c"])
+    with pytest.raises(BagError, match="type"):
+        read_labeled_features(tmp_path / "js", topic="/joint_states")
+
+
+def test_missing_corrupt_and_truncated_bags(tmp_path):
+    with pytest.raises(BagError, match="no such bag"):
+        read_labeled_features(tmp_path / "nothing")
+    X = np.ones((50, 4), dtype=np.float32)
+    for storage, ext in (("mcap", "mcap"), ("sqlite3", "db3")):
+        bag = tmp_path / storage
+        write_labeled_features(bag, X, ["x"] * 50, storage=storage)
+        (f,) = bag.glob(f"*.{ext}")
+        data = f.read_bytes()
+        f.write_bytes(data[: len(data) // 2])  # truncated
+        with pytest.raises(BagError, match="corrupt or truncated"):
+            read_labeled_features(bag)
+        f.write_bytes(b"\x00garbage" * 100)  # corrupt
+        with pytest.raises(BagError, match="corrupt or truncated"):
+            read_labeled_features(bag)
+
+
+def test_mismatched_feature_dimensions(tmp_path):
+    write_labeled_features(tmp_path / "a", np.zeros((3, 4)), ["x"] * 3)
+    write_labeled_features(tmp_path / "b", np.zeros((3, 5)), ["y"] * 3)
+    with pytest.raises(BagError, match="different lengths"):
+        read_labeled_features([tmp_path / "a", tmp_path / "b"])
+    bad = np.zeros((3, 4))
+    bad[1, 2] = np.nan
+    write_labeled_features(tmp_path / "c", bad, ["x"] * 3, storage="sqlite3")
+    with pytest.raises(BagError, match="NaN"):
+        read_labeled_features(tmp_path / "c")
