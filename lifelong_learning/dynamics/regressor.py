@@ -112,10 +112,13 @@ class RigidBodyRegressor:
     def _identify_base(self, n_states: int, seed: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.default_rng(seed)
         n = self.n_dof
-        q = rng.uniform(self.lower_limit, self.upper_limit, (n_states, n))
-        qd = rng.standard_normal((n_states, n)) * self.velocity_limit
-        qdd = rng.standard_normal((n_states, n)) * 5.0 * self.velocity_limit
-        Yu = self.full_regressor(q, qd, qdd).reshape(-1, self.full_parameters.size)
+        # drawn in the reduced model's joint order, so the base does not depend on joint_names' order
+        to_model = np.argsort(self._model_index)
+        lo, hi, vel = (a[to_model] for a in (self.lower_limit, self.upper_limit, self.velocity_limit))
+        q = rng.uniform(lo, hi, (n_states, n))[:, self._model_index]
+        qd = (rng.standard_normal((n_states, n)) * vel)[:, self._model_index]
+        qdd = (rng.standard_normal((n_states, n)) * 5.0 * vel)[:, self._model_index]
+        Yu = self.full_regressor(q, qd, qdd)[:, to_model].reshape(-1, self.full_parameters.size)
         norms = np.linalg.norm(Yu, axis=0)
         Y = Yu / np.where(norms > 0, norms, 1.0)  # column scaling: masses vs inertias
         _, R, piv = scipy.linalg.qr(Y, mode="economic", pivoting=True)

@@ -405,7 +405,7 @@ def select_hyperparameters(
     samples, so time order is kept). Returns the best ``{"bandwidth", "lam_residual"}`` and
     every grid point's mean nMSE. The offline Nyström tuner replaces this properly."""
     n = np.asarray(q).shape[0]
-    split = int(round(n * (1 - holdout_fraction)))
+    split = round(n * (1 - holdout_fraction))
     if not 0 < split < n:
         raise ValueError("holdout_fraction leaves no training or no validation samples")
     scores: dict[tuple[float, float], float] = {}

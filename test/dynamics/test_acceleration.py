@@ -1,0 +1,50 @@
+"""q̈ estimator: streaming and whole-array versions agree; accuracy; bad input."""
+
+import numpy as np
+import pytest
+
+from lifelong_learning.dynamics.acceleration import AccelerationEstimator, estimate_accelerations
+
+
+def _jittered_stamps(n, dt=0.002, seed=0):
+    return np.cumsum(dt + np.random.default_rng(seed).uniform(-2e-4, 2e-4, n))
+
+
+def test_streaming_equals_whole_array():
+    t = _jittered_stamps(300)
+    qd = np.stack([np.sin(3 * t), np.cos(5 * t), t**2], axis=1)
+    est = AccelerationEstimator(3, window=7, degree=2)
+    streamed = np.array([est.update(ti, vi) for ti, vi in zip(t, qd, strict=True)])
+    np.testing.assert_allclose(
+        streamed, estimate_accelerations(t, qd, window=7, degree=2), rtol=1e-12, atol=1e-12
+    )
+
+
+def test_quadratic_velocity_is_differentiated_exactly_with_uneven_stamps():
+    t = _jittered_stamps(50, seed=2)
+    qd = (1.0 + 2.0 * t - 0.5 * t**2)[:, None]
+    acc = estimate_accelerations(t, qd)
+    np.testing.assert_allclose(acc[2:, 0], 2.0 - t[2:], rtol=1e-8)
+    assert acc[0, 0] == 0.0  # one sample: no slope yet
+
+
+def test_smooth_signal_error_is_small():
+    t = np.arange(1000) * 0.002
+    acc = estimate_accelerations(t, np.sin(2 * np.pi * t)[:, None])
+    truth = 2 * np.pi * np.cos(2 * np.pi * t)
+    assert np.abs(acc[10:, 0] - truth[10:]).max() < 1e-2 * 2 * np.pi
+
+
+def test_bad_input_rejected_buffer_unchanged():
+    est = AccelerationEstimator(2)
+    est.update(0.0, [0.0, 0.0])
+    est.update(0.01, [0.1, 0.0])
+    for t, v in ((0.01, [0.2, 0.0]), (0.005, [0.2, 0.0]), (0.02, [np.nan, 0.0]), (0.02, [1.0])):
+        with pytest.raises(ValueError):
+            est.update(t, v)
+    assert est.last_time == 0.01
+    np.testing.assert_allclose(est.update(0.02, [0.2, 0.0]), [10.0, 0.0])
+    with pytest.raises(ValueError):
+        estimate_accelerations([0.0, 0.0, 1.0], np.zeros((3, 1)))
+    with pytest.raises(ValueError):
+        AccelerationEstimator(1, window=1)
