@@ -53,7 +53,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def built_interfaces() -> None:
     """Fail clearly (not skip) when the generated interfaces are missing."""
     try:
-        import lifelong_learning.msg  # noqa: F401
+        import lifelong_learning.msg
         import lifelong_learning.srv  # noqa: F401
     except ImportError as exc:
         pytest.fail(f"generated interfaces not importable ({exc}): build with colcon (make build) first")
@@ -106,9 +106,12 @@ class NodeProcess:
     def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None):
         self.argv = argv
         self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
-            argv, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+            argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
             start_new_session=True,
             cwd=log_path.parent,  # never the repo root: `python -m` would import the source tree
         )

@@ -11,8 +11,12 @@ HELP = "run the learners online over DDS against the simulated robot and camera;
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="a short run (about a minute), as in CI")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="run folder (default: runs/<date-time> under the current directory)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="run folder (default: runs/<date-time> under the current directory)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the objects, views and trajectories")
 
 

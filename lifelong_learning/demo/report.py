@@ -138,9 +138,8 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         ]
         for r in rec["rounds"]:
             rare = "" if r.get("rare_accuracy") is None else f"{100 * r['rare_accuracy']:.1f}"
-            lines.append(
-                f"| {r['n_taught']} | {100 * r['accuracy']:.1f} | {rare} | {r['n_test']} | {r['n_answered']} |"
-            )
+            acc = 100 * r["accuracy"]
+            lines.append(f"| {r['n_taught']} | {acc:.1f} | {rare} | {r['n_test']} | {r['n_answered']} |")
         lines += ["", "![recognition](recognition_accuracy.png)" if plots[0] else "", ""]
         if rec.get("info"):
             lines += [f"Classifier state at the end: {rec['info']}", ""]
@@ -150,7 +149,11 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         lines += [
             f"The simulated Panda tracked random joint trajectories under computed-torque control and "
             f"published joint_states at {dyn['rate_hz']:.0f} Hz for {dyn['duration_s']:.0f} s"
-            + (f"; a 1 kg payload was grasped at t = {dyn['payload_at']:.0f} s" if dyn.get("payload_at") else "")
+            + (
+                f"; a 1 kg payload was grasped at t = {dyn['payload_at']:.0f} s"
+                if dyn.get("payload_at")
+                else ""
+            )
             + ". The inverse_dynamics node learned online from the measured efforts and answered every "
             "message with predicted torques. nMSE = MSE / variance of the measured torque, per joint, over "
             "the last window:",

@@ -53,8 +53,14 @@ class DemoConfig:
     @classmethod
     def quick(cls) -> DemoConfig:
         """A short run for CI (about a minute)."""
-        return cls(n_objects=3, labeled_frames=10, rare_labeled_frames=2, test_frames_per_object=3,
-                   image_size=(120, 160), robot_seconds=20.0)
+        return cls(
+            n_objects=3,
+            labeled_frames=10,
+            rare_labeled_frames=2,
+            test_frames_per_object=3,
+            image_size=(120, 160),
+            robot_seconds=20.0,
+        )
 
 
 def _config_dir() -> Path:
@@ -62,7 +68,7 @@ def _config_dir() -> Path:
         from ament_index_python.packages import get_package_share_directory
 
         return Path(get_package_share_directory("lifelong_learning")) / "config"
-    except Exception:  # noqa: BLE001 - not installed by colcon: the source tree's config/
+    except Exception:
         return Path(__file__).resolve().parents[2] / "config"
 
 
@@ -84,12 +90,20 @@ class DemoRun:
     def start_node(self, name: str, *params: str) -> None:
         import subprocess
 
-        argv = [sys.executable, "-m", f"lifelong_learning.nodes.{name}", "--ros-args",
-                "--params-file", str(_config_dir() / f"{name}.yaml")]
+        argv = [
+            sys.executable,
+            "-m",
+            f"lifelong_learning.nodes.{name}",
+            "--ros-args",
+            "--params-file",
+            str(_config_dir() / f"{name}.yaml"),
+        ]
         for p in params:
             argv += ["-p", p]
-        log = open(self.out / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.out, start_new_session=True)
+        log = open(self.out / f"{name}.log", "wb")
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.out, start_new_session=True
+        )
         self.procs.append((name, proc, log))
 
     def stop_nodes(self) -> None:
@@ -101,7 +115,7 @@ class DemoRun:
         for name, proc, log in self.procs:
             try:
                 proc.wait(20)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 proc.kill()
                 self.notes.append(f"{name} did not stop on SIGINT within 20 s and was killed")
             log.close()
@@ -122,8 +136,11 @@ class DemoRun:
         self.say(f"run folder {self.out}")
         self.start_node("feature_extractor")
         self.start_node("object_recognition", f"checkpoint_path:={self.out / 'object_recognition.llm'}")
-        self.start_node("inverse_dynamics", f"urdf_path:={panda_urdf_path()}",
-                        f"checkpoint_path:={self.out / 'inverse_dynamics.llm'}")
+        self.start_node(
+            "inverse_dynamics",
+            f"urdf_path:={panda_urdf_path()}",
+            f"checkpoint_path:={self.out / 'inverse_dynamics.llm'}",
+        )
         rclpy.init()
         node = self._make_driver()
         executor = MultiThreadedExecutor(num_threads=2)
@@ -195,11 +212,16 @@ class DemoRun:
         while time.monotonic() < deadline:
             for name, proc, _ in self.procs:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"node {name} exited with {proc.returncode}; see {self.out / (name + '.log')}")
+                    raise RuntimeError(
+                        f"node {name} exited with {proc.returncode}; see {self.out / (name + '.log')}"
+                    )
             with self.lock:
                 up = wanted & set(self.diagnostics)
-            if up == wanted and node.image_pub.get_subscription_count() > 0 and \
-                    node.joint_pub.get_subscription_count() > 0:
+            if (
+                up == wanted
+                and node.image_pub.get_subscription_count() > 0
+                and node.joint_pub.get_subscription_count() > 0
+            ):
                 self.say("all nodes up")
                 return
             time.sleep(0.2)
@@ -246,8 +268,14 @@ class DemoRun:
                 for obj in range(k + 1):
                     for _ in range(cfg.test_frames_per_object):
                         t = time.monotonic()
-                        sent.append((self._publish_frame(node, renderer.render(obj, random_viewpoint(rng),
-                                                                               cfg.image_size)), obj))
+                        sent.append(
+                            (
+                                self._publish_frame(
+                                    node, renderer.render(obj, random_viewpoint(rng), cfg.image_size)
+                                ),
+                                obj,
+                            )
+                        )
                         time.sleep(max(0.0, period - (time.monotonic() - t)))
                 deadline = time.monotonic() + 5.0
                 while time.monotonic() < deadline:
@@ -268,7 +296,9 @@ class DemoRun:
                     "n_answered": sum(a is not None for a in answers.values()),
                 }
                 rounds.append(r)
-                self.say(f"recognition after {k + 1} objects: {100 * r['accuracy']:.0f}% of {len(sent)} views")
+                self.say(
+                    f"recognition after {k + 1} objects: {100 * r['accuracy']:.0f}% of {len(sent)} views"
+                )
         results["recognition"] = {
             "n_objects": cfg.n_objects,
             "labeled_per_object": cfg.labeled_frames,
@@ -289,11 +319,18 @@ class DemoRun:
         sim = PandaSimulation()
         payload_at = cfg.payload_at_fraction * cfg.robot_seconds
         stride = max(1, round(1.0 / (cfg.joint_state_hz * sim.model.opt.timestep)))
-        log = sim.run(cfg.robot_seconds, seed=cfg.seed, log_every=stride, payload_mass=1.0, payload_at=payload_at)
+        log = sim.run(
+            cfg.robot_seconds, seed=cfg.seed, log_every=stride, payload_mass=1.0, payload_at=payload_at
+        )
         names = list(sim.joint_names)
         rbd = RigidBodyRegressor(panda_urdf_path(), names)
-        rnea = np.array([rbd.rnea(q, qd, qdd) for q, qd, qdd in zip(log["q"], log["qd"], log["qdd"], strict=True)])
-        self.say(f"robot: simulated {cfg.robot_seconds:.0f} s, publishing joint_states at {cfg.joint_state_hz:.0f} Hz")
+        rnea = np.array(
+            [rbd.rnea(q, qd, qdd) for q, qd, qdd in zip(log["q"], log["qd"], log["qdd"], strict=True)]
+        )
+        self.say(
+            f"robot: simulated {cfg.robot_seconds:.0f} s, "
+            f"publishing joint_states at {cfg.joint_state_hz:.0f} Hz"
+        )
         stamps = np.zeros(len(log["t"]), dtype=np.int64)
         t_start = time.monotonic()
         for i in range(len(log["t"])):
@@ -301,8 +338,12 @@ class DemoRun:
             delay = target - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            msg = JointState(name=names, position=log["q"][i].tolist(), velocity=log["qd"][i].tolist(),
-                             effort=log["tau"][i].tolist())
+            msg = JointState(
+                name=names,
+                position=log["q"][i].tolist(),
+                velocity=log["qd"][i].tolist(),
+                effort=log["tau"][i].tolist(),
+            )
             now = time.time_ns()
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 10**9)
             stamps[i] = now
@@ -319,12 +360,18 @@ class DemoRun:
             sl = slice(start, start + window)
             ok = answered[sl]
             var = np.var(tau[sl], axis=0) + 1e-12
-            online = np.mean((pred[sl][ok] - tau[sl][ok]) ** 2, axis=0) / var if ok.any() else np.full(len(names), np.nan)
-            windows.append({
-                "t_end": float(log["t"][sl][-1]),
-                "rnea": (np.mean((rnea[sl] - tau[sl]) ** 2, axis=0) / var).tolist(),
-                "online": online.tolist(),
-            })
+            online = (
+                np.mean((pred[sl][ok] - tau[sl][ok]) ** 2, axis=0) / var
+                if ok.any()
+                else np.full(len(names), np.nan)
+            )
+            windows.append(
+                {
+                    "t_end": float(log["t"][sl][-1]),
+                    "rnea": (np.mean((rnea[sl] - tau[sl]) ** 2, axis=0) / var).tolist(),
+                    "online": online.tolist(),
+                }
+            )
         before = [w for w in windows if w["t_end"] < payload_at]
         results["dynamics"] = {
             "joint_names": names,

@@ -57,7 +57,7 @@ def prefixed(prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
 def unprefixed(prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Return the arrays stored under ``prefix`` by :func:`prefixed`, without the prefix."""
     p = prefix + "/"
-    return {k[len(p):]: v for k, v in arrays.items() if k.startswith(p)}
+    return {k[len(p) :]: v for k, v in arrays.items() if k.startswith(p)}
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

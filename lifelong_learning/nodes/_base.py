@@ -105,7 +105,11 @@ class NodeStats:
         with self._lock:
             for stream, ts in self._arrivals.items():
                 recent = [t for t in ts if now - t <= 5.0]
-                rate = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 1 and recent[-1] > recent[0] else 0.0
+                rate = (
+                    (len(recent) - 1) / (recent[-1] - recent[0])
+                    if len(recent) > 1 and recent[-1] > recent[0]
+                    else 0.0
+                )
                 out[f"{stream} rate [Hz]"] = f"{rate:.1f}"
                 out[f"{stream} messages"] = str(self.counts.get(stream, 0))
             for what, ds in self._latency.items():
@@ -122,7 +126,11 @@ class NodeBase(Node):
     #: parameters every node of this package has
     COMMON_PARAMS: tuple[ParamSpec, ...] = (
         ParamSpec("warn_period_s", 5.0, "At most one warning per this many seconds per rejection reason."),
-        ParamSpec("diagnostics_period_s", 1.0, "Period of diagnostic_msgs/DiagnosticArray on /diagnostics; 0 disables."),
+        ParamSpec(
+            "diagnostics_period_s",
+            1.0,
+            "Period of diagnostic_msgs/DiagnosticArray on /diagnostics; 0 disables.",
+        ),
     )
 
     def __init__(self, node_name: str, params: Sequence[ParamSpec] = (), **kwargs: Any):
@@ -229,7 +237,11 @@ class LearnerNode(NodeBase):
         Call at the end of the subclass ``__init__``, after its own parameters are read.
         """
         restored = False
-        if self.checkpoint_path is not None and self.params["restore_on_start"] and self.checkpoint_path.exists():
+        if (
+            self.checkpoint_path is not None
+            and self.params["restore_on_start"]
+            and self.checkpoint_path.exists()
+        ):
             try:
                 self.model = self.read_model(self.checkpoint_path)
                 restored = True

@@ -14,7 +14,11 @@ from lifelong_learning.io.model_file import (
 
 
 def test_round_trip(tmp_path):
-    arrays = {"R": np.eye(3), "counts": np.arange(4, dtype=np.uint64), **prefixed("np", {"W": np.ones((2, 2))})}
+    arrays = {
+        "R": np.eye(3),
+        "counts": np.arange(4, dtype=np.uint64),
+        **prefixed("np", {"W": np.ones((2, 2))}),
+    }
     save_model_file(tmp_path / "m.llm", ModelFile("demo", {"labels": ["a", 3], "lam": 0.5}, arrays))
     mf = load_model_file(tmp_path / "m.llm", kind="demo")
     assert mf.kind == "demo" and mf.meta == {"labels": ["a", 3], "lam": 0.5} and mf.version == 1
@@ -45,8 +49,13 @@ def test_wrong_kind_missing_truncated_and_corrupt_files_raise(tmp_path):
 
 def test_pickled_content_is_refused(tmp_path):
     p = tmp_path / "evil.npz"
-    np.savez(p, __header__=np.frombuffer(b'{"format": "lifelong_learning.model", "version": 1, "kind": "x"}', np.uint8),
-             payload=np.array([{"a": 1}], dtype=object))
+    np.savez(
+        p,
+        __header__=np.frombuffer(
+            b'{"format": "lifelong_learning.model", "version": 1, "kind": "x"}', np.uint8
+        ),
+        payload=np.array([{"a": 1}], dtype=object),
+    )
     with pytest.raises(ModelFileError):
         load_model_file(p)
     with pytest.raises(ModelFileError):
@@ -55,7 +64,12 @@ def test_pickled_content_is_refused(tmp_path):
 
 def test_newer_version_refused(tmp_path):
     p = tmp_path / "new.npz"
-    np.savez(p, __header__=np.frombuffer(b'{"format": "lifelong_learning.model", "version": 99, "kind": "x"}', np.uint8))
+    np.savez(
+        p,
+        __header__=np.frombuffer(
+            b'{"format": "lifelong_learning.model", "version": 99, "kind": "x"}', np.uint8
+        ),
+    )
     with pytest.raises(ModelFileError, match="version"):
         load_model_file(p)
 

@@ -5,11 +5,10 @@ Run: python graph_peer.py  (inherits ROS_DOMAIN_ID from the test).
 """
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
-from rclpy.node import Node
-
 from lifelong_learning.msg import Features, Prediction
 from lifelong_learning.srv import Predict
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
 
 
 class Peer(Node):

@@ -17,8 +17,12 @@ def make_node(context, **params):
     class RLSNode(LearnerNode):
         def __init__(self):
             overrides = [Parameter(k, value=v) for k, v in params.items()]
-            super().__init__("rls_node", (ParamSpec("dim", 3, "input dimension"),), context=context,
-                             parameter_overrides=overrides)
+            super().__init__(
+                "rls_node",
+                (ParamSpec("dim", 3, "input dimension"),),
+                context=context,
+                parameter_overrides=overrides,
+            )
             self.start_learner()
 
         def new_model(self):
@@ -58,27 +62,47 @@ def call(executor, spin, node, srv_type, name, request):
 
 
 def test_save_load_reset_and_failed_load_keeps_model(executor, spin, tmp_path):
-    from std_srvs.srv import Trigger
-
     from lifelong_learning.srv import LoadModel, SaveModel
+    from std_srvs.srv import Trigger
 
     node = make_node(executor.context, checkpoint_path=str(tmp_path / "ckpt.llm"), diagnostics_period_s=0.0)
     executor.add_node(node)
     node.learn([1.0, 2.0, 3.0], [1.0])
     x = np.array([[1.0, 2.0, 3.0]])
     trained = node.model.predict(x)
-    assert call(executor, spin, node, SaveModel, "/rls_node/save_model", SaveModel.Request(path=str(tmp_path / "a.llm"))).success
+    assert call(
+        executor,
+        spin,
+        node,
+        SaveModel,
+        "/rls_node/save_model",
+        SaveModel.Request(path=str(tmp_path / "a.llm")),
+    ).success
     call(executor, spin, node, Trigger, "/rls_node/reset", Trigger.Request())
     assert np.allclose(node.model.predict(x), 0.0)
 
     (tmp_path / "bad.llm").write_bytes(b"garbage")
     save_model_file(tmp_path / "wrongdim.llm", ModelFile("test_rls", *RecursiveRLS(4, 1).to_state()))
     for bad in ("bad.llm", "wrongdim.llm", "absent.llm"):
-        res = call(executor, spin, node, LoadModel, "/rls_node/load_model", LoadModel.Request(path=str(tmp_path / bad)))
+        res = call(
+            executor,
+            spin,
+            node,
+            LoadModel,
+            "/rls_node/load_model",
+            LoadModel.Request(path=str(tmp_path / bad)),
+        )
         assert not res.success and "previous model kept" in res.message
     assert np.allclose(node.model.predict(x), 0.0)
     version = node.model_version
-    res = call(executor, spin, node, LoadModel, "/rls_node/load_model", LoadModel.Request(path=str(tmp_path / "a.llm")))
+    res = call(
+        executor,
+        spin,
+        node,
+        LoadModel,
+        "/rls_node/load_model",
+        LoadModel.Request(path=str(tmp_path / "a.llm")),
+    )
     assert res.success and node.model_version == version + 1
     assert np.array_equal(node.model.predict(x), trained)
 

@@ -9,10 +9,9 @@ pytestmark = pytest.mark.graph
 
 
 def test_custom_messages_and_service_between_processes(executor, spin, start_process):
-    from rclpy.node import Node
-
     from lifelong_learning.msg import Features, Prediction
     from lifelong_learning.srv import Predict
+    from rclpy.node import Node
 
     peer = start_process([sys.executable, str(Path(__file__).with_name("graph_peer.py"))])
     node = Node("graph_test", context=executor.context)
@@ -21,7 +20,9 @@ def test_custom_messages_and_service_between_processes(executor, spin, start_pro
     node.create_subscription(Prediction, "peer/predictions", got.append, 10)
     pub = node.create_publisher(Features, "peer/features", 10)
     client = node.create_client(Predict, "peer/predict")
-    assert spin(executor, lambda: client.service_is_ready() and pub.get_subscription_count() > 0, 30), peer.log()
+    assert spin(executor, lambda: client.service_is_ready() and pub.get_subscription_count() > 0, 30), (
+        peer.log()
+    )
 
     msg = Features(data=[1.0, 2.0, 3.5])
     msg.header.stamp.sec = 42
