@@ -7,6 +7,8 @@ i.e. reproduces the Nyström KRR exactly, and keeps learning online from there.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -50,3 +52,80 @@ def to_recursive_rls(
     for start in range(0, Xa.shape[0], batch):
         rls.update(fmap.transform(Xa[start : start + batch]), Ya[start : start + batch])
     return fmap, rls
+
+
+def one_hot(labels: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
+    """Classes in order of first appearance (IncrementalRLSC's column order) and 0/1 targets."""
+    classes: list[Any] = []
+    index: dict[Any, int] = {}
+    for lab in labels:
+        if lab not in index:
+            index[lab] = len(classes)
+            classes.append(lab)
+    E = np.zeros((len(labels), len(classes)))
+    E[np.arange(len(labels)), [index[lab] for lab in labels]] = 1.0
+    return classes, E
+
+
+def export_classifier(
+    model: NystromKRR, X: Any, labels: Sequence[Any], path: str | os.PathLike[str] | None = None
+):
+    """An :class:`~lifelong_learning.learners.rlsc.IncrementalRLSC` (``λ = nλ``, ``α = 0``) with the
+    model's Nyström map, trained on ``(X, labels)``: it reproduces ``model`` when ``model`` was
+    fitted on ``one_hot(labels)`` of the same rows. Saved to ``path`` if given."""
+    from lifelong_learning.learners.rlsc import IncrementalRLSC
+
+    fmap = feature_map_of(model)
+    clf = IncrementalRLSC(lambdas=regularization_of(model), alpha=0.0, feature_map=fmap)
+    Xa = np.asarray(X, dtype=np.float64)
+    labels = list(labels)
+    for start in range(0, Xa.shape[0], 4096):
+        clf.partial_fit(Xa[start : start + 4096], labels[start : start + 4096])
+    if path is not None:
+        clf.save(path)
+    return clf
+
+
+def rigid_body_residuals(urdf: str, joint_names: Sequence[str], q: Any, qd: Any, qdd: Any, tau: Any):
+    """Fit the parametric (rigid-body, URDF prior) part on the data as the semiparametric model
+    does, and return ``(parametric_model, residual_inputs, residual_targets)``: the residual
+    model's inputs ``[x̃, τ̂_P/τ_scale]`` and targets ``τ − τ̂_P`` (normalization from the data)."""
+    from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
+
+    par = SemiparametricInverseDynamics(urdf, list(joint_names), mode="parametric")
+    par.fit_normalization(q, qd, qdd, tau)
+    par.update(q, qd, qdd, tau)
+    tau_p = par.predict(q, qd, qdd)
+    Xr = np.hstack(
+        [par.normalized_state(np.asarray(q), np.asarray(qd), np.asarray(qdd)), tau_p / par.torque_scale]
+    )
+    return par, Xr, np.asarray(tau) - tau_p
+
+
+def export_inverse_dynamics(
+    model: NystromKRR,
+    urdf: str,
+    joint_names: Sequence[str],
+    q: Any,
+    qd: Any,
+    qdd: Any,
+    tau: Any,
+    path: str | os.PathLike[str] | None = None,
+):
+    """A :class:`~lifelong_learning.dynamics.semiparametric.SemiparametricInverseDynamics` whose
+    residual part is the model's Nyström map + RLS (``lam = nλ``), trained on the data; with
+    ``model`` tuned on :func:`rigid_body_residuals` of the same data its residual equals ``model``."""
+    from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
+
+    sp = SemiparametricInverseDynamics(
+        urdf,
+        list(joint_names),
+        mode="semiparametric",
+        feature_map=feature_map_of(model),
+        lam_residual=regularization_of(model),
+    )
+    sp.fit_normalization(q, qd, qdd, tau)
+    sp.update(q, qd, qdd, tau)
+    if path is not None:
+        sp.save(path)
+    return sp
