@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import signal
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import node_argv
-
 pytestmark = pytest.mark.graph
 
+CONFIG = Path(__file__).resolve().parents[2] / "config" / "object_recognition.yaml"
 DIM = 16
+
+
+def node_argv(*ros_args: str) -> list[str]:
+    """Run the installed node module with its config file (as conftest.node_argv does)."""
+    argv = [sys.executable, "-m", "lifelong_learning.nodes.object_recognition", "--ros-args"]
+    return [*argv, "--params-file", str(CONFIG), *ros_args]
+
+
 CLASSES = ("mug", "duck", "teddy")
 
 
@@ -23,10 +32,9 @@ def sample(rng, label, n=1):
 
 
 def make_peer(context):
+    from lifelong_learning.msg import Features, LabeledFeatures, Prediction
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, qos_profile_sensor_data
-
-    from lifelong_learning.msg import Features, LabeledFeatures, Prediction
 
     class Peer(Node):
         def __init__(self):
@@ -48,14 +56,13 @@ def call(executor, spin, node, srv_type, name, request, timeout=20.0):
 
 
 def test_teach_predict_services_bad_input_and_restart(executor, spin, start_process, tmp_path):
-    from std_srvs.srv import Trigger
-
     from lifelong_learning.msg import Features, LabeledFeatures
     from lifelong_learning.srv import GetClassifierInfo, LoadModel, Predict, SaveModel
+    from std_srvs.srv import Trigger
 
     ckpt = tmp_path / "object_recognition.model"
     args = ("-p", f"checkpoint_path:={ckpt}", "-p", "checkpoint_interval_s:=1.0", "-p", "warn_period_s:=0.2")
-    proc = start_process(node_argv("object_recognition", *args))
+    proc = start_process(node_argv(*args))
     peer = make_peer(executor.context)
     executor.add_node(peer)
     rng = np.random.default_rng(0)
@@ -162,7 +169,7 @@ def test_teach_predict_services_bad_input_and_restart(executor, spin, start_proc
     time.sleep(1.5)  # let the periodic checkpoint pick up the reload
     assert proc.stop(signal.SIGINT) == 0
     assert ckpt.exists()
-    proc2 = start_process(node_argv("object_recognition", *args))
+    proc2 = start_process(node_argv(*args))
     assert spin(executor, lambda: "restored model from checkpoint" in proc2.log(), 30)
     info = info_now()
     assert list(info.classes) == list(CLASSES) and info.samples_seen == taught
