@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,7 @@ def tune(
     solver: str = "auto",
     progress: bool = False,
     seed: int = 0,
+    callback: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> NystromKRR:
     """Tune ``λ``, length-scales and centres of a Nyström KRR on ``(X, Y)`` and fit it.
 
@@ -84,6 +86,9 @@ def tune(
             (Hutchinson + CG, for large ``n``).
         epochs, lr: Adam steps and learning rate. patience: rises in a row before stopping.
         progress: show a tqdm bar with ETA.
+        callback: called after every epoch with the epoch number and
+            ``{"objective", "centers", "lengthscale", "lam"}`` (detached tensors), e.g. to track
+            test error during tuning.
 
     Returns:
         A fitted :class:`NystromKRR` with ``tuning_`` (a :class:`TuningResult`).
@@ -160,7 +165,7 @@ def tune(
     stopped = False
     t0 = time.perf_counter()
     epoch = 0
-    for epoch in range(1, epochs + 1):  # noqa: B007
+    for epoch in range(1, epochs + 1):
         opt.zero_grad()
         ls, lam = current()
         if stoch is not None:
@@ -182,6 +187,11 @@ def tune(
                 stopped = True
                 break
         opt.step()
+        if callback is not None:
+            callback(
+                epoch,
+                {"objective": value, "centers": Z.detach(), "lengthscale": ls.detach(), "lam": lam.detach()},
+            )
         if bar is not None:
             bar.set_postfix(obj=f"{value:.4g}", lam=f"{float(lam):.2e}")
             bar.update(1)
