@@ -169,8 +169,7 @@ class FeatureExtractor:
     def _init_torch(self, num_threads: int | None) -> None:
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ValueError("device='cuda' requested but torch sees no CUDA GPU; use device='cpu'")
-        if num_threads is not None:
-            torch.set_num_threads(int(num_threads))
+        self._torch_threads = int(num_threads) if num_threads is not None else None
         if self.model_path is None:
             model = load_efficientnet_lite0()
         elif self.model_path.suffix in (".pt", ".ts", ".pth"):
@@ -237,6 +236,9 @@ class FeatureExtractor:
 
     def _forward(self, batch: torch.Tensor) -> np.ndarray:
         if self.backend == "torch":
+            # torch's thread count is process-wide: set ours for each call
+            if self._torch_threads is not None and torch.get_num_threads() != self._torch_threads:
+                torch.set_num_threads(self._torch_threads)
             with torch.inference_mode():
                 output = self._torch_model(batch.to(self.device)).float().cpu()
             output = output.numpy()
