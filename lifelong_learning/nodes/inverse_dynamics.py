@@ -1,0 +1,281 @@
+"""The ``inverse_dynamics`` node: joint states in, predicted joint torques out, learned online.
+
+- subscribes to ``joint_states`` (sensor_msgs/JointState, sensor-data QoS); joints are matched
+  by name (any order, extra joints ignored);
+- estimates q̈ with :class:`~lifelong_learning.dynamics.acceleration.AccelerationEstimator`
+  (causal Savitzky–Golay on the velocities and the message stamps), unless
+  ``acceleration_topic`` is set: then the latest sensor_msgs/JointState on that topic gives
+  the accelerations **in its ``velocity`` field** (by name);
+- publishes, for each accepted input, the predicted torques as sensor_msgs/JointState (``name``
+  + ``effort``) on ``predicted_torque_topic`` with the input's header (stamp and frame);
+- while ``learning`` is true (settable at run time), learns from the measured ``effort``
+  (:class:`~lifelong_learning.dynamics.SemiparametricInverseDynamics`, test-then-update);
+- services: ``~/predict`` (lifelong_learning/PredictTorques) and, from the base class,
+  ``~/save_model``, ``~/load_model``, ``~/reset``; checkpoints like every LearnerNode.
+
+The URDF comes from the ``robot_description`` parameter (the text, as robot_state_publisher
+takes it) or from ``urdf_path``. Bad messages (missing joints, NaN/Inf, arrays of different
+lengths, stamps not increasing, no effort while learning) are counted and warned about (rate
+limited); the model is untouched.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+
+from lifelong_learning.dynamics import (
+    MODEL_KIND,
+    AccelerationEstimator,
+    SemiparametricInverseDynamics,
+)
+from lifelong_learning.io.model_file import ModelFile
+from lifelong_learning.nodes._base import LearnerNode, ParamSpec, run_node
+from lifelong_learning.srv import PredictTorques
+
+PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec(
+        "joint_states_topic",
+        "joint_states",
+        "sensor_msgs/JointState input (sensor-data QoS).",
+        read_only=True,
+    ),
+    ParamSpec(
+        "predicted_torque_topic",
+        "predicted_torque",
+        "sensor_msgs/JointState output: name + effort (predicted torque), stamped like the input.",
+        read_only=True,
+    ),
+    ParamSpec(
+        "acceleration_topic",
+        "",
+        "Optional sensor_msgs/JointState carrying accelerations in its velocity field; '' estimates "
+        "them from the joint velocities (causal Savitzky-Golay).",
+        read_only=True,
+    ),
+    ParamSpec(
+        "robot_description", "", "URDF text (standard parameter); used when non-empty.", read_only=True
+    ),
+    ParamSpec("urdf_path", "", "URDF file, used when robot_description is empty.", read_only=True),
+    ParamSpec(
+        "joint_names",
+        [""],
+        "Joints modelled, in output order; [''] = every 1-DoF joint of the URDF (others locked at 0).",
+        read_only=True,
+    ),
+    ParamSpec("mode", "semiparametric", "semiparametric | parametric | nonparametric.", read_only=True),
+    ParamSpec("prior", "urdf", "Parametric prior: 'urdf' inertial parameters or 'zero'.", read_only=True),
+    ParamSpec("n_features", 500, "Random Fourier features of the residual model.", read_only=True),
+    ParamSpec("bandwidth", 8.0, "Gaussian kernel bandwidth on the normalized inputs.", read_only=True),
+    ParamSpec("lam_parametric", 0.01, "Ridge λ of the parametric part.", read_only=True),
+    ParamSpec("lam_residual", 0.1, "Ridge λ of the residual part.", read_only=True),
+    ParamSpec("forgetting", 1.0, "Forgetting factor per sample in (0, 1]; 1 = none.", read_only=True),
+    ParamSpec("seed", 0, "Seed of the random features.", read_only=True),
+    ParamSpec("acceleration_window", 9, "Samples per acceleration fit.", read_only=True),
+    ParamSpec("acceleration_degree", 2, "Polynomial degree of the acceleration fit.", read_only=True),
+    ParamSpec("learning", True, "Learn from the measured effort (settable at run time)."),
+)
+
+
+def _stamp_seconds(msg: JointState) -> float:
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
+class InverseDynamicsNode(LearnerNode):
+    """JointState → predicted torques; measured effort → online update."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("inverse_dynamics", PARAMS, **kwargs)
+        p = self.params
+        urdf = str(p["robot_description"])
+        if not urdf.strip():
+            if not p["urdf_path"]:
+                raise ValueError("set robot_description (URDF text) or urdf_path")
+            with open(str(p["urdf_path"]), encoding="utf-8") as f:
+                urdf = f.read()
+        names = [n for n in p["joint_names"] if n]
+        self._model_kwargs = {
+            "urdf": urdf,
+            "joint_names": names or None,
+            "mode": str(p["mode"]),
+            "prior": str(p["prior"]),
+            "n_features": int(p["n_features"]),
+            "bandwidth": float(p["bandwidth"]),
+            "lam_parametric": float(p["lam_parametric"]),
+            "lam_residual": float(p["lam_residual"]),
+            "forgetting": float(p["forgetting"]),
+            "seed": int(p["seed"]),
+        }
+        self.learning = bool(p["learning"])
+        self._window, self._degree = int(p["acceleration_window"]), int(p["acceleration_degree"])
+        self._last_stamp: float | None = None
+        self._accelerations: dict[str, float] = {}
+        self.start_learner()
+        with self.model_lock:
+            self.joint_names = self.model.joint_names
+        self.estimator = AccelerationEstimator(len(self.joint_names), self._window, self._degree)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.torque_pub = self.create_publisher(JointState, p["predicted_torque_topic"], 10)
+        self.create_subscription(
+            JointState, p["joint_states_topic"], self._on_joint_state, qos_profile_sensor_data
+        )
+        if p["acceleration_topic"]:
+            self.create_subscription(
+                JointState, p["acceleration_topic"], self._on_acceleration, qos_profile_sensor_data
+            )
+        self.create_service(PredictTorques, "~/predict", self._on_predict, callback_group=self.service_group)
+        self.get_logger().info(f"inverse dynamics ready: {self.model!r}")
+
+    # ---------------------------------------------------------------- LearnerNode hooks
+    def new_model(self) -> SemiparametricInverseDynamics:
+        return SemiparametricInverseDynamics(**self._model_kwargs)
+
+    def snapshot(self) -> ModelFile:
+        return self.model.to_model_file()
+
+    def model_from_file(self, model_file: ModelFile) -> SemiparametricInverseDynamics:
+        model = SemiparametricInverseDynamics.from_model_file(model_file)
+        current = getattr(self, "joint_names", None) or (self._model_kwargs["joint_names"])
+        if current is not None and sorted(model.joint_names) != sorted(current):
+            raise ValueError(f"model joints {model.joint_names} differ from this node's {current}")
+        if current is not None and model.joint_names != list(current):
+            raise ValueError(f"model joint order {model.joint_names} differs from this node's {current}")
+        return model
+
+    def model_kind(self) -> str:
+        return MODEL_KIND
+
+    # ---------------------------------------------------------------- parameters
+    def _on_set_parameters(self, params: list[Any]) -> SetParametersResult:
+        for prm in params:
+            if prm.name == "learning":
+                if not isinstance(prm.value, bool):
+                    return SetParametersResult(successful=False, reason="learning must be a bool")
+                self.learning = prm.value
+        return SetParametersResult(successful=True)
+
+    # ---------------------------------------------------------------- inputs
+    def _pick(self, names: list[str], values: Any, what: str, required: bool = True) -> np.ndarray | None:
+        """Values of the model's joints from a by-name message array; ValueError when unusable."""
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.size == 0 and not required:
+            return None
+        if arr.shape != (len(names),):
+            raise ValueError(f"{what} has {arr.size} values for {len(names)} names")
+        index = {n: i for i, n in enumerate(names)}
+        missing = [j for j in self.joint_names if j not in index]
+        if missing:
+            raise KeyError(f"joints {missing} missing")
+        out = arr[[index[j] for j in self.joint_names]]
+        if not np.all(np.isfinite(out)):
+            raise ArithmeticError(f"{what} contains NaN or Inf")
+        return out
+
+    def _parse(self, msg: JointState) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+        names = list(msg.name)
+        if len(set(names)) != len(names):
+            self.reject("duplicate joint names", str(names))
+            return None
+        try:
+            q = self._pick(names, msg.position, "position")
+            qd = self._pick(names, msg.velocity, "velocity")
+            tau = self._pick(names, msg.effort, "effort", required=False)
+        except KeyError as exc:
+            self.reject("missing joints", str(exc))
+            return None
+        except ArithmeticError as exc:
+            self.reject("non-finite values", str(exc))
+            return None
+        except ValueError as exc:
+            self.reject("array lengths", str(exc))
+            return None
+        assert q is not None and qd is not None
+        return q, qd, tau
+
+    def _on_acceleration(self, msg: JointState) -> None:
+        self.stats.arrived("acceleration")
+        acc = np.asarray(msg.velocity, dtype=np.float64)
+        if acc.shape != (len(msg.name),) or not np.all(np.isfinite(acc)):
+            self.reject("bad accelerations", "velocity field must hold one finite value per name")
+            return
+        self._accelerations.update(zip(msg.name, acc.tolist(), strict=True))
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        self.stats.arrived("joint_states")
+        t0 = time.perf_counter()
+        parsed = self._parse(msg)
+        if parsed is None:
+            return
+        q, qd, tau = parsed
+        stamp = _stamp_seconds(msg)
+        if self._last_stamp is not None and stamp <= self._last_stamp:
+            self.reject("stamp not increasing", f"{stamp:.9f} after {self._last_stamp:.9f}")
+            return
+        if self.learning and tau is None:
+            self.reject("no effort", "learning is on but the message has no effort")
+            return
+        if self.params["acceleration_topic"]:
+            if not all(j in self._accelerations for j in self.joint_names):
+                self.reject("no acceleration yet", "waiting for accelerations of every joint")
+                return
+            qdd = np.array([self._accelerations[j] for j in self.joint_names])
+        else:
+            qdd = self.estimator.update(stamp, qd)
+        self._last_stamp = stamp
+        with self.model_lock:
+            model = self.model
+            try:
+                predicted = model.predict(q, qd, qdd)
+                if self.learning and tau is not None:
+                    model.update(q, qd, qdd, tau)
+                    self.updates_since_checkpoint += 1
+            except ValueError as exc:  # the model validates again; should not happen here
+                self.reject("model rejected input", str(exc))
+                return
+        self.torque_pub.publish(
+            JointState(header=msg.header, name=self.joint_names, effort=predicted.tolist())
+        )
+        self.stats.timed("predict+update", time.perf_counter() - t0)
+
+    # ---------------------------------------------------------------- services
+    def _on_predict(
+        self, request: PredictTorques.Request, response: PredictTorques.Response
+    ) -> PredictTorques.Response:
+        names = list(request.name)
+        try:
+            q = self._pick(names, request.position, "position")
+            qd = self._pick(names, request.velocity, "velocity")
+            qdd = self._pick(names, request.acceleration, "acceleration")
+            with self.model_lock:
+                parts = self.model.predict(q, qd, qdd, return_parts=True)
+        except (KeyError, ArithmeticError, ValueError) as exc:
+            self.reject("bad predict request", str(exc))
+            response.success, response.message = False, str(exc)
+            return response
+        response.success, response.message = True, ""
+        response.name = list(self.joint_names)
+        response.effort = parts["torque"].tolist()
+        response.parametric = parts["parametric"].tolist()
+        response.residual = parts["residual"].tolist()
+        return response
+
+    def diagnostic_values(self) -> dict[str, str]:
+        values = super().diagnostic_values()
+        with self.model_lock:
+            values["samples learned"] = str(self.model.n_samples)
+        values["learning"] = str(self.learning)
+        return values
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of the ``inverse_dynamics`` executable."""
+    return run_node(InverseDynamicsNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

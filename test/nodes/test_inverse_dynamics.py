@@ -1,0 +1,182 @@
+"""The inverse_dynamics node on a real DDS graph: joint matching, predictions with the input's
+stamp, online learning on/off at run time, rejected messages, the predict service, and the
+executable in its own process."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
+
+pytestmark = pytest.mark.graph
+
+ORDER = [3, 0, 6, 1, 5, 2, 4]  # the publisher's joint order (the node's is JOINT_NAMES')
+
+
+@pytest.fixture(scope="module")
+def sim_states():
+    log = PandaSimulation().run(2.0, seed=5)
+    return list(joint_states(log, rate_hz=100.0))
+
+
+def make_node(context, **params):
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes.inverse_dynamics import InverseDynamicsNode
+
+    defaults = {
+        "urdf_path": panda_urdf_path(),
+        "joint_names": JOINT_NAMES,
+        "n_features": 50,
+        "diagnostics_period_s": 0.0,
+        "warn_period_s": 0.0,
+    }
+    overrides = [Parameter(k, value=v) for k, v in {**defaults, **params}.items()]
+    return InverseDynamicsNode(context=context, parameter_overrides=overrides)
+
+
+def to_message(state, order=ORDER, extra=True):
+    from sensor_msgs.msg import JointState
+
+    msg = JointState()
+    sec = int(state["stamp"])
+    msg.header.stamp.sec, msg.header.stamp.nanosec = sec, round((state["stamp"] - sec) * 1e9)
+    msg.header.frame_id = "panda"
+    msg.name = [state["name"][i] for i in order]
+    msg.position = [state["position"][i] for i in order]
+    msg.velocity = [state["velocity"][i] for i in order]
+    msg.effort = [state["effort"][i] for i in order]
+    if extra:  # a joint the model does not use
+        msg.name.append("panda_finger_joint1")
+        msg.position.append(0.01)
+        msg.velocity.append(0.0)
+        msg.effort.append(3.0)
+    return msg
+
+
+class Peer:
+    def __init__(self, context):
+        from lifelong_learning.srv import PredictTorques
+        from rclpy.node import Node
+        from sensor_msgs.msg import JointState
+
+        self.node = Node("dynamics_test_peer", context=context)
+        self.pub = self.node.create_publisher(JointState, "joint_states", 100)
+        self.torques = []
+        self.node.create_subscription(JointState, "predicted_torque", self.torques.append, 100)
+        self.predict = self.node.create_client(PredictTorques, "inverse_dynamics/predict")
+
+    def connected(self):
+        return (
+            self.pub.get_subscription_count() > 0
+            and self.node.count_publishers("predicted_torque") > 0
+            and self.predict.service_is_ready()
+        )
+
+
+def setup_graph(executor, spin, context, **params):
+    node = make_node(context, **params)
+    peer = Peer(context)
+    executor.add_node(node)
+    executor.add_node(peer.node)
+    assert spin(executor, peer.connected, 20)
+    return node, peer
+
+
+def test_learns_predicts_and_rejects(executor, spin, rclpy_context, sim_states):
+    from lifelong_learning.srv import PredictTorques
+    from rclpy.parameter import Parameter
+
+    node, peer = setup_graph(executor, spin, rclpy_context)
+    for k, state in enumerate(sim_states[:60]):
+        peer.pub.publish(to_message(state))
+        assert spin(executor, lambda k=k: len(peer.torques) > k, 10)
+    assert node.model.n_samples == 60 and node.rejections.total == 0
+    out = peer.torques[-1]
+    assert list(out.name) == JOINT_NAMES and len(out.effort) == 7
+    last = sim_states[59]
+    assert out.header.stamp.sec + out.header.stamp.nanosec * 1e-9 == pytest.approx(last["stamp"], abs=1e-8)
+    assert out.header.frame_id == "panda"
+
+    # bad messages: counted, model untouched, nothing published
+    good = sim_states[60]
+    nan = to_message(good)
+    nan.velocity[2] = float("nan")
+    short = to_message(good)
+    short.effort = short.effort[:3]
+    missing = to_message(good, order=ORDER[:6], extra=False)
+    backwards = to_message(sim_states[10])
+    before = node.snapshot()
+    for bad in (nan, short, missing, backwards):
+        peer.pub.publish(bad)
+    assert spin(executor, lambda: node.rejections.total >= 4, 10)
+    assert set(node.rejections.counts) >= {"non-finite values", "array lengths", "missing joints"}
+    assert node.rejections.counts.get("stamp not increasing") == 1
+    after = node.snapshot()
+    for key, value in before.arrays.items():
+        np.testing.assert_array_equal(after.arrays[key], value)
+    assert len(peer.torques) == 60
+
+    # predict service = the model's prediction, joints matched by name
+    q = np.array(good["position"])
+    qd = np.array(good["velocity"])
+    qdd = np.linspace(-1, 1, 7)
+    req = PredictTorques.Request(
+        name=[JOINT_NAMES[i] for i in ORDER],
+        position=q[ORDER].tolist(),
+        velocity=qd[ORDER].tolist(),
+        acceleration=qdd[ORDER].tolist(),
+    )
+    future = peer.predict.call_async(req)
+    assert spin(executor, future.done, 10)
+    res = future.result()
+    assert res.success and list(res.name) == JOINT_NAMES
+    expected = node.model.predict(q, qd, qdd, return_parts=True)
+    np.testing.assert_allclose(res.effort, expected["torque"], rtol=1e-12)
+    np.testing.assert_allclose(np.add(res.parametric, res.residual), res.effort, rtol=1e-9, atol=1e-9)
+    bad = peer.predict.call_async(PredictTorques.Request(name=JOINT_NAMES[:2], position=[0.0, 0.0]))
+    assert spin(executor, bad.done, 10) and not bad.result().success
+
+    # learning off at run time: predictions go on, the model does not change
+    node.set_parameters([Parameter("learning", value=False)])
+    for k, state in enumerate(sim_states[60:70]):
+        peer.pub.publish(to_message(state))
+        assert spin(executor, lambda k=k: len(peer.torques) > 60 + k, 10)
+    assert node.model.n_samples == 60
+
+
+def test_executable_in_its_own_process(executor, spin, rclpy_context, start_process, sim_states, tmp_path):
+    peer = Peer(rclpy_context)
+    executor.add_node(peer.node)
+    checkpoint = tmp_path / "dyn.npz"
+    process = start_process(
+        [
+            sys.executable,
+            "-m",
+            "lifelong_learning.nodes.inverse_dynamics",
+            "--ros-args",
+            "--params-file",
+            str(
+                __import__("pathlib").Path(__file__).resolve().parents[2] / "config" / "inverse_dynamics.yaml"
+            ),
+            "-p",
+            f"urdf_path:={panda_urdf_path()}",
+            "-p",
+            "joint_names:=" + "[" + ",".join(JOINT_NAMES) + "]",
+            "-p",
+            "n_features:=50",
+            "-p",
+            f"checkpoint_path:={checkpoint}",
+            "-p",
+            "diagnostics_period_s:=0.0",
+        ]
+    )
+    assert spin(executor, peer.connected, 60), process.log()
+    for k, state in enumerate(sim_states[:20]):
+        peer.pub.publish(to_message(state))
+        assert spin(executor, lambda k=k: len(peer.torques) > k, 10), process.log()
+    assert process.stop() == 0, process.log()
+    from lifelong_learning.dynamics import SemiparametricInverseDynamics
+
+    assert SemiparametricInverseDynamics.load(checkpoint).n_samples == 20
