@@ -72,8 +72,8 @@ def hold_out_split(labels: np.ndarray, every: int) -> np.ndarray:
     return held
 
 
-def rebalanced_rls(X, y, classes, lam):
-    """Eq. 7.22: W = (XᵀΣX + λI)⁻¹XᵀΣY, Σ_ii = 1/ρ̂(y_i), trained from scratch."""
+def rebalanced_normal_equations(X, y, classes):
+    """Eq. 7.22: W = (XᵀΣX + λI)⁻¹XᵀΣY, Σ_ii = 1/ρ̂(y_i); returns (XᵀΣX, XᵀΣY)."""
     col = {c: i for i, c in enumerate(classes)}
     idx = np.array([col[c] for c in y])
     counts = np.bincount(idx, minlength=len(classes))
@@ -81,7 +81,7 @@ def rebalanced_rls(X, y, classes, lam):
     Y = np.zeros((y.size, len(classes)))
     Y[np.arange(y.size), idx] = 1.0
     Xw = X * w[:, None]
-    return cho_solve(cho_factor(Xw.T @ X + lam * np.eye(X.shape[1])), Xw.T @ Y)
+    return Xw.T @ X, Xw.T @ Y
 
 
 def table_protocol(X, y, n_bal, n_test, n_trials, seed, rare_choice):
@@ -108,30 +108,28 @@ def table_protocol(X, y, n_bal, n_test, n_trials, seed, rare_choice):
         bal = rng.permutation(np.concatenate(bal_idx))
         test = np.concatenate(test_idx)
         is_rare = y[test] == rare
-        models = {
-            "N": IncrementalRLSC(lambdas=LAMBDAS, alpha=0.0),
-            "RC": IncrementalRLSC(lambdas=LAMBDAS, alpha="auto"),
-        }
-        for m in models.values():
-            m.partial_fit(X[bal], y[bal])
+        # N and RC share every learned quantity (engines, validation buffer): one model,
+        # evaluated with α = 0 (N) and α = "auto" (RC).
+        model = IncrementalRLSC(lambdas=LAMBDAS, alpha="auto")
+        model.partial_fit(X[bal], y[bal])
         held = hold_out_split(y[bal], 6)
         Xb_tr, yb_tr, Xb_val, yb_val = X[bal][~held], y[bal][~held], X[bal][held], y[bal][held]
         for k, i in enumerate(rare_idx, start=1):
-            for m in models.values():
-                m.partial_fit(X[i], y[i])
+            model.partial_fit(X[i], y[i])
             if k not in checkpoints:
                 continue
-            for name, m in models.items():
-                pred = m.predict(X[test])
+            for name, alpha in (("N", 0.0), ("RC", "auto")):
+                pred = model.set_params(alpha=alpha).predict(X[test])
                 out[name][k][0].append(np.mean(pred == y[test]))
                 out[name][k][1].append(np.mean(pred[is_rare] == rare))
-            chosen[k].append((models["RC"].lambda_, models["RC"].alpha_))
+            chosen[k].append((model.lambda_, model.alpha_))
             # RB: batch, from scratch, λ on the balanced validation samples.
             Xtr = np.vstack([Xb_tr, X[rare_idx[:k]]])
             ytr = np.concatenate([yb_tr, y[rare_idx[:k]]])
+            gram, rhs = rebalanced_normal_equations(Xtr, ytr, classes)
             best = None
             for lam in LAMBDAS:
-                W = rebalanced_rls(Xtr, ytr, classes, lam)
+                W = cho_solve(cho_factor(gram + lam * np.eye(gram.shape[0])), rhs)
                 acc = np.mean(classes[np.argmax(Xb_val @ W, axis=1)] == yb_val)
                 if best is None or acc > best[0]:
                     best = (acc, W)
@@ -213,6 +211,97 @@ def batch_resolve_time(d, T, k, seed=0):
     return time.perf_counter() - t
 
 
+# ---------------------------------------------------------------------------- (c) node
+def node_latency(d: int, T: int, n_per_class: int, n_frames: int, rate_hz: float) -> str:
+    """Start the installed node in its own process; features in → prediction out over DDS."""
+    import random
+
+    os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(0, 101)))
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    import rclpy
+    from lifelong_learning.msg import Features, LabeledFeatures, Prediction
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, qos_profile_sensor_data
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifelong_learning.nodes.object_recognition", "--ros-args",
+         "--params-file", str(REPO / "config/object_recognition.yaml"), "-p", "diagnostics_period_s:=0.0"],
+        cwd="/tmp", stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    rclpy.init()
+    node = Node("rlsc_bench_peer")
+    latencies: dict[str, float] = {}
+    labels_out: dict[str, str] = {}
+
+    def on_prediction(msg: Prediction) -> None:
+        latencies[msg.header.frame_id] = time.perf_counter() - sent[msg.header.frame_id]
+        labels_out[msg.header.frame_id] = msg.label
+
+    sent: dict[str, float] = {}
+    feat_pub = node.create_publisher(Features, "features", qos_profile_sensor_data)
+    lab_pub = node.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=100))
+    node.create_subscription(Prediction, "prediction", on_prediction, 10)
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(T, d))
+
+    def spin_for(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            rclpy.spin_once(node, timeout_sec=max(0.0, min(0.005, end - time.perf_counter())))
+
+    try:
+        deadline = time.perf_counter() + 60
+        while (feat_pub.get_subscription_count() == 0 or lab_pub.get_subscription_count() == 0) and (
+            time.perf_counter() < deadline
+        ):
+            spin_for(0.1)
+        for i in range(T * n_per_class):  # teach at 30 Hz
+            c = i % T
+            x = centres[c] + rng.normal(size=d)
+            lab_pub.publish(LabeledFeatures(data=x.astype(np.float32).tolist(), label=f"obj{c}"))
+            spin_for(1.0 / rate_hz)
+        spin_for(2.0)
+        rows = []
+        for phase, teach in (("predict only", False), ("predict + labeled stream at the same rate", True)):
+            sent.clear(), latencies.clear(), labels_out.clear()
+            truth = {}
+            for i in range(n_frames):
+                c = int(rng.integers(T))
+                msg = Features(data=(centres[c] + rng.normal(size=d)).astype(np.float32).tolist())
+                msg.header.frame_id = f"{phase}{i}"
+                truth[msg.header.frame_id] = f"obj{c}"
+                sent[msg.header.frame_id] = time.perf_counter()
+                feat_pub.publish(msg)
+                if teach:
+                    x = centres[c] + rng.normal(size=d)
+                    lab_pub.publish(LabeledFeatures(data=x.astype(np.float32).tolist(), label=f"obj{c}"))
+                spin_for(1.0 / rate_hz)
+            spin_for(2.0)
+            lat = np.array(list(latencies.values()))
+            acc = np.mean([labels_out[k] == truth[k] for k in labels_out]) if labels_out else float("nan")
+            rows.append(
+                f"| {phase} | {len(lat)}/{n_frames} | {1e3 * np.median(lat):.2f} | "
+                f"{1e3 * np.percentile(lat, 99):.2f} | {100 * acc:.1f} |"
+            )
+            print(rows[-1])
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+        proc.send_signal(2)
+        proc.wait(20)
+    return (
+        "\n## (c) Node latency over DDS\n\n"
+        f"`object_recognition` (installed package, own process, default config: 5 λ, α auto) taught "
+        f"{T} classes × {n_per_class} LabeledFeatures (d = {d}) at {rate_hz:g} Hz, "
+        f"then {n_frames} Features at "
+        f"{rate_hz:g} Hz from another process; latency = Features publish → Prediction received "
+        "(Fast DDS, localhost).\n\n"
+        "| phase | answered | p50 ms | p99 ms | accuracy % |\n|---|---:|---:|---:|---:|\n"
+        + "\n".join(rows)
+        + "\n"
+    )
+
+
 # ---------------------------------------------------------------------------- report
 def machine() -> str:
     cpu = "unknown CPU"
@@ -236,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features-cache", default="/tmp/rlsc_bench_object_features.npz")
     parser.add_argument("--skip-accuracy", action="store_true")
     parser.add_argument("--skip-cost", action="store_true")
-    parser.add_argument("--node-latency", default="", help="markdown file with (c), appended if present")
+    parser.add_argument("--node", action="store_true", help="(c): needs the colcon-built package sourced")
     parser.add_argument("--out", default=str(REPO / "docs/benchmarks/rlsc.md"))
     args = parser.parse_args(argv)
     trials = 2 if args.quick else args.trials
@@ -272,10 +361,9 @@ def main(argv: list[str] | None = None) -> int:
         print(sections[-1])
         if not args.skip_objects:
             try:
-                n_obj = 10 if args.quick else args.objects
-                views = 120 if args.quick else 220
+                n_obj, views = args.objects, 220
                 Xo, yo = object_features(Path(args.features_cache), n_obj, views)
-                n_bal_o, n_test_o = (60, 30) if args.quick else (100, 50)
+                n_bal_o, n_test_o = 100, 50
                 t = time.perf_counter()
                 out, cps, chosen = table_protocol(Xo, yo, n_bal_o, n_test_o, trials, 1, "cycle")
                 print(f"objects protocol: {time.perf_counter() - t:.0f} s")
@@ -320,8 +408,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(row)
                 sections.append(row + "\n")
-    if args.node_latency and Path(args.node_latency).is_file():
-        sections.append("\n" + Path(args.node_latency).read_text())
+    if args.node:
+        sections.append(node_latency(1280, 30, 5 if args.quick else 20, 100 if args.quick else 600, 30.0))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("".join(sections))
     print(f"wrote {args.out}")

@@ -185,6 +185,29 @@ class IncrementalRLSC:
         self._val_X = np.zeros((0, d))
         self._val_S = [np.zeros((0, 0)) for _ in self.lambdas]
 
+    def set_params(self, **params: Any) -> IncrementalRLSC:
+        """Change selection-only hyperparameters (``alpha``, ``alpha_grid``, ``min_class_count``,
+        ``alpha_init``) without retraining: the learned state serves every α.
+
+        Raises:
+            ValueError: another parameter, or a bad value (nothing changes then).
+        """
+        allowed = {"alpha", "alpha_grid", "min_class_count", "alpha_init"}
+        unknown = set(params) - allowed
+        if unknown:
+            raise ValueError(f"only {sorted(allowed)} can change after construction, got {sorted(unknown)}")
+        current = {
+            "alpha": self.alpha,
+            "alpha_grid": self.alpha_grid,
+            "min_class_count": self.min_class_count,
+            "alpha_init": self.alpha_init,
+        }
+        checked = IncrementalRLSC(lambdas=self.lambdas, **{**current, **params})  # validates
+        self.alpha, self.alpha_grid = checked.alpha, checked.alpha_grid
+        self.min_class_count, self.alpha_init = checked.min_class_count, checked.alpha_init
+        self._selection = None
+        return self
+
     def reset(self) -> None:
         """Forget every sample and class (keeps hyperparameters, dimension and feature map)."""
         self._init_state()

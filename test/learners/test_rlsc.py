@@ -142,9 +142,7 @@ def test_alpha_heuristic(digits):
     wr = np.isin(yv, clf.classes_[clf.class_counts_ >= 20])
 
     def wr_accuracy(a):
-        probe = IncrementalRLSC.from_model_file(clf.to_model_file())
-        probe.alpha = a
-        probe._selection = None
+        probe = IncrementalRLSC.from_model_file(clf.to_model_file()).set_params(alpha=a)
         lam_best = probe.lambda_
         assert lam_best in (0.3, 3.0)
         return np.mean(probe.predict(Xv[wr]) == yv[wr])
@@ -152,6 +150,19 @@ def test_alpha_heuristic(digits):
     assert wr_accuracy(alpha) >= wr_accuracy(0.0)
     for a in clf.alpha_grid[clf.alpha_grid > alpha]:
         assert wr_accuracy(float(a)) < wr_accuracy(0.0)
+
+
+def test_set_params_changes_alpha_without_retraining(digits):
+    X, y = digits
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto")
+    clf.partial_fit(X[:300], y[:300])
+    fixed = IncrementalRLSC.from_model_file(clf.to_model_file()).set_params(alpha=0.0)
+    assert fixed.alpha_ == 0.0 and clf.alpha == "auto"
+    with pytest.raises(ValueError):
+        fixed.set_params(lambdas=[2.0])
+    with pytest.raises(ValueError):
+        fixed.set_params(alpha=2.0)
+    assert fixed.alpha == 0.0
 
 
 def test_new_class_at_hold_out_position_is_learned():
