@@ -164,6 +164,82 @@ def latency(args):
     return out
 
 
+def node_latency(args):
+    """Node over DDS: publish sim joint states at args.node_rate Hz to the node executable (own
+    process, SP with D = args.features, learning on); latency = reply receipt − publish time."""
+    import rclpy
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+
+    from lifelong_learning.sim.panda import joint_states, panda_urdf_path
+
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    rate, duration = args.node_rate, args.node_seconds
+    log = PandaSimulation(timestep=1.0 / rate).run(duration + 1.0, seed=7)
+    states = list(joint_states(log))
+    cmd = [
+        sys.executable, "-m", "lifelong_learning.nodes.inverse_dynamics", "--ros-args",
+        "-p", f"urdf_path:={panda_urdf_path()}", "-p", "joint_names:=[" + ",".join(JOINT_NAMES) + "]",
+        "-p", f"n_features:={args.features}", "-p", "diagnostics_period_s:=0.0",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rclpy.init()
+    try:
+        node = Node("bench_dynamics_peer")
+        pub = node.create_publisher(JointState, "joint_states", 100)
+        sent: dict[tuple[int, int], float] = {}
+        latencies: list[float] = []
+        node.create_subscription(
+            JointState,
+            "predicted_torque",
+            lambda m: latencies.append(
+                time.perf_counter() - sent[(m.header.stamp.sec, m.header.stamp.nanosec)]
+            ),
+            1000,
+        )
+        t_wait = time.monotonic()
+        while node.count_subscribers("joint_states") == 0 or node.count_publishers("predicted_torque") == 0:
+            rclpy.spin_once(node, timeout_sec=0.1)
+            if time.monotonic() - t_wait > 60:
+                raise RuntimeError("node did not come up")
+        time.sleep(1.0)
+        backlog = []
+        t0 = time.perf_counter()
+        n = min(len(states), int(duration * rate))
+        for k in range(n):
+            while (remaining := t0 + k / rate - time.perf_counter()) > 0:  # sleep in the wait set
+                rclpy.spin_once(node, timeout_sec=remaining)
+            st = states[k]
+            msg = JointState(
+                name=st["name"], position=st["position"], velocity=st["velocity"], effort=st["effort"]
+            )
+            msg.header.stamp.sec = 1000 + k // 1000
+            msg.header.stamp.nanosec = (k % 1000) * 1_000_000
+            sent[(msg.header.stamp.sec, msg.header.stamp.nanosec)] = time.perf_counter()
+            pub.publish(msg)
+            if k % rate == 0:
+                backlog.append(k - len(latencies))
+        t_end = time.perf_counter() + 2.0
+        while time.perf_counter() < t_end and len(latencies) < n:
+            rclpy.spin_once(node, timeout_sec=0.01)
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+        proc.terminate()
+        proc.wait(10)
+    lat = np.array(latencies)
+    return {
+        "rate": rate,
+        "seconds": duration,
+        "sent": n,
+        "received": lat.size,
+        "p50": float(np.median(lat)) if lat.size else float("nan"),
+        "p99": float(np.percentile(lat, 99)) if lat.size else float("nan"),
+        "backlog_max": int(max(backlog)) if backlog else 0,
+        "backlog_last": int(backlog[-1]) if backlog else 0,
+    }
+
+
 def plot(rows, recovery, args, dt, path):
     import matplotlib
 
@@ -190,7 +266,7 @@ def plot(rows, recovery, args, dt, path):
     fig.savefig(path, dpi=110)
 
 
-def write_markdown(path, args, rows, recovery, lat, dt, cmd):
+def write_markdown(path, args, rows, recovery, lat, dt, cmd, node=None):
     J = " | ".join(f"j{i}" for i in range(1, 8))
     lines = [
         "# Online inverse dynamics on the simulated Panda (thesis ch. 8 protocol)",
@@ -267,6 +343,22 @@ def write_markdown(path, args, rows, recovery, lat, dt, cmd):
                 f"| {D} | {med * 1e3:.3f} | {p99 * 1e3:.3f} | {floor * 1e3:.4f} | {med / floor:.1f} |"
             )
         lines.append("")
+    if node:
+        lines += [
+            "## Node over DDS",
+            "",
+            f"The `inverse_dynamics` executable in its own process (SP, D = {args.features}, learning on, q̈ "
+            f"estimated), fed simulated joint states at {node['rate']} Hz for {node['seconds']} s by a peer "
+            "process (rmw_fastrtps_cpp, localhost); latency = receipt of the predicted torque − publish "
+            "time. The node subscribes with sensor-data QoS (best effort, depth 5): when it falls behind "
+            "it drops messages instead of queueing them.",
+            "",
+            "| sent | answered | p50 (ms) | p99 (ms) | max unanswered (dropped or queued) | unanswered at the end |",
+            "|---|---|---|---|---|---|",
+            f"| {node['sent']} | {node['received']} | {node['p50'] * 1e3:.2f} | {node['p99'] * 1e3:.2f} | "
+            f"{node['backlog_max']} | {node['backlog_last']} |",
+            "",
+        ]
     path.write_text("\n".join(lines))
 
 
@@ -282,14 +374,20 @@ def main(argv=None):
         "--estimated-acceleration", action="store_true", help="q̈ from the node's filter, not the sim"
     )
     ap.add_argument("--no-latency", action="store_true")
+    ap.add_argument(
+        "--node", action="store_true", help="also measure the node over DDS (needs a colcon build)"
+    )
+    ap.add_argument("--node-rate", type=int, default=500)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "dynamics.md")
     args = ap.parse_args(argv)
     if args.quick:
         args.train, args.chunks, args.chunk, args.transient, args.payload_samples = 2000, 3, 400, 100, 1200
         args.window, args.latency_features, args.latency_samples = 100, [200, 500], 100
+        args.node_seconds = 10
     else:
         args.train, args.chunks, args.chunk, args.transient, args.payload_samples = 10000, 10, 1000, 200, 6000
-        args.window, args.latency_features, args.latency_samples = 200, [200, 500, 1000, 2000], 500
+        args.window, args.latency_features, args.latency_samples = 100, [200, 500, 1000, 2000], 500
+        args.node_seconds = 60
     sq, dt, _ = experiment(args)
     rows, recovery = summarize(sq, args, dt)
     for name, r in rows.items():
@@ -297,12 +395,15 @@ def main(argv=None):
     for name, r in recovery.items():
         print(f"{name}: payload pre {r['pre']:.4f} recovery {r['time']}")
     lat = [] if args.no_latency else latency(args)
+    node = node_latency(args) if args.node else None
+    if node:
+        print(f"node: {node}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     plot(rows, recovery, args, dt, args.out.with_suffix(".png"))
     cmd = "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python " + " ".join(
         ["benchmarks/bench_dynamics.py", *(argv if argv is not None else sys.argv[1:])]
     )
-    write_markdown(args.out, args, rows, recovery, lat, dt, cmd)
+    write_markdown(args.out, args, rows, recovery, lat, dt, cmd, node)
     print(f"wrote {args.out}")
 
 
