@@ -353,7 +353,7 @@ def write_markdown(path, args, rows, recovery, lat, dt, cmd, node=None):
             "time. The node subscribes with sensor-data QoS (best effort, depth 5): when it falls behind "
             "it drops messages instead of queueing them.",
             "",
-            "| sent | answered | p50 (ms) | p99 (ms) | max unanswered (dropped or queued) | unanswered at the end |",
+            "| sent | answered | p50 (ms) | p99 (ms) | max unanswered (dropped or queued) | at the end |",
             "|---|---|---|---|---|---|",
             f"| {node['sent']} | {node['received']} | {node['p50'] * 1e3:.2f} | {node['p99'] * 1e3:.2f} | "
             f"{node['backlog_max']} | {node['backlog_last']} |",
