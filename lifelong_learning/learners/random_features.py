@@ -99,4 +99,7 @@ class RandomFourierFeatures:
         return obj
 
     def __repr__(self) -> str:
-        return f"RandomFourierFeatures(n_inputs={self.n_inputs}, n_features={self.n_features}, bandwidth={self.bandwidth:g})"
+        return (
+            f"RandomFourierFeatures(n_inputs={self.n_inputs}, n_features={self.n_features}, "
+            f"bandwidth={self.bandwidth:g})"
+        )
