@@ -180,3 +180,23 @@ def test_executable_in_its_own_process(executor, spin, rclpy_context, start_proc
     from lifelong_learning.dynamics import SemiparametricInverseDynamics
 
     assert SemiparametricInverseDynamics.load(checkpoint).n_samples == 20
+
+
+def test_accelerations_from_a_topic(executor, spin, rclpy_context, sim_states):
+    from sensor_msgs.msg import JointState
+
+    node, peer = setup_graph(executor, spin, rclpy_context, acceleration_topic="joint_accelerations")
+    acc_pub = peer.node.create_publisher(JointState, "joint_accelerations", 10)
+    assert spin(executor, lambda: acc_pub.get_subscription_count() > 0, 10)
+    peer.pub.publish(to_message(sim_states[0]))
+    assert spin(executor, lambda: node.rejections.counts.get("no acceleration yet") == 1, 10)
+    qdd = np.linspace(-2.0, 2.0, 7)
+    acc_pub.publish(JointState(name=[JOINT_NAMES[i] for i in ORDER], velocity=qdd[ORDER].tolist()))
+    assert spin(executor, lambda: len(node._accelerations) == 7, 10)
+    fresh = node.new_model()  # the node's model before its first update
+    state = sim_states[1]
+    peer.pub.publish(to_message(state))
+    assert spin(executor, lambda: len(peer.torques) == 1, 10)
+    expected = fresh.predict(np.array(state["position"]), np.array(state["velocity"]), qdd)
+    np.testing.assert_allclose(peer.torques[0].effort, expected, rtol=1e-12, atol=1e-12)
+    assert node.model.n_samples == 1
