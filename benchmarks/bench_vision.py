@@ -202,7 +202,10 @@ def main() -> None:
         + (" --quick" if args.quick else "")
     )
     git = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent,
     ).stdout.strip()
     lines = [
         "# Vision: camera image → CNN features",
