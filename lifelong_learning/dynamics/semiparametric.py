@@ -206,6 +206,37 @@ class SemiparametricInverseDynamics:
             return np.hstack([x, tau_p / self.torque_scale])
         return x
 
+    def residual_inputs(self, q: Any, qd: Any, qdd: Any) -> np.ndarray:
+        """The inputs the NP part sees for these states with the current P: ``x̃`` (NP mode) or
+        ``[x̃, τ̂_P/τ_max]`` (SP mode), shape ``(n, residual_input_dim)``. For an offline tuner
+        that fits a feature map on them (then :meth:`replace_residual`)."""
+        q, qd, qdd = self._check_inputs(q, qd, qdd, names=("q", "qd", "qdd"))
+        tau_p = None
+        if self.parametric is not None:
+            tau_p = self._parametric_predict(self.regressor.regressor(q, qd, qdd))
+        return self._residual_inputs(self.normalized_state(q, qd, qdd), tau_p)
+
+    def replace_residual(self, feature_map: FeatureMap, residual: RecursiveRLS | None = None) -> None:
+        """Swap the NP part for ``feature_map`` (e.g. a tuned Nyström map) and ``residual`` (an RLS
+        trained on its features; default: a fresh one with the current λ and forgetting).
+
+        Raises:
+            ValueError: no NP part in this mode, or sizes that do not fit.
+        """
+        if self.residual is None:
+            raise ValueError("parametric mode has no residual part")
+        if feature_map.n_inputs != self.residual_input_dim:
+            raise ValueError(
+                f"feature map takes {feature_map.n_inputs} inputs, expected {self.residual_input_dim}"
+            )
+        if residual is None:
+            residual = RecursiveRLS(
+                feature_map.n_features, self.n_dof, lam=self.residual.lam, forgetting=self.forgetting
+            )
+        if (residual.n_features, residual.n_outputs) != (feature_map.n_features, self.n_dof):
+            raise ValueError("residual engine does not match the feature map and the joints")
+        self.feature_map, self.residual = feature_map, residual
+
     # ------------------------------------------------------------------ learning
     def update(self, q: Any, qd: Any, qdd: Any, tau: Any) -> None:
         """Learn from one sample (``(n_dof,)`` arrays) or a batch (``(n, n_dof)``).

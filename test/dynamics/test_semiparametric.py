@@ -200,3 +200,20 @@ def test_hold_out_grid_returns_a_grid_point(urdf, sim_logs):
     )
     assert (best["bandwidth"], best["lam_residual"]) in scores and len(scores) == 2
     assert scores[(best["bandwidth"], best["lam_residual"])] == min(scores.values())
+
+
+def test_residual_can_be_replaced_by_another_feature_map(urdf):
+    m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=30)
+    q, qd, qdd = _states(m, 40)
+    tau = m.regressor.rnea(q, qd, qdd) + 0.5
+    m.update(q, qd, qdd, tau)
+    inputs = m.residual_inputs(q, qd, qdd)
+    assert inputs.shape == (40, 28)
+    other = RandomFourierFeatures(28, 80, bandwidth=3.0, seed=9)
+    m.replace_residual(other)
+    assert m.residual.n_features == 80 and m.feature_map is other
+    m.update(q, qd, qdd, tau)
+    parts = m.predict(q, qd, qdd, return_parts=True)
+    np.testing.assert_allclose(parts["torque"], parts["parametric"] + parts["residual"])
+    with pytest.raises(ValueError):
+        m.replace_residual(RandomFourierFeatures(21, 10))
