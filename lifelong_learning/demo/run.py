@@ -31,8 +31,8 @@ import numpy as np
 from lifelong_learning.demo.report import write_report
 
 # Topic names (relative, remappable), as in config/*.yaml.
-IMAGE, TEACHER_LABEL, PREDICTIONS = "image", "teacher_label", "predictions"
-JOINT_STATES, PREDICTED_TORQUES = "joint_states", "predicted_torques"
+IMAGE, TEACHER_LABEL, PREDICTIONS = "image", "teacher_label", "prediction"
+JOINT_STATES, PREDICTED_TORQUES = "joint_states", "predicted_torque"
 
 
 @dataclass
