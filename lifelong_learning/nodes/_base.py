@@ -274,11 +274,11 @@ class LearnerNode(NodeBase):
         save_model_file(path, snap)
 
     def swap_model(self, model: Any) -> None:
-        """Atomically replace the serving model."""
+        """Atomically replace the serving model (the checkpoint then differs from it)."""
         with self.model_lock:
             self.model = model
             self.model_version += 1
-            self.updates_since_checkpoint = 0
+            self.updates_since_checkpoint += 1
 
     def checkpoint(self) -> bool:
         """Write the checkpoint if anything changed since the last one; True when written."""
@@ -330,8 +330,6 @@ class LearnerNode(NodeBase):
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         self.swap_model(self.new_model())
-        with self.model_lock:
-            self.updates_since_checkpoint = 1  # the reset itself must reach the checkpoint
         response.success, response.message = True, "model reset"
         self.get_logger().info("model reset")
         return response

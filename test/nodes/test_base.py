@@ -105,6 +105,13 @@ def test_save_load_reset_and_failed_load_keeps_model(executor, spin, tmp_path):
     )
     assert res.success and node.model_version == version + 1
     assert np.array_equal(node.model.predict(x), trained)
+    # The reloaded model, not the one before it, is what the next checkpoint holds.
+    assert node.checkpoint()
+    from lifelong_learning.io.model_file import load_model_file
+
+    mf = load_model_file(tmp_path / "ckpt.llm")
+    saved = RecursiveRLS.from_state(mf.meta, mf.arrays)
+    assert np.array_equal(saved.predict(x), trained)
 
 
 def test_checkpoint_on_shutdown_restore_and_corrupt_checkpoint_moved_aside(executor, tmp_path):
