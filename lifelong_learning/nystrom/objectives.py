@@ -52,15 +52,29 @@ EXACT_OBJECTIVES = ("proposed", "gcv", "creg", "sgpr", "holdout")
 OBJECTIVES = (*EXACT_OBJECTIVES, "proposed-stochastic")
 
 
-def _nystrom_parts(X, Y, Z, ls, lam):
-    """Φ, L_A (chol of A), c = L_A⁻¹ΦᵀY."""
-    n = X.shape[0]
+def _nystrom_terms(X, Y, Z, ls, lam):
+    """Everything the exact objectives need, with one O(nm²) product ``K_mn K_nm``.
+
+    Returns ``(fitted, datafit, trace_h, trace_kt, logdet_A)`` where ``datafit = Yᵀ(I−H)Y``,
+    ``trace_h = Tr(H) = m − nλ Tr(A⁻¹)``, ``trace_kt = Tr(K̃) = Tr(L⁻¹K_mnK_nmL⁻ᵀ)``.
+    Only m×m matrices are factorized or triangular-solved; n enters through two products.
+    """
+    n, m = X.shape[0], Z.shape[0]
     L, _ = jittered_cholesky(gaussian_kernel(Z, Z, ls))
-    Phi = torch.linalg.solve_triangular(L, gaussian_kernel(Z, X, ls), upper=False).T  # n×m
-    A = Phi.T @ Phi + n * lam * torch.eye(Z.shape[0], dtype=X.dtype, device=X.device)
-    LA = torch.linalg.cholesky(A)
-    c = torch.linalg.solve_triangular(LA, Phi.T @ Y, upper=False)
-    return Phi, LA, c
+    Kmn = gaussian_kernel(Z, X, ls)
+    G = Kmn @ Kmn.T
+    M = torch.linalg.solve_triangular(L, torch.linalg.solve_triangular(L, G, upper=False).T, upper=False)
+    M = 0.5 * (M + M.T)  # ΦᵀΦ
+    eye = torch.eye(m, dtype=X.dtype, device=X.device)
+    LA = torch.linalg.cholesky(M + n * lam * eye)
+    c = torch.linalg.solve_triangular(LA, torch.linalg.solve_triangular(L, Kmn @ Y, upper=False), upper=False)
+    beta = torch.linalg.solve_triangular(L.T, torch.linalg.solve_triangular(LA.T, c, upper=True), upper=True)
+    fitted = Kmn.T @ beta
+    datafit = (Y * Y).sum() - (c * c).sum()
+    LA_inv = torch.linalg.solve_triangular(LA, eye, upper=False)
+    trace_h = m - n * lam * (LA_inv * LA_inv).sum()
+    logdet_A = 2.0 * torch.log(LA.diagonal()).sum()
+    return fitted, datafit, trace_h, M.diagonal().sum(), logdet_A, (L, LA, beta)
 
 
 def exact_objective(
@@ -77,20 +91,14 @@ def exact_objective(
     if name == "holdout":
         n_val = max(1, round(holdout_fraction * n))
         Xt, Yt, Xv, Yv = X[: n - n_val], Y[: n - n_val], X[n - n_val :], Y[n - n_val :]
-        Phi, LA, c = _nystrom_parts(Xt, Yt, Z, ls, lam)
-        L, _ = jittered_cholesky(gaussian_kernel(Z, Z, ls))
-        w = torch.linalg.solve_triangular(LA.T, c, upper=True)
-        Phiv = torch.linalg.solve_triangular(L, gaussian_kernel(Z, Xv, ls), upper=False).T
-        return ((Phiv @ w - Yv) ** 2).sum() / Xv.shape[0]
+        beta = _nystrom_terms(Xt, Yt, Z, ls, lam)[-1][2]
+        return ((gaussian_kernel(Xv, Z, ls) @ beta - Yv) ** 2).sum() / Xv.shape[0]
     if name not in EXACT_OBJECTIVES:
         raise ValueError(f"unknown objective {name!r}; known: {OBJECTIVES}")
-    Phi, LA, c = _nystrom_parts(X, Y, Z, ls, lam)
+    fitted, datafit, trace_h, trace_kt, logdet_A, _ = _nystrom_terms(X, Y, Z, ls, lam)
     nlam = n * lam
-    fitted = Phi @ torch.linalg.solve_triangular(LA.T, c, upper=True)
     resid2 = ((fitted - Y) ** 2).sum()
-    datafit = (Y * Y).sum() - (c * c).sum()  # D = Yᵀ(I − H)Y
-    trace_h = (torch.linalg.solve_triangular(LA, Phi.T, upper=False) ** 2).sum()
-    trace_gap = n - (Phi * Phi).sum()  # Tr(K − K̃), k(x, x) = 1
+    trace_gap = n - trace_kt  # Tr(K − K̃), k(x, x) = 1
     if name == "proposed":
         return (2.0 / n) * (trace_h + datafit + trace_gap * datafit / (n * nlam))
     if name == "gcv":
@@ -98,7 +106,7 @@ def exact_objective(
     if name == "creg":
         return resid2 / n + 2.0 * trace_h / n
     # sgpr: log|K̃ + nλI| = (n − m) log nλ + log|A|
-    logdet = (n - Z.shape[0]) * torch.log(nlam) + 2.0 * torch.log(LA.diagonal()).sum()
+    logdet = (n - Z.shape[0]) * torch.log(nlam) + logdet_A
     return (p * logdet + datafit / nlam + p * trace_gap / nlam) / n
 
 
