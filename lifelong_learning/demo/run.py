@@ -131,6 +131,7 @@ class DemoRun:
 
         t0 = time.monotonic()
         self.out.mkdir(parents=True, exist_ok=True)
+        from lifelong_learning.sim.panda import JOINT_NAMES as ARM_JOINTS
         from lifelong_learning.sim.panda import panda_urdf_path
 
         self.say(f"run folder {self.out}")
@@ -139,6 +140,7 @@ class DemoRun:
         self.start_node(
             "inverse_dynamics",
             f"urdf_path:={panda_urdf_path()}",
+            "joint_names:=[" + ",".join(ARM_JOINTS) + "]",
             f"checkpoint_path:={self.out / 'inverse_dynamics.llm'}",
         )
         rclpy.init()
@@ -313,7 +315,7 @@ class DemoRun:
         from sensor_msgs.msg import JointState
 
         from lifelong_learning.dynamics.regressor import RigidBodyRegressor
-        from lifelong_learning.sim.panda import PandaSimulation, panda_urdf_path
+        from lifelong_learning.sim.panda import PandaSimulation, panda_urdf_text
 
         cfg = self.cfg
         sim = PandaSimulation()
@@ -323,10 +325,8 @@ class DemoRun:
             cfg.robot_seconds, seed=cfg.seed, log_every=stride, payload_mass=1.0, payload_at=payload_at
         )
         names = list(sim.joint_names)
-        rbd = RigidBodyRegressor(panda_urdf_path(), names)
-        rnea = np.array(
-            [rbd.rnea(q, qd, qdd) for q, qd, qdd in zip(log["q"], log["qd"], log["qdd"], strict=True)]
-        )
+        rbd = RigidBodyRegressor(panda_urdf_text(), names)
+        rnea = rbd.rnea(log["q"], log["qd"], log["qdd"])
         self.say(
             f"robot: simulated {cfg.robot_seconds:.0f} s, "
             f"publishing joint_states at {cfg.joint_state_hz:.0f} Hz"
