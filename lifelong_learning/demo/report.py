@@ -155,8 +155,8 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
                 else ""
             )
             + ". The inverse_dynamics node learned online from the measured efforts and answered every "
-            "message with predicted torques. nMSE = MSE / variance of the measured torque, per joint, over "
-            "the last window:",
+            "message with predicted torques. nMSE = MSE over a window / variance of the measured torque over "
+            "the whole run, per joint, in the last window:",
             "",
             "| joint | RNEA (URDF) | online SP, before payload | online SP, end |",
             "|---|---:|---:|---:|",

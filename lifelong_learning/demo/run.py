@@ -359,7 +359,7 @@ class DemoRun:
         for start in range(0, len(stamps) - window + 1, window):
             sl = slice(start, start + window)
             ok = answered[sl]
-            var = np.var(tau[sl], axis=0) + 1e-12
+            var = np.var(tau, axis=0) + 1e-12  # nMSE: normalized by the whole run's torque variance
             online = (
                 np.mean((pred[sl][ok] - tau[sl][ok]) ** 2, axis=0) / var
                 if ok.any()
