@@ -179,7 +179,9 @@ def node_latency(args):
 
     from lifelong_learning.sim.panda import joint_states, panda_urdf_path
 
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    if "ROS_DOMAIN_ID" not in os.environ:  # a private graph: other nodes on this host stay out
+        os.environ["ROS_DOMAIN_ID"] = str(np.random.default_rng().integers(0, 102))
     rate, duration = args.node_rate, args.node_seconds
     log = PandaSimulation(timestep=1.0 / rate).run(duration + 1.0, seed=7)
     states = list(joint_states(log))
@@ -195,14 +197,13 @@ def node_latency(args):
         pub = node.create_publisher(JointState, "joint_states", 100)
         sent: dict[tuple[int, int], float] = {}
         latencies: list[float] = []
-        node.create_subscription(
-            JointState,
-            "predicted_torque",
-            lambda m: latencies.append(
-                time.perf_counter() - sent[(m.header.stamp.sec, m.header.stamp.nanosec)]
-            ),
-            1000,
-        )
+
+        def on_torque(m: JointState) -> None:
+            t_sent = sent.get((m.header.stamp.sec, m.header.stamp.nanosec))
+            if t_sent is not None:
+                latencies.append(time.perf_counter() - t_sent)
+
+        node.create_subscription(JointState, "predicted_torque", on_torque, 1000)
         t_wait = time.monotonic()
         while node.count_subscribers("joint_states") == 0 or node.count_publishers("predicted_torque") == 0:
             rclpy.spin_once(node, timeout_sec=0.1)
