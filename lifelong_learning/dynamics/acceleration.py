@@ -52,7 +52,9 @@ def _fit_slopes(t_windows: np.ndarray, v_windows: np.ndarray, degree: int) -> np
     V = u[:, :, None] ** np.arange(p + 1)[None, None, :]  # (m, N, p+1)
     G = np.einsum("mka,mkb->mab", V, V)
     rhs = np.einsum("mka,mkn->man", V, v_windows)
-    coef = np.linalg.solve(G, rhs)  # (m, p+1, n)
+    # pinv, not solve: stamps that cluster (a burst of messages within microseconds) make G
+    # rank-deficient; the minimum-norm fit then still gives a finite slope.
+    coef = np.linalg.pinv(G) @ rhs  # (m, p+1, n)
     return coef[:, 1, :] / span
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -354,7 +355,17 @@ def run_node(factory: Callable[..., Node], args: Sequence[str] | None = None, th
         node = factory()
         executor = MultiThreadedExecutor(num_threads=threads)
         executor.add_node(node)
-        executor.spin()
+        while rclpy.ok():
+            try:
+                executor.spin_once(timeout_sec=0.5)
+            except (KeyboardInterrupt, ExternalShutdownException):
+                raise
+            except Exception as exc:  # a bug in one callback must not stop the robot
+                # The model is untouched by a failed callback (learners validate before they
+                # change state); count it, log it with its traceback, keep serving.
+                if isinstance(node, NodeBase):
+                    node.reject("internal error", f"{type(exc).__name__}: {exc}")
+                node.get_logger().error(f"callback failed, node keeps running:\n{traceback.format_exc()}")
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
