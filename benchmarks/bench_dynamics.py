@@ -257,7 +257,8 @@ def plot(rows, recovery, args, dt, path):
     n_b, c = args.chunks * args.chunk, args.chunk
     for name, r in recovery.items():
         t = (np.arange(r["roll"].size) + args.window) * dt
-        axes[0].semilogy(t[:n_b], r["roll"][:n_b], label=name, lw=1)
+        before = n_b - args.window + 1  # windows that end before the payload
+        axes[0].semilogy(t[:before], r["roll"][:before], label=name, lw=1)
         axes[1].semilogy(t[n_b - c :] - n_b * dt, r["roll"][n_b - c :], label=name, lw=1)
     for k in range(1, args.chunks):
         axes[0].axvline(k * c * dt, color="0.85", lw=0.5)
