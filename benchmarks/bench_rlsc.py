@@ -140,7 +140,7 @@ def table_protocol(X, y, n_bal, n_test, n_trials, seed, rare_choice):
 
 
 def table_markdown(title, out, checkpoints, chosen, note):
-    lines = [f"#### {title}", "", note, ""]
+    lines = ["", f"### {title}", "", note, ""]
     lines.append(
         "| n_imb | total N | total RB | total RC | rare N | rare RB | rare RC | RC λ (median) | RC α (mean) |"
     )
@@ -330,13 +330,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     trials = 2 if args.quick else args.trials
     sections = [
-        "# Incremental RLSC (thesis ch. 7, Algorithm 2)\n",
-        f"Command: `{' '.join(['python', 'benchmarks/bench_rlsc.py', *sys.argv[1:]])}`  \n",
+        "# Incremental RLSC (thesis ch. 7, Algorithm 2)\n\n",
+        "Command (after `source .venv/bin/activate`; for --node also `source install/setup.bash` of a "
+        "colcon build): `OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 "
+        f"{' '.join(['python', 'benchmarks/bench_rlsc.py', *sys.argv[1:]])}`  \n",
         f"Machine: {machine()}  \n",
         f"Git: {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=REPO, capture_output=True, text=True).stdout.strip()}\n",  # noqa: E501
     ]
     if not args.skip_accuracy:
-        sections.append("\n## (a) Thesis Table 7.1 protocol\n")
+        sections.append("\n## (a) Thesis Table 7.1 protocol\n\n")
         sections.append(
             "Balanced classes get n_bal training + n_bal/5 validation samples each, fed as one "
             "shuffled stream; the rare class then arrives one sample at a time and the test "
@@ -344,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{LAMBDAS.tolist()} (every 6th sample held out, best λ on validation); N has α = 0, "
             'RC α = "auto" (§7.6.3 heuristic, grid 0, 0.1, …, 1, well-represented = ≥ 20 training '
             "samples). RB (eq. 7.22) is retrained from scratch at each n_imb on the same training "
-            "samples, λ chosen on the balanced validation samples. Mean ± std over trials.\n"
+            "samples, λ chosen on the balanced validation samples. Mean ± std over trials. "
+            "The RC λ column is the median over trials of the chosen λ.\n"
         )
         X, y = digits_data()
         n_bal, n_test = (100, 50)
@@ -379,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
             except ImportError as exc:
                 sections.append(f"\nObject features not run: {exc}\n")
     if not args.skip_cost:
-        sections.append("\n## (b) Update cost per labeled sample\n")
+        sections.append("\n## (b) Update cost per labeled sample\n\n")
         sections.append(
             "`partial_fit(x, y)` of one sample in steady state (T = 30 classes; with 5 λ "
             'candidates α = "auto", every 6th sample held out and the validation buffer of V '
