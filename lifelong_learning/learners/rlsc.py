@@ -14,7 +14,11 @@ time on :class:`~lifelong_learning.learners.RecursiveRLS` (one engine per λ can
   ``validation_every``-th labeled sample is held out (not trained on) and kept in a bounded
   validation buffer. The best λ is the one with the highest validation accuracy; α follows
   the thesis heuristic: the largest α of a grid whose validation accuracy on well-represented
-  classes (at least ``min_class_count`` training samples) is ≥ the one at α = 0.
+  classes (at least ``min_class_count`` training samples) is ≥ the one at α = 0. Precisely:
+  for each α of the grid, λ*(α) is the candidate with the best accuracy on all validation
+  samples (ties → the larger λ); α_ is the largest α whose well-represented accuracy at
+  λ*(α) is ≥ that of α = 0 at λ*(0), and λ_ = λ*(α_). Validation scores are always those of
+  the *current* models (not frozen at hold-out time), so the choice follows the stream.
 
 Held-out samples of a class with no training sample yet are *learned* instead of held out
 (a class must exist before it can be validated, and the first samples of a new object are
