@@ -38,10 +38,11 @@ else
 fi
 
 say "colcon build -> install/"
+mkdir -p log
 export AMENT_PREFIX_PATH="$VIRTUAL_ENV" CMAKE_PREFIX_PATH="$VIRTUAL_ENV"
 colcon --log-base log build --paths "$root" --build-base build --install-base install \
   --event-handlers console_cohesion- summary+ status- \
   --cmake-args -DPython3_EXECUTABLE="$VIRTUAL_ENV/bin/python3" -DBUILD_TESTING=OFF \
   -Wno-dev --no-warn-unused-cli > log/bootstrap-colcon.txt 2>&1 \
-  || { mkdir -p log; cat log/bootstrap-colcon.txt >&2; echo "colcon build failed" >&2; exit 1; }
+  || { cat log/bootstrap-colcon.txt >&2; echo "colcon build failed" >&2; exit 1; }
 say "ready in $((SECONDS - t0)) s (enter it by hand with: source scripts/env.sh)"

@@ -11,6 +11,9 @@ echo "[test] ruff check"
 ruff check --quiet .
 echo "[test] pytest (ROS 2 graph tests on a random ROS_DOMAIN_ID, localhost discovery only)"
 export LL_REQUIRE_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1
+# One BLAS thread per process: tests start several processes on few cores, and oversubscribed
+# OpenBLAS threads made small solves ~15x slower here. Nothing tested depends on it.
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 # The `pytest` executable, not `python -m pytest`: the latter would put the source tree
 # (which lacks the generated lifelong_learning.msg) first on sys.path.
 exec pytest -p no:cacheprovider --durations=15 "$@"
