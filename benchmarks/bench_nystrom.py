@@ -163,12 +163,13 @@ def regression_data(n: int, d: int = 6, seed: int = 0):
     return X, f + 0.1 * rng.normal(size=n), f
 
 
-def speed(n: int, m: int, epochs: int) -> dict:
+def speed(n: int, m: int, epochs: int, lr: float = 0.05) -> dict:
     import gpytorch
 
     X, Y, _ = regression_data(n + 2000)
     Xtr, Ytr, Xte, Yte = X[:n], Y[:n], X[n:], Y[n:]
     mu, sd = Ytr.mean(), Ytr.std()
+    Yc = Ytr - mu  # ours: centred targets (SGPR has a constant mean), the mean added back
     # -- GPyTorch SGPR (Titsias) with m inducing points, Adam on the marginal likelihood bound
     tx, ty = torch.as_tensor(Xtr), torch.as_tensor((Ytr - mu) / sd)
     txe = torch.as_tensor(Xte)
@@ -192,7 +193,7 @@ def speed(n: int, m: int, epochs: int) -> dict:
     lik = gpytorch.likelihoods.GaussianLikelihood()
     gp = SGPR(tx, ty, lik).double()
     lik = lik.double()
-    opt = torch.optim.Adam(gp.parameters(), lr=0.05)
+    opt = torch.optim.Adam(gp.parameters(), lr=lr)
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, gp)
     gp_curve, elapsed = [], 0.0
     for _ in range(epochs):
@@ -218,26 +219,28 @@ def speed(n: int, m: int, epochs: int) -> dict:
         t0 = time.perf_counter()
         mdl = NystromKRR(
             centers=p["centers"], lengthscale=p["lengthscale"].numpy(), lam=float(p["lam"]), device="cpu"
-        ).fit(Xtr, Ytr)
-        mse = float(np.mean((mdl.predict(Xte)[:, 0] - Yte) ** 2))
+        ).fit(Xtr, Yc)
+        mse = float(np.mean((mdl.predict(Xte)[:, 0] + mu - Yte) ** 2))
         curve.append((t0 - clock["t0"] - clock["eval"], mse))
         clock["eval"] += time.perf_counter() - t0
 
     clock["t0"] = time.perf_counter()
     model = tune(
         Xtr,
-        Ytr,
+        Yc,
         centers=m,
         objective="proposed",
         epochs=epochs,
-        lr=0.05,
+        lr=lr,
         device="cpu",
         callback=track,
         patience=epochs,
     )
-    ours_final = float(np.mean((model.predict(Xte)[:, 0] - Yte) ** 2))
+    ours_final = float(np.mean((model.predict(Xte)[:, 0] + mu - Yte) ** 2))
     ours_time = next((t for t, e in curve if e <= gp_final), None)
     gp_time = next(t for t, e in gp_curve if e <= gp_final)
+    ours_time_2pct = next((t for t, e in curve if e <= 1.02 * gp_final), None)
+    gp_time_2pct = next(t for t, e in gp_curve if e <= 1.02 * gp_final)
     return {
         "n": n,
         "m": m,
@@ -245,10 +248,13 @@ def speed(n: int, m: int, epochs: int) -> dict:
         "gp_final_mse": gp_final,
         "gp_time": gp_time,
         "gp_total": gp_curve[-1][0],
+        "ours_time_2pct": ours_time_2pct,
+        "gp_time_2pct": gp_time_2pct,
         "ours_final_mse": ours_final,
         "ours_time": ours_time,
         "ours_total": curve[-1][0] if curve else float("nan"),
         "noise_var": 0.01,
+        "lr": lr,
     }
 
 
@@ -368,6 +374,8 @@ def main() -> None:
         r = dig[obj]
         L.append(f"| {obj} | {r['error']:.2f} | {r['seconds']:.1f} | {r['epochs_run']} | {r['lam']:.3g} |")
     ours_reach = "not reached" if spd["ours_time"] is None else f"{spd['ours_time']:.2f}"
+    reach2 = "not reached" if spd["ours_time_2pct"] is None else f"{spd['ours_time_2pct']:.2f} s"
+    ratio2 = spd["gp_time_2pct"] / spd["ours_time_2pct"] if spd["ours_time_2pct"] else float("nan")
     ratio = (spd["gp_time"] / spd["ours_time"]) if spd["ours_time"] else float("nan")
     L += [
         "",
@@ -385,7 +393,8 @@ def main() -> None:
         f"| Nyström KRR, proposed objective | {spd['ours_final_mse']:.4g} | "
         f"{ours_reach} | {spd['ours_total']:.2f} |",
         "",
-        f"Speed-up to SGPR's final test error: **{ratio:.2f}×** (goal ≥ 2×).",
+        f"Speed-up to SGPR's final test error: **{ratio:.2f}×** (goal ≥ 2×). "
+        f"To within 2 % of it: SGPR {spd['gp_time_2pct']:.2f} s, ours {reach2}, speed-up **{ratio2:.2f}×**.",
         "",
         "## 4. Memory",
         "",
