@@ -173,13 +173,23 @@ def test_executable_in_its_own_process(executor, spin, rclpy_context, start_proc
         ]
     )
     assert spin(executor, peer.connected, 60), process.log()
-    for k, state in enumerate(sim_states[:20]):
+    # across processes, best-effort messages sent before discovery has fully matched both
+    # directions may be lost: publish new states until the first reply comes back
+    k = 0
+    while not peer.torques and k < 100:
+        peer.pub.publish(to_message(sim_states[k]))
+        spin(executor, lambda: bool(peer.torques), 0.3)
+        k += 1
+    assert peer.torques, process.log()
+    n_replies = len(peer.torques)
+    for j, state in enumerate(sim_states[k : k + 20]):
         peer.pub.publish(to_message(state))
-        assert spin(executor, lambda k=k: len(peer.torques) > k, 10), process.log()
+        assert spin(executor, lambda j=j: len(peer.torques) > n_replies + j, 10), process.log()
     assert process.stop() == 0, process.log()
     from lifelong_learning.dynamics import SemiparametricInverseDynamics
 
-    assert SemiparametricInverseDynamics.load(checkpoint).n_samples == 20
+    learned = SemiparametricInverseDynamics.load(checkpoint).n_samples
+    assert 20 + n_replies <= learned <= k + 20
 
 
 def test_accelerations_from_a_topic(executor, spin, rclpy_context, sim_states):
