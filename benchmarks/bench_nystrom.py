@@ -62,7 +62,7 @@ def correctness() -> list[tuple[str, float]]:
     p = NystromKRR(solver="pcg", cg_tol=1e-10, **kw).fit(X, Y)
     rows = [
         (
-            "max |PCG − direct| / max |direct| (float64, n=2000, m=200)",
+            "max abs(PCG − direct) / max abs(direct) (float64, n=2000, m=200)",
             float(np.abs(p.predict(X) - d.predict(X)).max() / np.abs(d.predict(X)).max()),
         )
     ]
@@ -71,14 +71,14 @@ def correctness() -> list[tuple[str, float]]:
     K = gaussian_kernel(Xt, Zt, d.lengthscale_)
     rows.append(
         (
-            "max |blocked − unblocked| K_nmᵀK_nm U (13-row blocks)",
+            "max abs(blocked − unblocked) of K_nmᵀK_nm U (13-row blocks)",
             float((knm_gram_matmul(Xt, Zt, d.lengthscale_, U, 213 * 8 * 4 * 13) - K.T @ (K @ U)).abs().max()),
         )
     )
     fmap, rls = to_recursive_rls(d, X, Y)
     rows.append(
         (
-            "max |RecursiveRLS(φ) − NystromKRR| predictions",
+            "max abs(RecursiveRLS(φ) − NystromKRR) of predictions",
             float(np.abs(rls.predict(fmap.transform(X[:500])) - d.predict(X[:500])).max()),
         )
     )
@@ -100,7 +100,7 @@ def correctness() -> list[tuple[str, float]]:
             [(f(theta0 + e) - f(theta0 - e)) / 2e-6 for e in torch.eye(34, dtype=torch.float64) * 1e-6]
         )
         worst = max(worst, float((th.grad - fd).norm() / fd.norm()))
-    rows.append(("worst relative |autodiff − finite-difference| gradient, 5 exact objectives", worst))
+    rows.append(("worst relative norm of (autodiff − finite-difference) gradient, 5 exact objectives", worst))
     for t in (20, 2000):
         Z, ls, lam = (
             Z0.clone().requires_grad_(True),
@@ -324,6 +324,24 @@ def panda(duration: float, m: int, epochs: int) -> dict:
     return res
 
 
+NOTES = [
+    "## Notes",
+    "",
+    "- Digits: the exact objectives (autodiff through the Cholesky factors) cost one O(nm²) product",
+    "  K_mn K_nm per epoch (Tr(H) = m − nλ Tr(A⁻¹) avoids an n-column triangular solve).",
+    "- Speed: per epoch, ours and SGPR do comparable O(nm²) work; ours is faster per epoch and "
+    "converges in fewer",
+    "  epochs, but ends slightly above SGPR's final test MSE on this near-noise-floor problem, "
+    "hence both criteria.",
+    "- Memory: PCG never forms K_nm (kernel rows in blocks under the budget); the iteration cap "
+    "bounds the run time",
+    "  on this shared 2-core machine (each pass over 10⁶ × 2,000 kernel entries takes about a minute "
+    "on one thread).",
+    "- CUDA paths (`device='auto'`/`'cuda'`) exist but were not run here.",
+    "",
+]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a minute or two)")
@@ -365,7 +383,7 @@ def main() -> None:
         f"{dig['m']} centres, λ, 64 length-scales and all centre coordinates tuned jointly; Adam lr 0.05, "
         f"≤ {dig['epochs']} epochs, early stop. Untuned (median heuristic, λ = 1/n, random centres): "
         f"{dig['untuned_error']:.2f} % test error. Falkon's tuning example reports 0.83 % with 500 optimized "
-        "centres (its split, not this one).",
+        "centres (its split, not this one). One test error is 0.28 % of this test set.",
         "",
         "| objective | test error (%) | tuning time (s) | epochs run | λ |",
         "|---|---|---|---|---|",
@@ -376,7 +394,7 @@ def main() -> None:
     ours_reach = "not reached" if spd["ours_time"] is None else f"{spd['ours_time']:.2f}"
     reach2 = "not reached" if spd["ours_time_2pct"] is None else f"{spd['ours_time_2pct']:.2f} s"
     ratio2 = spd["gp_time_2pct"] / spd["ours_time_2pct"] if spd["ours_time_2pct"] else float("nan")
-    ratio = (spd["gp_time"] / spd["ours_time"]) if spd["ours_time"] else float("nan")
+    ratio = f"{spd['gp_time'] / spd['ours_time']:.2f}×" if spd["ours_time"] else "not reached"
     L += [
         "",
         "## 3. Speed against GPyTorch SGPR (same data, same number of inducing points)",
@@ -393,7 +411,7 @@ def main() -> None:
         f"| Nyström KRR, proposed objective | {spd['ours_final_mse']:.4g} | "
         f"{ours_reach} | {spd['ours_total']:.2f} |",
         "",
-        f"Speed-up to SGPR's final test error: **{ratio:.2f}×** (goal ≥ 2×). "
+        f"Speed-up to SGPR's final test error: **{ratio}** (goal ≥ 2×). "
         f"To within 2 % of it: SGPR {spd['gp_time_2pct']:.2f} s, ours {reach2}, speed-up **{ratio2:.2f}×**.",
         "",
         "## 4. Memory",
@@ -418,6 +436,7 @@ def main() -> None:
         f"{pan['rbd_nystrom_tuned']:.4g} |",
         "",
     ]
+    L += NOTES
     Path(args.out).write_text("\n".join(L), encoding="utf-8")
     print("\n".join(L))
 
