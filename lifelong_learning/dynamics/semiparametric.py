@@ -48,7 +48,7 @@ from lifelong_learning.io.model_file import (
     save_model_file,
     unprefixed,
 )
-from lifelong_learning.learners.feature_map import FeatureMap, feature_map_from_state
+from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
 from lifelong_learning.learners.random_features import RandomFourierFeatures
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 
@@ -337,9 +337,7 @@ class SemiparametricInverseDynamics:
             m, a = self.residual.to_state()
             meta["residual"] = m
             arrays.update(prefixed("residual", a))
-            fm, fa = self.feature_map.to_state()
-            meta["feature_map"] = {"kind": self.feature_map.kind, "meta": fm}
-            arrays.update(prefixed("feature_map", fa))
+            store_feature_map(self.feature_map, meta, arrays)
         return ModelFile(kind=MODEL_KIND, meta=meta, arrays=arrays)
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -357,8 +355,9 @@ class SemiparametricInverseDynamics:
             regressor = RigidBodyRegressor.from_state(meta["regressor"], unprefixed("regressor", arrays))
             fmap = None
             if mode != "parametric":
-                f = meta["feature_map"]
-                fmap = feature_map_from_state(f["kind"], f["meta"], unprefixed("feature_map", arrays))
+                fmap = restore_feature_map(meta, arrays)
+                if fmap is None:
+                    raise ValueError(f"a {mode} model needs a feature map")
             model = cls(
                 regressor.urdf,
                 regressor.joint_names,

@@ -59,3 +59,31 @@ def feature_map_from_state(kind: str, meta: dict[str, Any], arrays: dict[str, np
     except KeyError:
         raise ValueError(f"unknown feature map kind {kind!r}; known: {sorted(_REGISTRY)}") from None
     return cls.from_state(meta, arrays)  # type: ignore[attr-defined]
+
+
+def store_feature_map(
+    feature_map: FeatureMap, meta: dict[str, Any], arrays: dict[str, np.ndarray], key: str = "feature_map"
+) -> None:
+    """Nest ``feature_map`` in a learner's model-file state: ``meta[key] = {"kind", "meta"}``
+    and its arrays under ``"<key>/..."``. The one layout every learner and the Nyström export use."""
+    fm_meta, fm_arrays = feature_map.to_state()
+    meta[key] = {"kind": feature_map.kind, "meta": fm_meta}
+    arrays.update({f"{key}/{k}": v for k, v in fm_arrays.items()})
+
+
+def restore_feature_map(
+    meta: dict[str, Any], arrays: dict[str, np.ndarray], key: str = "feature_map"
+) -> FeatureMap | None:
+    """The feature map :func:`store_feature_map` nested in a state (None if there is none).
+
+    Raises:
+        ValueError: a malformed entry or an unknown kind.
+    """
+    entry = meta.get(key)
+    if entry is None:
+        return None
+    if not isinstance(entry, dict) or "kind" not in entry or not isinstance(entry.get("meta"), dict):
+        raise ValueError(f"malformed {key!r} entry in the model state")
+    prefix = key + "/"
+    nested = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+    return feature_map_from_state(str(entry["kind"]), entry["meta"], nested)

@@ -51,7 +51,7 @@ from lifelong_learning.io.model_file import (
     save_model_file,
     unprefixed,
 )
-from lifelong_learning.learners.feature_map import FeatureMap, feature_map_from_state
+from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 
 MODEL_KIND = "incremental_rlsc"
@@ -508,9 +508,7 @@ class IncrementalRLSC:
             meta["engines"].append(m)
             arrays.update(prefixed(f"engine{j}", a))
         if self.feature_map is not None:
-            fm_meta, fm_arrays = self.feature_map.to_state()
-            meta["feature_map"] = {"kind": self.feature_map.kind, "meta": fm_meta}
-            arrays.update(prefixed("feature_map", fm_arrays))
+            store_feature_map(self.feature_map, meta, arrays)
         return ModelFile(kind=MODEL_KIND, meta=meta, arrays=arrays)
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -530,10 +528,7 @@ class IncrementalRLSC:
         try:
             if meta["state_version"] != _STATE_VERSION:
                 raise ValueError(f"state version {meta['state_version']!r}")
-            fm = None
-            if meta.get("feature_map") is not None:
-                fmm = meta["feature_map"]
-                fm = feature_map_from_state(str(fmm["kind"]), fmm["meta"], unprefixed("feature_map", arrays))
+            fm = restore_feature_map(meta, arrays)
             n_features = meta["n_features"]
             clf = cls(
                 lambdas=meta["lambdas"],
