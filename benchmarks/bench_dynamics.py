@@ -19,13 +19,13 @@ for _v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_
     os.environ.setdefault(_v, "1")
 
 import argparse  # noqa: E402
-import platform  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from machine import describe_machine as machine  # noqa: E402 - benchmarks/machine.py
 from scipy.linalg.blas import dsyr  # noqa: E402
 
 from lifelong_learning.dynamics import (  # noqa: E402
@@ -36,19 +36,6 @@ from lifelong_learning.dynamics import (  # noqa: E402
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-    return f"{platform.node()}: nproc={nproc}, {cpu}, Python {platform.python_version()}"
 
 
 def simulate(args):

@@ -24,7 +24,6 @@ for _v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -32,6 +31,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from machine import cpu_model  # noqa: E402 - benchmarks/machine.py (sys.path[0] is benchmarks/)
 
 from lifelong_learning.nystrom import NystromKRR, exact_objective, tune  # noqa: E402
 from lifelong_learning.nystrom.export import to_recursive_rls  # noqa: E402
@@ -40,16 +40,6 @@ from lifelong_learning.nystrom.objectives import StochasticProposed  # noqa: E40
 
 ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 # ---------------------------------------------------------------- (1) correctness

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from machine import describe_machine as machine  # benchmarks/machine.py (sys.path[0] is benchmarks/)
 from scipy.linalg import cho_factor, cho_solve
 from scipy.linalg.blas import dsyr
 
@@ -303,19 +303,6 @@ def node_latency(d: int, T: int, n_per_class: int, n_frames: int, rate_hz: float
 
 
 # ---------------------------------------------------------------------------- report
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    threads = {k: os.environ.get(k, "unset") for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
-    return f"{cpu}, nproc={os.cpu_count()}, Python {platform.python_version()}, threads {threads}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few trials, small d: a smoke run")

@@ -19,22 +19,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
+from machine import cpu_model  # benchmarks/machine.py (sys.path[0] is benchmarks/)
 
 from lifelong_learning.sim.objects import camera_frames, render_object_views
 from lifelong_learning.vision import FeatureExtractor, numpy_to_image, to_rgb8
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def throughput(extractor: FeatureExtractor, messages: list, batch: int, seconds: float) -> float:
