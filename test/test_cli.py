@@ -28,3 +28,8 @@ def test_installed_executable_runs():
     assert exe, "lifelong-learning is not on PATH (source install/setup.bash)"
     res = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and __version__ in res.stdout
+
+
+def test_demo_with_an_unusable_run_folder_fails_clearly(capsys):
+    assert main(["demo", "--quick", "--out", "/proc/no-such-dir/run"]) == 2
+    assert "cannot create the run folder" in capsys.readouterr().err

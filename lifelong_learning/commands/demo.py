@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -25,7 +26,16 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
     cfg.seed = args.seed
-    out = args.out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
-    report = DemoRun(cfg, out.resolve()).run()
+    out = (args.out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"error: cannot create the run folder {out}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = DemoRun(cfg, out).run()
+    except RuntimeError as exc:  # a node did not start or died: its log is in the run folder
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"report written to {report}")
     return 0
