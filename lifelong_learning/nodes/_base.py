@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import traceback
@@ -352,7 +353,11 @@ def run_node(factory: Callable[..., Node], args: Sequence[str] | None = None, th
     rclpy.init(args=args)
     node = None
     try:
-        node = factory()
+        try:
+            node = factory()
+        except (ValueError, OSError) as exc:  # bad parameters, missing files: not a crash
+            print(f"[ERROR] cannot start the node: {exc}", file=sys.stderr, flush=True)
+            return 2
         executor = MultiThreadedExecutor(num_threads=threads)
         executor.add_node(node)
         while rclpy.ok():

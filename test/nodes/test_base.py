@@ -153,3 +153,23 @@ def test_rejections_counted_and_diagnostics_published(executor, spin):
         return any(kv.key == "rejected" and kv.value == "6" for m in got for s in m.status for kv in s.values)
 
     assert spin(executor, has_counts, 10)
+
+
+def test_bad_configuration_exits_with_a_clear_error_not_a_traceback(tmp_path, built_interfaces):
+    import subprocess
+    import sys
+
+    argv = [
+        sys.executable,
+        "-m",
+        "lifelong_learning.nodes.object_recognition",
+        "--ros-args",
+        "-p",
+        "lambdas:=[-1.0]",
+        "-p",
+        "diagnostics_period_s:=0.0",
+    ]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 2
+    assert "cannot start the node: lambdas must be positive" in res.stderr
+    assert "Traceback" not in res.stderr
