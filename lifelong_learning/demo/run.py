@@ -382,6 +382,7 @@ class DemoRun:
             "final_rnea": windows[-1]["rnea"],
             "final_online": windows[-1]["online"],
             "before_payload_online": (before[-1] if before else windows[0])["online"],
+            "before_payload_rnea": (before[-1] if before else windows[0])["rnea"],
             "published": len(stamps),
             "answered": int(answered.sum()),
         }
