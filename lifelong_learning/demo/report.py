@@ -48,39 +48,104 @@ def plot_recognition(results: dict[str, Any], out: Path) -> Path | None:
     return path
 
 
+def _timeline(dyn: dict[str, Any]) -> dict[str, tuple[list[float], list[list[float]]]]:
+    """Windows of every series on one time axis: online phase, then the evaluation trajectory
+    answered by the online model, then the same trajectory answered by the retrained model."""
+    series: dict[str, tuple[list[float], list[list[float]]]] = {"rnea": ([], []), "online": ([], [])}
+    for w in dyn["windows"]:
+        for key in ("rnea", "online"):
+            series[key][0].append(w["t_end"])
+            series[key][1].append(w[key])
+    ev = dyn.get("evaluation")
+    if ev:
+        series["retrained"] = ([], [])
+        t_online, t_retrained = dyn["duration_s"], dyn["duration_s"] + ev["duration_s"]
+        for w in ev["windows"]:
+            for key, offset in (("rnea", t_online), ("online", t_online)):
+                series[key][0].append(offset + w["t_end"])
+                series[key][1].append(w[key])
+        for w in ev["windows"]:
+            for key in ("rnea", "retrained"):
+                series[key][0].append(t_retrained + w["t_end"])
+                series[key][1].append(w[key])
+    return series
+
+
 def plot_dynamics(results: dict[str, Any], out: Path) -> Path | None:
     dyn = results.get("dynamics", {})
-    windows = dyn.get("windows", [])
-    if not windows:
+    if not dyn.get("windows"):
         return None
     plt = _plt()
     names = dyn["joint_names"]
-    t = np.array([w["t_end"] for w in windows])
+    series = _timeline(dyn)
+    ev = dyn.get("evaluation")
     n = len(names)
     cols = 4
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(12, 2.6 * rows), sharex=True, squeeze=False)
+    styles = {
+        "rnea": ("k.", "RNEA (URDF as is)"),
+        "online": ("C0.", "online SP node"),
+        "retrained": ("C2o", "after retraining (hot-reloaded)"),
+    }
     for j in range(rows * cols):
         ax = axes[j // cols][j % cols]
         if j >= n:
             ax.axis("off")
             continue
-        for key, style, label in (("rnea", "k--", "RNEA (URDF as is)"), ("online", "C0-", "online SP node")):
-            vals = [w[key][j] for w in windows]
-            ax.semilogy(t, vals, style, label=label)
+        for key, (t, vals) in series.items():
+            style, label = styles[key]
+            ax.semilogy(t, [v[j] for v in vals], style, label=label, ms=3)
         if dyn.get("payload_at") is not None:
             ax.axvline(dyn["payload_at"], color="C3", alpha=0.5, lw=1)
+        if ev:
+            ax.axvline(dyn["duration_s"], color="0.5", ls=":", lw=1)
+            ax.axvline(dyn["duration_s"] + ev["duration_s"], color="C2", ls=":", lw=1)
         ax.set_title(names[j], fontsize=9)
         ax.grid(alpha=0.3, which="both")
         if j % cols == 0:
             ax.set_ylabel("nMSE")
         if j // cols == rows - 1:
-            ax.set_xlabel("time [s]")
-    axes[0][0].legend(fontsize=7, loc="upper right")
-    fig.suptitle("Inverse dynamics: torque nMSE per joint over time (red line: 1 kg payload grasped)")
+            ax.set_xlabel("robot time [s]")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    last = axes[rows - 1][cols - 1]
+    if n < rows * cols:
+        last.legend(handles, labels, loc="center", fontsize=8)
+    else:
+        axes[0][0].legend(fontsize=7, loc="upper right")
+    title = "Torque nMSE per joint over time (red: 1 kg payload grasped"
+    if ev:
+        title += "; grey: learning frozen, evaluation trajectory; green: same trajectory after retraining"
+    fig.suptitle(title + ")", fontsize=10)
     fig.tight_layout()
     path = out / "dynamics_nmse.png"
     fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_evaluation(results: dict[str, Any], out: Path) -> Path | None:
+    dyn = results.get("dynamics", {})
+    ev = dyn.get("evaluation")
+    if not ev:
+        return None
+    plt = _plt()
+    names = dyn["joint_names"]
+    x = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for k, (key, label) in enumerate(
+        (("rnea", "RNEA (URDF)"), ("online", "online SP (frozen)"), ("retrained", "after retraining"))
+    ):
+        ax.bar(x + (k - 1) * 0.27, ev[key], width=0.27, label=label, color=("0.4", "C0", "C2")[k])
+    ax.set_xticks(x, [n.replace("panda_", "") for n in names], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("torque nMSE")
+    ax.grid(alpha=0.3, which="both", axis="y")
+    ax.legend(fontsize=8)
+    ax.set_title(f"Evaluation trajectory ({ev['duration_s']:.0f} s, 1 kg payload, learning frozen)")
+    fig.tight_layout()
+    path = out / "dynamics_evaluation.png"
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
@@ -108,11 +173,54 @@ def _pct(v: list[float], q: float) -> float:
     return float(np.percentile(v, q)) if v else float("nan")
 
 
+def _retraining_section(results: dict[str, Any]) -> list[str]:
+    bag, jobs = results.get("bag"), results.get("retraining")
+    if not bag and not jobs:
+        return []
+    lines = ["## Bag and retraining", ""]
+    if bag:
+        if bag.get("error"):
+            lines += [f"Bag `{bag.get('path')}`: {bag['error']}", ""]
+        else:
+            lines += [
+                f"bag_recorder wrote `{bag['path']}` ({len(bag['files'])} MCAP file(s), "
+                f"{bag['bytes'] / 1e6:.1f} MB); read back with rosbags' AnyReader after the run:",
+                "",
+                "| topic | type | messages | decoded |",
+                "|---|---|---:|---:|",
+            ]
+            for topic, t in sorted(bag["topics"].items()):
+                lines.append(f"| {topic} | {t['type']} | {t['messages']} | {t['decoded']} |")
+            lines.append("")
+    for job in jobs or []:
+        reload = job.get("reload", {})
+        lines += [
+            f"- **{job['task']}**: tuned in {job['seconds']:.0f} s → `{Path(job['model']).name}`; "
+            + "; ".join(
+                f"{name}: {r['metric']} {r['value']:.4g} (λ {r['lam']:.2g}, {r['epochs']} epochs)"
+                for name, r in job["objectives"].items()
+            )
+            + (
+                f"; `{reload['node']}` hot-reloaded it {reload['seconds_after_announcement']:.1f} s after "
+                f"the job finished (model version {' → '.join(map(str, reload['model_version']))})"
+                if reload
+                else ""
+            )
+        ]
+    lines.append("")
+    return lines
+
+
 def write_report(results: dict[str, Any], out: Path) -> Path:
     """Write ``results.json``, the plots and ``report.md`` into ``out``; returns the report path."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1, default=float))
-    plots = [plot_recognition(results, out), plot_dynamics(results, out), plot_latency(results, out)]
+    plots = [
+        plot_recognition(results, out),
+        plot_dynamics(results, out),
+        plot_latency(results, out),
+        plot_evaluation(results, out),
+    ]
     lines = [
         "# lifelong_learning demo report",
         "",
@@ -121,7 +229,9 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         "",
         "Everything below crossed a real DDS graph: each learner ran as its own ROS 2 process; the "
         "simulated robot (MuJoCo Panda) and the simulated camera (pybullet renderings) published "
-        "like hardware drivers would. Numbers are from this run only.",
+        "like hardware drivers would; bag_recorder recorded the learners' topics to a bag, from which "
+        "nystrom_tuner retrained both learners after the online phase, and the nodes hot-reloaded the "
+        "models it announced. Numbers are from this run only.",
         "",
     ]
     rec = results.get("recognition")
@@ -140,6 +250,13 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             rare = "" if r.get("rare_accuracy") is None else f"{100 * r['rare_accuracy']:.1f}"
             acc = 100 * r["accuracy"]
             lines.append(f"| {r['n_taught']} | {acc:.1f} | {rare} | {r['n_test']} | {r['n_answered']} |")
+        after = rec.get("after_retraining")
+        if after:
+            rare = "" if after.get("rare_accuracy") is None else f"{100 * after['rare_accuracy']:.1f}"
+            lines.append(
+                f"| {rec['n_objects']}, after retraining from the bag | {100 * after['accuracy']:.1f} "
+                f"| {rare} | {after['n_test']} | {after['n_answered']} |"
+            )
         lines += ["", "![recognition](recognition_accuracy.png)" if plots[0] else "", ""]
         if rec.get("info"):
             lines += [f"Classifier state at the end: {rec['info']}", ""]
@@ -174,6 +291,34 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             "![dynamics](dynamics_nmse.png)" if plots[1] else "",
             "",
         ]
+        ev = dyn.get("evaluation")
+        if ev:
+            lines += [
+                "### Online versus retrained, on the same trajectory",
+                "",
+                f"After the online phase the node's learning was frozen and a new trajectory "
+                f"({ev['duration_s']:.0f} s, payload attached, seed {ev['seed']}) was played twice: once "
+                "answered by the model learned online, once by the model retrained from the bag and "
+                "hot-reloaded. nMSE over the whole trajectory (normalized by its torque variance):",
+                "",
+                "| joint | RNEA (URDF) | online SP | after retraining |",
+                "|---|---:|---:|---:|",
+            ]
+            for j, name in enumerate(dyn["joint_names"]):
+                lines.append(
+                    f"| {name} | {ev['rnea'][j]:.3f} | {ev['online'][j]:.3f} | {ev['retrained'][j]:.3f} |"
+                )
+            lines += [
+                f"| **mean** | {np.nanmean(ev['rnea']):.3f} | {np.nanmean(ev['online']):.3f} "
+                f"| {np.nanmean(ev['retrained']):.3f} |",
+                "",
+                f"Answered {ev['answered_online']} (online) and {ev['answered_retrained']} (retrained) of "
+                f"{ev['published']} messages.",
+                "",
+                "![evaluation](dynamics_evaluation.png)" if plots[3] else "",
+                "",
+            ]
+    lines += _retraining_section(results)
     lat = results.get("latency_ms", {})
     if lat:
         lines += ["## Latency", "", "| path | p50 [ms] | p99 [ms] | n |", "|---|---:|---:|---:|"]

@@ -54,6 +54,19 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("dtype", "float64", "'float64' or 'float32'.", read_only=True),
     ParamSpec("test_fraction", 0.2, "Share of the samples held out for the test metrics.", read_only=True),
     ParamSpec("urdf_path", "", "URDF for inverse-dynamics requests without urdf_path.", read_only=True),
+    ParamSpec(
+        "joint_states_topic",
+        "/joint_states",
+        "Bag topic of sensor_msgs/JointState for inverse-dynamics requests without topic "
+        "('' = every JointState topic: wrong when predicted torques were recorded too).",
+        read_only=True,
+    ),
+    ParamSpec(
+        "labeled_features_topic",
+        "",
+        "Bag topic of LabeledFeatures for classification requests without topic ('' = every one).",
+        read_only=True,
+    ),
     ParamSpec("progress_topic", "tuning_progress", "std_msgs/String (JSON) progress output.", read_only=True),
     ParamSpec("model_topic", "tuned_model", "std_msgs/String: path of each new model file.", read_only=True),
 )
@@ -99,6 +112,11 @@ class NystromTunerNode(NodeBase):
             dtype=p["dtype"],
             test_fraction=float(p["test_fraction"]),
             urdf=request.urdf_path or p["urdf_path"] or None,
+            topic=request.topic
+            or (
+                p["joint_states_topic"] if request.task == "inverse-dynamics" else p["labeled_features_topic"]
+            )
+            or None,
         )
         try:
             job.validate()
