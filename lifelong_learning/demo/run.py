@@ -278,7 +278,9 @@ class DemoRun:
         node = Node("demo_driver")
         node.image_pub = node.create_publisher(Image, IMAGE, qos_profile_sensor_data)
         node.label_pub = node.create_publisher(String, TEACHER_LABEL, 10)
-        node.joint_pub = node.create_publisher(JointState, JOINT_STATES, qos_profile_sensor_data)
+        # Reliable, as ros2_control's joint_state_broadcaster publishes; the node itself
+        # subscribes best-effort (sensor data) and the recorder reliably.
+        node.joint_pub = node.create_publisher(JointState, JOINT_STATES, 100)
 
         def on_prediction(msg: Prediction) -> None:
             with self.lock:
