@@ -198,3 +198,35 @@ class RigidBodyRegressor:
         if not isinstance(names, list):
             raise ValueError("regressor state: joint_names must be a list")
         return cls(urdf, names, base=base)
+
+
+def kinematic_difference(urdf_a: str, urdf_b: str, tol: float = 1e-9) -> str:
+    """How two URDFs' kinematic trees differ ('' when they do not).
+
+    Compared: the joints (names, parents, types, axes) and their placements. Inertial parameters
+    are not: a model built on a URDF with refined inertias still fits the same robot.
+
+    Raises:
+        ValueError: a URDF that does not parse.
+    """
+    if urdf_a == urdf_b:
+        return ""
+    models = []
+    for urdf in (urdf_a, urdf_b):
+        try:
+            models.append(pin.buildModelFromXML(urdf))
+        except Exception as exc:  # Pinocchio raises plain RuntimeError/ValueError
+            raise ValueError(f"cannot parse URDF: {exc}") from exc
+    a, b = models
+    joints_a, joints_b = list(a.names)[1:], list(b.names)[1:]
+    if joints_a != joints_b:
+        return f"joints {joints_a} vs {joints_b}"
+    for i in range(1, a.njoints):
+        name = a.names[i]
+        if a.parents[i] != b.parents[i]:
+            return f"joint {name!r} has another parent"
+        if a.joints[i] != b.joints[i]:  # type, axis, index
+            return f"joint {name!r} differs: {a.joints[i].shortname()} vs {b.joints[i].shortname()}"
+        if not np.allclose(a.jointPlacements[i].homogeneous, b.jointPlacements[i].homogeneous, atol=tol):
+            return f"joint {name!r} is placed differently"
+    return ""

@@ -7,6 +7,7 @@ from lifelong_learning.io.model_file import (
     ModelFileError,
     atomic_write_bytes,
     load_model_file,
+    read_model_kind,
     save_model_file,
 )
 
@@ -17,5 +18,6 @@ __all__ = [
     "ModelFileError",
     "atomic_write_bytes",
     "load_model_file",
+    "read_model_kind",
     "save_model_file",
 ]

@@ -122,6 +122,45 @@ def save_model_file(path: str | os.PathLike[str], model: ModelFile) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def _read(path: Path, header_only: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The validated header and (unless ``header_only``) the arrays of the model file ``path``."""
+    if not path.is_file():
+        raise ModelFileError(f"{path}: no such model file")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            if _HEADER_KEY not in npz.files:
+                raise ModelFileError(f"{path}: not a {FORMAT_NAME} file (no header)")
+            header = json.loads(bytes(npz[_HEADER_KEY]).decode())
+            arrays = {} if header_only else {k: npz[k] for k in npz.files if k != _HEADER_KEY}
+    except ModelFileError:
+        raise
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError, UnicodeDecodeError) as exc:
+        raise ModelFileError(f"{path}: unreadable or corrupt model file ({exc})") from exc
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise ModelFileError(f"{path}: not a {FORMAT_NAME} file")
+    version = header.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+        raise ModelFileError(
+            f"{path}: format version {version!r}; this code reads versions 1..{FORMAT_VERSION}"
+        )
+    if not isinstance(header.get("meta") or {}, dict):
+        raise ModelFileError(f"{path}: malformed header")
+    return header, arrays
+
+
+def read_model_kind(path: str | os.PathLike[str]) -> str:
+    """The kind of learner that wrote the model file ``path``, reading only its header.
+
+    Cheap whatever the file's size (the arrays are not read), e.g. to skip a file meant for
+    another node before loading it.
+
+    Raises:
+        ModelFileError: missing, unreadable or corrupt file, wrong format or a newer version.
+    """
+    header, _ = _read(Path(path), header_only=True)
+    return str(header.get("kind"))
+
+
 def load_model_file(path: str | os.PathLike[str], kind: str | tuple[str, ...] | None = None) -> ModelFile:
     """Read a model file without executing code.
 
@@ -134,25 +173,7 @@ def load_model_file(path: str | os.PathLike[str], kind: str | tuple[str, ...] | 
             than this code reads, or an unexpected kind.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ModelFileError(f"{path}: no such model file")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            if _HEADER_KEY not in npz.files:
-                raise ModelFileError(f"{path}: not a {FORMAT_NAME} file (no header)")
-            header = json.loads(bytes(npz[_HEADER_KEY]).decode())
-            arrays = {k: npz[k] for k in npz.files if k != _HEADER_KEY}
-    except ModelFileError:
-        raise
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError, UnicodeDecodeError) as exc:
-        raise ModelFileError(f"{path}: unreadable or corrupt model file ({exc})") from exc
-    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
-        raise ModelFileError(f"{path}: not a {FORMAT_NAME} file")
-    version = header.get("version")
-    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
-        raise ModelFileError(
-            f"{path}: format version {version!r}; this code reads versions 1..{FORMAT_VERSION}"
-        )
+    header, arrays = _read(path, header_only=False)
     file_kind = header.get("kind")
     if kind is not None:
         accepted = (kind,) if isinstance(kind, str) else tuple(kind)
@@ -160,7 +181,6 @@ def load_model_file(path: str | os.PathLike[str], kind: str | tuple[str, ...] | 
             raise ModelFileError(
                 f"{path}: holds a {file_kind!r} model, expected {' or '.join(map(repr, accepted))}"
             )
-    meta = header.get("meta") or {}
-    if not isinstance(meta, dict):
-        raise ModelFileError(f"{path}: malformed header")
-    return ModelFile(kind=str(file_kind), meta=meta, arrays=arrays, version=version)
+    return ModelFile(
+        kind=str(file_kind), meta=header.get("meta") or {}, arrays=arrays, version=header["version"]
+    )

@@ -8,8 +8,9 @@
   messages, published as ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics``.
 - :class:`LearnerNode`: a node that holds a learned model: a lock-protected model with atomic
   swap (hot reload: a model file that fails to load leaves the old model serving), the
-  ``~/save_model``, ``~/load_model`` and ``~/reset`` services, a checkpoint written atomically
-  every ``checkpoint_interval_s`` and on shutdown, restored on start.
+  ``~/save_model``, ``~/load_model`` and ``~/reset`` services, hot reload of the model files
+  announced on ``model_topic`` (e.g. by the ``nystrom_tuner`` node), a checkpoint written
+  atomically every ``checkpoint_interval_s`` and on shutdown, restored on start.
 - :func:`run_node`: the ``main()`` of every node executable (Ctrl-C / SIGTERM → final checkpoint).
 """
 
@@ -32,9 +33,17 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from lifelong_learning.io.model_file import ModelFile, ModelFileError, load_model_file, save_model_file
+from lifelong_learning.io.model_file import (
+    ModelFile,
+    ModelFileError,
+    load_model_file,
+    read_model_kind,
+    save_model_file,
+)
 from lifelong_learning.srv import LoadModel, SaveModel
 
 
@@ -64,11 +73,16 @@ class RejectionCounter:
         """All rejections so far."""
         return sum(self.counts.values())
 
-    def reject(self, reason: str, detail: str = "") -> None:
-        """Count one rejection of ``reason``; warn if this reason has not warned recently."""
+    def reject(self, reason: str, detail: str = "", warn: bool = True) -> None:
+        """Count one rejection of ``reason``; warn if this reason has not warned recently.
+
+        ``warn=False`` only counts (for callers that log the event themselves).
+        """
         now = time.monotonic()
         with self._lock:
             self.counts[reason] = self.counts.get(reason, 0) + 1
+            if not warn:
+                return
             self._since_warn[reason] = self._since_warn.get(reason, 0) + 1
             if now - self._last_warn.get(reason, -1e18) < self._period:
                 return
@@ -155,9 +169,9 @@ class NodeBase(Node):
             values[spec.name] = self.declare_parameter(spec.name, spec.default, desc).value
         return values
 
-    def reject(self, reason: str, detail: str = "") -> None:
-        """Count and (rate-limited) warn about one rejected input. Never raises."""
-        self.rejections.reject(reason, detail)
+    def reject(self, reason: str, detail: str = "", warn: bool = True) -> None:
+        """Count and (rate-limited, unless ``warn`` is false) warn about one rejected input. Never raises."""
+        self.rejections.reject(reason, detail, warn)
 
     def diagnostic_values(self) -> dict[str, str]:
         """Key/values for diagnostics; subclasses extend it (call super())."""
@@ -189,8 +203,17 @@ class LearnerNode(NodeBase):
 
     Subclasses implement :meth:`new_model`, :meth:`snapshot` (a ModelFile copy of the
     model's state, taken under the lock) and :meth:`model_from_file` (a model built from a
-    ModelFile; raise ValueError/ModelFileError if it does not fit this node). They use
-    ``with self.model_lock:`` around every use of ``self.model``.
+    ModelFile; raise ValueError/ModelFileError if it does not fit this node). They hold
+    ``with self.model_lock:`` around every use of ``self.model``, for the whole
+    predict/update of one message, so that no message sees a half-swapped model.
+
+    Hot reload (``~/load_model`` and the paths announced on ``model_topic``, one code path,
+    :meth:`reload`): the file is read and the model built outside the lock (the old model keeps
+    answering meanwhile), then swapped in under the lock. A file that fails (missing, corrupt,
+    incompatible with this node) is a counted rejection ``"model reload failed"`` and the old
+    model keeps serving. On the topic, a file of another kind than :meth:`model_kind` is
+    ignored (info log; several learners listen to the same topic), and a file already loaded
+    (same path and modification time) is not loaded again.
     """
 
     LEARNER_PARAMS: tuple[ParamSpec, ...] = (
@@ -202,6 +225,13 @@ class LearnerNode(NodeBase):
         ),
         ParamSpec("checkpoint_interval_s", 30.0, "Seconds between checkpoints (0: only on shutdown)."),
         ParamSpec("restore_on_start", True, "Load checkpoint_path at start when it exists."),
+        ParamSpec(
+            "model_topic",
+            "tuned_model",
+            "std_msgs/String (reliable, transient local): paths of model files to hot-reload, e.g. "
+            "from nystrom_tuner; files of another kind are ignored; '' disables.",
+            read_only=True,
+        ),
     )
 
     def __init__(self, node_name: str, params: Sequence[ParamSpec] = (), **kwargs: Any):
@@ -211,7 +241,11 @@ class LearnerNode(NodeBase):
         self.model_version = 0  # bumped on every swap (reload or reset)
         self.updates_since_checkpoint = 0
         self.last_checkpoint: str = "never"
+        self.last_reload: str = "never"
+        self.ignored_model_files = 0  # announced files of another kind (meant for another node)
+        self._loaded_file: tuple[str, int] | None = None  # (path, mtime_ns) of the serving model's file
         self.service_group = MutuallyExclusiveCallbackGroup()
+        self.reload_group = MutuallyExclusiveCallbackGroup()
         path = str(self.params["checkpoint_path"])
         self.checkpoint_path: Path | None = Path(os.path.expanduser(path)) if path else None
 
@@ -263,6 +297,15 @@ class LearnerNode(NodeBase):
         interval = float(self.params["checkpoint_interval_s"])
         if self.checkpoint_path is not None and interval > 0:
             self.create_timer(interval, self.checkpoint, callback_group=self.service_group)
+        topic = str(self.params["model_topic"])
+        if topic:
+            # transient local: a model announced before this node started is still delivered
+            qos = QoSProfile(
+                depth=5, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+            )
+            self.create_subscription(
+                String, topic, self._on_model_announced, qos, callback_group=self.reload_group
+            )
 
     # ---------------------------------------------------------------- model I/O
     def read_model(self, path: str | os.PathLike[str]) -> Any:
@@ -275,12 +318,78 @@ class LearnerNode(NodeBase):
             snap = self.snapshot()
         save_model_file(path, snap)
 
-    def swap_model(self, model: Any) -> None:
-        """Atomically replace the serving model (the checkpoint then differs from it)."""
+    def swap_model(self, model: Any, loaded_file: tuple[str, int] | None = None) -> None:
+        """Atomically replace the serving model (the checkpoint then differs from it).
+
+        ``loaded_file``: ``(path, mtime_ns)`` of the file ``model`` was read from, if any.
+        """
         with self.model_lock:
             self.model = model
             self.model_version += 1
             self.updates_since_checkpoint += 1
+            self._loaded_file = loaded_file
+
+    @staticmethod
+    def _file_key(path: Path) -> tuple[str, int] | None:
+        try:
+            return str(path.resolve()), path.stat().st_mtime_ns
+        except OSError:
+            return None
+
+    def reload(self, path: str | os.PathLike[str]) -> tuple[bool, str]:
+        """Hot reload: read and build the model in ``path`` outside the lock, then swap it in.
+
+        Returns ``(success, message)``. On failure the old model keeps serving, the failure
+        is counted as the rejection ``"model reload failed"`` and logged as an error.
+        """
+        path = Path(path)
+        key = self._file_key(path)
+        try:
+            model = self.read_model(path)  # outside the lock: the old model keeps serving
+        except (ModelFileError, ValueError, OSError) as exc:
+            return False, self._reload_failed(f"model reload from {path} failed, previous model kept: {exc}")
+        self.swap_model(model, key)
+        with self.model_lock:
+            version = self.model_version
+        self.last_reload = f"{path} at {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        message = f"loaded {path} (model version {version})"
+        self.get_logger().info(message)
+        return True, message
+
+    def _reload_failed(self, message: str) -> str:
+        """Count the failed reload (every one is logged as an error, not rate-limited)."""
+        self.reject("model reload failed", message, warn=False)
+        self.get_logger().error(message)
+        return message
+
+    def _on_model_announced(self, msg: String) -> None:
+        text = msg.data.strip()
+        if not text:
+            self._reload_failed(f"empty model path announced on {self.params['model_topic']}")
+            return
+        path = Path(os.path.expanduser(text))
+        kind = self.model_kind()
+        if kind is not None:
+            accepted = (kind,) if isinstance(kind, str) else tuple(kind)
+            try:
+                file_kind = read_model_kind(path)
+            except ModelFileError as exc:
+                self._reload_failed(f"model reload from {path} failed, previous model kept: {exc}")
+                return
+            if file_kind not in accepted:
+                self.ignored_model_files += 1
+                self.get_logger().info(
+                    f"ignored announced model {path}: a {file_kind!r} model, this node loads "
+                    f"{' or '.join(map(repr, accepted))}"
+                )
+                return
+        key = self._file_key(path)
+        with self.model_lock:
+            loaded = key is not None and key == self._loaded_file
+        if loaded:
+            self.get_logger().info(f"announced model {path} is already the serving model")
+            return
+        self.reload(path)
 
     def checkpoint(self) -> bool:
         """Write the checkpoint if anything changed since the last one; True when written."""
@@ -319,15 +428,7 @@ class LearnerNode(NodeBase):
         if path is None:
             response.success, response.message = False, "no path given and no checkpoint_path configured"
             return response
-        try:
-            model = self.read_model(path)  # outside the lock: the old model keeps serving
-        except (ModelFileError, ValueError, OSError) as exc:
-            response.success, response.message = False, f"load failed, previous model kept: {exc}"
-            self.get_logger().error(response.message)
-            return response
-        self.swap_model(model)
-        response.success, response.message = True, f"loaded {path}"
-        self.get_logger().info(response.message)
+        response.success, response.message = self.reload(path)
         return response
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
@@ -339,6 +440,8 @@ class LearnerNode(NodeBase):
     def diagnostic_values(self) -> dict[str, str]:
         values = super().diagnostic_values()
         values["last checkpoint"] = self.last_checkpoint
+        values["last reload"] = self.last_reload
+        values["ignored model files"] = str(self.ignored_model_files)
         values["model version"] = str(self.model_version)
         return values
 

@@ -34,6 +34,7 @@ from lifelong_learning.dynamics import (
     AccelerationEstimator,
     SemiparametricInverseDynamics,
 )
+from lifelong_learning.dynamics.regressor import kinematic_difference
 from lifelong_learning.io.model_file import ModelFile
 from lifelong_learning.nodes._base import LearnerNode, ParamSpec, run_node
 from lifelong_learning.srv import PredictTorques
@@ -145,6 +146,9 @@ class InverseDynamicsNode(LearnerNode):
             raise ValueError(f"model joints {model.joint_names} differ from this node's {current}")
         if current is not None and model.joint_names != list(current):
             raise ValueError(f"model joint order {model.joint_names} differs from this node's {current}")
+        difference = kinematic_difference(self._model_kwargs["urdf"], model.regressor.urdf)
+        if difference:
+            raise ValueError(f"model is for another robot than this node's URDF: {difference}")
         return model
 
     def model_kind(self) -> str:

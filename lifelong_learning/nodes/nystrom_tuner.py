@@ -10,8 +10,9 @@ Publishes (topic names relative, remappable):
 - ``tuning_progress`` (std_msgs/String, JSON): ``{"state": "running", "objective", "epoch",
   "epochs", "value", "eta_s"}`` after every epoch, then ``{"state": "done", "out_path",
   "report"}`` or ``{"state": "failed", "error"}``.
-- ``tuned_model`` (std_msgs/String, transient local): the path of each new model file; pass it
-  to the learner node's ``~/load_model`` service for a hot reload.
+- ``tuned_model`` (std_msgs/String, transient local): the path of each new model file. The
+  learner nodes subscribe to it (their ``model_topic``) and hot-reload the files of their kind;
+  ``~/load_model`` of a learner node loads one explicitly.
 """
 
 from __future__ import annotations

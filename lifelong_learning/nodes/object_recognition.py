@@ -126,6 +126,9 @@ class ObjectRecognitionNode(LearnerNode):
     def model_from_file(self, model_file: ModelFile) -> IncrementalRLSC:
         model = IncrementalRLSC.from_model_file(model_file)
         want = self._model_kwargs["n_features"]
+        if want is None and self.model is not None:  # a reload: the serving model's dimension
+            with self.model_lock:
+                want = self.model.n_features_in_
         if want is not None and model.n_features_in_ not in (None, want):
             raise ValueError(f"model has {model.n_features_in_} input features, this node expects {want}")
         return model

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lifelong_learning.dynamics.regressor import RigidBodyRegressor
+from lifelong_learning.dynamics.regressor import RigidBodyRegressor, kinematic_difference
 from lifelong_learning.sim.panda import JOINT_NAMES, panda_urdf_text
 
 
@@ -64,3 +64,18 @@ def test_bad_urdf_and_names_rejected(urdf):
         RigidBodyRegressor(urdf, ["panda_joint1", "no_such_joint"])
     with pytest.raises(ValueError):
         RigidBodyRegressor(urdf, ["panda_joint1", "panda_joint1"])
+
+
+def test_kinematic_difference_ignores_inertias_and_formatting_not_geometry(urdf):
+    assert kinematic_difference(urdf, urdf) == ""
+    assert kinematic_difference(urdf, urdf.replace("<robot", "<!-- reformatted -->\n<robot", 1)) == ""
+    heavier = urdf.replace('<mass value="4.970684"/>', '<mass value="6.0"/>', 1)
+    assert heavier != urdf and kinematic_difference(urdf, heavier) == ""
+    moved = urdf.replace('xyz="0 0 0.333"', 'xyz="0 0 0.4"', 1)
+    assert "panda_joint1" in kinematic_difference(urdf, moved)
+    turned = urdf.replace('<axis xyz="0 0 1"/>', '<axis xyz="0 1 0"/>', 1)
+    assert "panda_joint1" in kinematic_difference(urdf, turned)
+    renamed = urdf.replace('"panda_joint1"', '"arm_joint1"')
+    assert "joints" in kinematic_difference(urdf, renamed)
+    with pytest.raises(ValueError):
+        kinematic_difference(urdf, "<robot name='broken'><link></robot>")

@@ -8,6 +8,7 @@ from lifelong_learning.io.model_file import (
     ModelFileError,
     load_model_file,
     prefixed,
+    read_model_kind,
     save_model_file,
     unprefixed,
 )
@@ -81,3 +82,20 @@ def test_failed_write_keeps_the_old_file(tmp_path):
         save_model_file(p, ModelFile("demo", {"v": object()}, {}))
     assert load_model_file(p).meta == {"v": 1}
     assert [f.name for f in tmp_path.iterdir()] == ["m.llm"]  # no temp file left behind
+
+
+def test_read_model_kind_reads_the_header_only(tmp_path):
+    p = tmp_path / "m.llm"
+    save_model_file(p, ModelFile("demo", {"v": 1}, {"x": np.arange(1000.0)}))
+    assert read_model_kind(p) == "demo"
+    data = p.read_bytes()
+    flipped = bytearray(data)
+    flipped[len(data) // 3] ^= 0xFF  # corrupts the array, not the header
+    (tmp_path / "flip.llm").write_bytes(bytes(flipped))
+    assert read_model_kind(tmp_path / "flip.llm") == "demo"
+    with pytest.raises(ModelFileError):
+        load_model_file(tmp_path / "flip.llm")
+    (tmp_path / "junk.llm").write_bytes(b"not a model")
+    for bad in (tmp_path / "junk.llm", tmp_path / "absent.llm"):
+        with pytest.raises(ModelFileError):
+            read_model_kind(bad)
