@@ -37,7 +37,13 @@ class BagError(ValueError):
 
 @lru_cache(maxsize=1)
 def typestore() -> Any:
-    """rosbags type store: ROS 2 Kilted standard types + this package's messages."""
+    """rosbags type store: ROS 2 Kilted standard types + this package's messages (shared; do not
+    register more types in it, use :func:`new_typestore`)."""
+    return new_typestore()
+
+
+def new_typestore() -> Any:
+    """A new rosbags type store with the ROS 2 Kilted standard types and this package's messages."""
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
     from lifelong_learning.io.interfaces import ros_type_names

@@ -1,0 +1,230 @@
+"""The bag_recorder node in its own process on a real DDS graph: every message recorded as sent
+(content compared after reading back, a JointState with empty effort included), files split by
+size, stopped with SIGINT; after ~/split_bagfile and SIGKILL the bag holds what came before the
+split; a topic with two types is refused and counted; an existing output is refused."""
+
+import signal
+import sys
+
+import numpy as np
+import pytest
+from rosbags.highlevel import AnyReader
+from ruamel.yaml import YAML
+
+from lifelong_learning.io.bags import read_joint_states, read_labeled_features
+
+pytestmark = pytest.mark.graph
+
+
+def recorder_argv(*params: str) -> list[str]:
+    argv = [sys.executable, "-m", "lifelong_learning.nodes.bag_recorder", "--ros-args"]
+    for p in ("diagnostics_period_s:=0.2", "discovery_period_s:=0.2", *params):
+        argv += ["-p", p]
+    return argv
+
+
+class Peer:
+    """The publishers the recorder records, a diagnostics listener and a split client."""
+
+    def __init__(self, context):
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from lifelong_learning.msg import LabeledFeatures
+        from rclpy.context import Context
+        from rclpy.node import Node
+        from rclpy.qos import QoSProfile
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Int32, String
+        from std_srvs.srv import Trigger
+
+        self.node = Node("recorder_peer", context=context)
+        deep = QoSProfile(depth=200)  # reliable, volatile; deep enough to repair anything
+        self.lf = self.node.create_publisher(LabeledFeatures, "labeled_features", deep)
+        self.js = self.node.create_publisher(JointState, "joint_states", deep)
+        self.gripper = self.node.create_publisher(JointState, "gripper", deep)
+        # a second type on one topic needs a second participant (rmw refuses it in one)
+        self.mixed = self.node.create_publisher(String, "mixed", 10)
+        self.other_context = Context()
+        rclpy.init(context=self.other_context)
+        self.other = Node("recorder_peer_int", context=self.other_context)
+        self.other.create_publisher(Int32, "mixed", 10)
+        self.diag: dict[str, str] = {}
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
+        self.split = self.node.create_client(Trigger, "/bag_recorder/split_bagfile")
+
+    def close(self):
+        self.other.destroy_node()
+        self.other_context.try_shutdown()
+
+    def _on_diag(self, msg):
+        for status in msg.status:
+            if status.name == "bag_recorder":
+                self.diag = {kv.key: kv.value for kv in status.values}
+
+    def subscribed(self):
+        return all(p.get_subscription_count() > 0 for p in (self.lf, self.js, self.gripper))
+
+    def written(self, n):
+        return lambda: self.diag.get("messages written") == str(n)
+
+    def publish(self, start, n):
+        """n LabeledFeatures, n JointStates and n gripper JointStates without effort."""
+        from lifelong_learning.msg import LabeledFeatures
+        from sensor_msgs.msg import JointState
+
+        for i in range(start, start + n):
+            lf = LabeledFeatures(data=[float(i), 0.5, -1.0, 2.0], label=f"obj{i % 3}")
+            lf.header.stamp.sec = 100 + i
+            self.lf.publish(lf)
+            js = JointState(name=["a", "b"], position=[0.1 * i, 0.2], velocity=[1.0, 0.0], effort=[2.0, -i])
+            js.header.stamp.sec = 100 + i
+            self.js.publish(js)
+            self.gripper.publish(JointState(name=["finger"], position=[0.01 * i], velocity=[0.0]))
+
+
+@pytest.fixture
+def peer_of():
+    peers = []
+
+    def make(context):
+        peers.append(Peer(context))
+        return peers[-1]
+
+    yield make
+    for peer in peers:
+        peer.close()
+
+
+def read_bag(path):
+    """topic → deserialized messages, via AnyReader (rosbags' standard store + the bag's definitions)."""
+    out: dict[str, list] = {}
+    with AnyReader([path]) as reader:
+        for conn, _, raw in reader.messages():
+            out.setdefault(conn.topic, []).append(reader.deserialize(raw, conn.msgtype))
+    return out
+
+
+def listed_files(path):
+    info = YAML(typ="safe").load((path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    return info["relative_file_paths"]
+
+
+def check_content(messages, n):
+    assert [m.label for m in messages["/labeled_features"]] == [f"obj{i % 3}" for i in range(n)]
+    assert [m.data[0] for m in messages["/labeled_features"]] == list(range(n))
+    assert [m.header.stamp.sec for m in messages["/joint_states"]] == [100 + i for i in range(n)]
+    assert [list(m.effort) for m in messages["/joint_states"]] == [[2.0, -i] for i in range(n)]
+    assert [list(m.position) for m in messages["/gripper"]] == [[0.01 * i] for i in range(n)]
+    assert all(len(m.effort) == 0 and list(m.name) == ["finger"] for m in messages["/gripper"])
+
+
+def test_records_everything_splits_by_size_and_closes_on_sigint(
+    peer_of, executor, spin, rclpy_context, start_process, tmp_path
+):
+    bag = tmp_path / "run"
+    peer = peer_of(rclpy_context)  # first: the recorder finds both types of /mixed at once (mostly)
+    executor.add_node(peer.node)
+    process = start_process(
+        recorder_argv(
+            f"output:={bag}",
+            "topics:=[labeled_features, joint_states, gripper, mixed]",
+            "max_bagfile_size:=2000",
+        )
+    )
+    assert spin(executor, peer.subscribed, 30), process.log()
+    peer.publish(0, 40)
+    assert spin(executor, peer.written(120), 30), (peer.diag, process.log())
+    # /mixed is refused once: with both types at once, or as a type change if one was seen first
+    refused = [peer.diag.get(f"rejected: {r}", "0") for r in ("several types", "type changed")]
+    assert sorted(refused) == ["0", "1"], peer.diag
+    assert peer.diag["/joint_states recorded"] == "40"
+    assert process.stop(signal.SIGINT) == 0, process.log()
+
+    files = listed_files(bag)
+    assert len(files) >= 3 and files == [f"run_{k}.mcap" for k in range(len(files))]
+    assert sorted(p.name for p in bag.iterdir()) == sorted([*files, "metadata.yaml"])
+    messages = read_bag(bag)
+    assert set(messages) == {"/labeled_features", "/joint_states", "/gripper"}
+    check_content(messages, 40)
+    features = read_labeled_features(bag)
+    assert features.X.shape == (40, 4) and features.labels[:3] == ["obj0", "obj1", "obj2"]
+    joints = read_joint_states(bag, topic="/joint_states")  # /gripper is a JointState too
+    np.testing.assert_allclose(joints.tau[:, 1], -np.arange(40))
+
+
+def test_split_then_sigkill_keeps_everything_before_the_split(
+    peer_of, executor, spin, rclpy_context, start_process, tmp_path
+):
+    from std_srvs.srv import Trigger
+
+    bag = tmp_path / "killed"
+    process = start_process(
+        recorder_argv(
+            f"output:={bag}",
+            "topics:=[labeled_features, joint_states, gripper]",
+            "storage:=sqlite3",
+        )
+    )
+    peer = peer_of(rclpy_context)
+    executor.add_node(peer.node)
+    assert spin(executor, peer.subscribed, 30), process.log()
+    peer.publish(0, 10)
+    assert spin(executor, peer.written(30), 30), (peer.diag, process.log())
+    assert peer.split.wait_for_service(timeout_sec=10)
+    future = peer.split.call_async(Trigger.Request())
+    assert spin(executor, future.done, 20)
+    answer = future.result()
+    assert answer.success and "closed killed_0.db3 (30 messages)" in answer.message, answer.message
+    peer.publish(10, 5)  # these are in the open file when the node is killed
+    assert spin(executor, peer.written(45), 30), (peer.diag, process.log())
+    process.stop(signal.SIGKILL)
+    assert process.proc.returncode == -signal.SIGKILL
+
+    assert listed_files(bag) == ["killed_0.db3"]
+    assert (bag / "partial" / "killed_1" / "killed_1.db3").exists()
+    check_content(read_bag(bag), 10)
+    assert read_labeled_features(bag).X.shape == (10, 4)
+
+
+def test_existing_output_and_bad_parameters_are_refused(rclpy_context, tmp_path):
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes.bag_recorder import BagRecorderNode
+
+    def make(**params):
+        overrides = [Parameter(k, value=v) for k, v in {"diagnostics_period_s": 0.0, **params}.items()]
+        return BagRecorderNode(context=rclpy_context, parameter_overrides=overrides)
+
+    (tmp_path / "old").mkdir()
+    with pytest.raises(FileExistsError, match="never appended to"):
+        make(output=str(tmp_path / "old"))
+    with pytest.raises(ValueError, match="storage"):
+        make(output=str(tmp_path / "new"), storage="rosbag1")
+    node = make(output=str(tmp_path / "new"), topics=["js", "/abs", "js"])
+    try:
+        assert node.topic_names == ["/js", "/abs"]
+        assert listed_files(tmp_path / "new") == []  # an empty, valid bag from the start
+    finally:
+        node.destroy_node()
+
+
+def test_qos_follows_the_publishers():
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from rosbags.interfaces import QosDurability, QosReliability
+
+    from lifelong_learning.nodes.bag_recorder import rosbags_qos, subscription_qos
+
+    reliable = QoSProfile(depth=10)
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    best_effort = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
+    q = subscription_qos([reliable, latched])
+    assert (q.reliability, q.durability) == (ReliabilityPolicy.RELIABLE, DurabilityPolicy.VOLATILE)
+    q = subscription_qos([latched])
+    assert (q.reliability, q.durability) == (ReliabilityPolicy.RELIABLE, DurabilityPolicy.TRANSIENT_LOCAL)
+    q = subscription_qos([reliable, best_effort])
+    assert q.reliability == ReliabilityPolicy.BEST_EFFORT and q.depth >= 100
+    stored = rosbags_qos(latched)
+    assert (
+        stored.reliability == QosReliability.RELIABLE and stored.durability == QosDurability.TRANSIENT_LOCAL
+    )
+    assert (stored.deadline.sec, stored.deadline.nsec) == (0, 0)
