@@ -38,7 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float64")
     parser.add_argument("--test-fraction", type=float, default=0.2, help="held-out test share")
-    parser.add_argument("--topic", default=None, help="topic to read (default: every topic of the type)")
+    parser.add_argument(
+        "--topic",
+        default=None,
+        help="topic to read (default: every topic of the type; inverse-dynamics needs it when the bag "
+        "has several JointState topics, e.g. --topic /joint_states)",
+    )
     parser.add_argument("--urdf", default=None, help="URDF of the robot (inverse-dynamics)")
     parser.add_argument("--out", required=True, help="model file to write")
     parser.add_argument("--report", default=None, help="report path without suffix (default: OUT.report)")

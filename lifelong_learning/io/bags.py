@@ -65,8 +65,11 @@ def _paths(bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> l
     return out
 
 
-def _messages(path: Path, msgtype: str, topic: str | None) -> Iterator[tuple[int, Any]]:
-    """(timestamp ns, deserialized message) of one bag's ``topic`` (or all topics of ``msgtype``)."""
+def _messages(
+    path: Path, msgtype: str, topic: str | None, single_topic: bool = False
+) -> Iterator[tuple[int, Any]]:
+    """(timestamp ns, deserialized message) of one bag's ``topic`` (or all topics of ``msgtype``;
+    with ``single_topic``, a BagError if the bag has several, rather than mixing them)."""
     from rosbags.rosbag2 import Reader
 
     if not path.exists():
@@ -79,6 +82,11 @@ def _messages(path: Path, msgtype: str, topic: str | None) -> Iterator[tuple[int
                 have = sorted({f"{c.topic} ({c.msgtype})" for c in reader.connections})
                 what = f"topic {topic!r}" if topic else f"a topic of type {msgtype}"
                 raise BagError(f"{path}: no {what}; the bag has {have or 'no topics'}")
+            if single_topic and not topic and len({c.topic for c in conns}) > 1:
+                raise BagError(
+                    f"{path}: several {msgtype} topics ({', '.join(sorted({c.topic for c in conns}))}); "
+                    "name the one to read"
+                )
             for c in conns:
                 if c.msgtype != msgtype:
                     raise BagError(f"{path}: topic {c.topic!r} has type {c.msgtype}, expected {msgtype}")
@@ -156,7 +164,9 @@ def read_joint_states(
 ) -> JointStateSet:
     """JointState messages → arrays; ``q̈`` by the online node's estimator, per bag.
 
-    Time is the message header stamp (the bag receive time if the header stamp is zero).
+    Time is the message header stamp (the bag receive time if the header stamp is zero). Without
+    ``topic`` the bag must hold one JointState topic (a bag with ``joint_states`` and the node's
+    ``predicted_torque``, also a JointState, needs ``topic="/joint_states"``).
     ``joint_names`` selects and orders joints (default: the first message's names).
 
     Raises:
@@ -170,7 +180,7 @@ def read_joint_states(
     names = list(joint_names) if joint_names is not None else None
     for path in _paths(bags):
         t, q, qd, tau = [], [], [], []
-        for stamp, msg in _messages(path, JOINT_STATE_TYPE, topic):
+        for stamp, msg in _messages(path, JOINT_STATE_TYPE, topic, single_topic=True):
             if names is None:
                 names = list(msg.name)
                 if not names:

@@ -50,6 +50,7 @@ DEFAULT_TOPICS = [
     "features",
     "prediction",
     "joint_states",
+    "predicted_torque",
     "teacher_label",
     "tuned_model",
     "tuning_progress",
@@ -67,8 +68,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         "topics",
         DEFAULT_TOPICS,
         "Topics to record (relative names resolve in the node's namespace). No images by default "
-        "(too big), nor predicted_torque (a JointState too: readers that pick topics by type, "
-        "like nystrom_tuner, would mix it with joint_states).",
+        "(too big).",
         read_only=True,
     ),
     ParamSpec("storage", "mcap", "'mcap' (.mcap files) or 'sqlite3' (.db3 files).", read_only=True),

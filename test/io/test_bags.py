@@ -88,3 +88,38 @@ def test_mismatched_feature_dimensions(tmp_path):
     write_labeled_features(tmp_path / "c", bad, ["x"] * 3, storage="sqlite3")
     with pytest.raises(BagError, match="NaN"):
         read_labeled_features(tmp_path / "c")
+
+
+def test_several_joint_state_topics_are_not_mixed(tmp_path):
+    """A robot bag holds joint_states and the node's predicted_torque (also a JointState)."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from lifelong_learning.io.bags import JOINT_STATE_TYPE, typestore
+
+    store = typestore()
+    Msg, Header, Time = (
+        store.types[t] for t in (JOINT_STATE_TYPE, "std_msgs/msg/Header", "builtin_interfaces/msg/Time")
+    )
+    names = ["j1", "j2"]
+    with Writer(tmp_path / "bag", version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        states = writer.add_connection("/joint_states", JOINT_STATE_TYPE, typestore=store)
+        torques = writer.add_connection("/predicted_torque", JOINT_STATE_TYPE, typestore=store)
+        for i in range(20):
+            ns = 10**18 + i * 10**7
+            header = Header(stamp=Time(sec=ns // 10**9, nanosec=ns % 10**9), frame_id="")
+            full = Msg(
+                header=header,
+                name=names,
+                position=np.full(2, 0.1 * i),
+                velocity=np.ones(2),
+                effort=np.ones(2),
+            )
+            only_effort = Msg(
+                header=header, name=names, position=np.zeros(0), velocity=np.zeros(0), effort=np.full(2, 5.0)
+            )
+            writer.write(states, ns, store.serialize_cdr(full, JOINT_STATE_TYPE))
+            writer.write(torques, ns, store.serialize_cdr(only_effort, JOINT_STATE_TYPE))
+    with pytest.raises(BagError, match=r"several .*JointState topics.*/joint_states.*/predicted_torque"):
+        read_joint_states(tmp_path / "bag")
+    js = read_joint_states(tmp_path / "bag", topic="/joint_states")
+    assert js.q.shape == (20, 2) and np.allclose(js.tau, 1.0)
