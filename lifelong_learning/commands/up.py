@@ -16,9 +16,11 @@ Modes:
 - ``--processes``: one child process per node, their output prefixed with ``[node]``; a child
   that exits is reported with its exit status, the others keep running.
 
-Ctrl-C or SIGTERM stops every node with a final checkpoint of each learner (in
-``--processes`` mode: one SIGINT to each child, then a wait of ``--stop-timeout`` seconds
-before SIGKILL). The exit status is 0 when every node stopped cleanly, non-zero otherwise.
+Ctrl-C, SIGTERM or SIGHUP (unless ignored) stops every node with a final checkpoint of each
+learner (in ``--processes`` mode: one SIGINT to each child, then a wait of ``--stop-timeout``
+seconds before SIGKILL; the children run in their own session, so that a terminal's Ctrl-C
+reaches them only through ``up``, and a SIGKILL of ``up`` leaves them running). The exit
+status is 0 when every node stopped cleanly, non-zero otherwise.
 """
 
 from __future__ import annotations
@@ -272,15 +274,6 @@ def node_command(system: SystemConfig, node: str, ros_args: list[str]) -> list[s
     ]
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec (Linux only)
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 class _Child:
     def __init__(self, name: str, argv: list[str], out: IO[str], lock: threading.Lock):
         env = {
@@ -295,8 +288,9 @@ class _Child:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=env,
-            start_new_session=True,  # a terminal's Ctrl-C reaches `up` only; it sends one SIGINT each
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            # a terminal's Ctrl-C reaches `up` only, which sends each child one SIGINT (a second
+            # one could interrupt a final checkpoint); but SIGKILL of `up` leaves them running
+            start_new_session=True,
         )
         self.reported = False
         self.killed = False
@@ -313,12 +307,14 @@ class _Child:
 
 
 class _Signals:
-    """SIGINT/SIGTERM → a stop request (repeats are reported and otherwise ignored)."""
+    """SIGINT/SIGTERM/SIGHUP → a stop request (repeats are reported and otherwise ignored)."""
 
     def __init__(self) -> None:
+        from lifelong_learning.nodes._runner import stop_signals
+
         self.stop = threading.Event()
         self.name = ""
-        self._previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in stop_signals()}
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.stop.is_set():
@@ -340,7 +336,7 @@ def run_in_processes(system: SystemConfig, ros_args: list[str], stop_timeout: fl
     try:
         for name in system.nodes:
             children.append(_Child(name, node_command(system, name, ros_args), sys.stdout, lock))
-        for child in children:  # after every fork: preexec_fn and threads do not mix
+        for child in children:
             child.reader.start()
         _say(
             "started "

@@ -1,4 +1,4 @@
-"""Run several nodes in one process until Ctrl-C or SIGTERM, with a final checkpoint.
+"""Run several nodes in one process until Ctrl-C or SIGTERM, with final checkpoints.
 
 :func:`run_nodes` is the main loop of ``lifelong-learning up`` (every node in one process)
 and works for a single node as well:
@@ -7,9 +7,10 @@ and works for a single node as well:
 - an exception raised by a callback does not stop the process: it is counted on the node
   whose callback raised (``reject("internal error", ...)``), logged with its traceback, and
   the nodes keep serving;
-- SIGINT (Ctrl-C) and SIGTERM are handled alike: rclpy's own signal handlers are not
-  installed (they shut the context down at once, so that the final checkpoint would be logged
-  by a dead context, and a second Ctrl-C would interrupt it); instead the first signal ends
+- SIGINT (Ctrl-C), SIGTERM and SIGHUP (unless ignored, as under ``nohup``) are handled
+  alike. rclpy's own handlers (SIGINT and SIGTERM in Kilted) are not installed: they shut the
+  context down at once, so that the final checkpoint would be logged by a dead context, and a
+  second Ctrl-C would interrupt it with KeyboardInterrupt. Instead the first signal ends
   spinning, every :class:`~lifelong_learning.nodes._base.LearnerNode` writes its final
   checkpoint (:meth:`shutdown`) while the context is still valid, then the nodes are destroyed.
   Further signals while this happens are ignored (``ros2 launch`` and a terminal both send
@@ -35,8 +36,15 @@ from rclpy.signals import SignalHandlerOptions
 
 from lifelong_learning.nodes._base import LearnerNode, NodeBase
 
-#: the signals that stop :func:`run_nodes` cleanly
+#: the signals that stop :func:`run_nodes` cleanly (SIGHUP, a closed terminal, too unless ignored)
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
+
+
+def stop_signals() -> list[signal.Signals]:
+    """SIGINT, SIGTERM, and SIGHUP unless it is ignored (``nohup``)."""
+    hup = getattr(signal, "SIGHUP", None)
+    extra = [hup] if hup is not None and signal.getsignal(hup) is signal.SIG_DFL else []
+    return [*STOP_SIGNALS, *extra]
 
 
 def owner_of(tb: TracebackType | None, nodes: Sequence[Node]) -> Node | None:
@@ -60,7 +68,7 @@ class _StopRequest:
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set from the main thread
-        for sig in STOP_SIGNALS:
+        for sig in stop_signals():
             self._previous[sig] = signal.signal(sig, self._on_signal)
 
     def restore(self) -> None:

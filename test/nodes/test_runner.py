@@ -119,3 +119,15 @@ def test_a_node_that_cannot_start_exits_2_without_checkpoints(built_interfaces, 
     assert run_nodes([Learner, broken], ["test", "--ros-args"]) == 2
     assert "cannot start the node: lambdas must be positive" in capsys.readouterr().err
     assert not checkpoint.exists()
+
+
+def test_sighup_stops_too_unless_ignored(built_interfaces):
+    from lifelong_learning.nodes._runner import stop_signals
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        assert stop_signals() == [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup: keep ignoring it
+        assert stop_signals() == [signal.SIGINT, signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGHUP, previous)
