@@ -1,58 +1,72 @@
-"""Bring up the online learners on a robot.
+"""Bring up every online learner of the package on a robot (includes the per-learner files).
 
     ros2 launch lifelong_learning lifelong_learning.launch.py \
-        image:=/camera/color/image_raw joint_states:=/joint_states urdf_path:=/path/robot.urdf
+        image:=/camera/color/image_raw joint_states:=/joint_states
 
-Each node reads its defaults from this package's config/<node>.yaml. The arguments remap the
-usual topic names; set a learner's `enable_*` argument to false to leave it out.
-(Written for robots with a ROS 2 distribution: `launch` has no PyPI wheel, so it is not run
-on machines set up with the PyPI wheels; use `python -m lifelong_learning.nodes.<node>` there.)
+Arguments:
+    image               camera image topic (sensor_msgs/Image) [default: image]
+    joint_states        sensor_msgs/JointState topic with measured effort [default: joint_states]
+    robot_description   std_msgs/String URDF topic (robot_state_publisher), used when urdf_path
+                        is empty [default: robot_description]
+    urdf_path           URDF file for inverse_dynamics and nystrom_tuner; '' = the topic [default: '']
+    enable_recognition  start feature_extractor + object_recognition [default: true]
+    enable_dynamics     start inverse_dynamics [default: true]
+    enable_tuner        start nystrom_tuner [default: true]
+
+Each node reads its defaults from this package's config/<node>.yaml (docs/parameters.md lists
+them); the per-learner files object_recognition.launch.py, inverse_dynamics.launch.py and
+nystrom_tuner.launch.py start one learner each. (`launch` has no PyPI wheel: on machines set
+up with the PyPI wheels use `lifelong-learning up config/robot.yaml` instead.)
 """
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
 from launch.conditions import IfCondition
+from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
 
 
 def generate_launch_description() -> LaunchDescription:
-    config = os.path.join(get_package_share_directory("lifelong_learning"), "config")
+    here = os.path.join(get_package_share_directory("lifelong_learning"), "launch")
     arg = LaunchConfiguration
-    args = [
-        DeclareLaunchArgument("image", default_value="image", description="camera image topic"),
-        DeclareLaunchArgument("joint_states", default_value="joint_states", description="JointState topic"),
-        DeclareLaunchArgument("urdf_path", default_value="", description="URDF file for inverse_dynamics"),
-        DeclareLaunchArgument("enable_recognition", default_value="true"),
-        DeclareLaunchArgument("enable_dynamics", default_value="true"),
-    ]
-    recognition = IfCondition(arg("enable_recognition"))
-    nodes = [
-        Node(
-            package="lifelong_learning",
-            executable="feature_extractor",
-            name="feature_extractor",
-            parameters=[os.path.join(config, "feature_extractor.yaml")],
-            remappings=[("image", arg("image"))],
-            condition=recognition,
-        ),
-        Node(
-            package="lifelong_learning",
-            executable="object_recognition",
-            name="object_recognition",
-            parameters=[os.path.join(config, "object_recognition.yaml")],
-            condition=recognition,
-        ),
-        Node(
-            package="lifelong_learning",
-            executable="inverse_dynamics",
-            name="inverse_dynamics",
-            parameters=[os.path.join(config, "inverse_dynamics.yaml"), {"urdf_path": arg("urdf_path")}],
-            remappings=[("joint_states", arg("joint_states"))],
-            condition=IfCondition(arg("enable_dynamics")),
-        ),
-    ]
-    return LaunchDescription(args + nodes)
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument("image", default_value="image", description="camera image topic"),
+            DeclareLaunchArgument(
+                "joint_states", default_value="joint_states", description="sensor_msgs/JointState topic"
+            ),
+            DeclareLaunchArgument(
+                "robot_description",
+                default_value="robot_description",
+                description="std_msgs/String URDF topic (used when urdf_path is empty)",
+            ),
+            DeclareLaunchArgument(
+                "urdf_path", default_value="", description="URDF file ('' = the robot_description topic)"
+            ),
+            DeclareLaunchArgument("enable_recognition", default_value="true"),
+            DeclareLaunchArgument("enable_dynamics", default_value="true"),
+            DeclareLaunchArgument("enable_tuner", default_value="true"),
+            IncludeLaunchDescription(
+                PythonLaunchDescriptionSource(os.path.join(here, "object_recognition.launch.py")),
+                launch_arguments={"image": arg("image")}.items(),
+                condition=IfCondition(arg("enable_recognition")),
+            ),
+            IncludeLaunchDescription(
+                PythonLaunchDescriptionSource(os.path.join(here, "inverse_dynamics.launch.py")),
+                launch_arguments={
+                    "joint_states": arg("joint_states"),
+                    "robot_description": arg("robot_description"),
+                    "urdf_path": arg("urdf_path"),
+                }.items(),
+                condition=IfCondition(arg("enable_dynamics")),
+            ),
+            IncludeLaunchDescription(
+                PythonLaunchDescriptionSource(os.path.join(here, "nystrom_tuner.launch.py")),
+                launch_arguments={"urdf_path": arg("urdf_path")}.items(),
+                condition=IfCondition(arg("enable_tuner")),
+            ),
+        ]
+    )

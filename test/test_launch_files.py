@@ -1,26 +1,258 @@
-"""Launch files cannot run here (no `launch` wheel): check them statically instead."""
+"""Launch files cannot run here (no `launch` wheel): check them statically instead.
+
+Parsed with `ast`, each launch file must only refer to things that exist: the executables it
+starts (scripts/nodes/*), their parameter files (config/*.yaml, configuring that node), the
+parameter names it sets inline (declared by that node), the topics it remaps (ones the node
+uses: the defaults of its *_topic parameters), the launch arguments it reads (declared in the
+file) and the launch files it includes (in launch/, with arguments they declare). Anything the
+checker cannot resolve statically is an error too, so the launch files stay checkable.
+"""
+
+from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
 
 
-def test_launch_files_refer_to_existing_executables_and_config_files():
-    files = sorted((REPO / "launch").glob("*.launch.py"))
-    assert files, "no launch files"
+def _call_name(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _call_name(n) == name]
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((kw.value for kw in call.keywords if kw.arg == name), None)
+
+
+def _string(node: ast.expr | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _strings_in(node: ast.AST, suffix: str) -> list[str]:
+    return [
+        n.value
+        for n in ast.walk(node)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith(suffix)
+    ]
+
+
+def declared_arguments(tree: ast.AST) -> set[str]:
+    """Names of the DeclareLaunchArgument actions of a launch file."""
+    return {
+        name
+        for call in _calls(tree, "DeclareLaunchArgument")
+        if (name := _string(call.args[0] if call.args else _keyword(call, "name"))) is not None
+    }
+
+
+def _topics_of(node: str) -> set[str]:
+    from lifelong_learning.nodes.catalog import declared_parameters
+
+    return {
+        str(s.default)
+        for s in declared_parameters(node)
+        if s.name.endswith("_topic") and isinstance(s.default, str) and s.default
+    }
+
+
+def _check_node(call: ast.Call, where: str, errors: list[str]) -> None:
+    from lifelong_learning.commands.up import ConfigError, load_system
+    from lifelong_learning.nodes.catalog import declared_parameters
+
     executables = {p.name for p in (REPO / "scripts" / "nodes").iterdir()}
-    for path in files:
+    if _string(_keyword(call, "package")) != "lifelong_learning":
+        errors.append(f"{where}: Node without package='lifelong_learning'")
+    exe = _string(_keyword(call, "executable"))
+    if exe is None:
+        errors.append(f"{where}: Node without a literal executable=")
+        return
+    if exe not in executables:
+        errors.append(f"{where}: no executable scripts/nodes/{exe}")
+        return
+    where = f"{where}: {exe}"
+    name = _string(_keyword(call, "name")) or exe
+    declared = {s.name for s in declared_parameters(exe)}
+    parameters = _keyword(call, "parameters")
+    if parameters is None:
+        errors.append(f"{where}: does not load its config/{exe}.yaml")
+        return
+    if not isinstance(parameters, ast.List):
+        errors.append(f"{where}: parameters= must be a literal list")
+        return
+    if not any(_strings_in(item, ".yaml") for item in parameters.elts):
+        errors.append(f"{where}: does not load its config/{exe}.yaml")
+    for item in parameters.elts:
+        if isinstance(item, ast.Dict):
+            for key in item.keys:
+                pname = _string(key)
+                if pname is None:
+                    errors.append(f"{where}: inline parameter names must be string literals")
+                elif pname not in declared:
+                    errors.append(f"{where}: parameter {pname!r} is not declared by {exe}")
+            continue
+        files = _strings_in(item, ".yaml")
+        if len(files) != 1:
+            errors.append(f"{where}: cannot resolve parameters item {ast.unparse(item)!r}")
+            continue
+        path = REPO / "config" / Path(files[0]).name
+        if not path.is_file():
+            errors.append(f"{where}: no config/{path.name}")
+            continue
+        try:
+            system = load_system([path])
+        except ConfigError as exc:
+            errors.append(f"{where}: {exc}")
+            continue
+        if name not in system.nodes:
+            errors.append(f"{where}: config/{path.name} does not configure node {name!r}")
+    remappings = _keyword(call, "remappings")
+    if remappings is not None:
+        if not isinstance(remappings, ast.List):
+            errors.append(f"{where}: remappings= must be a literal list")
+            return
+        topics = _topics_of(exe)
+        for item in remappings.elts:
+            source = _string(item.elts[0]) if isinstance(item, ast.Tuple) and item.elts else None
+            if source is None:
+                errors.append(f"{where}: cannot resolve remapping {ast.unparse(item)!r}")
+            elif source not in topics:
+                errors.append(f"{where}: remaps {source!r}, not a topic of {exe} ({sorted(topics)})")
+
+
+def _check_include(call: ast.Call, where: str, errors: list[str]) -> None:
+    targets = _strings_in(call, ".launch.py")
+    if len(targets) != 1:
+        errors.append(f"{where}: cannot resolve the included launch file")
+        return
+    target = REPO / "launch" / Path(targets[0]).name
+    if not target.is_file():
+        errors.append(f"{where}: includes launch/{target.name}, which does not exist")
+        return
+    accepted = declared_arguments(ast.parse(target.read_text()))
+    args = _keyword(call, "launch_arguments")
+    if args is None:
+        return
+    if isinstance(args, ast.Call) and _call_name(args) == "items" and isinstance(args.func, ast.Attribute):
+        args = args.func.value
+    if isinstance(args, ast.Dict):
+        keys = args.keys
+    elif isinstance(args, ast.List):
+        keys = [e.elts[0] if isinstance(e, ast.Tuple) and e.elts else e for e in args.elts]
+    else:
+        errors.append(f"{where}: cannot resolve launch_arguments of {target.name}")
+        return
+    for key in keys:
+        name = _string(key)
+        if name not in accepted:
+            errors.append(f"{where}: passes {name!r} to {target.name}, which declares {sorted(accepted)}")
+
+
+def check_launch_text(text: str, filename: str = "test.launch.py") -> list[str]:
+    """Everything wrong in a launch file's text (empty when it is fine)."""
+    tree = ast.parse(text, filename)
+    errors: list[str] = []
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "generate_launch_description" for n in tree.body):
+        errors.append(f"{filename}: no generate_launch_description()")
+    if not (ast.get_docstring(tree) or "").count("ros2 launch lifelong_learning"):
+        errors.append(f"{filename}: the docstring shows no example `ros2 launch lifelong_learning ...` line")
+    nodes, includes = _calls(tree, "Node"), _calls(tree, "IncludeLaunchDescription")
+    if not nodes and not includes:
+        errors.append(f"{filename}: starts no node")
+    for call in nodes:
+        _check_node(call, f"{filename}:{call.lineno}", errors)
+    for call in includes:
+        _check_include(call, f"{filename}:{call.lineno}", errors)
+    declared = declared_arguments(tree)
+    for call in _calls(tree, "LaunchConfiguration"):
+        name = _string(call.args[0]) if call.args else None
+        if name is None:
+            errors.append(f"{filename}:{call.lineno}: LaunchConfiguration of a non-literal name")
+        elif name not in declared:
+            errors.append(f"{filename}:{call.lineno}: launch argument {name!r} is not declared")
+    return errors
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_file_refers_only_to_what_exists(path, built_interfaces):
+    assert check_launch_text(path.read_text(), path.name) == []
+
+
+def test_every_learner_has_a_launch_file_and_the_bring_up_includes_them(built_interfaces):
+    from lifelong_learning.nodes.catalog import node_names
+
+    names = {p.name for p in LAUNCH_FILES}
+    started = set()
+    for path in LAUNCH_FILES:
         tree = ast.parse(path.read_text())
-        names = [
-            kw.value.value
-            for call in ast.walk(tree)
-            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "Node"
-            for kw in call.keywords
-            if kw.arg == "executable" and isinstance(kw.value, ast.Constant)
-        ]
-        assert names, f"{path.name} starts no node"
-        for name in names:
-            assert name in executables, f"{path.name}: no executable scripts/nodes/{name}"
-            assert (REPO / "config" / f"{name}.yaml").exists(), f"{path.name}: no config/{name}.yaml"
-            assert f'"{name}.yaml"' in path.read_text(), f"{path.name}: {name} does not load its config file"
+        started |= {_string(_keyword(c, "executable")) for c in _calls(tree, "Node")}
+    assert set(node_names()) <= started, f"no launch file starts {set(node_names()) - started}"
+    bring_up = ast.parse((REPO / "launch" / "lifelong_learning.launch.py").read_text())
+    included = {
+        Path(s).name for c in _calls(bring_up, "IncludeLaunchDescription") for s in _strings_in(c, ".py")
+    }
+    assert included == names - {"lifelong_learning.launch.py"}
+
+
+BAD = '''"""ros2 launch lifelong_learning bad.launch.py"""
+import os
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def generate_launch_description():
+    config = "/share/config"
+    return LaunchDescription([
+        DeclareLaunchArgument("image", default_value="image"),
+        Node(package="lifelong_learning", executable="object_recognizer"),
+        Node(
+            package="lifelong_learning",
+            executable="feature_extractor",
+            parameters=[os.path.join(config, "feature_extractor.yaml"), {"image_topc": "x"}],
+            remappings=[("camera", LaunchConfiguration("image")), ("features", LaunchConfiguration("cam"))],
+        ),
+        Node(
+            package="lifelong_learning",
+            executable="object_recognition",
+            parameters=[os.path.join(config, "nystrom_tuner.yaml"), os.path.join(config, "missing.yaml")],
+        ),
+        IncludeLaunchDescription(PythonLaunchDescriptionSource("/x/absent.launch.py")),
+        IncludeLaunchDescription(
+            PythonLaunchDescriptionSource("/x/inverse_dynamics.launch.py"),
+            launch_arguments={"joint_state": "js"}.items(),
+        ),
+    ])
+'''
+
+
+def test_the_checker_finds_each_kind_of_mistake(built_interfaces):
+    errors = "\n".join(check_launch_text(BAD, "bad.launch.py"))
+    for expected in (
+        "no executable scripts/nodes/object_recognizer",
+        "feature_extractor: parameter 'image_topc' is not declared by feature_extractor",
+        "feature_extractor: remaps 'camera', not a topic of feature_extractor",
+        "launch argument 'cam' is not declared",
+        "object_recognition: config/nystrom_tuner.yaml does not configure node 'object_recognition'",
+        "object_recognition: no config/missing.yaml",
+        "includes launch/absent.launch.py, which does not exist",
+        "passes 'joint_state' to inverse_dynamics.launch.py, which declares",
+    ):
+        assert expected in errors, f"{expected!r} not found in:\n{errors}"
+    assert "remaps 'features'" not in errors  # a topic feature_extractor does use
+    assert "bad.launch.py:14: object_recognizer" not in errors
+    assert len(errors.splitlines()) == 8
+    assert check_launch_text("x = 1\n") == [
+        "test.launch.py: no generate_launch_description()",
+        "test.launch.py: the docstring shows no example `ros2 launch lifelong_learning ...` line",
+        "test.launch.py: starts no node",
+    ]

@@ -14,9 +14,13 @@
   ``~/save_model``, ``~/load_model``, ``~/reset``; checkpoints like every LearnerNode.
 
 The URDF comes from the ``robot_description`` parameter (the text, as robot_state_publisher
-takes it) or from ``urdf_path``. Bad messages (missing joints, NaN/Inf, arrays of different
-lengths, stamps not increasing, no effort while learning) are counted and warned about (rate
-limited); the model is untouched.
+takes it), from ``urdf_path``, or, when both are empty, from the ``robot_description_topic``
+(std_msgs/String, reliable, transient local: what robot_state_publisher publishes): the node
+then starts at once, rejects joint states (counted: "no robot description yet") and offers
+no service until the first URDF arrives, and builds or restores its model from it.
+
+Bad messages (missing joints, NaN/Inf, arrays of different lengths, stamps not increasing, no
+effort while learning) are counted and warned about (rate limited); the model is untouched.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from typing import Any
 
 import numpy as np
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
+from std_msgs.msg import String
 
 from lifelong_learning.dynamics import (
     MODEL_KIND,
@@ -64,6 +69,13 @@ PARAMS: tuple[ParamSpec, ...] = (
     ),
     ParamSpec("urdf_path", "", "URDF file, used when robot_description is empty.", read_only=True),
     ParamSpec(
+        "robot_description_topic",
+        "robot_description",
+        "std_msgs/String topic (transient local, as robot_state_publisher publishes) the URDF is "
+        "taken from when robot_description and urdf_path are empty.",
+        read_only=True,
+    ),
+    ParamSpec(
         "joint_names",
         [""],
         "Joints modelled, in output order; [''] = every 1-DoF joint of the URDF (others locked at 0).",
@@ -94,14 +106,12 @@ class InverseDynamicsNode(LearnerNode):
         super().__init__("inverse_dynamics", PARAMS, **kwargs)
         p = self.params
         urdf = str(p["robot_description"])
-        if not urdf.strip():
-            if not p["urdf_path"]:
-                raise ValueError("set robot_description (URDF text) or urdf_path")
+        if not urdf.strip() and p["urdf_path"]:
             with open(str(p["urdf_path"]), encoding="utf-8") as f:
                 urdf = f.read()
         names = [n for n in p["joint_names"] if n]
         self._model_kwargs = {
-            "urdf": urdf,
+            "urdf": "",
             "joint_names": names or None,
             "mode": str(p["mode"]),
             "prior": str(p["prior"]),
@@ -114,12 +124,10 @@ class InverseDynamicsNode(LearnerNode):
         }
         self.learning = bool(p["learning"])
         self._window, self._degree = int(p["acceleration_window"]), int(p["acceleration_degree"])
+        AccelerationEstimator(1, self._window, self._degree)  # fail at start on bad parameters
         self._last_stamp: float | None = None
         self._accelerations: dict[str, float] = {}
-        self.start_learner()
-        with self.model_lock:
-            self.joint_names = self.model.joint_names
-        self.estimator = AccelerationEstimator(len(self.joint_names), self._window, self._degree)
+        self.ready = False  # a model exists (the URDF is known)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.torque_pub = self.create_publisher(JointState, p["predicted_torque_topic"], 10)
         self.create_subscription(
@@ -129,8 +137,39 @@ class InverseDynamicsNode(LearnerNode):
             self.create_subscription(
                 JointState, p["acceleration_topic"], self._on_acceleration, qos_profile_sensor_data
             )
+        if urdf.strip():
+            self._start(urdf)
+        else:
+            latched = QoSProfile(
+                depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+            )
+            topic = self.create_subscription(
+                String, p["robot_description_topic"], self._on_robot_description, latched
+            ).topic_name
+            self.get_logger().info(
+                f"robot_description and urdf_path are empty: waiting for the URDF on {topic}"
+            )
+
+    def _start(self, urdf: str) -> None:
+        """Build or restore the model for ``urdf``, then offer the services; ValueError if unusable."""
+        self._model_kwargs["urdf"] = urdf
+        self.start_learner()
+        with self.model_lock:
+            self.joint_names = self.model.joint_names
+        self.estimator = AccelerationEstimator(len(self.joint_names), self._window, self._degree)
         self.create_service(PredictTorques, "~/predict", self._on_predict, callback_group=self.service_group)
+        self.ready = True
         self.get_logger().info(f"inverse dynamics ready: {self.model!r}")
+
+    def _on_robot_description(self, msg: String) -> None:
+        if self.ready:
+            if msg.data != self._model_kwargs["urdf"]:
+                self.reject("robot description changed", "restart the node to use the new URDF")
+            return
+        try:
+            self._start(msg.data)
+        except ValueError as exc:  # nothing was created: wait for a usable description
+            self.reject("cannot build the model from the robot description", str(exc))
 
     # ---------------------------------------------------------------- LearnerNode hooks
     def new_model(self) -> SemiparametricInverseDynamics:
@@ -211,6 +250,12 @@ class InverseDynamicsNode(LearnerNode):
 
     def _on_joint_state(self, msg: JointState) -> None:
         self.stats.arrived("joint_states")
+        if not self.ready:
+            self.reject(
+                "no robot description yet",
+                f"waiting for the URDF on {self.params['robot_description_topic']}",
+            )
+            return
         t0 = time.perf_counter()
         parsed = self._parse(msg)
         if parsed is None:
@@ -268,10 +313,15 @@ class InverseDynamicsNode(LearnerNode):
         response.residual = parts["residual"].tolist()
         return response
 
+    def checkpoint(self) -> bool:
+        return self.ready and super().checkpoint()  # no model, nothing to write, before the URDF
+
     def diagnostic_values(self) -> dict[str, str]:
         values = super().diagnostic_values()
         with self.model_lock:
-            values["samples learned"] = str(self.model.n_samples)
+            values["samples learned"] = (
+                str(self.model.n_samples) if self.ready else "no robot description yet"
+            )
         values["learning"] = str(self.learning)
         return values
 

@@ -1,0 +1,42 @@
+"""Offline retraining on request: the nystrom_tuner node (service `/nystrom_tuner/tune`).
+
+    ros2 launch lifelong_learning nystrom_tuner.launch.py urdf_path:=/path/robot.urdf
+
+Arguments:
+    urdf_path  URDF for inverse-dynamics requests that give none [default: '']
+
+Parameters come from this package's config/nystrom_tuner.yaml (docs/parameters.md lists
+them). Each tuned model's path is published on `tuned_model`; pass it to a learner's
+`~/load_model` service for a hot reload. (`launch` has no PyPI wheel: on machines set up with
+the PyPI wheels use `lifelong-learning up config/robot.yaml --nodes nystrom_tuner` instead.)
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+
+
+def generate_launch_description() -> LaunchDescription:
+    config = os.path.join(get_package_share_directory("lifelong_learning"), "config")
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument(
+                "urdf_path", default_value="", description="URDF for inverse-dynamics tuning requests"
+            ),
+            Node(
+                package="lifelong_learning",
+                executable="nystrom_tuner",
+                name="nystrom_tuner",
+                parameters=[
+                    os.path.join(config, "nystrom_tuner.yaml"),
+                    {"urdf_path": ParameterValue(LaunchConfiguration("urdf_path"), value_type=str)},
+                ],
+                output="screen",
+            ),
+        ]
+    )

@@ -1,0 +1,164 @@
+"""Run several nodes in one process until Ctrl-C or SIGTERM, with final checkpoints.
+
+:func:`run_nodes` is the main loop of ``lifelong-learning up`` (every node in one process)
+and works for a single node as well:
+
+- one :class:`~rclpy.executors.MultiThreadedExecutor` serves every node;
+- an exception raised by a callback does not stop the process: it is counted on the node
+  whose callback raised (``reject("internal error", ...)``), logged with its traceback, and
+  the nodes keep serving;
+- SIGINT (Ctrl-C), SIGTERM and SIGHUP (unless ignored, as under ``nohup``) are handled
+  alike. rclpy's own handlers (SIGINT and SIGTERM in Kilted) are not installed: they shut the
+  context down at once, so that the final checkpoint would be logged by a dead context, and a
+  second Ctrl-C would interrupt it with KeyboardInterrupt. Instead the first signal ends
+  spinning, every :class:`~lifelong_learning.nodes._base.LearnerNode` writes its final
+  checkpoint (:meth:`shutdown`) while the context is still valid, then the nodes are destroyed.
+  Further signals while this happens are ignored (``ros2 launch`` and a terminal both send
+  SIGINT on Ctrl-C); the checkpoint writes are atomic, so even SIGKILL cannot corrupt a file.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+from types import FrameType, TracebackType
+from typing import Any
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.logging import get_logger
+from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+
+from lifelong_learning.nodes._base import LearnerNode, NodeBase
+
+#: the signals that stop :func:`run_nodes` cleanly (SIGHUP, a closed terminal, too unless ignored)
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
+
+
+def stop_signals() -> list[signal.Signals]:
+    """SIGINT, SIGTERM, and SIGHUP unless it is ignored (``nohup``)."""
+    hup = getattr(signal, "SIGHUP", None)
+    extra = [hup] if hup is not None and signal.getsignal(hup) is signal.SIG_DFL else []
+    return [*STOP_SIGNALS, *extra]
+
+
+def owner_of(tb: TracebackType | None, nodes: Sequence[Node]) -> Node | None:
+    """The node whose method raised: the outermost frame of ``tb`` whose ``self`` is one of ``nodes``."""
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if any(owner is node for node in nodes):
+            return owner
+        tb = tb.tb_next
+    return nodes[0] if len(nodes) == 1 else None
+
+
+class _StopRequest:
+    """Python-level SIGINT/SIGTERM handlers that ask the main loop to stop (once)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signal_name = ""
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        for sig in stop_signals():
+            self._previous[sig] = signal.signal(sig, self._on_signal)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.event.is_set():
+            print(
+                f"[run_nodes] {signal.Signals(signum).name} ignored: already stopping "
+                "(writing the final checkpoints)",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        self.signal_name = signal.Signals(signum).name
+        self.event.set()
+
+
+def run_nodes(
+    factories: Sequence[Callable[[], Node]],
+    args: Sequence[str] | None = None,
+    threads: int | None = None,
+) -> int:
+    """Create the nodes and spin them in one process until SIGINT/SIGTERM; returns the exit status.
+
+    Args:
+        factories: one callable per node, called without arguments after ``rclpy.init`` (the
+            node classes themselves, typically).
+        args: command-line arguments for ``rclpy.init`` (``--ros-args`` ... applies to every
+            node of the process; a params file configures the nodes it names).
+        threads: executor threads; default two per node.
+
+    Returns 0 after a clean stop, 2 when a node cannot start because of its configuration
+    (``ValueError`` / ``OSError`` from its constructor: a clear message, no traceback, and
+    the nodes already created are destroyed without a checkpoint).
+    """
+    stop = _StopRequest()
+    stop.install()
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    nodes: list[Node] = []
+    started = False
+    try:
+        for factory in factories:
+            if stop.event.is_set():
+                break
+            try:
+                nodes.append(factory())
+            except (ValueError, OSError) as exc:  # bad parameters, missing files: not a crash
+                print(f"[ERROR] cannot start the node: {exc}", file=sys.stderr, flush=True)
+                return 2
+        started = True
+        executor = MultiThreadedExecutor(num_threads=threads or 2 * max(1, len(nodes)))
+        for node in nodes:
+            executor.add_node(node)
+        recent: deque[BaseException] = deque(maxlen=64)
+        while not stop.event.is_set() and rclpy.ok():
+            try:
+                executor.spin_once(timeout_sec=0.25)
+            except (KeyboardInterrupt, ExternalShutdownException):
+                raise
+            except Exception as exc:  # a bug in one callback must not stop the robot
+                # The model is untouched by a failed callback (learners validate before they
+                # change state); count it on its node, log it with its traceback, keep serving.
+                # rclpy may hand a task to the thread pool twice (yielded again before it
+                # started), and then raises its exception twice: count each failure once.
+                if any(exc is seen for seen in recent):
+                    continue
+                recent.append(exc)
+                owner = owner_of(exc.__traceback__, nodes)
+                if isinstance(owner, NodeBase):
+                    owner.reject("internal error", f"{type(exc).__name__}: {exc}")
+                logger = owner.get_logger() if owner is not None else get_logger("run_nodes")
+                logger.error(f"callback failed, node keeps running:\n{traceback.format_exc()}")
+        if stop.signal_name:
+            print(f"[run_nodes] {stop.signal_name} received: stopping", file=sys.stderr, flush=True)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        stop.event.set()  # from here on, signals are ignored (see _StopRequest)
+        for node in nodes:
+            if started and isinstance(node, LearnerNode):
+                try:
+                    node.shutdown()
+                except Exception:  # one failed checkpoint must not prevent the others
+                    print(f"[ERROR] final checkpoint of {node.get_name()} failed:", file=sys.stderr)
+                    traceback.print_exc()
+        for node in nodes:
+            node.destroy_node()
+        rclpy.try_shutdown()
+        stop.restore()
+    return 0
