@@ -12,10 +12,12 @@ Arguments:
     enable_recognition  start feature_extractor + object_recognition [default: true]
     enable_dynamics     start inverse_dynamics [default: true]
     enable_tuner        start nystrom_tuner [default: true]
+    enable_recording    start bag_recorder (the learners' topics to an MCAP bag) [default: false]
+    bag                 bag directory for bag_recorder; '' = a new one under ~/.ros [default: '']
 
 Each node reads its defaults from this package's config/<node>.yaml (docs/parameters.md lists
 them); the per-learner files object_recognition.launch.py, inverse_dynamics.launch.py and
-nystrom_tuner.launch.py start one learner each. (`launch` has no PyPI wheel: on machines set
+nystrom_tuner.launch.py start one learner each, bag_recorder.launch.py the recorder. (`launch` has no PyPI wheel: on machines set
 up with the PyPI wheels use `lifelong-learning up config/robot.yaml` instead.)
 """
 
@@ -49,6 +51,8 @@ def generate_launch_description() -> LaunchDescription:
             DeclareLaunchArgument("enable_recognition", default_value="true"),
             DeclareLaunchArgument("enable_dynamics", default_value="true"),
             DeclareLaunchArgument("enable_tuner", default_value="true"),
+            DeclareLaunchArgument("enable_recording", default_value="false"),
+            DeclareLaunchArgument("bag", default_value="", description="bag directory for bag_recorder"),
             IncludeLaunchDescription(
                 PythonLaunchDescriptionSource(os.path.join(here, "object_recognition.launch.py")),
                 launch_arguments={"image": arg("image")}.items(),
@@ -67,6 +71,11 @@ def generate_launch_description() -> LaunchDescription:
                 PythonLaunchDescriptionSource(os.path.join(here, "nystrom_tuner.launch.py")),
                 launch_arguments={"urdf_path": arg("urdf_path")}.items(),
                 condition=IfCondition(arg("enable_tuner")),
+            ),
+            IncludeLaunchDescription(
+                PythonLaunchDescriptionSource(os.path.join(here, "bag_recorder.launch.py")),
+                launch_arguments={"output": arg("bag")}.items(),
+                condition=IfCondition(arg("enable_recording")),
             ),
         ]
     )

@@ -159,8 +159,11 @@ class DemoRun:
         for p in params:
             argv += ["-p", p]
         log = open(self.out / f"{name}.log", "wb")
+        # One BLAS thread per node: five processes share the machine, and oversubscribed
+        # OpenBLAS threads make the small per-message solves much slower.
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
         proc = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.out, start_new_session=True
+            argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.out, start_new_session=True, env=env
         )
         self.procs.append((name, proc, log))
 
@@ -317,7 +320,7 @@ class DemoRun:
 
         latched = QoSProfile(depth=5, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         node.create_subscription(Prediction, PREDICTIONS, on_prediction, 100)
-        node.create_subscription(JointState, PREDICTED_TORQUES, on_torques, qos_profile_sensor_data)
+        node.create_subscription(JointState, PREDICTED_TORQUES, on_torques, 1000)
         node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 50)
         node.create_subscription(String, TUNING_PROGRESS, on_progress, 50)
         node.create_subscription(String, TUNED_MODEL, on_model, latched)

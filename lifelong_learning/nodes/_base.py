@@ -17,21 +17,17 @@
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
@@ -452,34 +448,11 @@ class LearnerNode(NodeBase):
 
 
 def run_node(factory: Callable[..., Node], args: Sequence[str] | None = None, threads: int = 2) -> int:
-    """Run one node until Ctrl-C/SIGTERM; learner nodes write a final checkpoint on the way out."""
-    rclpy.init(args=args)
-    node = None
-    try:
-        try:
-            node = factory()
-        except (ValueError, OSError) as exc:  # bad parameters, missing files: not a crash
-            print(f"[ERROR] cannot start the node: {exc}", file=sys.stderr, flush=True)
-            return 2
-        executor = MultiThreadedExecutor(num_threads=threads)
-        executor.add_node(node)
-        while rclpy.ok():
-            try:
-                executor.spin_once(timeout_sec=0.5)
-            except (KeyboardInterrupt, ExternalShutdownException):
-                raise
-            except Exception as exc:  # a bug in one callback must not stop the robot
-                # The model is untouched by a failed callback (learners validate before they
-                # change state); count it, log it with its traceback, keep serving.
-                if isinstance(node, NodeBase):
-                    node.reject("internal error", f"{type(exc).__name__}: {exc}")
-                node.get_logger().error(f"callback failed, node keeps running:\n{traceback.format_exc()}")
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            if isinstance(node, LearnerNode):
-                node.shutdown()
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    """Run one node until Ctrl-C/SIGTERM; learner nodes write a final checkpoint on the way out.
+
+    The ``main()`` of every node executable: :func:`lifelong_learning.nodes._runner.run_nodes`
+    with one node (signals, callback failures and the final checkpoint are handled there).
+    """
+    from lifelong_learning.nodes._runner import run_nodes
+
+    return run_nodes([factory], args, threads)

@@ -67,8 +67,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "topics",
         DEFAULT_TOPICS,
-        "Topics to record (relative names resolve in the node's namespace). No images by default "
-        "(too big).",
+        "Topics to record (relative names resolve in the node's namespace). No images by default (too big).",
         read_only=True,
     ),
     ParamSpec("storage", "mcap", "'mcap' (.mcap files) or 'sqlite3' (.db3 files).", read_only=True),

@@ -1,6 +1,6 @@
 """The ``inverse_dynamics`` node: joint states in, predicted joint torques out, learned online.
 
-- subscribes to ``joint_states`` (sensor_msgs/JointState, sensor-data QoS); joints are matched
+- subscribes to ``joint_states`` (sensor_msgs/JointState, best effort, depth 100); joints are matched
   by name (any order, extra joints ignored);
 - estimates q̈ with :class:`~lifelong_learning.dynamics.acceleration.AccelerationEstimator`
   (causal Savitzky–Golay on the velocities and the message stamps), unless
@@ -48,7 +48,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "joint_states_topic",
         "joint_states",
-        "sensor_msgs/JointState input (sensor-data QoS).",
+        "sensor_msgs/JointState input (best effort, depth 100).",
         read_only=True,
     ),
     ParamSpec(
@@ -129,9 +129,14 @@ class InverseDynamicsNode(LearnerNode):
         self._accelerations: dict[str, float] = {}
         self.ready = False  # a model exists (the URDF is known)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.torque_pub = self.create_publisher(JointState, p["predicted_torque_topic"], 10)
+        self.torque_pub = self.create_publisher(JointState, p["predicted_torque_topic"], 100)
+        # Best effort like sensor-data QoS (matches reliable and best-effort drivers), but 100 deep:
+        # at 100-1000 Hz a depth of 5 drops whole bursts whenever the process is briefly descheduled.
         self.create_subscription(
-            JointState, p["joint_states_topic"], self._on_joint_state, qos_profile_sensor_data
+            JointState,
+            p["joint_states_topic"],
+            self._on_joint_state,
+            QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT),
         )
         if p["acceleration_topic"]:
             self.create_subscription(
