@@ -17,8 +17,9 @@ Arguments:
 
 Each node reads its defaults from this package's config/<node>.yaml (docs/parameters.md lists
 them); the per-learner files object_recognition.launch.py, inverse_dynamics.launch.py and
-nystrom_tuner.launch.py start one learner each, bag_recorder.launch.py the recorder. (`launch` has no PyPI wheel: on machines set
-up with the PyPI wheels use `lifelong-learning up config/robot.yaml` instead.)
+nystrom_tuner.launch.py start one learner each, bag_recorder.launch.py the recorder.
+(`launch` has no PyPI wheel: on machines set up with the PyPI wheels use
+`lifelong-learning up config/robot.yaml` instead.)
 """
 
 import os

@@ -7,8 +7,9 @@ Arguments:
 
 Parameters come from this package's config/nystrom_tuner.yaml (docs/parameters.md lists
 them). Each tuned model's path is published on `tuned_model` (latched); the learner nodes
-listening there (their `model_topic`) hot-reload the models of their kind. (`launch` has no PyPI wheel: on machines set up with
-the PyPI wheels use `lifelong-learning up config/robot.yaml --nodes nystrom_tuner` instead.)
+listening there (their `model_topic`) hot-reload the models of their kind. (`launch` has no
+PyPI wheel: on machines set up with the PyPI wheels use
+`lifelong-learning up config/robot.yaml --nodes nystrom_tuner` instead.)
 """
 
 import os
