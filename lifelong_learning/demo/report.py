@@ -299,7 +299,10 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
                 f"After the online phase the node's learning was frozen and a new trajectory "
                 f"({ev['duration_s']:.0f} s, payload attached, seed {ev['seed']}) was played twice: once "
                 "answered by the model learned online, once by the model retrained from the bag and "
-                "hot-reloaded. nMSE over the whole trajectory (normalized by its torque variance):",
+                "hot-reloaded. nMSE over the whole trajectory (normalized by its torque variance). "
+                "Both models learned from one trajectory and this one is new, so the table measures "
+                "generalization; the tuner's own test split (the last 20% of the bag's trajectory) is "
+                "under *Bag and retraining*.",
                 "",
                 "| joint | RNEA (URDF) | online SP | after retraining |",
                 "|---|---:|---:|---:|",

@@ -28,10 +28,11 @@ def feature_map_of(model: NystromKRR) -> NystromFeatureMap:
     )
 
 
-def regularization_of(model: NystromKRR) -> float:
-    """``nλ``: the RLS ``lam`` that reproduces the model."""
+def regularization_of(model: NystromKRR, n_samples: int | None = None) -> float:
+    """``nλ``: the RLS ``lam`` that reproduces the model (``n`` = its training rows), or that
+    applies its per-sample ``λ`` to a refit on ``n_samples`` rows."""
     model._check_fitted()
-    return model.n_train_ * model.lam
+    return (model.n_train_ if n_samples is None else int(n_samples)) * model.lam
 
 
 def to_recursive_rls(
@@ -72,12 +73,13 @@ def export_classifier(
 ):
     """An :class:`~lifelong_learning.learners.rlsc.IncrementalRLSC` (``λ = nλ``, ``α = 0``) with the
     model's Nyström map, trained on ``(X, labels)``: it reproduces ``model`` when ``model`` was
-    fitted on ``one_hot(labels)`` of the same rows. Saved to ``path`` if given."""
+    fitted on ``one_hot(labels)`` of the same rows (other rows: a refit with the tuned map and
+    per-sample ``λ``). Saved to ``path`` if given."""
     from lifelong_learning.learners.rlsc import IncrementalRLSC
 
     fmap = feature_map_of(model)
-    clf = IncrementalRLSC(lambdas=regularization_of(model), alpha=0.0, feature_map=fmap)
     Xa = np.asarray(X, dtype=np.float64)
+    clf = IncrementalRLSC(lambdas=regularization_of(model, Xa.shape[0]), alpha=0.0, feature_map=fmap)
     labels = list(labels)
     for start in range(0, Xa.shape[0], 4096):
         clf.partial_fit(Xa[start : start + 4096], labels[start : start + 4096])
@@ -114,7 +116,8 @@ def export_inverse_dynamics(
 ):
     """A :class:`~lifelong_learning.dynamics.semiparametric.SemiparametricInverseDynamics` whose
     residual part is the model's Nyström map + RLS (``lam = nλ``), trained on the data; with
-    ``model`` tuned on :func:`rigid_body_residuals` of the same data its residual equals ``model``."""
+    ``model`` tuned on :func:`rigid_body_residuals` of the same data its residual equals ``model``
+    (other data: a refit with the tuned map and per-sample ``λ``)."""
     from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
 
     sp = SemiparametricInverseDynamics(
@@ -122,7 +125,7 @@ def export_inverse_dynamics(
         list(joint_names),
         mode="semiparametric",
         feature_map=feature_map_of(model),
-        lam_residual=regularization_of(model),
+        lam_residual=regularization_of(model, np.shape(q)[0]),
     )
     sp.fit_normalization(q, qd, qdd, tau)
     sp.update(q, qd, qdd, tau)

@@ -86,7 +86,8 @@ def _markdown(report: dict[str, Any]) -> str:
         "",
         f"- bags: {', '.join(report['bags'])}",
         f"- samples: {report['n_train']} train, {report['n_test']} test; centres: {report['centers']}",
-        f"- exported: `{report['model']}` (objective `{report['exported_objective']}`)",
+        f"- exported: `{report['model']}` (objective `{report['exported_objective']}`, refitted on all "
+        f"{report['exported_samples']} samples)",
     ]
     if "baseline" in report:
         lines.append(f"- baseline: {report['baseline']}")
@@ -190,13 +191,14 @@ def run_job(
         if exported is None:
             exported = model
     assert exported is not None
+    # The test split only measured the tuned hyperparameters: the exported model is refitted
+    # with them on every sample (for a robot's bag, the test split is its most recent part).
     out = Path(job.out)
     if job.task == "classification":
-        export_classifier(exported, X_tr, labels_tr, out)
+        export_classifier(exported, data.X, data.labels, out)
     else:
-        export_inverse_dynamics(
-            exported, urdf, js.joint_names, js.q[tr], js.qd[tr], js.qdd[tr], js.tau[tr], out
-        )
+        export_inverse_dynamics(exported, urdf, js.joint_names, js.q, js.qd, js.qdd, js.tau, out)
+    report["exported_samples"] = len(tr) + len(te)
     base = Path(job.report) if job.report else out.with_name(out.name + ".report")
     report["markdown"] = _markdown(report)
     base.with_name(base.name + ".md").write_text(report["markdown"], encoding="utf-8")
