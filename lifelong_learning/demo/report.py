@@ -286,7 +286,13 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
             )
         lines += [
             "",
-            f"Messages published {dyn['published']}, answered {dyn['answered']}.",
+            f"Messages published {dyn['published']}, answered {dyn['answered']}."
+            + (
+                f" The simulated driver published {dyn['publisher_lag_ms']['p50']:.1f} ms (p50) and "
+                f"{dyn['publisher_lag_ms']['p99']:.1f} ms (p99) after each sample's time stamp."
+                if dyn.get("publisher_lag_ms")
+                else ""
+            ),
             "",
             "![dynamics](dynamics_nmse.png)" if plots[1] else "",
             "",
@@ -324,7 +330,14 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
     lines += _retraining_section(results)
     lat = results.get("latency_ms", {})
     if lat:
-        lines += ["## Latency", "", "| path | p50 [ms] | p99 [ms] | n |", "|---|---:|---:|---:|"]
+        lines += [
+            "## Latency",
+            "",
+            "From the publication of the input to the reception of the answer, both in the demo's process.",
+            "",
+            "| path | p50 [ms] | p99 [ms] | n |",
+            "|---|---:|---:|---:|",
+        ]
         for k, v in lat.items():
             lines.append(f"| {k} | {_pct(v, 50):.2f} | {_pct(v, 99):.2f} | {len(v)} |")
         lines += ["", "![latency](latency.png)" if plots[2] else "", ""]

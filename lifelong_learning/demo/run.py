@@ -473,6 +473,7 @@ class DemoRun:
         names = list(JOINT_NAMES)
         t = log["t"] - log["t"][0]
         stamps = time.time_ns() + np.round(t * 1e9).astype(np.int64)
+        sent = np.zeros(t.size)  # wall time of each publish (the stamp is the sample's time)
         t_start = time.monotonic()
         self.say(f"robot ({what}): {t[-1]:.0f} s at {self.cfg.joint_state_hz:.0f} Hz")
         for i in range(t.size):
@@ -486,6 +487,7 @@ class DemoRun:
                 effort=log["tau"][i].tolist(),
             )
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamps[i]), 10**9)
+            sent[i] = time.time()
             node.joint_pub.publish(msg)
         time.sleep(1.0)
         with self.lock:
@@ -497,7 +499,8 @@ class DemoRun:
             "pred": pred,
             "answered": answered,
             "published": int(t.size),
-            "latencies": [1e3 * (g[1] - s / 1e9) for g, s in zip(got, stamps, strict=True) if g is not None],
+            "latencies": [1e3 * (g[1] - s) for g, s in zip(got, sent, strict=True) if g is not None],
+            "publish_lag_ms": [1e3 * (s - ns / 1e9) for s, ns in zip(sent, stamps, strict=True)],
         }
 
     def _robot_online(self, node: Any, results: dict[str, Any]) -> None:
@@ -534,6 +537,11 @@ class DemoRun:
             "answered": online["answered"],
         }
         results.setdefault("latency_ms", {})["joint_states → torques"] = online["latencies"]
+        lag = online["publish_lag_ms"]
+        results["dynamics"]["publisher_lag_ms"] = {
+            "p50": float(np.percentile(lag, 50)),
+            "p99": float(np.percentile(lag, 99)),
+        }
 
     def _evaluation_log(self) -> dict[str, np.ndarray]:
         from lifelong_learning.sim.panda import PandaSimulation
