@@ -34,6 +34,19 @@ def plot_recognition(results: dict[str, Any], out: Path) -> Path | None:
     rare = [(r["n_taught"], 100 * r["rare_accuracy"]) for r in rounds if r.get("rare_accuracy") is not None]
     if rare:
         ax.plot(*zip(*rare, strict=True), "s--", label="the rarely shown object")
+    after = results["recognition"].get("after_retraining")
+    if after:
+        n = results["recognition"]["n_objects"]
+        ax.plot([n + 0.25], [100 * after["accuracy"]], "*", color="C2", ms=12, label="all, after retraining")
+        if after.get("rare_accuracy") is not None:
+            ax.plot(
+                [n + 0.25],
+                [100 * after["rare_accuracy"]],
+                "x",
+                color="C2",
+                ms=9,
+                label="rare, after retraining",
+            )
     ax.set_xlabel("objects taught so far")
     ax.set_ylabel("accuracy on unlabelled views [%]")
     ax.set_ylim(-2, 102)
