@@ -35,6 +35,17 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
     assert dyn["answered"] > dyn["published"] // 5
     answered_windows = [w for w in dyn["windows"] if all(v == v for v in w["online"])]  # no NaN
     assert len(answered_windows) >= len(dyn["windows"]) // 2
+    # Diagnostics of every node reached the demo; the learners report their model size.
+    diag = results["diagnostics"]
+    assert {
+        "feature_extractor",
+        "object_recognition",
+        "inverse_dynamics",
+        "nystrom_tuner",
+        "bag_recorder",
+    } <= set(diag)
+    for learner in ("object_recognition", "inverse_dynamics"):
+        assert float(diag[learner]["model size [kB]"]) > 0 and diag[learner]["last reload"] != "never"
     # Each node wrote its final checkpoint on SIGINT.
     assert (out / "object_recognition.llm").exists() and (out / "inverse_dynamics.llm").exists()
 

@@ -285,6 +285,11 @@ class SemiparametricInverseDynamics:
             parts = {k: v[0] for k, v in parts.items()}
         return parts if return_parts else parts["torque"]
 
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the learned state of both parts (RLS factors and right-hand sides) in bytes."""
+        return sum(rls.nbytes for rls in (self.parametric, self.residual) if rls is not None)
+
     def fit_normalization(self, q: Any, qd: Any, qdd: Any, tau: Any | None = None) -> None:
         """Set input (and torque) normalization from data: means and standard deviations.
 

@@ -89,6 +89,11 @@ class RecursiveRLS:
         return self._B.shape[1]
 
     @property
+    def nbytes(self) -> int:
+        """Memory held by the learned state (factor, right-hand side, cached weights) in bytes."""
+        return self._R.nbytes + self._B.nbytes + (self._W.nbytes if self._W is not None else 0)
+
+    @property
     def cholesky_factor(self) -> np.ndarray:
         """Upper-triangular ``R`` with ``RᵀR = A`` (a copy)."""
         return np.sqrt(self._scale2) * self._R

@@ -442,6 +442,11 @@ class IncrementalRLSC:
         return int(tied[np.argmax(self.lambdas[tied])])
 
     @property
+    def nbytes(self) -> int:
+        """Memory held by the RLS engines (one per λ candidate) in bytes."""
+        return sum(engine.nbytes for engine in self._engines)
+
+    @property
     def lambda_(self) -> float:
         """The λ used for prediction."""
         return float(self.lambdas[self._select()[0]])

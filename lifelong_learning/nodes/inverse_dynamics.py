@@ -327,6 +327,8 @@ class InverseDynamicsNode(LearnerNode):
             values["samples learned"] = (
                 str(self.model.n_samples) if self.ready else "no robot description yet"
             )
+            if self.ready:
+                values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
         values["learning"] = str(self.learning)
         return values
 

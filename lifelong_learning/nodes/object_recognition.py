@@ -220,6 +220,7 @@ class ObjectRecognitionNode(LearnerNode):
         with self.model_lock:
             values["classes"] = str(len(self.model.classes_))
             values["samples seen"] = str(self.model.n_samples_seen_)
+            values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
         return values
 
 

@@ -107,3 +107,11 @@ def test_state_round_trip_and_validation():
             RecursiveRLS.from_state(meta, dict(arrays, R=R))
     with pytest.raises(ValueError):
         RecursiveRLS.from_state({**meta, "n_features": 9}, arrays)
+
+
+def test_nbytes_counts_the_learned_state():
+    rls = RecursiveRLS(n_features=50, n_outputs=3, lam=1.0)
+    assert rls.nbytes == 8 * (50 * 50 + 50 * 3)  # factor and right-hand side, no weights yet
+    rls.update(np.ones((4, 50)), np.ones((4, 3)))
+    assert rls.weights.shape == (50, 3)
+    assert rls.nbytes == 8 * (50 * 50 + 2 * 50 * 3)  # the weights are cached once solved

@@ -348,3 +348,12 @@ def test_feature_map_in_front():
     mf = clf.to_model_file()
     again = IncrementalRLSC.from_model_file(mf)
     np.testing.assert_array_equal(again.decision_function(X[300:]), clf.decision_function(X[300:]))
+
+
+def test_nbytes_is_one_rls_state_per_lambda_candidate():
+    from lifelong_learning.learners.rlsc import IncrementalRLSC
+
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0, 10.0])
+    assert clf.nbytes == 0  # no sample yet: the dimension is unknown
+    clf.partial_fit(np.eye(10)[:4], ["a", "b", "a", "c"])
+    assert clf.nbytes >= 3 * 8 * 10 * 10
