@@ -23,6 +23,14 @@ def _plt():
     return plt
 
 
+def _save(fig: Any, path: Path, dpi: int = 110) -> Path:
+    """Lay out, write and close ``fig``; returns ``path``."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    _plt().close(fig)
+    return path
+
+
 def plot_recognition(results: dict[str, Any], out: Path) -> Path | None:
     rounds = results.get("recognition", {}).get("rounds", [])
     if not rounds:
@@ -54,11 +62,7 @@ def plot_recognition(results: dict[str, Any], out: Path) -> Path | None:
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left")
     ax.set_title("Object recognition while a teacher names objects")
-    fig.tight_layout()
-    path = out / "recognition_accuracy.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out / "recognition_accuracy.png", dpi=110)
 
 
 def _timeline(dyn: dict[str, Any]) -> dict[str, tuple[list[float], list[list[float]]]]:
@@ -130,11 +134,7 @@ def plot_dynamics(results: dict[str, Any], out: Path) -> Path | None:
     if ev:
         title += "; grey: learning frozen, evaluation trajectory; green: same trajectory after retraining"
     fig.suptitle(title + ")", fontsize=10)
-    fig.tight_layout()
-    path = out / "dynamics_nmse.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, out / "dynamics_nmse.png", dpi=100)
 
 
 def plot_evaluation(results: dict[str, Any], out: Path) -> Path | None:
@@ -156,11 +156,7 @@ def plot_evaluation(results: dict[str, Any], out: Path) -> Path | None:
     ax.grid(alpha=0.3, which="both", axis="y")
     ax.legend(fontsize=8)
     ax.set_title(f"Evaluation trajectory ({ev['duration_s']:.0f} s, 1 kg payload, learning frozen)")
-    fig.tight_layout()
-    path = out / "dynamics_evaluation.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out / "dynamics_evaluation.png", dpi=110)
 
 
 def plot_latency(results: dict[str, Any], out: Path) -> Path | None:
@@ -175,11 +171,7 @@ def plot_latency(results: dict[str, Any], out: Path) -> Path | None:
     ax.set_yscale("log")
     ax.grid(alpha=0.3, which="both")
     ax.set_title("End-to-end latency over DDS, input published → answer received")
-    fig.tight_layout()
-    path = out / "latency.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out / "latency.png", dpi=110)
 
 
 def _pct(v: list[float], q: float) -> float:
