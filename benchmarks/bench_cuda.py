@@ -67,8 +67,13 @@ def frames(n: int, seed: int = 0) -> list[np.ndarray]:
     yy, xx = np.mgrid[0:480, 0:640]
     out = []
     for _ in range(n):
-        base = np.stack([(xx * rng.uniform(0.1, 0.4) + yy * rng.uniform(0.1, 0.4) + rng.uniform(0, 255)) % 256
-                         for _ in range(3)], axis=-1)
+        base = np.stack(
+            [
+                (xx * rng.uniform(0.1, 0.4) + yy * rng.uniform(0.1, 0.4) + rng.uniform(0, 255)) % 256
+                for _ in range(3)
+            ],
+            axis=-1,
+        )
         out.append(np.clip(base + rng.normal(0, 8, base.shape), 0, 255).astype(np.uint8))
     return out
 
@@ -91,8 +96,9 @@ def vision(seconds: float) -> dict:
                 return batch
 
             med, best = rate(step, seconds)
-            res["rows"].append({"device": device, "path": "preprocess + CNN", "batch": batch,
-                                "median": med, "best": best})
+            res["rows"].append(
+                {"device": device, "path": "preprocess + CNN", "batch": batch, "median": med, "best": best}
+            )
         model = extractor._torch_model  # the loaded network: time the CNN alone
         for batch in (1, 8, 32, 128):
             if device == "cpu" and batch > 8:
@@ -105,7 +111,9 @@ def vision(seconds: float) -> dict:
                 return batch
 
             med, best = rate(cnn, seconds)
-            res["rows"].append({"device": device, "path": "CNN only", "batch": batch, "median": med, "best": best})
+            res["rows"].append(
+                {"device": device, "path": "CNN only", "batch": batch, "median": med, "best": best}
+            )
     a = FeatureExtractor(backend="torch", device="cuda").extract_batch(images[:16])
     b = FeatureExtractor(backend="torch", device="cpu").extract_batch(images[:16])
     res["max_rel_diff"] = float(np.abs(a - b).max() / np.abs(b).max())
@@ -134,13 +142,30 @@ def krr_fit(n: int, d: int, m: int, dtype: str, device: str, solver: str) -> dic
     kw = {"cg_tol": 1e-6, "cg_max_iter": 500} if solver == "pcg" else {}
     sync()
     t0 = time.perf_counter()
-    model = NystromKRR(centers=m, lengthscale=3.0, lam=1e-7, solver=solver, dtype=dtype, device=device,
-                       memory_budget=2 << 30 if device == "cuda" else 256 << 20, **kw).fit(X, Y)
+    model = NystromKRR(
+        centers=m,
+        lengthscale=3.0,
+        lam=1e-7,
+        solver=solver,
+        dtype=dtype,
+        device=device,
+        memory_budget=2 << 30 if device == "cuda" else 256 << 20,
+        **kw,
+    ).fit(X, Y)
     sync()
     secs = time.perf_counter() - t0
     err = float(np.mean((model.predict(Xte) - Yte.numpy()) ** 2))
-    out = {"n": n, "d": d, "m": m, "dtype": dtype, "device": device, "solver": solver, "seconds": secs,
-           "test_mse": err, "cg_iterations": model.cg_iterations_}
+    out = {
+        "n": n,
+        "d": d,
+        "m": m,
+        "dtype": dtype,
+        "device": device,
+        "solver": solver,
+        "seconds": secs,
+        "test_mse": err,
+        "cg_iterations": model.cg_iterations_,
+    }
     if device == "cuda":
         out["peak_gpu_gb"] = torch.cuda.max_memory_allocated() / 2**30
     return out
@@ -151,13 +176,29 @@ def tuning(n: int, m: int, objective: str, epochs: int, device: str) -> dict:
     Xte, Yte = regression(20_000, 8, seed=3)
     sync()
     t0 = time.perf_counter()
-    model = tune(X, Y, centers=m, objective=objective, epochs=epochs, patience=epochs, device=device,
-                 dtype="float32" if objective == "proposed-stochastic" else "float64", seed=0)
+    model = tune(
+        X,
+        Y,
+        centers=m,
+        objective=objective,
+        epochs=epochs,
+        patience=epochs,
+        device=device,
+        dtype="float32" if objective == "proposed-stochastic" else "float64",
+        seed=0,
+    )
     sync()
     secs = time.perf_counter() - t0
-    return {"n": n, "m": m, "objective": objective, "device": device, "epochs": model.tuning_.epochs,
-            "seconds": secs, "s_per_epoch": model.tuning_.seconds / max(model.tuning_.epochs, 1),
-            "test_mse": float(np.mean((model.predict(Xte) - Yte.numpy()) ** 2))}
+    return {
+        "n": n,
+        "m": m,
+        "objective": objective,
+        "device": device,
+        "epochs": model.tuning_.epochs,
+        "seconds": secs,
+        "s_per_epoch": model.tuning_.seconds / max(model.tuning_.epochs, 1),
+        "test_mse": float(np.mean((model.predict(Xte) - Yte.numpy()) ** 2)),
+    }
 
 
 def guarded(name: str, fn: Callable[[], dict], results: dict, out: Path) -> None:
@@ -168,7 +209,9 @@ def guarded(name: str, fn: Callable[[], dict], results: dict, out: Path) -> None
     except Exception as error:  # keep the other sections' numbers
         results[name] = {"error": f"{type(error).__name__}: {error}"}
         traceback.print_exc()
-    print(f"[bench_cuda] {name}: {time.perf_counter() - t0:.1f} s {json.dumps(results[name])[:400]}", flush=True)
+    print(
+        f"[bench_cuda] {name}: {time.perf_counter() - t0:.1f} s {json.dumps(results[name])[:400]}", flush=True
+    )
     out.with_suffix(".json").write_text(json.dumps(results, indent=1))
 
 
@@ -182,7 +225,8 @@ def report(r: dict, args: argparse.Namespace) -> str:
         "# CUDA: feature extractor and Nyström tuner on a GPU",
         "",
         f"Command: `python benchmarks/bench_cuda.py{' --quick' if args.quick else ''}`  ",
-        f"Device: {env['gpu']} ({env['gpu_memory_gb']:.0f} GiB), driver CUDA {env['cuda']}, torch {env['torch']}; "
+        f"Device: {env['gpu']} ({env['gpu_memory_gb']:.0f} GiB), CUDA {env['cuda']}, "
+        f"torch {env['torch']}; "
         f"host CPU: {env['cpus']} threads for torch ({env['cpu']}). "
         "CPU figures in the tables are that host's (not the 2-core development machine's).",
         "",
@@ -193,34 +237,57 @@ def report(r: dict, args: argparse.Namespace) -> str:
     if "error" in v:
         lines.append(f"Failed: {v['error']}")
     else:
-        lines += ["Each setting: 5 rounds of "
-                  f"{args.seconds:g} s after a warm-up; images/s.", "",
-                  "| device | path | batch | images/s (median) | images/s (best) |", "|---|---|---|---|---|"]
-        lines += [f"| {row['device']} | {row['path']} | {row['batch']} | {row['median']:.1f} | {row['best']:.1f} |"
-                  for row in v["rows"]]
-        lines += ["", f"Features on CUDA vs CPU: max |Δ| / max |f| = {v['max_rel_diff']:.2e}. "
-                  f"Preprocessing alone (CPU, one 640×480 frame): {v['preprocess_ms']:.1f} ms."]
-    lines += ["", "## 2. Nyström KRR fit (Gaussian kernel, λ = 1e-7, length-scale 3)", "",
-              "Data: x ~ N(0, I₂₁), y = Σ sin(x_j)/√21 + noise of variance 0.01 (the noise floor); "
-              "test MSE on 20,000 fresh points.", "",
-              "| n | m | dtype | device | solver | time (s) | PCG iterations | peak GPU memory (GiB) | test MSE |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"Each setting: 5 rounds of {args.seconds:g} s after a warm-up; images/s.",
+            "",
+            "| device | path | batch | images/s (median) | images/s (best) |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {row['device']} | {row['path']} | {row['batch']} | {row['median']:.1f} | {row['best']:.1f} |"
+            for row in v["rows"]
+        ]
+        lines += [
+            "",
+            f"Features on CUDA vs CPU: max |Δ| / max |f| = {v['max_rel_diff']:.2e}. "
+            f"Preprocessing alone (CPU, one 640×480 frame): {v['preprocess_ms']:.1f} ms.",
+        ]
+    lines += [
+        "",
+        "## 2. Nyström KRR fit (Gaussian kernel, λ = 1e-7, length-scale 3)",
+        "",
+        "Data: x ~ N(0, I₂₁), y = Σ sin(x_j)/√21 + noise of variance 0.01 (the noise floor); "
+        "test MSE on 20,000 fresh points.",
+        "",
+        "| n | m | dtype | device | solver | time (s) | PCG iterations | peak GPU memory (GiB) | test MSE |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for key in sorted(k for k in r if k.startswith("fit")):
         x = r[key]
         if "error" in x:
             lines.append(f"| {key} | failed: {x['error'][:120]} |||||||")
             continue
-        lines.append(f"| {x['n']:,} | {x['m']:,} | {x['dtype']} | {x['device']} | {x['solver']} | {x['seconds']:.2f} | "
-                     f"{x['cg_iterations']} | {f(x.get('peak_gpu_gb', float('nan')))} | {x['test_mse']:.5f} |")
-    lines += ["", "## 3. Tuning (`tune`, Adam lr 0.05, per-dimension length-scales and centres, d = 8)", "",
-              "| n | m | objective | device | epochs | time (s) | s/epoch | test MSE |", "|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {x['n']:,} | {x['m']:,} | {x['dtype']} | {x['device']} | {x['solver']} "
+            f"| {x['seconds']:.2f} | "
+            f"{x['cg_iterations']} | {f(x.get('peak_gpu_gb', float('nan')))} | {x['test_mse']:.5f} |"
+        )
+    lines += [
+        "",
+        "## 3. Tuning (`tune`, Adam lr 0.05, per-dimension length-scales and centres, d = 8)",
+        "",
+        "| n | m | objective | device | epochs | time (s) | s/epoch | test MSE |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for key in sorted(k for k in r if k.startswith("tune")):
         x = r[key]
         if "error" in x:
             lines.append(f"| {key} | failed: {x['error'][:120]} ||||||")
             continue
-        lines.append(f"| {x['n']:,} | {x['m']:,} | {x['objective']} | {x['device']} | {x['epochs']} | "
-                     f"{x['seconds']:.1f} | {x['s_per_epoch']:.3f} | {x['test_mse']:.5f} |")
+        lines.append(
+            f"| {x['n']:,} | {x['m']:,} | {x['objective']} | {x['device']} | {x['epochs']} | "
+            f"{x['seconds']:.1f} | {x['s_per_epoch']:.3f} | {x['test_mse']:.5f} |"
+        )
     lines += ["", f"Total benchmark time: {r['total_s']:.0f} s.", ""]
     return "\n".join(lines)
 
@@ -236,13 +303,22 @@ def main() -> None:
         sys.exit(2)
     out = Path(args.out)
     props = torch.cuda.get_device_properties(0)
-    r: dict = {"env": {"gpu": props.name, "gpu_memory_gb": props.total_memory / 2**30, "cuda": torch.version.cuda,
-                       "torch": torch.__version__, "cpus": torch.get_num_threads(), "cpu": platform.processor() or
-                       platform.machine()}}
+    r: dict = {
+        "env": {
+            "gpu": props.name,
+            "gpu_memory_gb": props.total_memory / 2**30,
+            "cuda": torch.version.cuda,
+            "torch": torch.__version__,
+            "cpus": torch.get_num_threads(),
+            "cpu": platform.processor() or platform.machine(),
+        }
+    }
     t0 = time.perf_counter()
     big = 10**5 if args.quick else 10**6
     guarded("vision", lambda: vision(args.seconds), r, out)
-    guarded("warmup", lambda: krr_fit(10_000, 21, 500, "float32", "cuda", "direct"), r, out)  # CUDA context, kernels
+    guarded(
+        "warmup", lambda: krr_fit(10_000, 21, 500, "float32", "cuda", "direct"), r, out
+    )  # CUDA context, kernels
     guarded("fit1_cuda_f32", lambda: krr_fit(big, 21, 2000, "float32", "cuda", "direct"), r, out)
     guarded("fit2_cuda_f64", lambda: krr_fit(big, 21, 2000, "float64", "cuda", "direct"), r, out)
     guarded("fit3_cuda_pcg", lambda: krr_fit(big, 21, 2000, "float32", "cuda", "pcg"), r, out)
