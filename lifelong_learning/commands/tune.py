@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read, tune, evaluate, export, report. Returns 0 on success, 2 on bad input."""
     from lifelong_learning.io.bags import BagError
-    from lifelong_learning.nystrom.pipeline import TuningJob, run_job
+    from lifelong_learning.retraining.pipeline import TuningJob, run_job
 
     job = TuningJob(
         bags=list(args.bags),

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.demo.report import write_report
 
 # Topic names (relative, remappable), as in config/*.yaml.
@@ -104,28 +105,23 @@ def nmse_windows(
     nMSE = mean squared error over the window / variance of ``tau`` over the whole trajectory.
     Rows of NaN (unanswered messages) are left out; a window with none answered gives NaN.
     """
-    var = np.var(tau, axis=0) + 1e-12
+    var = np.var(tau, axis=0)
     out = []
     for start in range(0, len(t) - window + 1, window):
         sl = slice(start, start + window)
         w: dict[str, Any] = {"t_end": float(t[sl][-1])}
         for name, pred in predictions.items():
-            ok = ~np.isnan(pred[sl]).any(axis=1)
-            w[name] = (
-                (np.mean((pred[sl][ok] - tau[sl][ok]) ** 2, axis=0) / var).tolist()
-                if ok.any()
-                else [float("nan")] * tau.shape[1]
-            )
+            w[name] = nmse(tau[sl], pred[sl], variance=var)
         out.append(w)
     return out
 
 
-def nmse(tau: np.ndarray, pred: np.ndarray) -> list[float]:
-    """Per-joint nMSE over the answered rows of ``pred`` (normalized by the variance of ``tau``)."""
+def nmse(tau: np.ndarray, pred: np.ndarray, variance: np.ndarray | None = None) -> list[float]:
+    """Per-joint nMSE over the answered rows of ``pred`` (normalized by ``variance``, default the
+    variance of ``tau``); NaN when no row was answered."""
     ok = ~np.isnan(pred).any(axis=1)
-    if not ok.any():
-        return [float("nan")] * tau.shape[1]
-    return (np.mean((pred[ok] - tau[ok]) ** 2, axis=0) / (np.var(tau, axis=0) + 1e-12)).tolist()
+    var = np.var(tau, axis=0) if variance is None else variance
+    return normalized_mse(tau[ok], pred[ok], variance=var).tolist()
 
 
 class DemoRun:

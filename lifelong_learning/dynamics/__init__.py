@@ -4,18 +4,16 @@ semiparametric learners, and the joint-acceleration estimator. No ROS imports.""
 from lifelong_learning.dynamics.acceleration import AccelerationEstimator, estimate_accelerations
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
 from lifelong_learning.dynamics.semiparametric import (
-    MODEL_KIND,
     SemiparametricInverseDynamics,
-    normalized_mse,
+    residual_features,
     select_hyperparameters,
 )
 
 __all__ = [
-    "MODEL_KIND",
     "AccelerationEstimator",
     "RigidBodyRegressor",
     "SemiparametricInverseDynamics",
     "estimate_accelerations",
-    "normalized_mse",
+    "residual_features",
     "select_hyperparameters",
 ]

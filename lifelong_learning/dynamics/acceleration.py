@@ -22,7 +22,9 @@ so they agree to rounding.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -72,15 +74,18 @@ def estimate_accelerations(
     qd: np.ndarray | Any,
     window: int = DEFAULT_WINDOW,
     degree: int = DEFAULT_DEGREE,
+    starts: Sequence[int] = (),
 ) -> np.ndarray:
-    """``q̈`` for every sample of a whole recording, exactly as :class:`AccelerationEstimator`
+    """``q̈`` for every sample of whole recordings, exactly as :class:`AccelerationEstimator`
     would produce it sample by sample (see the module docstring).
 
     Args:
-        t: ``(n,)`` strictly increasing time stamps in seconds.
+        t: ``(n,)`` time stamps in seconds, strictly increasing within each recording.
         qd: ``(n, n_joints)`` joint velocities.
         window: ``N``, samples per fit (≥ 2).
         degree: ``p``, polynomial degree (≥ 1).
+        starts: rows where another recording begins (e.g. the first row of each bag after the
+            first): the filter restarts there, as a new estimator would.
 
     Returns:
         ``(n, n_joints)`` accelerations.
@@ -89,8 +94,18 @@ def estimate_accelerations(
     qd = np.asarray(qd, dtype=np.float64)
     if qd.ndim == 1:
         qd = qd[:, None]
-    _check_stream(t, qd)
     _check_params(window, degree)
+    bounds = sorted({0, *(int(k) for k in starts), t.shape[0]})
+    if bounds[0] < 0 or bounds[-1] > t.shape[0]:
+        raise ValueError(f"starts must be row indices in [0, {t.shape[0]}], got {list(starts)}")
+    out = np.zeros(qd.shape)
+    for a, b in itertools.pairwise(bounds):
+        _check_stream(t[a:b], qd[a:b])
+        out[a:b] = _one_recording(t[a:b], qd[a:b], window, degree)
+    return out
+
+
+def _one_recording(t: np.ndarray, qd: np.ndarray, window: int, degree: int) -> np.ndarray:
     n = t.shape[0]
     out = np.zeros(qd.shape)
     for k in range(1, min(window - 1, n)):  # warm-up: short windows

@@ -26,8 +26,10 @@ import numpy as np
 import pinocchio as pin
 import scipy.linalg
 
+from lifelong_learning.core.persistence import Stateful
 
-class RigidBodyRegressor:
+
+class RigidBodyRegressor(Stateful):
     """Base-parameter regressor ``Y_b(q, q̇, q̈)`` of a URDF reduced to ``joint_names``.
 
     Args:

@@ -39,25 +39,29 @@ from typing import Any
 
 import numpy as np
 
+from lifelong_learning.core.checks import as_rows, same_rows
+from lifelong_learning.core.metrics import normalized_mse
+from lifelong_learning.core.model_file import prefixed, unprefixed
+from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
-from lifelong_learning.io.model_file import (
-    ModelFile,
-    ModelFileError,
-    load_model_file,
-    prefixed,
-    save_model_file,
-    unprefixed,
-)
 from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
 from lifelong_learning.learners.random_features import RandomFourierFeatures
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 
-MODEL_KIND = "semiparametric_inverse_dynamics"
 MODES = ("semiparametric", "parametric", "nonparametric")
 PRIORS = ("urdf", "zero")
 
 
-class SemiparametricInverseDynamics:
+def residual_features(
+    x_normalized: np.ndarray, tau_parametric: np.ndarray, torque_scale: np.ndarray
+) -> np.ndarray:
+    """The semiparametric residual's input ``[x̃, τ̂_P / τ_max]`` (thesis Fig. 8.2), ``(n, 4 n_dof)``.
+
+    The one definition, used by the online model and by the offline tuner's export."""
+    return np.hstack([x_normalized, tau_parametric / torque_scale])
+
+
+class SemiparametricInverseDynamics(PersistentModel):
     """Online inverse-dynamics model of a URDF's joints: parametric, nonparametric or both.
 
     Args:
@@ -76,7 +80,12 @@ class SemiparametricInverseDynamics:
         acceleration_scale: ``q̈`` normalization (scalar or per joint); default 3 × velocity limit.
         residual_after_update: see the module docstring.
         seed: seed of the default feature map.
+
+    Attributes:
+        n_samples: samples learned from.
     """
+
+    kind = "semiparametric_inverse_dynamics"
 
     def __init__(
         self,
@@ -170,26 +179,17 @@ class SemiparametricInverseDynamics:
 
     # ------------------------------------------------------------------ helpers
     def _check_inputs(self, *arrays: Any, names: tuple[str, ...]) -> list[np.ndarray]:
-        out = []
-        n = None
-        for a, name in zip(arrays, names, strict=True):
-            x = np.asarray(a, dtype=np.float64)
-            if x.ndim == 1:
-                x = x[None, :]
-            if x.ndim != 2 or x.shape[1] != self.n_dof:
-                raise ValueError(
-                    f"{name} must have {self.n_dof} columns (joints {self.joint_names}), got {np.shape(a)}"
-                )
-            if not np.all(np.isfinite(x)):
-                raise ValueError(f"{name} contains NaN or Inf")
-            if n is not None and x.shape[0] != n:
-                raise ValueError(f"{name} has {x.shape[0]} samples, expected {n}")
-            n = x.shape[0]
-            out.append(x)
+        """Each array as ``(n, n_dof)`` rows (1-D: one sample), finite, all with the same ``n``."""
+        joints = f"joints {self.joint_names}"
+        out = [as_rows(a, self.n_dof, name, joints) for a, name in zip(arrays, names, strict=True)]
+        same_rows(dict(zip(names, out, strict=True)))
         return out
 
-    def normalized_state(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
-        """``x̃ = ([q, q̇, q̈] − offset) / scale``, shape ``(n, 3 n_dof)``."""
+    def normalized_state(self, q: Any, qd: Any, qdd: Any) -> np.ndarray:
+        """``x̃ = ([q, q̇, q̈] − offset) / scale``, shape ``(n, 3 n_dof)`` (inputs validated)."""
+        return self._normalized(*self._check_inputs(q, qd, qdd, names=("q", "qd", "qdd")))
+
+    def _normalized(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
         return (np.hstack([q, qd, qdd]) - self.input_offset) / self.input_scale
 
     def _parametric_predict(self, Y: np.ndarray) -> np.ndarray:
@@ -203,7 +203,8 @@ class SemiparametricInverseDynamics:
 
     def _residual_inputs(self, x: np.ndarray, tau_p: np.ndarray | None) -> np.ndarray:
         if self.mode == "semiparametric":
-            return np.hstack([x, tau_p / self.torque_scale])
+            assert tau_p is not None
+            return residual_features(x, tau_p, self.torque_scale)
         return x
 
     def residual_inputs(self, q: Any, qd: Any, qdd: Any) -> np.ndarray:
@@ -214,7 +215,7 @@ class SemiparametricInverseDynamics:
         tau_p = None
         if self.parametric is not None:
             tau_p = self._parametric_predict(self.regressor.regressor(q, qd, qdd))
-        return self._residual_inputs(self.normalized_state(q, qd, qdd), tau_p)
+        return self._residual_inputs(self._normalized(q, qd, qdd), tau_p)
 
     def replace_residual(self, feature_map: FeatureMap, residual: RecursiveRLS | None = None) -> None:
         """Swap the NP part for ``feature_map`` (e.g. a tuned Nyström map) and ``residual`` (an RLS
@@ -245,7 +246,7 @@ class SemiparametricInverseDynamics:
             ValueError: wrong shapes or non-finite values; nothing is learned then.
         """
         q, qd, qdd, tau = self._check_inputs(q, qd, qdd, tau, names=("q", "qd", "qdd", "tau"))
-        x = self.normalized_state(q, qd, qdd)
+        x = self._normalized(q, qd, qdd)
         tau_p = None
         if self.parametric is not None:
             Y = self.regressor.regressor(q, qd, qdd)
@@ -278,7 +279,7 @@ class SemiparametricInverseDynamics:
         tau_r = np.zeros(q.shape)
         if self.residual is not None:
             assert self.feature_map is not None
-            phi = self.feature_map.transform(self._residual_inputs(self.normalized_state(q, qd, qdd), tau_p))
+            phi = self.feature_map.transform(self._residual_inputs(self._normalized(q, qd, qdd), tau_p))
             tau_r = self.residual.predict(phi)
         parts = {"torque": tau_p + tau_r, "parametric": tau_p, "residual": tau_r}
         if single:
@@ -316,8 +317,8 @@ class SemiparametricInverseDynamics:
         self.n_samples = 0
 
     # ------------------------------------------------------------------ persistence
-    def to_model_file(self) -> ModelFile:
-        """The model as a :class:`ModelFile` (URDF text included: the file is self-contained)."""
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The URDF text (the file is self-contained), normalization, both parts' engines, the map."""
         reg_meta, reg_arrays = self.regressor.to_state()
         meta: dict[str, Any] = {
             "mode": self.mode,
@@ -329,10 +330,10 @@ class SemiparametricInverseDynamics:
         }
         arrays = prefixed("regressor", reg_arrays)
         arrays.update(
-            input_offset=self.input_offset,
-            input_scale=self.input_scale,
-            torque_scale=self.torque_scale,
-            prior_parameters=self.prior_parameters,
+            input_offset=self.input_offset.copy(),
+            input_scale=self.input_scale.copy(),
+            torque_scale=self.torque_scale.copy(),
+            prior_parameters=self.prior_parameters.copy(),
         )
         if self.parametric is not None:
             m, a = self.parametric.to_state()
@@ -343,71 +344,54 @@ class SemiparametricInverseDynamics:
             meta["residual"] = m
             arrays.update(prefixed("residual", a))
             store_feature_map(self.feature_map, meta, arrays)
-        return ModelFile(kind=MODEL_KIND, meta=meta, arrays=arrays)
-
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the model file atomically."""
-        save_model_file(path, self.to_model_file())
+        return meta, arrays
 
     @classmethod
-    def from_model_file(cls, model_file: ModelFile) -> SemiparametricInverseDynamics:
-        """Rebuild a model from a :class:`ModelFile`; raises ModelFileError on bad content."""
-        if model_file.kind != MODEL_KIND:
-            raise ModelFileError(f"holds a {model_file.kind!r} model, expected {MODEL_KIND!r}")
-        meta, arrays = model_file.meta, model_file.arrays
-        try:
-            mode = meta["mode"]
-            regressor = RigidBodyRegressor.from_state(meta["regressor"], unprefixed("regressor", arrays))
-            fmap = None
-            if mode != "parametric":
-                fmap = restore_feature_map(meta, arrays)
-                if fmap is None:
-                    raise ValueError(f"a {mode} model needs a feature map")
-            model = cls(
-                regressor.urdf,
-                regressor.joint_names,
-                mode=mode,
-                prior=meta["prior"],
-                forgetting=float(meta["forgetting"]),
-                feature_map=fmap,
-                residual_after_update=bool(meta["residual_after_update"]),
-                _regressor=regressor,
-            )
-            n = model.n_dof
-            for name, size in (
-                ("input_offset", 3 * n),
-                ("input_scale", 3 * n),
-                ("torque_scale", n),
-                ("prior_parameters", regressor.n_base),
-            ):
-                a = np.asarray(arrays[name], dtype=np.float64)
-                if a.shape != (size,):
-                    raise ValueError(f"{name} has shape {a.shape}, expected ({size},)")
-                setattr(model, name, a.copy())
-            model._check_scales()
-            if not np.all(np.isfinite(model.prior_parameters)):
-                raise ValueError("prior_parameters holds non-finite values")
-            if model.parametric is not None:
-                p = RecursiveRLS.from_state(meta["parametric"], unprefixed("parametric", arrays))
-                if (p.n_features, p.n_outputs) != (regressor.n_base, 1):
-                    raise ValueError("parametric engine does not match the regressor")
-                model.parametric = p
-            if model.residual is not None:
-                r = RecursiveRLS.from_state(meta["residual"], unprefixed("residual", arrays))
-                if (r.n_features, r.n_outputs) != (model.residual.n_features, n):
-                    raise ValueError("residual engine does not match the feature map")
-                model.residual = r
-            model.n_samples = int(meta["n_samples"])
-        except ModelFileError:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ModelFileError(f"invalid {MODEL_KIND} model file: {exc}") from exc
+    def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SemiparametricInverseDynamics:
+        """Rebuild a model from :meth:`to_state`; ValueError/KeyError/TypeError on bad content."""
+        mode = meta["mode"]
+        regressor = RigidBodyRegressor.from_state(meta["regressor"], unprefixed("regressor", arrays))
+        fmap = None
+        if mode != "parametric":
+            fmap = restore_feature_map(meta, arrays)
+            if fmap is None:
+                raise ValueError(f"a {mode} model needs a feature map")
+        model = cls(
+            regressor.urdf,
+            regressor.joint_names,
+            mode=mode,
+            prior=meta["prior"],
+            forgetting=float(meta["forgetting"]),
+            feature_map=fmap,
+            residual_after_update=bool(meta["residual_after_update"]),
+            _regressor=regressor,
+        )
+        n = model.n_dof
+        for name, size in (
+            ("input_offset", 3 * n),
+            ("input_scale", 3 * n),
+            ("torque_scale", n),
+            ("prior_parameters", regressor.n_base),
+        ):
+            a = np.asarray(arrays[name], dtype=np.float64)
+            if a.shape != (size,):
+                raise ValueError(f"{name} has shape {a.shape}, expected ({size},)")
+            setattr(model, name, a.copy())
+        model._check_scales()
+        if not np.all(np.isfinite(model.prior_parameters)):
+            raise ValueError("prior_parameters holds non-finite values")
+        if model.parametric is not None:
+            p = RecursiveRLS.from_state(meta["parametric"], unprefixed("parametric", arrays))
+            if (p.n_features, p.n_outputs) != (regressor.n_base, 1):
+                raise ValueError("parametric engine does not match the regressor")
+            model.parametric = p
+        if model.residual is not None:
+            r = RecursiveRLS.from_state(meta["residual"], unprefixed("residual", arrays))
+            if (r.n_features, r.n_outputs) != (model.residual.n_features, n):
+                raise ValueError("residual engine does not match the feature map")
+            model.residual = r
+        model.n_samples = int(meta["n_samples"])
         return model
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> SemiparametricInverseDynamics:
-        """Read a model file written by :meth:`save`."""
-        return cls.from_model_file(load_model_file(path, kind=MODEL_KIND))
 
     def __repr__(self) -> str:
         d = self.feature_map.n_features if self.feature_map is not None else 0
@@ -415,13 +399,6 @@ class SemiparametricInverseDynamics:
             f"SemiparametricInverseDynamics(mode={self.mode!r}, joints={self.n_dof}, "
             f"base_parameters={self.regressor.n_base}, features={d}, n_samples={self.n_samples})"
         )
-
-
-def normalized_mse(tau_true: np.ndarray, tau_pred: np.ndarray) -> np.ndarray:
-    """Per-joint nMSE: mean squared error divided by the variance of the true torques."""
-    tau_true = np.atleast_2d(tau_true)
-    var = tau_true.var(axis=0)
-    return ((tau_true - np.atleast_2d(tau_pred)) ** 2).mean(axis=0) / np.where(var > 0, var, 1.0)
 
 
 def select_hyperparameters(

@@ -1,23 +1,3 @@
-"""Model files and bags (no ROS imports)."""
-
-from lifelong_learning.io.model_file import (
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    ModelFile,
-    ModelFileError,
-    atomic_write_bytes,
-    load_model_file,
-    read_model_kind,
-    save_model_file,
-)
-
-__all__ = [
-    "FORMAT_NAME",
-    "FORMAT_VERSION",
-    "ModelFile",
-    "ModelFileError",
-    "atomic_write_bytes",
-    "load_model_file",
-    "read_model_kind",
-    "save_model_file",
-]
+"""Data in and out of ROS without rclpy: rosbag2 reading (:mod:`~lifelong_learning.io.bags`) and
+recording (:mod:`~lifelong_learning.io.recorder`) through ``rosbags``, and the package's message
+definitions for them (:mod:`~lifelong_learning.io.interfaces`)."""

@@ -8,9 +8,10 @@ standard types come from rosbags' ROS 2 Kilted type store.
 What the offline tuner needs:
 
 - :func:`read_labeled_features`: ``lifelong_learning/msg/LabeledFeatures`` → ``(X, labels)``;
-- :func:`read_joint_states`: ``sensor_msgs/msg/JointState`` → ``t, q, q̇, τ`` for named joints and
-  ``q̈`` estimated per bag exactly as the online node does
-  (:func:`lifelong_learning.dynamics.acceleration.estimate_accelerations`).
+- :func:`read_joint_states`: ``sensor_msgs/msg/JointState`` → raw samples ``t, q, q̇, τ`` for
+  named joints, with the row where each bag starts; the caller estimates ``q̈`` with the online
+  node's filter (:func:`lifelong_learning.dynamics.acceleration.estimate_accelerations`, which
+  restarts at those rows).
 
 Missing or corrupt bags, missing topics and inconsistent dimensions raise :class:`BagError`.
 """
@@ -147,14 +148,14 @@ def read_labeled_features(
 @dataclass
 class JointStateSet:
     """Joint data in ``joint_names`` order: ``t`` (s since the first message), ``q``, ``qd``,
-    ``qdd`` (estimated), ``tau``."""
+    ``tau``, and ``starts``, the first row of each bag (time increases within a bag only)."""
 
     joint_names: list[str]
     t: np.ndarray
     q: np.ndarray
     qd: np.ndarray
-    qdd: np.ndarray
     tau: np.ndarray
+    starts: list[int]
 
 
 def read_joint_states(
@@ -162,7 +163,7 @@ def read_joint_states(
     topic: str | None = None,
     joint_names: Sequence[str] | None = None,
 ) -> JointStateSet:
-    """JointState messages → arrays; ``q̈`` by the online node's estimator, per bag.
+    """JointState messages → raw arrays (no ``q̈``: see the module docstring).
 
     Time is the message header stamp (the bag receive time if the header stamp is zero). Without
     ``topic`` the bag must hold one JointState topic (a bag with ``joint_states`` and the node's
@@ -173,8 +174,6 @@ def read_joint_states(
         BagError: unreadable bag, no such topic, a message lacking a joint or its velocity
             or effort, non-finite values, or time stamps that do not increase.
     """
-    from lifelong_learning.dynamics.acceleration import estimate_accelerations
-
     parts: list[tuple[np.ndarray, ...]] = []
     t0: int | None = None  # integer ns of the first message: float seconds since then keep ns resolution
     names = list(joint_names) if joint_names is not None else None
@@ -212,14 +211,13 @@ def read_joint_states(
             raise BagError(f"{path}: JointState values with NaN or Inf")
         if ta.size > 1 and np.any(np.diff(ta) <= 0):
             raise BagError(f"{path}: JointState time stamps do not strictly increase")
-        try:
-            qdda = estimate_accelerations(ta, qda)
-        except ValueError as exc:
-            raise BagError(f"{path}: {exc}") from exc
-        parts.append((ta, qa, qda, qdda, taua))
+        if ta.size == 0:
+            raise BagError(f"{path}: no JointState message")
+        parts.append((ta, qa, qda, taua))
     assert names is not None
-    t, q, qd, qdd, tau = (np.concatenate([p[i] for p in parts]) for i in range(5))
-    return JointStateSet(names, t, q, qd, qdd, tau)
+    starts = np.cumsum([0] + [p[0].size for p in parts[:-1]]).tolist()
+    t, q, qd, tau = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    return JointStateSet(names, t, q, qd, tau, starts)
 
 
 # ---------------------------------------------------------------------------- writing

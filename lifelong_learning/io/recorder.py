@@ -54,7 +54,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.metadata import dump_qos_v9
 from rosbags.typesys import get_types_from_msg
 
-from lifelong_learning.io.model_file import atomic_write_bytes
+from lifelong_learning.core.files import atomic_write_bytes
 
 #: storage name → (rosbags plugin, file suffix)
 STORAGES: dict[str, tuple[StoragePlugin, str]] = {

@@ -19,11 +19,14 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from lifelong_learning.core.checks import as_rows
+from lifelong_learning.core.linalg import jittered_cholesky
+from lifelong_learning.core.persistence import Stateful
 from lifelong_learning.learners.feature_map import register_feature_map
 
 
 @register_feature_map
-class NystromFeatureMap:
+class NystromFeatureMap(Stateful):
     """``φ(x) = L⁻¹k(Z, x)`` for a Gaussian kernel ``k(x, z) = exp(−½‖(x − z)/ℓ‖²)``.
 
     Args:
@@ -51,16 +54,7 @@ class NystromFeatureMap:
         self.centers = Z
         self.lengthscale = np.broadcast_to(ls, (Z.shape[1],)).copy()
         if chol is None:
-            K = self.kernel(Z)
-            eps = 1e-10
-            while True:
-                try:
-                    chol = np.linalg.cholesky(K + eps * np.eye(Z.shape[0]))
-                    break
-                except np.linalg.LinAlgError:
-                    eps *= 10
-                    if eps > 1.0:
-                        raise ValueError("kernel matrix of the centres is not positive definite") from None
+            chol, _ = jittered_cholesky(self.kernel(Z))
         L = np.asarray(chol, dtype=np.float64)
         m = Z.shape[0]
         if L.shape != (m, m) or not np.all(np.isfinite(L)) or np.any(np.diag(L) <= 0):
@@ -86,13 +80,7 @@ class NystromFeatureMap:
 
     def transform(self, X: np.ndarray | Any) -> np.ndarray:
         """``Φ = k(X, Z) L⁻ᵀ``, shape ``(n, m)``; 1-D input is one row."""
-        a = np.asarray(X, dtype=np.float64)
-        if a.ndim == 1:
-            a = a[None, :]
-        if a.ndim != 2 or a.shape[1] != self.n_inputs:
-            raise ValueError(f"X must have {self.n_inputs} columns, got shape {np.shape(X)}")
-        if not np.all(np.isfinite(a)):
-            raise ValueError("X contains NaN or Inf")
+        a = as_rows(X, self.n_inputs, "X")
         return solve_triangular(self.chol, self.kernel(a).T, lower=True, check_finite=False).T
 
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

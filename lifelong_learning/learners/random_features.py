@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from lifelong_learning.core.checks import as_rows
+from lifelong_learning.core.persistence import Stateful
 from lifelong_learning.learners.feature_map import register_feature_map
 
 
 @register_feature_map
-class RandomFourierFeatures:
+class RandomFourierFeatures(Stateful):
     """Random Fourier feature map of a Gaussian kernel with bandwidth ``σ``.
 
     Args:
@@ -63,14 +65,7 @@ class RandomFourierFeatures:
         Raises:
             ValueError: wrong width or non-finite values.
         """
-        X2 = np.asarray(X, dtype=np.float64)
-        if X2.ndim == 1:
-            X2 = X2[None, :]
-        if X2.ndim != 2 or X2.shape[1] != self.n_inputs:
-            raise ValueError(f"inputs must have {self.n_inputs} columns, got shape {np.shape(X)}")
-        if not np.all(np.isfinite(X2)):
-            raise ValueError("inputs contain NaN or Inf")
-        proj = X2 @ self.frequencies.T
+        proj = as_rows(X, self.n_inputs, "inputs") @ self.frequencies.T
         proj += self.phases
         np.cos(proj, out=proj)
         proj *= np.sqrt(2.0 / self.n_features)

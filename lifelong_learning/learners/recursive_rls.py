@@ -29,23 +29,14 @@ from typing import Any
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
+from lifelong_learning.core.checks import as_rows, same_rows
+from lifelong_learning.core.persistence import Stateful
 from lifelong_learning.learners._cholesky import chol_update_rows, warm_up
 
 _RESCALE_BELOW = 1e-100  # fold the forgetting scale into the state below this s²
 
 
-def _as_2d(x: np.ndarray | Any, width: int, name: str) -> np.ndarray:
-    a = np.asarray(x, dtype=np.float64)
-    if a.ndim == 1:
-        a = a[None, :] if width != 1 or a.shape[0] == 1 else a[:, None]
-    if a.ndim != 2 or a.shape[1] != width:
-        raise ValueError(f"{name} must have {width} columns, got shape {np.shape(x)}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains NaN or Inf")
-    return a
-
-
-class RecursiveRLS:
+class RecursiveRLS(Stateful):
     """Multi-output recursive ridge regression with Cholesky rank-1 updates.
 
     Args:
@@ -100,7 +91,11 @@ class RecursiveRLS:
 
     @property
     def rhs(self) -> np.ndarray:
-        """``B = ZᵀU`` (forgetting-weighted), a copy."""
+        """``B = ZᵀU`` (forgetting-weighted), read-only: a view without forgetting, else a copy."""
+        if self._scale2 == 1.0:
+            view = self._B.view()
+            view.flags.writeable = False
+            return view
         return self._scale2 * self._B
 
     @property
@@ -117,10 +112,9 @@ class RecursiveRLS:
         Raises:
             ValueError: wrong shapes or non-finite values; the state is then unchanged.
         """
-        Z2 = _as_2d(Z, self.n_features, "Z")
-        U2 = _as_2d(U, self.n_outputs, "U") if self.n_outputs else np.zeros((Z2.shape[0], 0))
-        if U2.shape[0] != Z2.shape[0]:
-            raise ValueError(f"Z has {Z2.shape[0]} rows but U has {U2.shape[0]}")
+        Z2 = as_rows(Z, self.n_features, "Z")
+        U2 = as_rows(U, self.n_outputs, "U") if self.n_outputs else np.zeros((Z2.shape[0], 0))
+        same_rows({"Z": Z2, "U": U2})
         beta = self.forgetting
         if beta == 1.0:
             Zs = np.array(Z2, dtype=np.float64, order="C", copy=True)
@@ -155,11 +149,19 @@ class RecursiveRLS:
         self._init_state(self.n_outputs)
 
     # ------------------------------------------------------------------ prediction
+    def solve(self, Z: np.ndarray | Any) -> np.ndarray:
+        """``A⁻¹Zᵀ`` for rows ``Z`` (``(n, d)`` or ``(d,)``), shape ``(d, n)``: two triangular
+        solves with the factor, O(d²) per row. ``A⁻¹ = s⁻² Ã⁻¹`` under forgetting."""
+        Z2 = as_rows(Z, self.n_features, "Z")
+        V = solve_triangular(self._R, Z2.T, trans="T", lower=False, check_finite=False)
+        V = solve_triangular(self._R, V, lower=False, check_finite=False)
+        return V if self._scale2 == 1.0 else V / self._scale2
+
     def predict(self, Z: np.ndarray | Any) -> np.ndarray:
         """``Z W`` for rows ``Z`` (``(n, d)`` or ``(d,)``); returns ``(n, c)``."""
-        Z2 = _as_2d(Z, self.n_features, "Z")
+        Z2 = as_rows(Z, self.n_features, "Z")
         if self._W is None and Z2.shape[0] < self.n_outputs:
-            # Two triangular solves per row beat solving all c columns of W.
+            # Two triangular solves per row beat solving all c columns of W: Z A⁻¹ B = Z Ã⁻¹ B̃.
             V = solve_triangular(self._R, Z2.T, trans="T", lower=False, check_finite=False)
             V = solve_triangular(self._R, V, lower=False, check_finite=False)
             return V.T @ self._B
@@ -198,11 +200,6 @@ class RecursiveRLS:
             raise ValueError("RecursiveRLS state: R is not an upper-triangular Cholesky factor")
         rls._R, rls._B, rls._scale2, rls.n_samples = R.copy(), B.copy(), scale2, n_samples
         return rls
-
-    def copy(self) -> RecursiveRLS:
-        """An independent copy."""
-        meta, arrays = self.to_state()
-        return RecursiveRLS.from_state(meta, arrays)
 
     def __repr__(self) -> str:
         return (

@@ -36,26 +36,17 @@ triangular solves, :meth:`RecursiveRLS.predict`).
 from __future__ import annotations
 
 import numbers
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
-from lifelong_learning.io.model_file import (
-    ModelFile,
-    ModelFileError,
-    load_model_file,
-    prefixed,
-    save_model_file,
-    unprefixed,
-)
+from lifelong_learning.core.checks import as_rows
+from lifelong_learning.core.model_file import prefixed, unprefixed
+from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 
-MODEL_KIND = "incremental_rlsc"
-_STATE_VERSION = 1
 Label = int | str
 
 
@@ -77,7 +68,7 @@ def _label_key(label: Label) -> tuple[str, Label]:
     return ("i" if isinstance(label, int) else "s", label)
 
 
-class IncrementalRLSC:
+class IncrementalRLSC(PersistentModel):
     """Incremental RLSC with class extension and recoding (thesis Algorithm 2), sklearn style.
 
     Args:
@@ -104,7 +95,10 @@ class IncrementalRLSC:
         lambda_, alpha_: the λ and α used for prediction.
         validation_accuracy_: per λ candidate, validation accuracy at ``alpha_`` (NaN
             before any validation sample).
+        n_samples: labeled samples seen (held-out ones included).
     """
+
+    kind = "incremental_rlsc"
 
     def __init__(
         self,
@@ -173,7 +167,7 @@ class IncrementalRLSC:
         self._index: dict[tuple[str, Label], int] = {}
         self._train_counts = np.zeros(0, dtype=np.int64)
         self._seen_counts = np.zeros(0, dtype=np.int64)
-        self.n_samples_seen_ = 0
+        self.n_samples = 0
         self._engines: list[RecursiveRLS] = []
         d = self.n_model_features
         self._val_X = np.zeros((0, d or 0))
@@ -246,17 +240,7 @@ class IncrementalRLSC:
     # ------------------------------------------------------------------ input checks
     def _features(self, X: Any, name: str = "X") -> np.ndarray:
         """Validate raw inputs (dimension, finiteness) and apply the feature map."""
-        a = np.asarray(X, dtype=np.float64) if not isinstance(X, np.ndarray) else X.astype(np.float64)
-        if a.ndim == 1:
-            a = a[None, :]
-        if a.ndim != 2:
-            raise ValueError(f"{name} must be 1-D or 2-D, got shape {np.shape(X)}")
-        if self.n_features_in_ is not None and a.shape[1] != self.n_features_in_:
-            raise ValueError(f"{name} has {a.shape[1]} features, expected {self.n_features_in_}")
-        if a.shape[1] == 0:
-            raise ValueError(f"{name} has no features")
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"{name} contains NaN or Inf")
+        a = as_rows(X, self.n_features_in_, name)
         if self.feature_map is not None:
             a = np.asarray(self.feature_map.transform(a), dtype=np.float64)
             if not np.all(np.isfinite(a)):
@@ -305,7 +289,7 @@ class IncrementalRLSC:
                 train_counts.append(0)
             c = known[key]
             cls_idx[i] = c
-            sample_no = self.n_samples_seen_ + i + 1
+            sample_no = self.n_samples + i + 1
             if self.selects_model and sample_no % self.validation_every == 0 and train_counts[c] > 0:
                 held[i] = True
             else:
@@ -322,11 +306,11 @@ class IncrementalRLSC:
             if stop > start:
                 self._train_rows(Z[start:stop], cls_idx[start:stop])
             if stop < n:  # a held-out sample
-                self._hold_out(Z[stop], int(cls_idx[stop]), self.n_samples_seen_ + stop + 1)
+                self._hold_out(Z[stop], int(cls_idx[stop]), self.n_samples + stop + 1)
                 stop += 1
             start = stop
         np.add.at(self._seen_counts, cls_idx, 1)
-        self.n_samples_seen_ += n
+        self.n_samples += n
         self._selection = None
         return self
 
@@ -348,16 +332,13 @@ class IncrementalRLSC:
         V = self._val_y.size
         for j, rls in enumerate(self._engines):
             if V:
-                R = _cholesky_factor(rls)
-                # G = A⁻¹Zᵀ with the factor *before* the update.
-                G = solve_triangular(R, Z.T, trans="T", lower=False, check_finite=False)
-                G = solve_triangular(R, G, lower=False, check_finite=False)
+                G = rls.solve(Z)  # A⁻¹Zᵀ with the factor *before* the update
             rls.update(Z, E)
             if V:
                 # S_new = S + (X_val G) E − (X_val G) (I + Z G)⁻¹ Gᵀ B_new
                 XG = self._val_X @ G  # V × m
                 M = np.eye(m) + Z @ G
-                GB = G.T @ _rhs(rls)  # m × T, with B after the update
+                GB = G.T @ rls.rhs  # m × T, with B after the update
                 corr = np.linalg.solve(M, GB) if m > 1 else GB / M[0, 0]
                 self._val_S[j] += XG @ (E - corr)
         np.add.at(self._train_counts, cls, 1)
@@ -484,10 +465,9 @@ class IncrementalRLSC:
         return self.classes_[np.argmax(self.decision_function(X), axis=1)]
 
     # ------------------------------------------------------------------ persistence
-    def to_model_file(self) -> ModelFile:
-        """The model as a :class:`ModelFile` of kind ``"incremental_rlsc"``."""
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Hyperparameters, classes, counts, engines, validation buffer (and feature map)."""
         meta: dict[str, Any] = {
-            "state_version": _STATE_VERSION,
             "lambdas": self.lambdas.tolist(),
             "alpha": self.alpha,
             "validation_every": self.validation_every,
@@ -497,7 +477,7 @@ class IncrementalRLSC:
             "alpha_init": self.alpha_init,
             "n_features": self.n_features_in_,
             "classes": [{"type": "int" if isinstance(c, int) else "str", "value": c} for c in self._labels],
-            "n_samples_seen": self.n_samples_seen_,
+            "n_samples_seen": self.n_samples,
             "engines": [],
             "feature_map": None,
         }
@@ -514,128 +494,114 @@ class IncrementalRLSC:
             arrays.update(prefixed(f"engine{j}", a))
         if self.feature_map is not None:
             store_feature_map(self.feature_map, meta, arrays)
-        return ModelFile(kind=MODEL_KIND, meta=meta, arrays=arrays)
-
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the model atomically to ``path`` (project model file, no pickle)."""
-        save_model_file(path, self.to_model_file())
+        return meta, arrays
 
     @classmethod
-    def from_model_file(cls, model: ModelFile) -> IncrementalRLSC:
-        """Rebuild a classifier; every field is validated.
-
-        Raises:
-            ModelFileError: wrong kind, missing or inconsistent fields, bad values.
-        """
-        if model.kind != MODEL_KIND:
-            raise ModelFileError(f"expected a {MODEL_KIND!r} model, got {model.kind!r}")
-        meta, arrays = model.meta, model.arrays
-        try:
-            if meta["state_version"] != _STATE_VERSION:
-                raise ValueError(f"state version {meta['state_version']!r}")
-            fm = restore_feature_map(meta, arrays)
-            n_features = meta["n_features"]
-            clf = cls(
-                lambdas=meta["lambdas"],
-                alpha=meta["alpha"],
-                validation_every=meta["validation_every"],
-                alpha_grid=meta["alpha_grid"],
-                min_class_count=meta["min_class_count"],
-                max_validation=meta["max_validation"],
-                alpha_init=meta["alpha_init"],
-                feature_map=fm,
-                n_features=None if n_features is None else int(n_features),
-            )
-            labels: list[Label] = []
-            for entry in meta["classes"]:
-                typ, value = entry["type"], entry["value"]
-                if (typ == "int") != (isinstance(value, int) and not isinstance(value, bool)) or (
-                    typ == "str" and not isinstance(value, str)
-                ):
-                    raise ValueError(f"class {entry!r} does not match its type")
-                labels.append(_check_label(value))
-            if len({_label_key(lab) for lab in labels}) != len(labels):
-                raise ValueError("duplicate classes")
-            T = len(labels)
-            train_counts = np.asarray(arrays["train_counts"])
-            seen_counts = np.asarray(arrays["seen_counts"])
-            for name, a in (("train_counts", train_counts), ("seen_counts", seen_counts)):
-                if a.shape != (T,) or not np.issubdtype(a.dtype, np.integer) or np.any(a < 0):
-                    raise ValueError(f"{name} must be {T} non-negative integers")
-            if np.any(seen_counts < train_counts):
-                raise ValueError("seen_counts < train_counts")
-            n_seen = int(meta["n_samples_seen"])
-            if n_seen != int(seen_counts.sum()):
-                raise ValueError("n_samples_seen does not match the class counts")
-            engines_meta = meta["engines"]
-            if T == 0 and n_seen == 0 and not engines_meta:
-                return clf
-            if len(engines_meta) != clf.lambdas.size:
-                raise ValueError("one engine per λ candidate expected")
-            d = clf.n_model_features
-            engines = []
-            for j, em in enumerate(engines_meta):
-                rls = RecursiveRLS.from_state(em, unprefixed(f"engine{j}", arrays))
-                if rls.lam != clf.lambdas[j] or rls.n_outputs != T or rls.forgetting != 1.0:
-                    raise ValueError(f"engine {j} does not match λ, classes or forgetting")
-                if d is not None and rls.n_features != d:
-                    raise ValueError(f"engine {j} has dimension {rls.n_features}, expected {d}")
-                if rls.n_samples != int(train_counts.sum()):
-                    raise ValueError(
-                        f"engine {j} saw {rls.n_samples} samples, counts say {train_counts.sum()}"
-                    )
-                engines.append(rls)
-            d = engines[0].n_features
-            val_X = np.asarray(arrays["val_X"], dtype=np.float64)
-            val_y = np.asarray(arrays["val_y"])
-            val_age = np.asarray(arrays["val_age"])
-            V = val_y.shape[0] if val_y.ndim == 1 else -1
-            if V < 0 or val_X.shape != (V, d) or val_age.shape != (V,) or V > clf.max_validation:
-                raise ValueError("validation buffer has inconsistent shapes")
-            if not np.issubdtype(val_y.dtype, np.integer) or np.any((val_y < 0) | (val_y >= max(T, 1))):
-                raise ValueError("validation labels out of range")
-            if not np.all(np.isfinite(val_X)):
-                raise ValueError("validation buffer holds NaN or Inf")
-        except ModelFileError:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ModelFileError(f"malformed {MODEL_KIND} model: {exc}") from exc
+    def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> IncrementalRLSC:
+        """Rebuild a classifier from :meth:`to_state`; ValueError/KeyError/TypeError on bad content."""
+        n_features = meta["n_features"]
+        clf = cls(
+            lambdas=meta["lambdas"],
+            alpha=meta["alpha"],
+            validation_every=meta["validation_every"],
+            alpha_grid=meta["alpha_grid"],
+            min_class_count=meta["min_class_count"],
+            max_validation=meta["max_validation"],
+            alpha_init=meta["alpha_init"],
+            feature_map=restore_feature_map(meta, arrays),
+            n_features=None if n_features is None else int(n_features),
+        )
+        labels = _saved_labels(meta["classes"])
+        train_counts, seen_counts = _saved_counts(arrays, len(labels), int(meta["n_samples_seen"]))
+        if not labels and not seen_counts.sum() and not meta["engines"]:
+            return clf
+        engines = _saved_engines(meta["engines"], arrays, clf, len(labels), int(train_counts.sum()))
+        val_X, val_y, val_age = _saved_validation(
+            arrays, engines[0].n_features, len(labels), clf.max_validation
+        )
         if clf.n_features_in_ is None:
-            clf.n_features_in_ = d
+            clf.n_features_in_ = engines[0].n_features
         clf._engines = engines
         clf._labels = labels
         clf._index = {_label_key(lab): i for i, lab in enumerate(labels)}
-        clf._train_counts = train_counts.astype(np.int64)
-        clf._seen_counts = seen_counts.astype(np.int64)
-        clf.n_samples_seen_ = n_seen
-        clf._val_X, clf._val_y, clf._val_age = val_X.copy(), val_y.astype(np.int64), val_age.astype(np.int64)
-        clf._val_S = [rls.predict(val_X) if V else np.zeros((0, T)) for rls in engines]
-        clf._selection = None
+        clf._train_counts, clf._seen_counts = train_counts, seen_counts
+        clf.n_samples = int(seen_counts.sum())
+        clf._val_X, clf._val_y, clf._val_age = val_X, val_y, val_age
+        clf._val_S = [rls.predict(val_X) if val_y.size else np.zeros((0, len(labels))) for rls in engines]
         return clf
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> IncrementalRLSC:
-        """Read a model written by :meth:`save` (validated; raises :class:`ModelFileError`)."""
-        return cls.from_model_file(load_model_file(path, kind=MODEL_KIND))
 
     def __repr__(self) -> str:
         return (
             f"IncrementalRLSC(lambdas={self.lambdas.tolist()}, alpha={self.alpha!r}, "
-            f"classes={len(self._labels)}, samples={self.n_samples_seen_})"
+            f"classes={len(self._labels)}, samples={self.n_samples})"
         )
 
 
-def _cholesky_factor(rls: RecursiveRLS) -> np.ndarray:
-    """The engine's upper-triangular factor without copying it (no forgetting: scale 1)."""
-    R = getattr(rls, "_R", None)
-    if R is not None and getattr(rls, "_scale2", None) == 1.0:
-        return R
-    return rls.cholesky_factor
+# ---------------------------------------------------------------------- validation of a saved state
+def _saved_labels(entries: Any) -> list[Label]:
+    """The classes of a saved state, their types checked, no duplicates."""
+    labels: list[Label] = []
+    for entry in entries:
+        typ, value = entry["type"], entry["value"]
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        if (typ == "int") != is_int or (typ == "str" and not isinstance(value, str)):
+            raise ValueError(f"class {entry!r} does not match its type")
+        labels.append(_check_label(value))
+    if len({_label_key(lab) for lab in labels}) != len(labels):
+        raise ValueError("duplicate classes")
+    return labels
 
 
-def _rhs(rls: RecursiveRLS) -> np.ndarray:
-    """The engine's ``B = ZᵀU`` without copying it (no forgetting: scale 1)."""
-    B = getattr(rls, "_B", None)
-    if B is not None and getattr(rls, "_scale2", None) == 1.0:
-        return B
-    return rls.rhs
+def _saved_counts(
+    arrays: dict[str, np.ndarray], n_classes: int, n_seen: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Training and seen counts per class: non-negative integers, consistent with each other."""
+    counts = []
+    for name in ("train_counts", "seen_counts"):
+        a = np.asarray(arrays[name])
+        if a.shape != (n_classes,) or not np.issubdtype(a.dtype, np.integer) or np.any(a < 0):
+            raise ValueError(f"{name} must be {n_classes} non-negative integers")
+        counts.append(a.astype(np.int64))
+    train, seen = counts
+    if np.any(seen < train):
+        raise ValueError("seen_counts < train_counts")
+    if n_seen != int(seen.sum()):
+        raise ValueError("n_samples_seen does not match the class counts")
+    return train, seen
+
+
+def _saved_engines(
+    entries: Any, arrays: dict[str, np.ndarray], clf: IncrementalRLSC, n_classes: int, n_trained: int
+) -> list[RecursiveRLS]:
+    """One engine per λ candidate, each matching λ, the classes, the dimension and the counts."""
+    if len(entries) != clf.lambdas.size:
+        raise ValueError("one engine per λ candidate expected")
+    d = clf.n_model_features
+    engines = []
+    for j, em in enumerate(entries):
+        rls = RecursiveRLS.from_state(em, unprefixed(f"engine{j}", arrays))
+        if rls.lam != clf.lambdas[j] or rls.n_outputs != n_classes or rls.forgetting != 1.0:
+            raise ValueError(f"engine {j} does not match λ, classes or forgetting")
+        if d is not None and rls.n_features != d:
+            raise ValueError(f"engine {j} has dimension {rls.n_features}, expected {d}")
+        if rls.n_samples != n_trained:
+            raise ValueError(f"engine {j} saw {rls.n_samples} samples, counts say {n_trained}")
+        engines.append(rls)
+    return engines
+
+
+def _saved_validation(
+    arrays: dict[str, np.ndarray], d: int, n_classes: int, capacity: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The validation buffer ``(X, y, age)``: consistent shapes, labels in range, finite."""
+    val_X = np.asarray(arrays["val_X"], dtype=np.float64)
+    val_y = np.asarray(arrays["val_y"])
+    val_age = np.asarray(arrays["val_age"])
+    V = val_y.shape[0] if val_y.ndim == 1 else -1
+    if V < 0 or val_X.shape != (V, d) or val_age.shape != (V,) or V > capacity:
+        raise ValueError("validation buffer has inconsistent shapes")
+    if not np.issubdtype(val_y.dtype, np.integer) or np.any((val_y < 0) | (val_y >= max(n_classes, 1))):
+        raise ValueError("validation labels out of range")
+    if not np.all(np.isfinite(val_X)):
+        raise ValueError("validation buffer holds NaN or Inf")
+    return val_X.copy(), val_y.astype(np.int64), val_age.astype(np.int64)

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor
@@ -33,13 +33,13 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from lifelong_learning.io.model_file import (
-    ModelFile,
+from lifelong_learning.core.model_file import (
     ModelFileError,
     load_model_file,
     read_model_kind,
     save_model_file,
 )
+from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.srv import LoadModel, SaveModel
 
 
@@ -197,20 +197,24 @@ class NodeBase(Node):
 class LearnerNode(NodeBase):
     """A node holding a learned model, with save/load/reset services and checkpoints.
 
-    Subclasses implement :meth:`new_model`, :meth:`snapshot` (a ModelFile copy of the
-    model's state, taken under the lock) and :meth:`model_from_file` (a model built from a
-    ModelFile; raise ValueError/ModelFileError if it does not fit this node). They hold
-    ``with self.model_lock:`` around every use of ``self.model``, for the whole
-    predict/update of one message, so that no message sees a half-swapped model.
+    Subclasses set :attr:`model_class` (a :class:`~lifelong_learning.core.persistence.PersistentModel`:
+    its ``kind`` is what the node loads, its model files are the node's checkpoints) and implement
+    :meth:`new_model` and, when a loaded model can be of the right kind but unfit for this node
+    (another dimension, other joints), :meth:`check_model`. They hold ``with self.model_lock:``
+    around every use of ``self.model``, for the whole predict/update of one message, so that no
+    message sees a half-swapped model.
 
     Hot reload (``~/load_model`` and the paths announced on ``model_topic``, one code path,
     :meth:`reload`): the file is read and the model built outside the lock (the old model keeps
     answering meanwhile), then swapped in under the lock. A file that fails (missing, corrupt,
     incompatible with this node) is a counted rejection ``"model reload failed"`` and the old
-    model keeps serving. On the topic, a file of another kind than :meth:`model_kind` is
+    model keeps serving. On the topic, a file of another kind than ``model_class.kind`` is
     ignored (info log; several learners listen to the same topic), and a file already loaded
     (same path and modification time) is not loaded again.
     """
+
+    #: the learner this node serves
+    model_class: ClassVar[type[PersistentModel]]
 
     LEARNER_PARAMS: tuple[ParamSpec, ...] = (
         ParamSpec(
@@ -246,21 +250,12 @@ class LearnerNode(NodeBase):
         self.checkpoint_path: Path | None = Path(os.path.expanduser(path)) if path else None
 
     # ---------------------------------------------------------------- subclass hooks
-    def new_model(self) -> Any:
+    def new_model(self) -> PersistentModel:
         """A fresh, untrained model from the node's parameters."""
         raise NotImplementedError
 
-    def snapshot(self) -> ModelFile:
-        """The model's state as a ModelFile (arrays copied); called with the lock held."""
-        raise NotImplementedError
-
-    def model_from_file(self, model_file: ModelFile) -> Any:
-        """A model built from a ModelFile read from disk; raises if it does not fit this node."""
-        raise NotImplementedError
-
-    def model_kind(self) -> str | tuple[str, ...] | None:
-        """The model-file kind(s) this node loads (None: any, checked by model_from_file)."""
-        return None
+    def check_model(self, model: PersistentModel) -> None:
+        """Raise ValueError if ``model`` (of the right kind, read from a file) does not fit this node."""
 
     # ---------------------------------------------------------------- set-up
     def start_learner(self) -> None:
@@ -304,14 +299,16 @@ class LearnerNode(NodeBase):
             )
 
     # ---------------------------------------------------------------- model I/O
-    def read_model(self, path: str | os.PathLike[str]) -> Any:
-        """Read and build a model from ``path`` (does not touch the serving model)."""
-        return self.model_from_file(load_model_file(path, kind=self.model_kind()))
+    def read_model(self, path: str | os.PathLike[str]) -> PersistentModel:
+        """Read, build and check a model from ``path`` (does not touch the serving model)."""
+        model = self.model_class.from_model_file(load_model_file(path, kind=self.model_class.kind))
+        self.check_model(model)
+        return model
 
     def write_model(self, path: str | os.PathLike[str]) -> None:
         """Snapshot under the lock, write atomically outside it."""
         with self.model_lock:
-            snap = self.snapshot()
+            snap = self.model.to_model_file()
         save_model_file(path, snap)
 
     def swap_model(self, model: Any, loaded_file: tuple[str, int] | None = None) -> None:
@@ -364,21 +361,18 @@ class LearnerNode(NodeBase):
             self._reload_failed(f"empty model path announced on {self.params['model_topic']}")
             return
         path = Path(os.path.expanduser(text))
-        kind = self.model_kind()
-        if kind is not None:
-            accepted = (kind,) if isinstance(kind, str) else tuple(kind)
-            try:
-                file_kind = read_model_kind(path)
-            except ModelFileError as exc:
-                self._reload_failed(f"model reload from {path} failed, previous model kept: {exc}")
-                return
-            if file_kind not in accepted:
-                self.ignored_model_files += 1
-                self.get_logger().info(
-                    f"ignored announced model {path}: a {file_kind!r} model, this node loads "
-                    f"{' or '.join(map(repr, accepted))}"
-                )
-                return
+        try:
+            file_kind = read_model_kind(path)
+        except ModelFileError as exc:
+            self._reload_failed(f"model reload from {path} failed, previous model kept: {exc}")
+            return
+        if file_kind != self.model_class.kind:
+            self.ignored_model_files += 1
+            self.get_logger().info(
+                f"ignored announced model {path}: a {file_kind!r} model, "
+                f"this node loads {self.model_class.kind!r}"
+            )
+            return
         key = self._file_key(path)
         with self.model_lock:
             loaded = key is not None and key == self._loaded_file
@@ -394,7 +388,7 @@ class LearnerNode(NodeBase):
         with self.model_lock:
             if self.updates_since_checkpoint == 0 and self.checkpoint_path.exists():
                 return False
-            snap = self.snapshot()
+            snap = self.model.to_model_file()
             self.updates_since_checkpoint = 0
         try:
             save_model_file(self.checkpoint_path, snap)

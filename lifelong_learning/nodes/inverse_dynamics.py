@@ -34,13 +34,8 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profi
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
-from lifelong_learning.dynamics import (
-    MODEL_KIND,
-    AccelerationEstimator,
-    SemiparametricInverseDynamics,
-)
+from lifelong_learning.dynamics import AccelerationEstimator, SemiparametricInverseDynamics
 from lifelong_learning.dynamics.regressor import kinematic_difference
-from lifelong_learning.io.model_file import ModelFile
 from lifelong_learning.nodes._base import LearnerNode, ParamSpec, run_node
 from lifelong_learning.srv import PredictTorques
 
@@ -101,6 +96,8 @@ def _stamp_seconds(msg: JointState) -> float:
 
 class InverseDynamicsNode(LearnerNode):
     """JointState → predicted torques; measured effort → online update."""
+
+    model_class = SemiparametricInverseDynamics
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("inverse_dynamics", PARAMS, **kwargs)
@@ -180,11 +177,7 @@ class InverseDynamicsNode(LearnerNode):
     def new_model(self) -> SemiparametricInverseDynamics:
         return SemiparametricInverseDynamics(**self._model_kwargs)
 
-    def snapshot(self) -> ModelFile:
-        return self.model.to_model_file()
-
-    def model_from_file(self, model_file: ModelFile) -> SemiparametricInverseDynamics:
-        model = SemiparametricInverseDynamics.from_model_file(model_file)
+    def check_model(self, model: SemiparametricInverseDynamics) -> None:
         current = getattr(self, "joint_names", None) or (self._model_kwargs["joint_names"])
         if current is not None and sorted(model.joint_names) != sorted(current):
             raise ValueError(f"model joints {model.joint_names} differ from this node's {current}")
@@ -193,10 +186,6 @@ class InverseDynamicsNode(LearnerNode):
         difference = kinematic_difference(self._model_kwargs["urdf"], model.regressor.urdf)
         if difference:
             raise ValueError(f"model is for another robot than this node's URDF: {difference}")
-        return model
-
-    def model_kind(self) -> str:
-        return MODEL_KIND
 
     # ---------------------------------------------------------------- parameters
     def _on_set_parameters(self, params: list[Any]) -> SetParametersResult:

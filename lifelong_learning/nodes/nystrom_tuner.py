@@ -1,6 +1,6 @@
 """``nystrom_tuner`` node: offline retraining from rosbag2 logs on request.
 
-Runs :func:`lifelong_learning.nystrom.pipeline.run_job` (the same code as
+Runs :func:`lifelong_learning.retraining.pipeline.run_job` (the same code as
 ``lifelong-learning tune``) in a background thread, one job at a time.
 
 Services:
@@ -90,7 +90,7 @@ class NystromTunerNode(NodeBase):
 
     # ------------------------------------------------------------ service
     def _on_tune(self, request: TuneModel.Request, response: TuneModel.Response) -> TuneModel.Response:
-        from lifelong_learning.nystrom.pipeline import TuningJob
+        from lifelong_learning.retraining.pipeline import TuningJob
 
         p = self.params
         objectives = [
@@ -142,7 +142,7 @@ class NystromTunerNode(NodeBase):
         self.progress_pub.publish(String(data=json.dumps(payload)))
 
     def _run(self, job: Any) -> None:
-        from lifelong_learning.nystrom.pipeline import run_job
+        from lifelong_learning.retraining.pipeline import run_job
 
         t0 = time.monotonic()
         n_obj = len(job.objectives)

@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 
-from lifelong_learning.io.model_file import ModelFile
-from lifelong_learning.learners.rlsc import MODEL_KIND, IncrementalRLSC
+from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.msg import Features, LabeledFeatures, Prediction
 from lifelong_learning.nodes._base import LearnerNode, ParamSpec, run_node
 from lifelong_learning.srv import GetClassifierInfo, Predict
@@ -89,6 +88,8 @@ def _softmax_confidence(scores: np.ndarray) -> float:
 class ObjectRecognitionNode(LearnerNode):
     """Features → Prediction; LabeledFeatures → incremental RLSC update."""
 
+    model_class = IncrementalRLSC
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("object_recognition", PARAMS, **kwargs)
         p = self.params
@@ -120,21 +121,13 @@ class ObjectRecognitionNode(LearnerNode):
     def new_model(self) -> IncrementalRLSC:
         return IncrementalRLSC(**self._model_kwargs)
 
-    def snapshot(self) -> ModelFile:
-        return self.model.to_model_file()
-
-    def model_from_file(self, model_file: ModelFile) -> IncrementalRLSC:
-        model = IncrementalRLSC.from_model_file(model_file)
+    def check_model(self, model: IncrementalRLSC) -> None:
         want = self._model_kwargs["n_features"]
         if want is None and self.model is not None:  # a reload: the serving model's dimension
             with self.model_lock:
                 want = self.model.n_features_in_
         if want is not None and model.n_features_in_ not in (None, want):
             raise ValueError(f"model has {model.n_features_in_} input features, this node expects {want}")
-        return model
-
-    def model_kind(self) -> str:
-        return MODEL_KIND
 
     # ---------------------------------------------------------------- classification
     def _classify(self, data: Any) -> tuple[str, float, list[str], list[float]]:
@@ -207,7 +200,7 @@ class ObjectRecognitionNode(LearnerNode):
             m = self.model
             response.classes = [str(c) for c in m.classes_.tolist()]
             response.counts = [int(c) for c in m.seen_counts_]
-            response.samples_seen = int(m.n_samples_seen_)
+            response.samples_seen = int(m.n_samples)
             response.regularization = m.lambda_
             response.recoding_exponent = m.alpha_
             response.lambda_candidates = m.lambdas.tolist()
@@ -219,7 +212,7 @@ class ObjectRecognitionNode(LearnerNode):
         values = super().diagnostic_values()
         with self.model_lock:
             values["classes"] = str(len(self.model.classes_))
-            values["samples seen"] = str(self.model.n_samples_seen_)
+            values["samples seen"] = str(self.model.n_samples)
             values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
         return values
 

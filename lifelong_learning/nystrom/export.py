@@ -3,6 +3,10 @@
 The exported feature map is ``φ(x) = L⁻¹k(Z, x)`` (:class:`NystromFeatureMap`); a
 :class:`RecursiveRLS` with ``lam = nλ`` trained on ``Φ = K_nm L⁻ᵀ`` has weights ``W = Lᵀβ``,
 i.e. reproduces the Nyström KRR exactly, and keeps learning online from there.
+
+For inverse dynamics the Nyström model is the semiparametric residual (thesis Fig. 8.2): it is
+tuned on :func:`residual_data` of a rigid-body model fitted on the same samples, the inputs
+``[x̃, τ̂_P/τ_max]`` of :func:`~lifelong_learning.dynamics.semiparametric.residual_features`.
 """
 
 from __future__ import annotations
@@ -13,14 +17,24 @@ from typing import Any
 
 import numpy as np
 
+from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics, residual_features
 from lifelong_learning.learners.nystrom_features import NystromFeatureMap
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
+from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.nystrom.krr import NystromKRR
+
+_BLOCK = 4096  # rows per RLS update when replaying the training data
+
+
+def _fitted(model: NystromKRR) -> NystromKRR:
+    if not model.is_fitted:
+        raise ValueError("the Nyström model is not fitted; call fit (or tune) first")
+    return model
 
 
 def feature_map_of(model: NystromKRR) -> NystromFeatureMap:
     """The Nyström feature map (centres, length-scales, Cholesky factor) of a fitted model."""
-    model._check_fitted()
+    _fitted(model)
     return NystromFeatureMap(
         model.centers_.detach().cpu().numpy().astype(np.float64),
         model.lengthscale_.detach().cpu().numpy().astype(np.float64),
@@ -31,14 +45,13 @@ def feature_map_of(model: NystromKRR) -> NystromFeatureMap:
 def regularization_of(model: NystromKRR, n_samples: int | None = None) -> float:
     """``nλ``: the RLS ``lam`` that reproduces the model (``n`` = its training rows), or that
     applies its per-sample ``λ`` to a refit on ``n_samples`` rows."""
-    model._check_fitted()
-    return (model.n_train_ if n_samples is None else int(n_samples)) * model.lam
+    return (_fitted(model).n_samples if n_samples is None else int(n_samples)) * model.lam
 
 
 def to_recursive_rls(
-    model: NystromKRR, X: Any, Y: Any, batch: int = 4096
+    model: NystromKRR, X: Any, Y: Any, batch: int = _BLOCK
 ) -> tuple[NystromFeatureMap, RecursiveRLS]:
-    """Feature map and a RecursiveRLS trained on ``(φ(X), Y)`` with ``lam = nλ``.
+    """Feature map and a RecursiveRLS trained on ``(φ(X), Y)`` with ``lam = nλ`` (``batch`` rows per update).
 
     ``X``, ``Y`` must be the data ``model`` was fitted on for the RLS to reproduce it.
     """
@@ -47,8 +60,8 @@ def to_recursive_rls(
     Ya = np.asarray(Y, dtype=np.float64)
     if Ya.ndim == 1:
         Ya = Ya[:, None]
-    if Xa.shape[0] != model.n_train_:
-        raise ValueError(f"the model was fitted on {model.n_train_} rows, got {Xa.shape[0]}")
+    if Xa.shape[0] != model.n_samples:
+        raise ValueError(f"the model was fitted on {model.n_samples} rows, got {Xa.shape[0]}")
     rls = RecursiveRLS(fmap.n_features, Ya.shape[1], lam=regularization_of(model))
     for start in range(0, Xa.shape[0], batch):
         rls.update(fmap.transform(Xa[start : start + batch]), Ya[start : start + batch])
@@ -70,38 +83,41 @@ def one_hot(labels: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
 
 def export_classifier(
     model: NystromKRR, X: Any, labels: Sequence[Any], path: str | os.PathLike[str] | None = None
-):
+) -> IncrementalRLSC:
     """An :class:`~lifelong_learning.learners.rlsc.IncrementalRLSC` (``λ = nλ``, ``α = 0``) with the
     model's Nyström map, trained on ``(X, labels)``: it reproduces ``model`` when ``model`` was
     fitted on ``one_hot(labels)`` of the same rows (other rows: a refit with the tuned map and
     per-sample ``λ``). Saved to ``path`` if given."""
-    from lifelong_learning.learners.rlsc import IncrementalRLSC
-
     fmap = feature_map_of(model)
     Xa = np.asarray(X, dtype=np.float64)
     clf = IncrementalRLSC(lambdas=regularization_of(model, Xa.shape[0]), alpha=0.0, feature_map=fmap)
     labels = list(labels)
-    for start in range(0, Xa.shape[0], 4096):
-        clf.partial_fit(Xa[start : start + 4096], labels[start : start + 4096])
+    for start in range(0, Xa.shape[0], _BLOCK):
+        clf.partial_fit(Xa[start : start + _BLOCK], labels[start : start + _BLOCK])
     if path is not None:
         clf.save(path)
     return clf
 
 
-def rigid_body_residuals(urdf: str, joint_names: Sequence[str], q: Any, qd: Any, qdd: Any, tau: Any):
-    """Fit the parametric (rigid-body, URDF prior) part on the data as the semiparametric model
-    does, and return ``(parametric_model, residual_inputs, residual_targets)``: the residual
-    model's inputs ``[x̃, τ̂_P/τ_scale]`` and targets ``τ − τ̂_P`` (normalization from the data)."""
-    from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
+def residual_data(
+    parametric: SemiparametricInverseDynamics, q: Any, qd: Any, qdd: Any, tau: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """The residual's inputs ``[x̃, τ̂_P/τ_scale]`` and targets ``τ − τ̂_P`` for samples, given a
+    rigid-body (parametric) model: what the Nyström residual is tuned and tested on."""
+    tau_p = parametric.predict(q, qd, qdd)
+    x = parametric.normalized_state(q, qd, qdd)
+    return residual_features(x, tau_p, parametric.torque_scale), np.asarray(tau, dtype=np.float64) - tau_p
 
-    par = SemiparametricInverseDynamics(urdf, list(joint_names), mode="parametric")
-    par.fit_normalization(q, qd, qdd, tau)
-    par.update(q, qd, qdd, tau)
-    tau_p = par.predict(q, qd, qdd)
-    Xr = np.hstack(
-        [par.normalized_state(np.asarray(q), np.asarray(qd), np.asarray(qdd)), tau_p / par.torque_scale]
-    )
-    return par, Xr, np.asarray(tau) - tau_p
+
+def rigid_body_residuals(
+    urdf: str, joint_names: Sequence[str], q: Any, qd: Any, qdd: Any, tau: Any
+) -> tuple[SemiparametricInverseDynamics, np.ndarray, np.ndarray]:
+    """Fit the parametric (rigid-body, URDF prior) part on the data as the semiparametric model
+    does (normalization from the data), and return it with :func:`residual_data` of the data."""
+    parametric = SemiparametricInverseDynamics(urdf, list(joint_names), mode="parametric")
+    parametric.fit_normalization(q, qd, qdd, tau)
+    parametric.update(q, qd, qdd, tau)
+    return (parametric, *residual_data(parametric, q, qd, qdd, tau))
 
 
 def export_inverse_dynamics(
@@ -113,13 +129,11 @@ def export_inverse_dynamics(
     qdd: Any,
     tau: Any,
     path: str | os.PathLike[str] | None = None,
-):
+) -> SemiparametricInverseDynamics:
     """A :class:`~lifelong_learning.dynamics.semiparametric.SemiparametricInverseDynamics` whose
     residual part is the model's Nyström map + RLS (``lam = nλ``), trained on the data; with
     ``model`` tuned on :func:`rigid_body_residuals` of the same data its residual equals ``model``
     (other data: a refit with the tuned map and per-sample ``λ``)."""
-    from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
-
     sp = SemiparametricInverseDynamics(
         urdf,
         list(joint_names),

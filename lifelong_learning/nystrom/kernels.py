@@ -115,28 +115,3 @@ def knm_gram_matmul(
         K = gaussian_kernel(_on(X[sl], Z), Z, lengthscale)
         out.addmm_(K.T, K @ U)
     return out
-
-
-def jittered_cholesky(
-    K: torch.Tensor, jitter: float | None = None, max_tries: int = 8
-) -> tuple[torch.Tensor, float]:
-    """Lower Cholesky factor of ``K + εI``, ``ε`` from 1e-8 (float64) / 1e-6 (float32) times
-    the mean diagonal, multiplied by 10 until the factorization succeeds.
-
-    Returns:
-        ``(L, ε)`` with ``L Lᵀ = K + εI``.
-
-    Raises:
-        ValueError: ``K`` not finite, or no jitter up to ``ε·10^max_tries`` made it positive definite.
-    """
-    if not torch.isfinite(K).all():
-        raise ValueError("kernel matrix contains NaN or Inf")
-    scale = float(K.detach().diagonal().mean().clamp_min(1e-300))
-    eps = jitter if jitter is not None else (1e-8 if K.dtype == torch.float64 else 1e-6) * scale
-    eye = torch.eye(K.shape[0], dtype=K.dtype, device=K.device)
-    for _ in range(max_tries):
-        L, info = torch.linalg.cholesky_ex(K + eps * eye)
-        if int(info) == 0:
-            return L, eps
-        eps = eps * 10.0 if eps > 0 else 1e-10 * scale
-    raise ValueError(f"matrix not positive definite even with jitter {eps / 10:g}")

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from lifelong_learning.core.linalg import jittered_cholesky
 from lifelong_learning.nystrom.kernels import (
     DEFAULT_MEMORY_BUDGET,
     gaussian_kernel,
-    jittered_cholesky,
     knm_gram,
     knm_gram_matmul,
     knm_matmul,
@@ -157,7 +157,7 @@ class NystromKRR:
         self.chol_: torch.Tensor | None = None  # L, L Lᵀ = K_mm + εI
         self.jitter_: float = 0.0
         self.beta_: torch.Tensor | None = None
-        self.n_train_: int = 0
+        self.n_samples: int = 0  # training rows of the last fit
         self.cg_iterations_: int = 0
         self.solver_used_: str = ""
 
@@ -202,7 +202,7 @@ class NystromKRR:
         with torch.no_grad():
             L, eps, beta, iters, used = self._solve(Xt, Yt, Z, ls, beta0)
         self.centers_, self.lengthscale_, self.chol_, self.jitter_ = Z, ls, L, eps
-        self.beta_, self.n_train_, self.cg_iterations_, self.solver_used_ = beta, Xt.shape[0], iters, used
+        self.beta_, self.n_samples, self.cg_iterations_, self.solver_used_ = beta, Xt.shape[0], iters, used
         return self
 
     def _solve(self, X, Y, Z, ls, beta0):
@@ -262,8 +262,13 @@ class NystromKRR:
         x0 = None if beta0 is None else L.T @ beta0.to(L)
         return conjugate_gradient(matvec, rhs, precond, x0=x0, tol=self.cg_tol, max_iter=self.cg_max_iter)
 
+    @property
+    def is_fitted(self) -> bool:
+        """Whether :meth:`fit` has run (centres, factor and weights exist)."""
+        return self.beta_ is not None
+
     def _check_fitted(self) -> None:
-        if self.beta_ is None:
+        if not self.is_fitted:
             raise RuntimeError("NystromKRR is not fitted; call fit first")
 
     def predict(self, X: Any) -> np.ndarray:

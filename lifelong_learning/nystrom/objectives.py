@@ -38,11 +38,11 @@ import math
 
 import torch
 
+from lifelong_learning.core.linalg import jittered_cholesky
 from lifelong_learning.nystrom.kernels import (
     DEFAULT_MEMORY_BUDGET,
     block_size,
     gaussian_kernel,
-    jittered_cholesky,
     knm_t_matmul,
     row_blocks,
 )

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lifelong_learning.core.files import atomic_path
 from lifelong_learning.vision.preprocessing import Preprocessing, check_image, preprocess
 
 DEFAULT_MODEL = "efficientnet-lite0"
@@ -88,29 +88,21 @@ def default_onnx_path(preprocessing: Preprocessing) -> Path:
 
 
 def export_default_onnx(path: Path, preprocessing: Preprocessing) -> Path:
-    """Export the default feature model to ONNX at ``path`` atomically (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Export the default feature model to ONNX at ``path`` atomically."""
     model = load_efficientnet_lite0()
     example = torch.zeros((1, 3, *preprocessing.input_size), dtype=torch.float32)
-    descriptor, temporary = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    os.close(descriptor)
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the legacy exporter's deprecation/constant-folding notes
-            torch.onnx.export(
-                model,
-                (example,),
-                temporary,
-                input_names=["images"],
-                output_names=["features"],
-                dynamic_axes={"images": {0: "batch"}, "features": {0: "batch"}},
-                opset_version=17,
-                dynamo=False,
-            )
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    with atomic_path(path) as temporary, torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation/constant-folding notes
+        torch.onnx.export(
+            model,
+            (example,),
+            str(temporary),
+            input_names=["images"],
+            output_names=["features"],
+            dynamic_axes={"images": {0: "batch"}, "features": {0: "batch"}},
+            opset_version=17,
+            dynamo=False,
+        )
     return path
 
 

@@ -158,8 +158,8 @@ def test_up_runs_real_nodes_and_stops_with_a_final_checkpoint(
 ):
     from rclpy.node import Node
 
-    from lifelong_learning.io.model_file import load_model_file
-    from lifelong_learning.learners.rlsc import MODEL_KIND, IncrementalRLSC
+    from lifelong_learning.core.model_file import load_model_file
+    from lifelong_learning.learners.rlsc import IncrementalRLSC
 
     checkpoint = tmp_path / "ckpt" / "object_recognition.llm"
     cfg = write(tmp_path / "system.yaml", SYSTEM.format(checkpoint=checkpoint))
@@ -177,7 +177,7 @@ def test_up_runs_real_nodes_and_stops_with_a_final_checkpoint(
     log = proc.log_path.read_text()  # (the log file is closed once stopped)
     assert code == 0, log
     assert "final checkpoint written to" in log and "Traceback" not in log, log
-    model = IncrementalRLSC.from_model_file(load_model_file(checkpoint, kind=MODEL_KIND))
+    model = IncrementalRLSC.from_model_file(load_model_file(checkpoint, kind=IncrementalRLSC.kind))
     assert sorted(model.classes_.tolist()) == ["duck", "mug"]
     if mode == "--processes":
         assert "[object_recognition] " in log and "nystrom_tuner stopped with status 0" in log

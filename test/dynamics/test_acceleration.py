@@ -20,6 +20,20 @@ def test_streaming_equals_whole_array():
     )
 
 
+def test_starts_restart_the_filter_like_a_new_estimator():
+    t = _jittered_stamps(120, seed=4)
+    qd = np.stack([np.sin(3 * t), np.cos(2 * t)], axis=1)
+    stamps = np.concatenate([t[:70], t[70:] - 5.0])  # a recording whose clock went back 5 s
+    acc = estimate_accelerations(stamps, qd, starts=[70])
+    np.testing.assert_array_equal(acc[:70], estimate_accelerations(t[:70], qd[:70]))
+    np.testing.assert_array_equal(acc[70:], estimate_accelerations(stamps[70:], qd[70:]))
+    assert np.all(acc[70] == 0.0)  # first sample of a recording: no slope yet
+    with pytest.raises(ValueError, match="strictly increasing"):
+        estimate_accelerations(stamps, qd)
+    with pytest.raises(ValueError, match="row indices"):
+        estimate_accelerations(stamps, qd, starts=[500])
+
+
 def test_quadratic_velocity_is_differentiated_exactly_with_uneven_stamps():
     t = _jittered_stamps(50, seed=2)
     qd = (1.0 + 2.0 * t - 0.5 * t**2)[:, None]

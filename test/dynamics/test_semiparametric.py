@@ -4,12 +4,12 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from lifelong_learning.core.metrics import normalized_mse
+from lifelong_learning.core.model_file import ModelFileError, load_model_file, save_model_file
 from lifelong_learning.dynamics.semiparametric import (
     SemiparametricInverseDynamics,
-    normalized_mse,
     select_hyperparameters,
 )
-from lifelong_learning.io.model_file import ModelFileError, load_model_file, save_model_file
 from lifelong_learning.learners.random_features import RandomFourierFeatures
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_text
 

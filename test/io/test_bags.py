@@ -39,7 +39,8 @@ def test_labeled_features_round_trip(tmp_path, storage):
 
 
 @pytest.mark.parametrize("storage", STORAGES)
-def test_joint_states_with_estimated_accelerations(tmp_path, storage):
+def test_joint_states_raw_samples_per_bag(tmp_path, storage):
+    """Bags give raw samples and where each bag starts; q̈ from them with the node's filter."""
     from lifelong_learning.dynamics.acceleration import estimate_accelerations
 
     t = np.arange(200) * 0.002
@@ -48,13 +49,23 @@ def test_joint_states_with_estimated_accelerations(tmp_path, storage):
     tau = 0.5 * q
     write_joint_states(tmp_path / "js", t, ["a", "b"], q, qd, tau, storage=storage)
     data = read_joint_states(tmp_path / "js", joint_names=["b", "a"])
-    assert data.joint_names == ["b", "a"]
+    assert data.joint_names == ["b", "a"] and data.starts == [0]
+    assert not hasattr(data, "qdd")
     np.testing.assert_allclose(data.q, q[:, ::-1])
     np.testing.assert_allclose(data.tau, tau[:, ::-1])
     np.testing.assert_allclose(data.t - data.t[0], t, atol=1e-9)
-    np.testing.assert_allclose(data.qdd, estimate_accelerations(data.t, data.qd))
+    qdd = estimate_accelerations(data.t, data.qd, starts=data.starts)
     true_qdd = np.column_stack([-4 * np.cos(2 * t), -9 * np.sin(3 * t)])
-    assert np.abs(data.qdd[20:] - true_qdd[20:]).max() < 0.05
+    assert np.abs(qdd[20:] - true_qdd[20:]).max() < 0.05
+    # A second bag recorded earlier (time goes back between bags): the filter restarts there.
+    write_joint_states(
+        tmp_path / "js2", t, ["a", "b"], q, qd, tau, storage=storage, start_ns=10**18 - 5 * 10**9
+    )
+    both = read_joint_states([tmp_path / "js", tmp_path / "js2"], joint_names=["b", "a"])
+    assert both.starts == [0, 200] and both.t.size == 400
+    qdd2 = estimate_accelerations(both.t, both.qd, starts=both.starts)
+    np.testing.assert_allclose(qdd2[:200], qdd, atol=1e-9)
+    np.testing.assert_allclose(qdd2[200:], estimate_accelerations(t, qd[:, ::-1]), atol=1e-6)
     with pytest.raises(BagError, match="lacks joint"):
         read_joint_states(tmp_path / "js", joint_names=["a", "c"])
     with pytest.raises(BagError, match="type"):

@@ -7,7 +7,7 @@ import pytest
 from sklearn.datasets import load_digits
 from threadpoolctl import threadpool_limits
 
-from lifelong_learning.io.model_file import ModelFileError, load_model_file, save_model_file
+from lifelong_learning.core.model_file import ModelFileError, load_model_file, save_model_file
 from lifelong_learning.learners import IncrementalRLSC
 
 

@@ -3,8 +3,15 @@
 import numpy as np
 import pytest
 
-from lifelong_learning.io.model_file import ModelFile, save_model_file
+from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.learners import RecursiveRLS
+
+
+class RLSModel(RecursiveRLS, PersistentModel):
+    """A RecursiveRLS that is a model file of its own kind: the smallest learner a node can serve."""
+
+    kind = "test_rls"
+
 
 pytestmark = pytest.mark.graph
 
@@ -15,6 +22,8 @@ def make_node(context, **params):
     from lifelong_learning.nodes._base import LearnerNode, ParamSpec
 
     class RLSNode(LearnerNode):
+        model_class = RLSModel
+
         def __init__(self):
             overrides = [Parameter(k, value=v) for k, v in params.items()]
             super().__init__(
@@ -26,20 +35,11 @@ def make_node(context, **params):
             self.start_learner()
 
         def new_model(self):
-            return RecursiveRLS(int(self.params["dim"]), 1, lam=1.0)
+            return RLSModel(int(self.params["dim"]), 1, lam=1.0)
 
-        def snapshot(self):
-            meta, arrays = self.model.to_state()
-            return ModelFile("test_rls", meta, arrays)
-
-        def model_from_file(self, mf):
-            model = RecursiveRLS.from_state(mf.meta, mf.arrays)
+        def check_model(self, model):
             if model.n_features != int(self.params["dim"]):
                 raise ValueError("dimension mismatch")
-            return model
-
-        def model_kind(self):
-            return "test_rls"
 
         def learn(self, x, y):
             with self.model_lock:
@@ -82,7 +82,7 @@ def test_save_load_reset_and_failed_load_keeps_model(executor, spin, tmp_path):
     assert np.allclose(node.model.predict(x), 0.0)
 
     (tmp_path / "bad.llm").write_bytes(b"garbage")
-    save_model_file(tmp_path / "wrongdim.llm", ModelFile("test_rls", *RecursiveRLS(4, 1).to_state()))
+    RLSModel(4, 1).save(tmp_path / "wrongdim.llm")
     for bad in ("bad.llm", "wrongdim.llm", "absent.llm"):
         res = call(
             executor,
@@ -107,7 +107,7 @@ def test_save_load_reset_and_failed_load_keeps_model(executor, spin, tmp_path):
     assert np.array_equal(node.model.predict(x), trained)
     # The reloaded model, not the one before it, is what the next checkpoint holds.
     assert node.checkpoint()
-    from lifelong_learning.io.model_file import load_model_file
+    from lifelong_learning.core.model_file import load_model_file
 
     mf = load_model_file(tmp_path / "ckpt.llm")
     saved = RecursiveRLS.from_state(mf.meta, mf.arrays)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import node_argv
 
-from lifelong_learning.io.model_file import ModelFileError
+from lifelong_learning.core.model_file import ModelFileError
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 
 pytestmark = pytest.mark.graph
@@ -75,7 +75,7 @@ def test_sigkilled_recognizer_resumes_from_its_checkpoint(executor, spin, start_
 
     def checkpointed():
         try:
-            return IncrementalRLSC.load(ckpt).n_samples_seen_
+            return IncrementalRLSC.load(ckpt).n_samples
         except ModelFileError:  # not written yet
             return -1
 
@@ -88,15 +88,15 @@ def test_sigkilled_recognizer_resumes_from_its_checkpoint(executor, spin, start_
     assert first.stop(signal.SIGKILL) == -signal.SIGKILL
     assert "final checkpoint" not in first.log_path.read_text()
     saved = IncrementalRLSC.load(ckpt)  # the last checkpoint the killed process wrote
-    assert 20 <= saved.n_samples_seen_ <= 35
-    print(f"checkpoint at the kill: {saved.n_samples_seen_} of 35 samples")
+    assert 20 <= saved.n_samples <= 35
+    print(f"checkpoint at the kill: {saved.n_samples} of 35 samples")
 
     second = start_process(node_argv("object_recognition", *args))
     assert spin(executor, lambda: "restored model from checkpoint" in second.log(), 60), second.log()
     resumed = info()
     assert list(resumed.classes) == [str(c) for c in saved.classes_]
     assert list(resumed.counts) == saved.seen_counts_.tolist()
-    assert resumed.samples_seen == saved.n_samples_seen_
+    assert resumed.samples_seen == saved.n_samples
     for label in ("mug", "duck"):
         res = call(predict_client, Predict.Request(data=sample(rng, label).tolist()))
         assert res.success and res.label == label
@@ -104,7 +104,7 @@ def test_sigkilled_recognizer_resumes_from_its_checkpoint(executor, spin, start_
     # It keeps learning from where it was.
     assert spin(executor, lambda: matched[0] >= 2, 30)
     teach(["teddy"] * 3)
-    assert spin(executor, lambda: info().samples_seen == saved.n_samples_seen_ + 3, 20), second.log()
+    assert spin(executor, lambda: info().samples_seen == saved.n_samples + 3, 20), second.log()
     after = info()
     expected = dict(zip([str(c) for c in saved.classes_], saved.seen_counts_.tolist(), strict=True))
     expected["teddy"] = expected.get("teddy", 0) + 3

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from lifelong_learning.io.model_file import ModelFile, save_model_file
+from lifelong_learning.core.model_file import ModelFile, save_model_file
 from lifelong_learning.learners.random_features import RandomFourierFeatures
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 
@@ -166,7 +166,7 @@ def test_tuner_retrains_from_a_bag_and_the_recognizer_swaps_to_its_model(
     now = info()
     assert sorted(now.classes) == sorted(NEW_CLASSES)
     assert list(now.classes) == [str(c) for c in tuned.classes_]
-    assert now.samples_seen == tuned.n_samples_seen_
+    assert now.samples_seen == tuned.n_samples
     assert recognizer.diagnostic_values()["last reload"].startswith(response.out_path)
     assert recognizer.diagnostic_values()["model version"] == str(version + 1)
     assert recognizer.rejections.total == 0
@@ -182,7 +182,7 @@ def test_tuner_retrains_from_a_bag_and_the_recognizer_swaps_to_its_model(
 
     # ...and it keeps learning online from there.
     peer.labeled.publish(LabeledFeatures(data=sample(rng, "cup")[0].tolist(), label="cup"))
-    assert spin(executor, lambda: info().samples_seen == tuned.n_samples_seen_ + 1, 20)
+    assert spin(executor, lambda: info().samples_seen == tuned.n_samples + 1, 20)
 
 
 @contextmanager

@@ -107,13 +107,13 @@ def test_learns_predicts_and_rejects(executor, spin, rclpy_context, sim_states):
     short.effort = short.effort[:3]
     missing = to_message(good, order=ORDER[:6], extra=False)
     backwards = to_message(sim_states[10])
-    before = node.snapshot()
+    before = node.model.to_model_file()
     for bad in (nan, short, missing, backwards):
         peer.pub.publish(bad)
     assert spin(executor, lambda: node.rejections.total >= 4, 10)
     assert set(node.rejections.counts) >= {"non-finite values", "array lengths", "missing joints"}
     assert node.rejections.counts.get("stamp not increasing") == 1
-    after = node.snapshot()
+    after = node.model.to_model_file()
     for key, value in before.arrays.items():
         np.testing.assert_array_equal(after.arrays[key], value)
     assert len(peer.torques) == 60

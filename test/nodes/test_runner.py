@@ -8,8 +8,14 @@ import time
 
 import pytest
 
-from lifelong_learning.io.model_file import ModelFile, load_model_file
+from lifelong_learning.core.model_file import load_model_file
+from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.learners import RecursiveRLS
+
+
+class RLSModel(RecursiveRLS, PersistentModel):
+    kind = "test_rls"
+
 
 pytestmark = pytest.mark.graph
 
@@ -36,6 +42,8 @@ def node_classes(checkpoint):
                 raise RuntimeError("boom")
 
     class Learner(LearnerNode):
+        model_class = RLSModel
+
         def __init__(self):
             super().__init__(
                 "learner",
@@ -53,13 +61,7 @@ def node_classes(checkpoint):
             self.ticks += 1
 
         def new_model(self):
-            return RecursiveRLS(2, 1)
-
-        def snapshot(self):
-            return ModelFile("test_rls", *self.model.to_state())
-
-        def model_from_file(self, mf):
-            return RecursiveRLS.from_state(mf.meta, mf.arrays)
+            return RLSModel(2, 1)
 
         def shutdown(self):
             self.context_ok_at_shutdown = rclpy.ok(context=self.context)

@@ -10,8 +10,8 @@ A model file is a NumPy ``.npz`` archive (a zip with a CRC-32 per member) holdin
 
 It is read with ``allow_pickle=False``, so a file from anywhere cannot run code; a
 truncated or corrupt file fails the zip CRC check and raises :class:`ModelFileError`.
-It is written atomically: to a temporary file in the destination directory, fsync'ed,
-then renamed over the destination, so a crash leaves either the old file or the new one.
+It is written atomically (:func:`lifelong_learning.core.files.atomic_write_bytes`), so a crash
+leaves either the old file or the new one.
 
 Nested learners (e.g. the semiparametric dynamics model holding two RLS engines) store
 their arrays under ``"<prefix>/<name>"`` keys; see :func:`prefixed` and :func:`unprefixed`.
@@ -22,13 +22,14 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from lifelong_learning.core.files import atomic_write_bytes
 
 FORMAT_NAME = "lifelong_learning.model"
 FORMAT_VERSION = 1
@@ -58,33 +59,6 @@ def unprefixed(prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarr
     """Return the arrays stored under ``prefix`` by :func:`prefixed`, without the prefix."""
     p = prefix + "/"
     return {k[len(p) :]: v for k, v in arrays.items() if k.startswith(p)}
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file + fsync + rename + directory fsync)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:  # pragma: no cover - some filesystems do not support directory fsync
-        pass
 
 
 def _json_default(obj: Any) -> Any:

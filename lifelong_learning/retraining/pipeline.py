@@ -1,11 +1,12 @@
 """Offline retraining from rosbag2 logs: read, split, tune, evaluate, export, report.
 
 The one implementation behind ``lifelong-learning tune`` (:mod:`lifelong_learning.commands.tune`)
-and the ``nystrom_tuner`` node: bags → (X, Y) for the task → hyperparameters tuned by each
-requested objective (Meanti et al.; :func:`lifelong_learning.nystrom.tune`) on a training
-split → test metrics → the first objective's model exported to the online learners' model
-file (IncrementalRLSC or SemiparametricInverseDynamics, see :mod:`lifelong_learning.nystrom.export`)
-→ a markdown + JSON report next to it.
+and the ``nystrom_tuner`` node: bags → (X, Y) for the task (for inverse dynamics, ``q̈`` by the
+online node's filter, restarted at each bag) → hyperparameters tuned by each requested
+objective (Meanti et al.; :func:`lifelong_learning.nystrom.tune`) on a training split → test
+metrics (:func:`lifelong_learning.core.metrics.normalized_mse`) → the first objective's model
+exported to the online learners' model file (IncrementalRLSC or SemiparametricInverseDynamics,
+see :mod:`lifelong_learning.nystrom.export`) → a markdown + JSON report next to it.
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ from typing import Any
 
 import numpy as np
 
+from lifelong_learning.core.files import atomic_write_text
+from lifelong_learning.core.metrics import normalized_mse
+from lifelong_learning.dynamics.acceleration import estimate_accelerations
 from lifelong_learning.io.bags import read_joint_states, read_labeled_features
 from lifelong_learning.nystrom.export import (
     export_classifier,
     export_inverse_dynamics,
     one_hot,
+    residual_data,
     rigid_body_residuals,
 )
 from lifelong_learning.nystrom.objectives import OBJECTIVES
@@ -71,8 +76,6 @@ class TuningJob:
 
 
 def _split(n: int, fraction: float, rng: Any, chronological: bool) -> tuple[Any, Any]:
-    import numpy as np
-
     n_test = max(1, round(fraction * n))
     if n - n_test < 4:
         raise ValueError(f"too few samples ({n}) for a test split of {fraction}")
@@ -138,15 +141,12 @@ def run_job(
     else:
         urdf = Path(str(job.urdf)).read_text(encoding="utf-8")
         js = read_joint_states(job.bags, topic=job.topic)
+        qdd = estimate_accelerations(js.t, js.qd, starts=js.starts)
         tr, te = _split(js.t.size, job.test_fraction, rng, chronological=True)
-        par, X_tr, Y_tr = rigid_body_residuals(
-            urdf, js.joint_names, js.q[tr], js.qd[tr], js.qdd[tr], js.tau[tr]
-        )
-        tau_p_te = par.predict(js.q[te], js.qd[te], js.qdd[te])
-        X_te = np.hstack([par.normalized_state(js.q[te], js.qd[te], js.qdd[te]), tau_p_te / par.torque_scale])
-        var = js.tau[te].var(axis=0)
-        var = np.where(var > 0, var, 1.0)
-        nmse_rbd = ((js.tau[te] - tau_p_te) ** 2).mean(axis=0) / var
+        par, X_tr, Y_tr = rigid_body_residuals(urdf, js.joint_names, js.q[tr], js.qd[tr], qdd[tr], js.tau[tr])
+        X_te, residual_te = residual_data(par, js.q[te], js.qd[te], qdd[te], js.tau[te])
+        var_te = js.tau[te].var(axis=0)  # nMSE of torques, not of residuals
+        nmse_rbd = normalized_mse(residual_te, np.zeros_like(residual_te), variance=var_te)
         report["baseline"] = f"rigid-body model (URDF prior + RLS) mean test nMSE {nmse_rbd.mean():.4g}"
     report["n_train"], report["n_test"] = len(tr), len(te)
     exported = None
@@ -176,7 +176,7 @@ def run_job(
             err = float(np.mean(np.asarray(classes, dtype=object)[pred.argmax(1)] != labels_te))
             metric, value = "test error (%)", 100.0 * err
         else:
-            nmse = ((js.tau[te] - tau_p_te - pred) ** 2).mean(axis=0) / var
+            nmse = normalized_mse(residual_te, pred, variance=var_te)
             metric, value = "test nMSE (mean over joints)", float(nmse.mean())
         info = model.tuning_
         report["objectives"][obj] = {
@@ -197,12 +197,13 @@ def run_job(
     if job.task == "classification":
         export_classifier(exported, data.X, data.labels, out)
     else:
-        export_inverse_dynamics(exported, urdf, js.joint_names, js.q, js.qd, js.qdd, js.tau, out)
+        export_inverse_dynamics(exported, urdf, js.joint_names, js.q, js.qd, qdd, js.tau, out)
     report["exported_samples"] = len(tr) + len(te)
     base = Path(job.report) if job.report else out.with_name(out.name + ".report")
     report["markdown"] = _markdown(report)
-    base.with_name(base.name + ".md").write_text(report["markdown"], encoding="utf-8")
-    base.with_name(base.name + ".json").write_text(
-        json.dumps({k: v for k, v in report.items() if k != "markdown"}, indent=2), encoding="utf-8"
+    atomic_write_text(base.with_name(base.name + ".md"), report["markdown"])
+    atomic_write_text(
+        base.with_name(base.name + ".json"),
+        json.dumps({k: v for k, v in report.items() if k != "markdown"}, indent=2),
     )
     return report

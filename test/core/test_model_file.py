@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lifelong_learning.io.model_file import (
+from lifelong_learning.core.model_file import (
     ModelFile,
     ModelFileError,
     load_model_file,
