@@ -285,6 +285,7 @@ def memory(n: int, d: int, m: int, iters: int) -> dict:
 
 # ---------------------------------------------------------------- (5) Panda residual
 def panda(duration: float, m: int, epochs: int) -> dict:
+    from lifelong_learning.core.metrics import normalized_mse
     from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
     from lifelong_learning.nystrom.export import export_inverse_dynamics, rigid_body_residuals
     from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_text
@@ -294,10 +295,9 @@ def panda(duration: float, m: int, epochs: int) -> dict:
     n = log["t"].size
     tr, te = slice(0, int(0.7 * n)), slice(int(0.7 * n), n)
     q, qd, qdd, tau = log["q"], log["qd"], log["qdd"], log["tau"]
-    var = tau[te].var(0)
 
     def nmse(pred):
-        return float(np.mean(((tau[te] - pred) ** 2).mean(0) / var))
+        return float(normalized_mse(tau[te], pred).mean())
 
     par, Xr, Yr = rigid_body_residuals(urdf, JOINT_NAMES, q[tr], qd[tr], qdd[tr], tau[tr])
     res = {"n_train": tr.stop, "n_test": n - tr.stop, "rbd": nmse(par.predict(q[te], qd[te], qdd[te]))}

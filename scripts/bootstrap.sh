@@ -37,6 +37,14 @@ else
   say "Python packages up to date (.venv)"
 fi
 
+# A module removed or moved in the sources must not linger in install/ (an import of it would
+# still work here and fail in a fresh clone): drop installed modules the sources no longer have.
+for site in install/lifelong_learning/lib/python3*/site-packages/lifelong_learning; do
+  [ -d "$site" ] || continue
+  (cd "$site" && find . -name '*.py' -not -path './msg/*' -not -path './srv/*' -not -path './action/*') |
+    while read -r module; do [ -e "lifelong_learning/$module" ] || rm -f "$site/$module"; done
+done
+
 say "colcon build -> install/"
 mkdir -p log
 export AMENT_PREFIX_PATH="$VIRTUAL_ENV" CMAKE_PREFIX_PATH="$VIRTUAL_ENV"
