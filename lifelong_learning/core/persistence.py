@@ -56,6 +56,9 @@ class PersistentModel(Stateful):
     kind: ClassVar[str] = ""
     #: the layout of ``to_state()``; bump it when the layout changes, and read the older ones
     state_version: ClassVar[int] = 1
+    #: older layouts ``from_state`` still reads (it finds the version in ``meta["state_version"]``,
+    #: absent in files written before versions were recorded: version 1)
+    older_state_versions: ClassVar[tuple[int, ...]] = ()
     #: samples learned from (one name for every learner)
     n_samples: int
 
@@ -74,10 +77,11 @@ class PersistentModel(Stateful):
         if model_file.kind != cls.kind:
             raise ModelFileError(f"holds a {model_file.kind!r} model, expected {cls.kind!r}")
         version = model_file.meta.get("state_version", 1)
-        if version != cls.state_version:
+        readable = (*cls.older_state_versions, cls.state_version)
+        if version not in readable:
             raise ModelFileError(
                 f"{cls.kind} model with state version {version!r}; "
-                f"this code reads version {cls.state_version}"
+                f"this code reads version{'s' if len(readable) > 1 else ''} {', '.join(map(str, readable))}"
             )
         try:
             return cls.from_state(model_file.meta, model_file.arrays)

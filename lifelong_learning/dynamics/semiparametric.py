@@ -5,12 +5,16 @@ one sample at a time with :class:`~lifelong_learning.learners.RecursiveRLS` (Cho
 rank-1 updates, thesis §8.2.4), optionally with exponential forgetting so the model tracks
 a change (a grasped payload) instead of saturating:
 
-- **parametric (P)**: ``τ̂_P = Y_b(q, q̇, q̈) π_b`` on the rigid-body base regressor
-  (:class:`~lifelong_learning.dynamics.regressor.RigidBodyRegressor`); each sample adds
-  ``n_dof`` regressor rows. ``prior="urdf"`` (default, beyond the thesis) learns the
-  correction ``δ`` of the URDF's own base parameters, ``π_b = π_urdf + δ``, with targets
-  ``τ − Y_b π_urdf`` (so ``λ`` shrinks towards the URDF); ``prior="zero"`` starts from zero as
-  the thesis does.
+- **parametric (P)**: ``τ̂_P = Y_b(q, q̇, q̈) π_b + F(q̇) θ`` on the rigid-body base regressor
+  (:class:`~lifelong_learning.dynamics.regressor.RigidBodyRegressor`) and, beyond the thesis,
+  per-joint friction columns (:class:`~lifelong_learning.dynamics.friction.JointFriction`:
+  viscous and Coulomb by default, offsets optional); each sample adds ``n_dof`` regressor rows.
+  ``prior="urdf"`` (default, beyond the thesis) learns the correction ``δ`` of the URDF's own
+  base parameters, ``π_b = π_urdf + δ``, with targets ``τ − Y_b π_urdf`` (so ``λ`` shrinks
+  towards the URDF); ``prior="zero"`` starts from zero as the thesis does. The URDF gives no
+  friction: ``θ`` starts at zero, with its own ridge ``λ_f`` (``lam_friction``; one engine
+  serves both, so the friction columns are scaled by ``√(λ_P/λ_f)``, which turns its ``λ_P``
+  into ``λ_f`` on ``θ``).
 - **nonparametric (NP)**: ``τ̂_NP = Wᵀφ(x̃)`` with ``x̃`` the normalized input
   ``[(q − q_mid)/q_half, q̇/q̇_max, q̈/q̈_scale]`` and ``φ`` any
   :class:`~lifelong_learning.learners.feature_map.FeatureMap` (default: random Fourier
@@ -43,6 +47,7 @@ from lifelong_learning.core.checks import as_rows, same_rows
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.core.model_file import prefixed, unprefixed
 from lifelong_learning.core.persistence import PersistentModel
+from lifelong_learning.dynamics.friction import JointFriction
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
 from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
 from lifelong_learning.learners.random_features import RandomFourierFeatures
@@ -74,6 +79,10 @@ class SemiparametricInverseDynamics(PersistentModel):
         n_features: ``D`` of the default random Fourier feature map.
         bandwidth: Gaussian kernel length-scale on the normalized inputs.
         lam_parametric, lam_residual: ridge ``λ`` of the P and NP engines.
+        friction: friction terms of P (``"viscous"``, ``"coulomb"``, ``"offset"``); ``()`` for none.
+            Ignored in nonparametric mode.
+        coulomb_smoothing: ``v_s`` of the Coulomb term's ``tanh(q̇/v_s)`` [rad/s].
+        lam_friction: ridge ``λ_f`` of the friction parameters (prior zero).
         forgetting: ``β ∈ (0, 1]`` per sample (1: none).
         feature_map: any FeatureMap to use instead of the default (its ``n_inputs`` must be
             ``3 n_dof`` in nonparametric mode, ``4 n_dof`` in semiparametric mode).
@@ -86,6 +95,9 @@ class SemiparametricInverseDynamics(PersistentModel):
     """
 
     kind = "semiparametric_inverse_dynamics"
+    #: 2: friction columns in P (version 1, without them, still loads)
+    state_version = 2
+    older_state_versions = (1,)
 
     def __init__(
         self,
@@ -97,6 +109,9 @@ class SemiparametricInverseDynamics(PersistentModel):
         bandwidth: float = 8.0,
         lam_parametric: float = 1e-2,
         lam_residual: float = 1e-1,
+        friction: tuple[str, ...] = ("viscous", "coulomb"),
+        coulomb_smoothing: float = 0.05,
+        lam_friction: float = 1e-2,
         forgetting: float = 1.0,
         feature_map: FeatureMap | None = None,
         acceleration_scale: float | np.ndarray | None = None,
@@ -126,13 +141,21 @@ class SemiparametricInverseDynamics(PersistentModel):
         self.input_scale = np.concatenate([(reg.upper_limit - reg.lower_limit) / 2, reg.velocity_limit, acc])
         self.torque_scale = reg.effort_limit.copy()
         self._check_scales()
-        self.prior_parameters = reg.base_parameters() if prior == "urdf" else np.zeros(reg.n_base)
+        self.friction: JointFriction | None = None
+        self.friction_scale = 1.0
+        if mode != "nonparametric" and friction:
+            if not (np.isfinite(lam_friction) and lam_friction > 0):
+                raise ValueError(f"lam_friction must be positive, got {lam_friction!r}")
+            self.friction = JointFriction(n, tuple(friction), coulomb_smoothing)
+            self.friction_scale = float(np.sqrt(lam_parametric / lam_friction))
+        inertial = reg.base_parameters() if prior == "urdf" else np.zeros(reg.n_base)
+        self.prior_parameters = np.concatenate([inertial, np.zeros(self.n_friction)])
         self.parametric: RecursiveRLS | None = None
         self.residual: RecursiveRLS | None = None
         self.feature_map: FeatureMap | None = None
         if mode != "nonparametric":
             self.parametric = RecursiveRLS(
-                reg.n_base, 1, lam=lam_parametric, forgetting=self.forgetting ** (1.0 / n)
+                reg.n_base + self.n_friction, 1, lam=lam_parametric, forgetting=self.forgetting ** (1.0 / n)
             )
         if mode != "parametric":
             n_in = self.residual_input_dim
@@ -163,11 +186,42 @@ class SemiparametricInverseDynamics(PersistentModel):
         return (4 if self.mode == "semiparametric" else 3) * self.n_dof
 
     @property
+    def n_friction(self) -> int:
+        """Number of friction parameters ``θ`` in P (0 without friction)."""
+        return 0 if self.friction is None else self.friction.n_parameters
+
+    @property
     def parameters(self) -> np.ndarray | None:
-        """Current base inertial parameters ``π_b`` of P (None without P)."""
+        """P's current weights on :meth:`parametric_regressor`'s columns: ``[π_b, θ/√(λ_P/λ_f)]``
+        (None without P)."""
         if self.parametric is None:
             return None
         return self.prior_parameters + self.parametric.weights[:, 0]
+
+    @property
+    def inertial_parameters(self) -> np.ndarray | None:
+        """Current base inertial parameters ``π_b`` of P (None without P)."""
+        p = self.parameters
+        return None if p is None else p[: self.regressor.n_base]
+
+    @property
+    def friction_parameters(self) -> np.ndarray | None:
+        """Current friction parameters ``θ`` (in :attr:`friction`'s order and units; None without)."""
+        p = self.parameters
+        if p is None or self.friction is None:
+            return None
+        return self.friction_scale * p[self.regressor.n_base :]
+
+    def parametric_regressor(self, q: Any, qd: Any, qdd: Any) -> np.ndarray:
+        """The columns P learns on, ``[Y_b, √(λ_P/λ_f) F(q̇)]``, shape ``(n, n_dof, len(parameters))``."""
+        q, qd, qdd = self._check_inputs(q, qd, qdd, names=("q", "qd", "qdd"))
+        return self._parametric_columns(q, qd, qdd)
+
+    def _parametric_columns(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+        Y = self.regressor.regressor(q, qd, qdd)
+        if self.friction is None:
+            return Y
+        return np.concatenate([Y, self.friction_scale * self.friction.columns(qd)], axis=2)
 
     def _check_scales(self) -> None:
         for name in ("input_offset", "input_scale", "torque_scale"):
@@ -214,7 +268,7 @@ class SemiparametricInverseDynamics(PersistentModel):
         q, qd, qdd = self._check_inputs(q, qd, qdd, names=("q", "qd", "qdd"))
         tau_p = None
         if self.parametric is not None:
-            tau_p = self._parametric_predict(self.regressor.regressor(q, qd, qdd))
+            tau_p = self._parametric_predict(self._parametric_columns(q, qd, qdd))
         return self._residual_inputs(self._normalized(q, qd, qdd), tau_p)
 
     def replace_residual(self, feature_map: FeatureMap, residual: RecursiveRLS | None = None) -> None:
@@ -249,7 +303,7 @@ class SemiparametricInverseDynamics(PersistentModel):
         x = self._normalized(q, qd, qdd)
         tau_p = None
         if self.parametric is not None:
-            Y = self.regressor.regressor(q, qd, qdd)
+            Y = self._parametric_columns(q, qd, qdd)
             if not self.residual_after_update:
                 tau_p = self._parametric_predict(Y)
             flat = Y.reshape(-1, Y.shape[2])
@@ -275,7 +329,7 @@ class SemiparametricInverseDynamics(PersistentModel):
         q, qd, qdd = self._check_inputs(q, qd, qdd, names=("q", "qd", "qdd"))
         tau_p = np.zeros(q.shape)
         if self.parametric is not None:
-            tau_p = self._parametric_predict(self.regressor.regressor(q, qd, qdd))
+            tau_p = self._parametric_predict(self._parametric_columns(q, qd, qdd))
         tau_r = np.zeros(q.shape)
         if self.residual is not None:
             assert self.feature_map is not None
@@ -327,6 +381,8 @@ class SemiparametricInverseDynamics(PersistentModel):
             "residual_after_update": self.residual_after_update,
             "n_samples": self.n_samples,
             "regressor": reg_meta,
+            "friction": None if self.friction is None else self.friction.to_state()[0],
+            "friction_scale": self.friction_scale,
         }
         arrays = prefixed("regressor", reg_arrays)
         arrays.update(
@@ -356,6 +412,7 @@ class SemiparametricInverseDynamics(PersistentModel):
             fmap = restore_feature_map(meta, arrays)
             if fmap is None:
                 raise ValueError(f"a {mode} model needs a feature map")
+        friction = meta.get("friction")  # absent in state version 1: no friction columns
         model = cls(
             regressor.urdf,
             regressor.joint_names,
@@ -364,14 +421,20 @@ class SemiparametricInverseDynamics(PersistentModel):
             forgetting=float(meta["forgetting"]),
             feature_map=fmap,
             residual_after_update=bool(meta["residual_after_update"]),
+            friction=() if friction is None else tuple(friction["terms"]),
+            coulomb_smoothing=0.05 if friction is None else float(friction["smoothing_velocity"]),
             _regressor=regressor,
         )
+        if friction is not None:
+            model.friction_scale = float(meta["friction_scale"])
+            if not (np.isfinite(model.friction_scale) and model.friction_scale > 0):
+                raise ValueError("friction_scale must be positive")
         n = model.n_dof
         for name, size in (
             ("input_offset", 3 * n),
             ("input_scale", 3 * n),
             ("torque_scale", n),
-            ("prior_parameters", regressor.n_base),
+            ("prior_parameters", regressor.n_base + model.n_friction),
         ):
             a = np.asarray(arrays[name], dtype=np.float64)
             if a.shape != (size,):
@@ -382,7 +445,7 @@ class SemiparametricInverseDynamics(PersistentModel):
             raise ValueError("prior_parameters holds non-finite values")
         if model.parametric is not None:
             p = RecursiveRLS.from_state(meta["parametric"], unprefixed("parametric", arrays))
-            if (p.n_features, p.n_outputs) != (regressor.n_base, 1):
+            if (p.n_features, p.n_outputs) != (regressor.n_base + model.n_friction, 1):
                 raise ValueError("parametric engine does not match the regressor")
             model.parametric = p
         if model.residual is not None:
@@ -397,7 +460,8 @@ class SemiparametricInverseDynamics(PersistentModel):
         d = self.feature_map.n_features if self.feature_map is not None else 0
         return (
             f"SemiparametricInverseDynamics(mode={self.mode!r}, joints={self.n_dof}, "
-            f"base_parameters={self.regressor.n_base}, features={d}, n_samples={self.n_samples})"
+            f"base_parameters={self.regressor.n_base}, friction={self.n_friction}, features={d}, "
+            f"n_samples={self.n_samples})"
         )
 
 

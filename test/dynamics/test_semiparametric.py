@@ -53,7 +53,7 @@ def test_forgetting_equals_weighted_batch_ridge(urdf, mode):
     m.update(q[20:], qd[20:], qdd[20:], tau[20:])
     n_samples = q.shape[0]
     if m.parametric is not None:
-        Y = m.regressor.regressor(q, qd, qdd).reshape(-1, m.regressor.n_base)
+        Y = m.parametric_regressor(q, qd, qdd).reshape(-1, m.parameters.size)  # Y_b and friction
         target = tau.reshape(-1) - Y @ m.prior_parameters
         n_rows = Y.shape[0]
         b_row = beta ** (1 / m.n_dof)
@@ -94,13 +94,29 @@ def test_parametric_recovers_true_rigid_body_torques(urdf):
 
 
 def test_semiparametric_improves_on_parametric_on_simulated_panda(urdf, sim_logs):
+    """The thesis' setting: a rigid-body P (no friction terms) misses the plant's friction; SP learns it."""
     train, test = sim_logs
     scores = {}
     for mode in ("parametric", "semiparametric"):
-        m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode=mode, n_features=300)
+        m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode=mode, n_features=300, friction=())
         m.update(train["q"], train["qd"], train["qdd"], train["tau"])
         scores[mode] = normalized_mse(test["tau"], m.predict(test["q"], test["qd"], test["qdd"]))
     assert scores["semiparametric"].mean() < 0.8 * scores["parametric"].mean()
+
+
+def test_friction_columns_make_the_parametric_model_fit_a_plant_with_friction(urdf, sim_logs):
+    """The simulated Panda has viscous damping and Coulomb friction: P with friction terms fits a new
+    trajectory far better than the rigid-body P, and learns positive viscous and Coulomb parameters."""
+    train, test = sim_logs
+    scores, models = {}, {}
+    for friction in ((), ("viscous", "coulomb")):
+        m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode="parametric", friction=friction)
+        m.update(train["q"], train["qd"], train["qdd"], train["tau"])
+        scores[friction] = normalized_mse(test["tau"], m.predict(test["q"], test["qd"], test["qdd"])).mean()
+        models[friction] = m
+    assert scores[("viscous", "coulomb")] < 0.2 * scores[()]
+    theta = models[("viscous", "coulomb")].friction_parameters
+    assert theta.shape == (14,) and np.median(theta) > 0
 
 
 def test_joint_names_in_any_order(urdf):
