@@ -4,14 +4,14 @@ Tuned jointly: ``λ``, Gaussian length-scales (one per input dimension, or one s
 all centre coordinates. Positivity of ``λ`` and ``ℓ`` through softplus, Adam, labels
 standardized (mean 0, standard deviation 1 per output, as the paper assumes), centres
 initialised at a uniform random subset, length-scales at the median heuristic,
-``λ₀ = 1/n``; stop when the objective has risen for ``patience`` epochs in a row and keep
-the best hyperparameters seen. The returned model is a :class:`NystromKRR` fitted with
-them on the (unstandardized) targets.
+``λ₀ = 1/n`` (:mod:`~lifelong_learning.nystrom.hyperparameters`); stop when the objective
+has risen ``patience`` times since its last best, or is not finite, and keep the best
+hyperparameters seen (:mod:`~lifelong_learning.nystrom.early_stopping`). The returned model
+is a :class:`NystromKRR` fitted with them on the (unstandardized) targets.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from lifelong_learning.nystrom.early_stopping import EarlyStopping
+from lifelong_learning.nystrom.hyperparameters import Hyperparameters
+from lifelong_learning.nystrom.hyperparameters import softplus_inverse as softplus_inverse
 from lifelong_learning.nystrom.kernels import DEFAULT_MEMORY_BUDGET, resolve_device
 from lifelong_learning.nystrom.krr import NystromKRR, as_tensor
 from lifelong_learning.nystrom.objectives import (
@@ -27,16 +30,10 @@ from lifelong_learning.nystrom.objectives import (
     OBJECTIVES,
     StochasticProposed,
     exact_objective,
-    median_heuristic,
 )
 
-_LAM_FLOOR = 1e-12
-_LS_FLOOR = 1e-4
-
-
-def softplus_inverse(y: float) -> float:
-    """x with softplus(x) = y (y > 0)."""
-    return y + math.log(-math.expm1(-y)) if y < 30 else y
+Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], float]
+"""One objective evaluation at ``(Z, ℓ, λ)``: returns the value, leaves the gradients in ``.grad``."""
 
 
 @dataclass
@@ -95,97 +92,36 @@ def tune(
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; known: {OBJECTIVES}")
-    dev = resolve_device(device)
     tdtype = torch.float64 if dtype in ("float64", torch.float64) else torch.float32
-    Xt = as_tensor(X, "X", tdtype, dev)
-    Yt = as_tensor(Y, "Y", tdtype, dev)
-    n, d = Xt.shape
-    if Yt.shape[0] != n:
-        raise ValueError(f"X has {n} rows, Y has {Yt.shape[0]}")
-    if n < 4:
-        raise ValueError("need at least 4 samples to tune")
-    y_mean, y_std = Yt.mean(0), Yt.std(0).clamp_min(1e-12)
-    Ys = (Yt - y_mean) / y_std
+    dev = resolve_device(device)
+    Xt, Yt = _training_data(X, Y, tdtype, dev)
+    Ys = (Yt - Yt.mean(0)) / Yt.std(0).clamp_min(1e-12)  # standardized labels
     gen = np.random.default_rng(seed)
-    if objective == "holdout":  # fixed random split: the objective uses the last rows for validation
-        perm = torch.as_tensor(gen.permutation(n), device=dev)
-        Xt_obj, Ys_obj = Xt[perm], Ys[perm]
-    else:
-        Xt_obj, Ys_obj = Xt, Ys
-    if isinstance(centers, (int, np.integer)):
-        m = min(int(centers), n)
-        if m < 1:
-            raise ValueError("the number of centres must be ≥ 1")
-        Z0 = Xt[torch.as_tensor(np.sort(gen.choice(n, size=m, replace=False)), device=dev)].clone()
-    else:
-        Z0 = as_tensor(centers, "centers", tdtype, dev)
-        if Z0.shape[1] != d:
-            raise ValueError(f"centres have {Z0.shape[1]} columns, X has {d}")
-    ls0 = lengthscale_init if lengthscale_init is not None else median_heuristic(Xt, seed=seed)
-    ls0 = np.broadcast_to(np.asarray(ls0, dtype=np.float64), (d,) if per_dimension_lengthscale else ())
-    lam0 = float(lam_init) if lam_init is not None else 1.0 / n
-    if not (lam0 > 0 and np.all(ls0 > 0)):
-        raise ValueError("lam_init and lengthscale_init must be positive")
-
-    Z = Z0.clone().requires_grad_(optimize_centers)
-    ls_raw = torch.tensor(
-        [softplus_inverse(float(v) - _LS_FLOOR) for v in np.atleast_1d(ls0)], dtype=tdtype, device=dev
+    X_obj, Y_obj = _rows_for_objective(objective, Xt, Ys, gen)  # draws from gen before the centres do
+    hp = Hyperparameters.initial(
+        Xt,
+        centers,
+        gen,
+        per_dimension_lengthscale=per_dimension_lengthscale,
+        optimize_centers=optimize_centers,
+        lam_init=lam_init,
+        lengthscale_init=lengthscale_init,
+        seed=seed,
     )
-    if not per_dimension_lengthscale:
-        ls_raw = ls_raw[0]
-    ls_raw.requires_grad_(True)
-    lam_raw = torch.tensor(softplus_inverse(lam0 - _LAM_FLOOR), dtype=tdtype, device=dev, requires_grad=True)
-    params = [ls_raw, lam_raw] + ([Z] if optimize_centers else [])
-    opt = torch.optim.Adam(params, lr=lr)
-
-    def current():
-        ls = torch.nn.functional.softplus(ls_raw) + _LS_FLOOR
-        lam = torch.nn.functional.softplus(lam_raw) + _LAM_FLOOR
-        return ls, lam
-
-    stoch = None
-    if objective == "proposed-stochastic":
-        stoch = StochasticProposed(
-            Xt,
-            Ys,
-            num_probes=num_probes,
-            cg_tol=cg_tol,
-            cg_max_iter=cg_max_iter,
-            memory_budget=memory_budget,
-            seed=seed,
-        )
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=epochs, desc=f"tune[{objective}]", unit="epoch")
-    history: list[float] = []
-    best = (math.inf, None)
-    rises = 0
-    stopped = False
+    opt = torch.optim.Adam(hp.parameters(), lr=lr)
+    step = _objective_step(
+        objective, X_obj, Y_obj, holdout_fraction, num_probes, cg_tol, cg_max_iter, memory_budget, seed
+    )
+    bar = _progress_bar(epochs, objective) if progress else None
+    stop = EarlyStopping(patience)
     t0 = time.perf_counter()
     epoch = 0
     for epoch in range(1, epochs + 1):
         opt.zero_grad()
-        ls, lam = current()
-        if stoch is not None:
-            value = stoch.value_and_grad(Z, ls, lam)
-        else:
-            loss = exact_objective(objective, Xt_obj, Ys_obj, Z, ls, lam, holdout_fraction)
-            loss.backward()
-            value = float(loss.detach())
-        if not math.isfinite(value):
-            stopped = True
+        Z, ls, lam = hp.current()
+        value = step(Z, ls, lam)
+        if stop.update(value, (Z, ls, lam)):
             break
-        history.append(value)
-        if value < best[0]:
-            best = (value, (Z.detach().clone(), ls.detach().clone(), lam.detach().clone()))
-            rises = 0
-        elif len(history) > 1 and value > history[-2]:
-            rises += 1
-            if rises >= patience:
-                stopped = True
-                break
         opt.step()
         if callback is not None:
             callback(
@@ -197,30 +133,106 @@ def tune(
             bar.update(1)
     if bar is not None:
         bar.close()
-    if best[1] is None:
+    if stop.best is None:
         raise ValueError("the objective was not finite at the initial hyperparameters")
-    Zb, lsb, lamb = best[1]
+    model = _refit(stop.best, Xt, Yt, solver, dev, memory_budget, seed)
+    model.tuning_ = TuningResult(
+        objective=objective,
+        lam=model.lam,
+        lengthscale=np.atleast_1d(model.lengthscale).tolist(),
+        epochs=epoch,
+        history=stop.history,
+        seconds=time.perf_counter() - t0,
+        stopped_early=stop.stopped,
+    )
+    return model
+
+
+def _training_data(
+    X: Any, Y: Any, dtype: torch.dtype, dev: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``X`` ``(n, d)`` and ``Y`` ``(n, p)`` as finite tensors, with the same ``n ≥ 4``, or ValueError."""
+    Xt = as_tensor(X, "X", dtype, dev)
+    Yt = as_tensor(Y, "Y", dtype, dev)
+    n = Xt.shape[0]
+    if Yt.shape[0] != n:
+        raise ValueError(f"X has {n} rows, Y has {Yt.shape[0]}")
+    if n < 4:
+        raise ValueError("need at least 4 samples to tune")
+    return Xt, Yt
+
+
+def _rows_for_objective(
+    objective: str, X: torch.Tensor, Y: torch.Tensor, gen: np.random.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows the objective sees: for ``"holdout"`` a fixed random permutation (its last rows
+    validate), otherwise ``X``, ``Y`` as they are."""
+    if objective != "holdout":
+        return X, Y
+    perm = torch.as_tensor(gen.permutation(X.shape[0]), device=X.device)
+    return X[perm], Y[perm]
+
+
+def _objective_step(
+    objective: str,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    holdout_fraction: float,
+    num_probes: int,
+    cg_tol: float,
+    cg_max_iter: int,
+    memory_budget: int,
+    seed: int,
+) -> Step:
+    """The objective as a :data:`Step`: exact ones by autodiff, the stochastic one by hand."""
+    if objective == "proposed-stochastic":
+        stoch = StochasticProposed(
+            X,
+            Y,
+            num_probes=num_probes,
+            cg_tol=cg_tol,
+            cg_max_iter=cg_max_iter,
+            memory_budget=memory_budget,
+            seed=seed,
+        )
+        return stoch.value_and_grad
+
+    def step(Z: torch.Tensor, ls: torch.Tensor, lam: torch.Tensor) -> float:
+        loss = exact_objective(objective, X, Y, Z, ls, lam, holdout_fraction)
+        loss.backward()
+        return float(loss.detach())
+
+    return step
+
+
+def _refit(
+    best: tuple[torch.Tensor, ...],
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    solver: str,
+    dev: torch.device,
+    memory_budget: int,
+    seed: int,
+) -> NystromKRR:
+    """A :class:`NystromKRR` with the best ``(Z, ℓ, λ)``, fitted on the unstandardized ``Y``."""
+    Z, ls, lam = best
     model = NystromKRR(
-        centers=Zb,
-        lengthscale=lsb.cpu().numpy(),
-        lam=float(lamb),
+        centers=Z,
+        lengthscale=ls.cpu().numpy(),
+        lam=float(lam),
         solver=solver,
-        dtype=tdtype,
+        dtype=X.dtype,
         device=str(dev),
         memory_budget=memory_budget,
         seed=seed,
     )
-    model.fit(Xt, Yt)
-    model.tuning_ = TuningResult(
-        objective=objective,
-        lam=float(lamb),
-        lengthscale=np.atleast_1d(lsb.cpu().numpy()).tolist(),
-        epochs=epoch,
-        history=history,
-        seconds=time.perf_counter() - t0,
-        stopped_early=stopped,
-    )
-    return model
+    return model.fit(X, Y)
+
+
+def _progress_bar(epochs: int, objective: str) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=epochs, desc=f"tune[{objective}]", unit="epoch")
 
 
 __all__ = ["EXACT_OBJECTIVES", "OBJECTIVES", "TuningResult", "tune"]

@@ -1,12 +1,16 @@
 """Exact objectives: autodiff gradients vs finite differences; stochastic → exact as t grows;
-tune() improves held-out error and returns a fitted model."""
+tune() improves held-out error and returns a fitted model, and gives bit for bit what the
+single-function tune() gave before it was split (issue 11)."""
+
+import math
 
 import numpy as np
 import pytest
 import torch
 
-from lifelong_learning.nystrom import EXACT_OBJECTIVES, exact_objective, tune
-from lifelong_learning.nystrom.objectives import StochasticProposed
+import lifelong_learning.nystrom.tuning as tuning_module
+from lifelong_learning.nystrom import EXACT_OBJECTIVES, NystromKRR, exact_objective, tune
+from lifelong_learning.nystrom.objectives import StochasticProposed, median_heuristic
 
 
 def _problem(n=60, d=2, m=8, seed=0):
@@ -84,8 +88,6 @@ def test_tune_improves_on_initial_hyperparameters(objective):
         lam_init=1e-1,
         lengthscale_init=5.0,
     )
-    from lifelong_learning.nystrom import NystromKRR
-
     init = NystromKRR(centers=20, lengthscale=5.0, lam=1e-1, device="cpu").fit(X, Y)
     err = np.mean((model.predict(Xte)[:, 0] - Yte) ** 2)
     err0 = np.mean((init.predict(Xte)[:, 0] - Yte) ** 2)
@@ -104,3 +106,221 @@ def test_tune_rejects_bad_input():
     Xn[0, 0] = np.inf
     with pytest.raises(ValueError, match="NaN or Inf"):
         tune(Xn, np.zeros(10))
+
+
+def _reference_tune(
+    X,
+    Y,
+    centers,
+    objective="proposed",
+    epochs=200,
+    lr=0.05,
+    per_dimension_lengthscale=True,
+    optimize_centers=True,
+    lam_init=None,
+    lengthscale_init=None,
+    patience=5,
+    num_probes=20,
+    holdout_fraction=0.2,
+    dtype=torch.float64,
+    seed=0,
+    callback=None,
+):
+    """The loop of tune() as one function, as it was before the split (CPU, no input checks)."""
+    Xt = torch.as_tensor(X).to(dtype)
+    Yt = torch.as_tensor(Y).to(dtype)
+    Yt = Yt[:, None] if Yt.ndim == 1 else Yt
+    n, d = Xt.shape
+    Ys = (Yt - Yt.mean(0)) / Yt.std(0).clamp_min(1e-12)
+    gen = np.random.default_rng(seed)
+    Xo, Yo = Xt, Ys
+    if objective == "holdout":
+        perm = torch.as_tensor(gen.permutation(n))
+        Xo, Yo = Xt[perm], Ys[perm]
+    if isinstance(centers, int):
+        Z = Xt[torch.as_tensor(np.sort(gen.choice(n, size=min(centers, n), replace=False)))].clone()
+    else:
+        Z = torch.as_tensor(centers).to(dtype).clone()
+    Z.requires_grad_(optimize_centers)
+    ls0 = lengthscale_init if lengthscale_init is not None else median_heuristic(Xt, seed=seed)
+    ls0 = np.broadcast_to(np.asarray(ls0, dtype=np.float64), (d,) if per_dimension_lengthscale else ())
+    lam0 = float(lam_init) if lam_init is not None else 1.0 / n
+
+    def inv(y):
+        return y + math.log(-math.expm1(-y)) if y < 30 else y
+
+    ls_raw = torch.tensor([inv(float(v) - 1e-4) for v in np.atleast_1d(ls0)], dtype=dtype)
+    ls_raw = (ls_raw if per_dimension_lengthscale else ls_raw[0]).requires_grad_(True)
+    lam_raw = torch.tensor(inv(lam0 - 1e-12), dtype=dtype, requires_grad=True)
+    opt = torch.optim.Adam([ls_raw, lam_raw] + ([Z] if optimize_centers else []), lr=lr)
+    stoch = StochasticProposed(Xt, Ys, num_probes=num_probes, cg_tol=1e-3, cg_max_iter=100, seed=seed)
+    history, best, rises, stopped, epoch = [], (math.inf, None), 0, False, 0
+    for epoch in range(1, epochs + 1):
+        opt.zero_grad()
+        ls = torch.nn.functional.softplus(ls_raw) + 1e-4
+        lam = torch.nn.functional.softplus(lam_raw) + 1e-12
+        if objective == "proposed-stochastic":
+            value = stoch.value_and_grad(Z, ls, lam)
+        else:
+            loss = tuning_module.exact_objective(objective, Xo, Yo, Z, ls, lam, holdout_fraction)
+            loss.backward()
+            value = float(loss.detach())
+        if not math.isfinite(value):
+            stopped = True
+            break
+        history.append(value)
+        if value < best[0]:
+            best = (value, (Z.detach().clone(), ls.detach().clone(), lam.detach().clone()))
+            rises = 0
+        elif len(history) > 1 and value > history[-2]:
+            rises += 1
+            if rises >= patience:
+                stopped = True
+                break
+        opt.step()
+        if callback is not None:
+            info = {
+                "objective": value,
+                "centers": Z.detach(),
+                "lengthscale": ls.detach(),
+                "lam": lam.detach(),
+            }
+            callback(epoch, info)
+    if best[1] is None:
+        raise ValueError("the objective was not finite at the initial hyperparameters")
+    Zb, lsb, lamb = best[1]
+    model = NystromKRR(
+        centers=Zb, lengthscale=lsb.numpy(), lam=float(lamb), dtype=dtype, device="cpu", seed=seed
+    )
+    return model.fit(Xt, Yt), history, epoch, stopped, float(lamb), np.atleast_1d(lsb.numpy()).tolist()
+
+
+def _small_data(n=60):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, size=(n, 3))
+    Y = np.stack([np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=n), np.cos(X[:, 1])], 1)
+    return X, Y
+
+
+_SAME_AS_BEFORE = {
+    "proposed": dict(centers=8, epochs=12, lr=0.1),
+    "holdout": dict(centers=8, objective="holdout", epochs=12, lr=0.1, seed=3),
+    "gcv-shared-lengthscale-fixed-centres": dict(
+        centers=8, objective="gcv", epochs=10, lr=0.1, per_dimension_lengthscale=False, optimize_centers=False
+    ),
+    "creg-given-centres": dict(
+        centers="rows", objective="creg", epochs=10, lam_init=1e-2, lengthscale_init=[1.0, 2.0, 3.0]
+    ),
+    "sgpr-early-stop": dict(centers=8, objective="sgpr", epochs=60, lr=1.5, patience=2, seed=5),
+    "stochastic": dict(centers=8, objective="proposed-stochastic", epochs=8, lr=0.1, num_probes=5),
+    "float32": dict(centers=8, epochs=8, lr=0.1, dtype=torch.float32),
+}
+
+
+def _recorder(calls):
+    def callback(epoch, info):
+        calls.append(
+            (epoch, info["objective"], *(info[k].clone() for k in ("centers", "lengthscale", "lam")))
+        )
+
+    return callback
+
+
+def _assert_same_run(model, calls, ref, ref_calls, X):
+    ref_model, history, epochs, stopped, lam, lengthscale = ref
+    t = model.tuning_
+    assert (t.history, t.epochs, t.stopped_early, t.lam, t.lengthscale) == (
+        history,
+        epochs,
+        stopped,
+        lam,
+        lengthscale,
+    )
+    assert torch.equal(model.centers_, ref_model.centers_)
+    assert np.array_equal(model.predict(X), ref_model.predict(X))
+    assert len(calls) == len(ref_calls)
+    for got, want in zip(calls, ref_calls, strict=True):
+        assert got[:2] == want[:2]
+        assert all(torch.equal(a, b) for a, b in zip(got[2:], want[2:], strict=True))
+
+
+@pytest.mark.parametrize("case", list(_SAME_AS_BEFORE))
+def test_tune_matches_the_single_function_loop_bit_for_bit(case):
+    X, Y = _small_data()
+    kw = dict(_SAME_AS_BEFORE[case])
+    if kw["centers"] == "rows":
+        kw["centers"] = X[:7] + 0.01
+    calls, ref_calls = [], []
+    dtype = kw.pop("dtype", torch.float64)
+    model = tune(X, Y, device="cpu", dtype=dtype, callback=_recorder(calls), **kw)
+    ref = _reference_tune(X, Y, dtype=dtype, callback=_recorder(ref_calls), **kw)
+    assert model.tuning_.stopped_early == (case == "sgpr-early-stop")
+    _assert_same_run(model, calls, ref, ref_calls, X)
+
+
+def _nan_from_call(k):
+    count = [0]
+
+    def objective(*args, **kwargs):
+        count[0] += 1
+        loss = exact_objective(*args, **kwargs)
+        return loss * math.nan if count[0] >= k else loss
+
+    return objective
+
+
+def test_tune_stops_on_a_non_finite_objective_and_keeps_the_best(monkeypatch):
+    X, Y = _small_data()
+    calls, ref_calls = [], []
+    monkeypatch.setattr(tuning_module, "exact_objective", _nan_from_call(6))
+    model = tune(X, Y, centers=8, epochs=20, lr=0.1, device="cpu", callback=_recorder(calls))
+    monkeypatch.setattr(tuning_module, "exact_objective", _nan_from_call(6))
+    ref = _reference_tune(X, Y, centers=8, epochs=20, lr=0.1, callback=_recorder(ref_calls))
+    assert model.tuning_.stopped_early and model.tuning_.epochs == 6 and len(model.tuning_.history) == 5
+    _assert_same_run(model, calls, ref, ref_calls, X)
+    monkeypatch.setattr(tuning_module, "exact_objective", _nan_from_call(1))
+    with pytest.raises(ValueError, match="not finite at the initial"):
+        tune(X, Y, centers=8, epochs=20, device="cpu")
+
+
+def test_tune_reproduces_values_recorded_before_the_split():
+    """Recorded with the single-function tune() (commit c9d8e47) on this machine's CPU."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, size=(60, 2))
+    Y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=60)
+    recorded = {
+        "proposed": (
+            [
+                1.9267210960354393,
+                1.9063489662691453,
+                1.8900861924447585,
+                1.8783558964542397,
+                1.8719775960668743,
+                1.8680355016925663,
+            ],
+            0.024422072337590944,
+            [3.6663356041457504, 3.7558503586120957],
+            [-0.056558981351620075, 0.16095398463551946, -0.1663375415140469],
+        ),
+        "holdout": (
+            [
+                0.6737991966213492,
+                0.6576610413980976,
+                0.6466417847976599,
+                0.638657926456916,
+                0.6325494473182534,
+                0.6273411015747926,
+            ],
+            0.02565859073911505,
+            [3.061832870756465, 3.7539026858641513],
+            [-0.04179834932431353, 0.09273616299678245, -0.1636762366863416],
+        ),
+    }
+    for objective, (history, lam, lengthscale, pred) in recorded.items():
+        model = tune(X, Y, centers=8, objective=objective, epochs=6, lr=0.1, device="cpu", seed=1)
+        t = model.tuning_
+        # bit for bit on the machine that recorded them; a different BLAS may round differently
+        np.testing.assert_allclose(t.history, history, rtol=1e-9)
+        np.testing.assert_allclose(t.lam, lam, rtol=1e-9)
+        np.testing.assert_allclose(t.lengthscale, lengthscale, rtol=1e-9)
+        np.testing.assert_allclose(model.predict(X[:3])[:, 0], pred, rtol=1e-8, atol=1e-12)

@@ -1,0 +1,121 @@
+"""The trainable hyperparameters of a Nyström KRR (Meanti et al., §3-4).
+
+Meanti et al. optimize the regularization ``λ``, the Gaussian length-scales ``ℓ`` (one per
+input dimension, or one shared) and the ``m`` centre coordinates ``Z`` jointly, by gradient
+descent on a hyperparameter objective. Here:
+
+- positivity by the softplus reparametrization with a floor,
+  ``λ = softplus(λ_raw) + 1e-12`` and ``ℓ = softplus(ℓ_raw) + 1e-4``, so the optimizer works
+  on the unconstrained ``λ_raw``, ``ℓ_raw`` (and on ``Z`` directly);
+- initial values: ``λ₀ = 1/n``, ``ℓ₀`` = the median pairwise distance of the rows (the median
+  heuristic, shared by all dimensions), ``Z₀`` = ``m`` distinct rows drawn uniformly at
+  random (sorted indices), unless given.
+
+:meth:`Hyperparameters.current` maps the raw tensors to ``(Z, ℓ, λ)`` (differentiable);
+:meth:`Hyperparameters.parameters` lists the tensors the optimizer updates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from lifelong_learning.nystrom.krr import as_tensor
+from lifelong_learning.nystrom.objectives import median_heuristic
+
+_LAM_FLOOR = 1e-12
+_LS_FLOOR = 1e-4
+
+
+def softplus_inverse(y: float) -> float:
+    """x with softplus(x) = y (y > 0)."""
+    return y + math.log(-math.expm1(-y)) if y < 30 else y
+
+
+def initial_centers(X: torch.Tensor, centers: int | Any, gen: np.random.Generator) -> torch.Tensor:
+    """``Z₀``: ``min(centers, n)`` distinct rows of ``X`` drawn with ``gen`` (sorted indices), or
+    the given centres ``(m, d)``; a copy either way (never the caller's array or ``X`` itself)."""
+    n, d = X.shape
+    if isinstance(centers, (int, np.integer)):
+        m = min(int(centers), n)
+        if m < 1:
+            raise ValueError("the number of centres must be ≥ 1")
+        return X[torch.as_tensor(np.sort(gen.choice(n, size=m, replace=False)), device=X.device)].clone()
+    Z0 = as_tensor(centers, "centers", X.dtype, X.device)
+    if Z0.shape[1] != d:
+        raise ValueError(f"centres have {Z0.shape[1]} columns, X has {d}")
+    return Z0.clone()
+
+
+@dataclass
+class Hyperparameters:
+    """Centres ``Z`` and the raw (unconstrained) length-scales and ``λ``; see the module docstring.
+
+    Attributes:
+        centers: ``(m, d)`` centres; a leaf that requires grad when ``optimize_centers``.
+        ls_raw: ``(d,)`` raw length-scales, or a 0-D tensor for one shared length-scale.
+        lam_raw: 0-D raw ``λ``.
+        optimize_centers: whether the centres are trained.
+    """
+
+    centers: torch.Tensor
+    ls_raw: torch.Tensor
+    lam_raw: torch.Tensor
+    optimize_centers: bool = True
+
+    @classmethod
+    def initial(
+        cls,
+        X: torch.Tensor,
+        centers: int | Any,
+        gen: np.random.Generator,
+        per_dimension_lengthscale: bool = True,
+        optimize_centers: bool = True,
+        lam_init: float | None = None,
+        lengthscale_init: float | Any | None = None,
+        seed: int = 0,
+    ) -> Hyperparameters:
+        """Initial hyperparameters for inputs ``X`` ``(n, d)`` (dtype and device taken from ``X``).
+
+        Args:
+            centers: number of centres (drawn from the rows with ``gen``) or initial centres ``(m, d)``.
+            lam_init: ``λ₀`` (default ``1/n``). lengthscale_init: ``ℓ₀``, a scalar or ``(d,)``
+                (default: the median heuristic on ``X`` with ``seed``).
+        """
+        n, d = X.shape
+        Z0 = initial_centers(X, centers, gen)
+        ls0 = lengthscale_init if lengthscale_init is not None else median_heuristic(X, seed=seed)
+        ls0 = np.broadcast_to(np.asarray(ls0, dtype=np.float64), (d,) if per_dimension_lengthscale else ())
+        lam0 = float(lam_init) if lam_init is not None else 1.0 / n
+        if not (lam0 > 0 and np.all(ls0 > 0)):
+            raise ValueError("lam_init and lengthscale_init must be positive")
+        Z = Z0.requires_grad_(optimize_centers)
+        ls_raw = torch.tensor(
+            [softplus_inverse(float(v) - _LS_FLOOR) for v in np.atleast_1d(ls0)],
+            dtype=X.dtype,
+            device=X.device,
+        )
+        if not per_dimension_lengthscale:
+            ls_raw = ls_raw[0]
+        ls_raw.requires_grad_(True)
+        lam_raw = torch.tensor(
+            softplus_inverse(lam0 - _LAM_FLOOR), dtype=X.dtype, device=X.device, requires_grad=True
+        )
+        return cls(centers=Z, ls_raw=ls_raw, lam_raw=lam_raw, optimize_centers=optimize_centers)
+
+    def current(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(Z, ℓ, λ)`` at the current raw values, differentiable with respect to them."""
+        ls = torch.nn.functional.softplus(self.ls_raw) + _LS_FLOOR
+        lam = torch.nn.functional.softplus(self.lam_raw) + _LAM_FLOOR
+        return self.centers, ls, lam
+
+    def parameters(self) -> list[torch.Tensor]:
+        """The tensors the optimizer updates: ``ℓ_raw``, ``λ_raw`` and, if trained, ``Z``."""
+        return [self.ls_raw, self.lam_raw] + ([self.centers] if self.optimize_centers else [])
+
+
+__all__ = ["Hyperparameters", "initial_centers", "softplus_inverse"]
