@@ -12,15 +12,18 @@ once if ``lifelong_learning`` is imported from anywhere but a colcon install spa
 
 from __future__ import annotations
 
+import functools
 import os
 import random
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from lifelong_learning.nodes.supervisor import NodeProcess, node_command, stop_all
 
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(0, 101)))
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
@@ -59,29 +62,47 @@ def built_interfaces() -> None:
         pytest.fail(f"generated interfaces not importable ({exc}): build with colcon (make build) first")
 
 
-@pytest.fixture
-def rclpy_context(built_interfaces: None) -> Iterator[object]:
-    """An initialized rclpy context for one test (shut down afterwards)."""
+@contextmanager
+def new_context() -> Iterator[Any]:
+    """A new initialized rclpy context, shut down on exit."""
     import rclpy
     from rclpy.context import Context
 
     ctx = Context()
     rclpy.init(context=ctx)
-    yield ctx
-    rclpy.try_shutdown(context=ctx)
+    try:
+        yield ctx
+    finally:
+        rclpy.try_shutdown(context=ctx)
+
+
+@contextmanager
+def new_executor(context: Any) -> Iterator[Any]:
+    """A single-threaded executor in ``context``; the nodes added to it are destroyed on exit."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    ex = SingleThreadedExecutor(context=context)
+    try:
+        yield ex
+    finally:
+        for node in list(ex.get_nodes()):
+            ex.remove_node(node)
+            node.destroy_node()
+        ex.shutdown()
+
+
+@pytest.fixture
+def rclpy_context(built_interfaces: None) -> Iterator[object]:
+    """An initialized rclpy context for one test (shut down afterwards)."""
+    with new_context() as ctx:
+        yield ctx
 
 
 @pytest.fixture
 def executor(rclpy_context: object) -> Iterator[object]:
     """A single-threaded executor in the test's context; nodes added to it are destroyed after."""
-    from rclpy.executors import SingleThreadedExecutor
-
-    ex = SingleThreadedExecutor(context=rclpy_context)
-    yield ex
-    for node in list(ex.get_nodes()):
-        ex.remove_node(node)
-        node.destroy_node()
-    ex.shutdown()
+    with new_executor(rclpy_context) as ex:
+        yield ex
 
 
 def spin_until(executor: object, predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -100,63 +121,57 @@ def spin() -> Callable[..., bool]:
     return spin_until
 
 
-class NodeProcess:
-    """A node running in its own process, as on a robot (stdout+stderr captured to a file)."""
+def call_service(
+    executor: Any,
+    client: Any,
+    request: Any,
+    timeout: float = 20.0,
+    *,
+    answer_timeout: float | None = None,
+    attempts: int = 1,
+) -> Any:
+    """Call ``client``'s service with ``request``, spinning ``executor`` until the answer; the response.
 
-    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None):
-        self.argv = argv
-        self.log_path = log_path
-        self._log = open(log_path, "wb")
-        self.proc = subprocess.Popen(
-            argv,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
-            cwd=log_path.parent,  # never the repo root: `python -m` would import the source tree
-        )
+    Waits up to ``timeout`` s for the service to be offered (discovery is asynchronous), then up
+    to ``answer_timeout`` s (default ``timeout``) for the answer. With ``attempts`` > 1 an
+    unanswered request is withdrawn and sent again: after a server restarts, a request sent
+    before the new server has matched is lost. Fails the test, naming the service, when it is
+    not offered or does not answer.
+    """
+    wait = timeout if answer_timeout is None else answer_timeout
+    for _ in range(attempts):
+        if not spin_until(executor, client.service_is_ready, timeout):
+            pytest.fail(f"service {client.service_name} not available within {timeout:g} s")
+        future = client.call_async(request)
+        if spin_until(executor, future.done, wait):
+            return future.result()
+        client.remove_pending_request(future)
+    pytest.fail(f"service {client.service_name} did not answer ({attempts} request(s), {wait:g} s each)")
 
-    def log(self) -> str:
-        """Everything the process printed so far."""
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
 
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self, sig: int = 2, timeout: float = 15.0) -> int:
-        """Send ``sig`` (default SIGINT, like Ctrl-C) and wait; SIGKILL after ``timeout``."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self._log.close()
-        return self.proc.returncode
+@pytest.fixture
+def call(executor: object) -> Callable[..., Any]:
+    """:func:`call_service` on the test's executor: ``call(client, request, timeout=20.0, ...)``."""
+    return functools.partial(call_service, executor)
 
 
 @pytest.fixture
 def start_process(tmp_path: Path, built_interfaces: None) -> Iterator[Callable[..., NodeProcess]]:
-    """Start processes (e.g. ``[sys.executable, "-m", "lifelong_learning.nodes.x", "--ros-args", ...]``);
-    all are stopped at the end of the test."""
+    """Start processes (e.g. :func:`node_argv`) logging to files in ``tmp_path``, which is also their
+    working directory (never the repo root: ``python -m`` would import the source tree); all are
+    stopped (SIGINT, SIGKILL after 15 s) at the end of the test."""
     procs: list[NodeProcess] = []
 
     def start(argv: list[str], env: dict[str, str] | None = None) -> NodeProcess:
-        p = NodeProcess(argv, tmp_path / f"proc{len(procs)}.log", env)
+        p = NodeProcess(argv, log_path=tmp_path / f"proc{len(procs)}.log", env=env)
         procs.append(p)
         return p
 
     yield start
-    for p in procs:
-        p.stop()
+    stop_all(procs, timeout=15.0)
 
 
 def node_argv(node: str, *ros_args: str, params_file: bool = True) -> list[str]:
     """argv to run node ``node`` (module lifelong_learning.nodes.<node>) with its config file."""
-    argv = [sys.executable, "-m", f"lifelong_learning.nodes.{node}", "--ros-args"]
     cfg = REPO / "config" / f"{node}.yaml"
-    if params_file and cfg.exists():
-        argv += ["--params-file", str(cfg)]
-    return argv + list(ros_args)
+    return node_command(node, [cfg] if params_file and cfg.exists() else [], ros_args=ros_args)

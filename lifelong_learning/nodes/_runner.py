@@ -19,14 +19,11 @@ and works for a single node as well:
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
-from types import FrameType, TracebackType
-from typing import Any
+from types import TracebackType
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
@@ -35,16 +32,9 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from lifelong_learning.nodes._base import LearnerNode, NodeBase
+from lifelong_learning.nodes.supervisor import STOP_SIGNALS, StopSignals, stop_signals
 
-#: the signals that stop :func:`run_nodes` cleanly (SIGHUP, a closed terminal, too unless ignored)
-STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
-
-
-def stop_signals() -> list[signal.Signals]:
-    """SIGINT, SIGTERM, and SIGHUP unless it is ignored (``nohup``)."""
-    hup = getattr(signal, "SIGHUP", None)
-    extra = [hup] if hup is not None and signal.getsignal(hup) is signal.SIG_DFL else []
-    return [*STOP_SIGNALS, *extra]
+__all__ = ["STOP_SIGNALS", "owner_of", "run_nodes", "stop_signals"]
 
 
 def owner_of(tb: TracebackType | None, nodes: Sequence[Node]) -> Node | None:
@@ -57,36 +47,38 @@ def owner_of(tb: TracebackType | None, nodes: Sequence[Node]) -> Node | None:
     return nodes[0] if len(nodes) == 1 else None
 
 
-class _StopRequest:
-    """Python-level SIGINT/SIGTERM handlers that ask the main loop to stop (once)."""
+def _spin(executor: MultiThreadedExecutor, nodes: Sequence[Node], stop: StopSignals) -> None:
+    """Spin until a stop is requested; a failing callback is counted on its node, never fatal."""
+    recent: deque[BaseException] = deque(maxlen=64)
+    while not stop.event.is_set() and rclpy.ok():
+        try:
+            executor.spin_once(timeout_sec=0.25)
+        except (KeyboardInterrupt, ExternalShutdownException):
+            raise
+        except Exception as exc:  # a bug in one callback must not stop the robot
+            # The model is untouched by a failed callback (learners validate before they
+            # change state); count it on its node, log it with its traceback, keep serving.
+            # rclpy may hand a task to the thread pool twice (yielded again before it
+            # started), and then raises its exception twice: count each failure once.
+            if any(exc is seen for seen in recent):
+                continue
+            recent.append(exc)
+            owner = owner_of(exc.__traceback__, nodes)
+            if isinstance(owner, NodeBase):
+                owner.reject("internal error", f"{type(exc).__name__}: {exc}")
+            logger = owner.get_logger() if owner is not None else get_logger("run_nodes")
+            logger.error(f"callback failed, node keeps running:\n{traceback.format_exc()}")
 
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.signal_name = ""
-        self._previous: dict[int, Any] = {}
 
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread
-        for sig in stop_signals():
-            self._previous[sig] = signal.signal(sig, self._on_signal)
-
-    def restore(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self.event.is_set():
-            print(
-                f"[run_nodes] {signal.Signals(signum).name} ignored: already stopping "
-                "(writing the final checkpoints)",
-                file=sys.stderr,
-                flush=True,
-            )
-            return
-        self.signal_name = signal.Signals(signum).name
-        self.event.set()
+def _final_checkpoints(nodes: Sequence[Node]) -> None:
+    """The final checkpoint of every learner node; one that fails does not prevent the others."""
+    for node in nodes:
+        if isinstance(node, LearnerNode):
+            try:
+                node.shutdown()
+            except Exception:
+                print(f"[ERROR] final checkpoint of {node.get_name()} failed:", file=sys.stderr)
+                traceback.print_exc()
 
 
 def run_nodes(
@@ -107,8 +99,7 @@ def run_nodes(
     (``ValueError`` / ``OSError`` from its constructor: a clear message, no traceback, and
     the nodes already created are destroyed without a checkpoint).
     """
-    stop = _StopRequest()
-    stop.install()
+    stop = StopSignals("run_nodes", "writing the final checkpoints").install()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     nodes: list[Node] = []
     started = False
@@ -125,38 +116,15 @@ def run_nodes(
         executor = MultiThreadedExecutor(num_threads=threads or 2 * max(1, len(nodes)))
         for node in nodes:
             executor.add_node(node)
-        recent: deque[BaseException] = deque(maxlen=64)
-        while not stop.event.is_set() and rclpy.ok():
-            try:
-                executor.spin_once(timeout_sec=0.25)
-            except (KeyboardInterrupt, ExternalShutdownException):
-                raise
-            except Exception as exc:  # a bug in one callback must not stop the robot
-                # The model is untouched by a failed callback (learners validate before they
-                # change state); count it on its node, log it with its traceback, keep serving.
-                # rclpy may hand a task to the thread pool twice (yielded again before it
-                # started), and then raises its exception twice: count each failure once.
-                if any(exc is seen for seen in recent):
-                    continue
-                recent.append(exc)
-                owner = owner_of(exc.__traceback__, nodes)
-                if isinstance(owner, NodeBase):
-                    owner.reject("internal error", f"{type(exc).__name__}: {exc}")
-                logger = owner.get_logger() if owner is not None else get_logger("run_nodes")
-                logger.error(f"callback failed, node keeps running:\n{traceback.format_exc()}")
+        _spin(executor, nodes, stop)
         if stop.signal_name:
             print(f"[run_nodes] {stop.signal_name} received: stopping", file=sys.stderr, flush=True)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        stop.event.set()  # from here on, signals are ignored (see _StopRequest)
-        for node in nodes:
-            if started and isinstance(node, LearnerNode):
-                try:
-                    node.shutdown()
-                except Exception:  # one failed checkpoint must not prevent the others
-                    print(f"[ERROR] final checkpoint of {node.get_name()} failed:", file=sys.stderr)
-                    traceback.print_exc()
+        stop.event.set()  # from here on, signals are ignored (see StopSignals)
+        if started:
+            _final_checkpoints(nodes)
         for node in nodes:
             node.destroy_node()
         rclpy.try_shutdown()

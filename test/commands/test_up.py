@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from conftest import call_service
 
 from lifelong_learning.cli import main
 
@@ -135,9 +136,7 @@ def teach(executor, spin, peer, labels=("mug", "duck")) -> None:
     client = peer.create_client(GetClassifierInfo, "/object_recognition/info")
 
     def seen() -> int:
-        fut = client.call_async(GetClassifierInfo.Request())
-        assert spin(executor, fut.done, 20)
-        return fut.result().samples_seen
+        return call_service(executor, client, GetClassifierInfo.Request(), 20).samples_seen
 
     assert spin(executor, lambda: seen() == len(labels), 20)
 

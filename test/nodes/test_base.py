@@ -53,56 +53,30 @@ def make_node(context, **params):
     return RLSNode()
 
 
-def call(executor, spin, node, srv_type, name, request):
-    client = node.create_client(srv_type, name)
-    assert spin(executor, client.service_is_ready, 10)
-    fut = client.call_async(request)
-    assert spin(executor, fut.done, 10)
-    return fut.result()
-
-
-def test_save_load_reset_and_failed_load_keeps_model(executor, spin, tmp_path):
+def test_save_load_reset_and_failed_load_keeps_model(executor, call, tmp_path):
     from lifelong_learning.srv import LoadModel, SaveModel
     from std_srvs.srv import Trigger
 
     node = make_node(executor.context, checkpoint_path=str(tmp_path / "ckpt.llm"), diagnostics_period_s=0.0)
     executor.add_node(node)
+    save = node.create_client(SaveModel, "/rls_node/save_model")
+    load = node.create_client(LoadModel, "/rls_node/load_model")
+    reset = node.create_client(Trigger, "/rls_node/reset")
     node.learn([1.0, 2.0, 3.0], [1.0])
     x = np.array([[1.0, 2.0, 3.0]])
     trained = node.model.predict(x)
-    assert call(
-        executor,
-        spin,
-        node,
-        SaveModel,
-        "/rls_node/save_model",
-        SaveModel.Request(path=str(tmp_path / "a.llm")),
-    ).success
-    call(executor, spin, node, Trigger, "/rls_node/reset", Trigger.Request())
+    assert call(save, SaveModel.Request(path=str(tmp_path / "a.llm")), timeout=10).success
+    call(reset, Trigger.Request(), timeout=10)
     assert np.allclose(node.model.predict(x), 0.0)
 
     (tmp_path / "bad.llm").write_bytes(b"garbage")
     RLSModel(4, 1).save(tmp_path / "wrongdim.llm")
     for bad in ("bad.llm", "wrongdim.llm", "absent.llm"):
-        res = call(
-            executor,
-            spin,
-            node,
-            LoadModel,
-            "/rls_node/load_model",
-            LoadModel.Request(path=str(tmp_path / bad)),
-        )
+        res = call(load, LoadModel.Request(path=str(tmp_path / bad)), timeout=10)
         assert not res.success and "previous model kept" in res.message
     assert np.allclose(node.model.predict(x), 0.0)
     version = node.model_version
-    res = call(
-        executor,
-        spin,
-        node,
-        LoadModel,
-        "/rls_node/load_model",
-        LoadModel.Request(path=str(tmp_path / "a.llm")),
-    )
+    res = call(load, LoadModel.Request(path=str(tmp_path / "a.llm")), timeout=10)
     assert res.success and node.model_version == version + 1
     assert np.array_equal(node.model.predict(x), trained)
     # The reloaded model, not the one before it, is what the next checkpoint holds.

@@ -25,7 +25,7 @@ def sample(rng, label):
     return (centre + rng.normal(scale=0.3, size=DIM)).astype(np.float32)
 
 
-def test_sigkilled_recognizer_resumes_from_its_checkpoint(executor, spin, start_process, tmp_path):
+def test_sigkilled_recognizer_resumes_from_its_checkpoint(executor, spin, call, start_process, tmp_path):
     from lifelong_learning.msg import LabeledFeatures
     from lifelong_learning.srv import GetClassifierInfo, Predict
     from rclpy.event_handler import PublisherEventCallbacks
@@ -48,19 +48,13 @@ def test_sigkilled_recognizer_resumes_from_its_checkpoint(executor, spin, start_
     info_client = peer.create_client(GetClassifierInfo, "/object_recognition/info")
     predict_client = peer.create_client(Predict, "/object_recognition/predict")
 
-    def call(client, request):
+    def ask(client, request):
         # After a SIGKILL the dead server stays in the graph until its DDS lease expires, and
         # a request sent before the new server has matched is lost: ask again until answered.
-        for _ in range(10):
-            assert spin(executor, client.service_is_ready, 30), "service not available"
-            future = client.call_async(request)
-            if spin(executor, future.done, 3):
-                return future.result()
-            client.remove_pending_request(future)
-        raise AssertionError("no answer")
+        return call(client, request, timeout=30, answer_timeout=3, attempts=10)
 
     def info():
-        return call(info_client, GetClassifierInfo.Request())
+        return ask(info_client, GetClassifierInfo.Request())
 
     def teach(labels):
         for label in labels:
@@ -98,7 +92,7 @@ def test_sigkilled_recognizer_resumes_from_its_checkpoint(executor, spin, start_
     assert list(resumed.counts) == saved.seen_counts_.tolist()
     assert resumed.samples_seen == saved.n_samples
     for label in ("mug", "duck"):
-        res = call(predict_client, Predict.Request(data=sample(rng, label).tolist()))
+        res = ask(predict_client, Predict.Request(data=sample(rng, label).tolist()))
         assert res.success and res.label == label
 
     # It keeps learning from where it was.

@@ -104,13 +104,6 @@ class Peer:
         )
 
 
-def call(executor, spin, client, request, timeout=20.0):
-    assert spin(executor, client.service_is_ready, timeout)
-    future = client.call_async(request)
-    assert spin(executor, future.done, timeout)
-    return future.result()
-
-
 def classify(executor, spin, peer, x, frame_id):
     """Send one Features message; the Prediction that answers it."""
     from lifelong_learning.msg import Features
@@ -123,7 +116,7 @@ def classify(executor, spin, peer, x, frame_id):
 
 
 def test_tuner_retrains_from_a_bag_and_the_recognizer_swaps_to_its_model(
-    executor, spin, rclpy_context, tmp_path
+    executor, spin, call, rclpy_context, tmp_path
 ):
     from lifelong_learning.msg import LabeledFeatures
     from lifelong_learning.srv import GetClassifierInfo, TuneModel
@@ -150,7 +143,7 @@ def test_tuner_retrains_from_a_bag_and_the_recognizer_swaps_to_its_model(
     for label in OLD_CLASSES:
         for x in sample(rng, label, 15, OLD_CLASSES):
             peer.labeled.publish(LabeledFeatures(data=x.tolist(), label=label))
-    info = lambda: call(executor, spin, peer.info, GetClassifierInfo.Request())  # noqa: E731
+    info = lambda: call(peer.info, GetClassifierInfo.Request())  # noqa: E731
     assert spin(executor, lambda: info().samples_seen == 30, 20)
     assert list(info().classes) == list(OLD_CLASSES)
     version = recognizer.model_version
@@ -158,7 +151,7 @@ def test_tuner_retrains_from_a_bag_and_the_recognizer_swaps_to_its_model(
 
     # The tuner retrains from the bag and announces its model; the recognizer loads it.
     request = TuneModel.Request(bags=[str(tmp_path / "bag")], task="classification", centers=20, epochs=5)
-    response = call(executor, spin, peer.tune, request)
+    response = call(peer.tune, request)
     assert response.accepted, response.message
     assert spin(executor, lambda: recognizer.model_version > version, 120), tuner.diagnostic_values()
     tuned = IncrementalRLSC.load(response.out_path)
@@ -271,7 +264,7 @@ def test_reload_mid_stream_answers_every_message_once_by_the_old_or_the_new_mode
 
 
 def test_broken_incompatible_and_foreign_files_leave_the_old_model_serving(
-    executor, spin, rclpy_context, tmp_path
+    executor, spin, call, rclpy_context, tmp_path
 ):
     from lifelong_learning.srv import Predict
 
@@ -302,7 +295,7 @@ def test_broken_incompatible_and_foreign_files_leave_the_old_model_serving(
     serving = old.decision_function(x.astype(np.float64))[0]
 
     def still_old():
-        res = call(executor, spin, peer.predict, Predict.Request(data=x.tolist()))
+        res = call(peer.predict, Predict.Request(data=x.tolist()))
         return res.success and res.label == "old_b" and np.allclose(res.scores, serving, rtol=1e-5, atol=1e-5)
 
     failed = lambda: recognizer.rejections.counts.get("model reload failed", 0)  # noqa: E731
@@ -328,7 +321,7 @@ def test_broken_incompatible_and_foreign_files_leave_the_old_model_serving(
 
 
 def test_inverse_dynamics_ignores_a_classifier_and_refuses_another_robot(
-    executor, spin, rclpy_context, tmp_path
+    executor, spin, call, rclpy_context, tmp_path
 ):
     from lifelong_learning.srv import PredictTorques
     from rclpy.parameter import Parameter
@@ -378,6 +371,6 @@ def test_inverse_dynamics_ignores_a_classifier_and_refuses_another_robot(
     request = PredictTorques.Request(
         name=JOINT_NAMES, position=q[0].tolist(), velocity=qd[0].tolist(), acceleration=qdd[0].tolist()
     )
-    res = call(executor, spin, client, request)
+    res = call(client, request)
     assert res.success
     np.testing.assert_allclose(res.effort, tuned.predict(q[0], qd[0], qdd[0]), rtol=1e-9, atol=1e-9)

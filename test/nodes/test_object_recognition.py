@@ -1,28 +1,29 @@
-"""object_recognition node over a real DDS graph: teach, predict, services, bad input, restart."""
+"""object_recognition node over a real DDS graph: teach, predict, services, bad input, restart.
+
+One node process serves every test of this module (:func:`recognizer`, taught three classes
+once); each test checks one behaviour and leaves the model as it found it.
+"""
 
 from __future__ import annotations
 
 import signal
-import sys
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from conftest import call_service, new_context, new_executor, node_argv, spin_until
+
+from lifelong_learning.nodes.supervisor import NodeProcess
 
 pytestmark = pytest.mark.graph
 
-CONFIG = Path(__file__).resolve().parents[2] / "config" / "object_recognition.yaml"
 DIM = 16
-
-
-def node_argv(*ros_args: str) -> list[str]:
-    """Run the installed node module with its config file (as conftest.node_argv does)."""
-    argv = [sys.executable, "-m", "lifelong_learning.nodes.object_recognition", "--ros-args"]
-    return [*argv, "--params-file", str(CONFIG), *ros_args]
-
-
 CLASSES = ("mug", "duck", "teddy")
+COUNTS = (40, 40, 15)  # samples taught per class (teddy arrives after the others, and is rarer)
 
 
 def sample(rng, label, n=1):
@@ -33,8 +34,10 @@ def sample(rng, label, n=1):
 
 def make_peer(context):
     from lifelong_learning.msg import Features, LabeledFeatures, Prediction
+    from lifelong_learning.srv import GetClassifierInfo, LoadModel, Predict, SaveModel
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, qos_profile_sensor_data
+    from std_srvs.srv import Trigger
 
     class Peer(Node):
         def __init__(self):
@@ -43,58 +46,103 @@ def make_peer(context):
             self.labeled = self.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=100))
             self.predictions = []
             self.create_subscription(Prediction, "prediction", self.predictions.append, 10)
+            self.info = self.create_client(GetClassifierInfo, "/object_recognition/info")
+            self.predict = self.create_client(Predict, "/object_recognition/predict")
+            self.save_model = self.create_client(SaveModel, "/object_recognition/save_model")
+            self.load_model = self.create_client(LoadModel, "/object_recognition/load_model")
+            self.reset = self.create_client(Trigger, "/object_recognition/reset")
 
     return Peer()
 
 
-def call(executor, spin, node, srv_type, name, request, timeout=20.0):
-    client = node.create_client(srv_type, name)
-    assert spin(executor, client.service_is_ready, timeout), f"{name} not available"
-    fut = client.call_async(request)
-    assert spin(executor, fut.done, timeout)
-    return fut.result()
+@dataclass
+class Recognizer:
+    """The object_recognition process shared by the module's tests, and the peer that talks to it."""
+
+    folder: Path
+    executor: Any
+    peer: Any
+    rng: np.random.Generator
+    proc: NodeProcess | None = None
+    starts: int = 0
+    info_before: Any = None  # ~/info before anything was taught
+    taught: int = 0
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.folder / "object_recognition.model"
+
+    def start(self) -> NodeProcess:
+        """Start (again) the node process, checkpointing every second to :attr:`checkpoint`."""
+        args = ("-p", f"checkpoint_path:={self.checkpoint}", "-p", "checkpoint_interval_s:=1.0")
+        argv = node_argv("object_recognition", *args, "-p", "warn_period_s:=0.2")
+        self.starts += 1
+        self.proc = NodeProcess(argv, log_path=self.folder / f"object_recognition-{self.starts}.log")
+        return self.proc
+
+    def spin(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        return spin_until(self.executor, predicate, timeout)
+
+    def call(self, client: Any, request: Any) -> Any:
+        return call_service(self.executor, client, request, 20.0)
+
+    def info(self) -> Any:
+        from lifelong_learning.srv import GetClassifierInfo
+
+        return self.call(self.peer.info, GetClassifierInfo.Request())
+
+    def predict(self, label: str) -> Any:
+        """The ~/predict answer to a new sample of ``label``."""
+        from lifelong_learning.srv import Predict
+
+        x = sample(self.rng, label)[0].astype(np.float32).tolist()
+        return self.call(self.peer.predict, Predict.Request(data=x))
 
 
-def test_teach_predict_services_bad_input_and_restart(executor, spin, start_process, tmp_path):
-    from lifelong_learning.msg import Features, LabeledFeatures
-    from lifelong_learning.srv import GetClassifierInfo, LoadModel, Predict, SaveModel
-    from std_srvs.srv import Trigger
+@pytest.fixture(scope="module")
+def recognizer(built_interfaces, tmp_path_factory) -> Iterator[Recognizer]:
+    """One object_recognition process for the module, taught three classes (one after the others)."""
+    from lifelong_learning.msg import LabeledFeatures
 
-    ckpt = tmp_path / "object_recognition.model"
-    args = ("-p", f"checkpoint_path:={ckpt}", "-p", "checkpoint_interval_s:=1.0", "-p", "warn_period_s:=0.2")
-    proc = start_process(node_argv(*args))
-    peer = make_peer(executor.context)
-    executor.add_node(peer)
-    rng = np.random.default_rng(0)
-
-    # Wait for the node, then teach three classes (one arriving after the others).
-    info = call(
-        executor, spin, peer, GetClassifierInfo, "/object_recognition/info", GetClassifierInfo.Request()
-    )
-    assert info.success and list(info.classes) == []
-    assert spin(executor, lambda: peer.labeled.get_subscription_count() > 0, 20)
-    taught = 0
-    for label, n in (("mug", 40), ("duck", 40), ("teddy", 15)):
-        for x in sample(rng, label, n):
-            peer.labeled.publish(LabeledFeatures(data=x.astype(np.float32).tolist(), label=label))
-            taught += 1
-            executor.spin_once(timeout_sec=0.002)
-
-    def info_now():
-        return call(
-            executor, spin, peer, GetClassifierInfo, "/object_recognition/info", GetClassifierInfo.Request()
+    with new_context() as context, new_executor(context) as executor:
+        peer = make_peer(context)
+        executor.add_node(peer)
+        rec = Recognizer(
+            tmp_path_factory.mktemp("object_recognition"), executor, peer, np.random.default_rng(0)
         )
+        rec.start()
+        try:
+            # Wait for the node, then teach three classes (one arriving after the others).
+            rec.info_before = rec.info()
+            assert rec.spin(lambda: peer.labeled.get_subscription_count() > 0, 20)
+            for label, n in zip(CLASSES, COUNTS, strict=True):
+                for x in sample(rec.rng, label, n):
+                    peer.labeled.publish(LabeledFeatures(data=x.astype(np.float32).tolist(), label=label))
+                    rec.taught += 1
+                    executor.spin_once(timeout_sec=0.002)
+            assert rec.spin(lambda: rec.info().samples_seen == rec.taught, 20), rec.proc.log()
+            yield rec
+        finally:
+            rec.proc.stop()
 
-    assert spin(executor, lambda: info_now().samples_seen == taught, 20)
-    info = info_now()
+
+def test_teaching_adds_classes_and_chooses_the_regularization(recognizer):
+    before = recognizer.info_before
+    assert before.success and list(before.classes) == []
+    info = recognizer.info()
     assert list(info.classes) == list(CLASSES)
     assert list(info.counts) == [40, 40, 15]
     assert list(info.lambda_candidates) == [0.1, 1.0, 10.0, 100.0, 1000.0]
     assert info.regularization in info.lambda_candidates and 0.0 <= info.recoding_exponent <= 1.0
     assert len(info.validation_accuracy) == 5
 
-    # Predictions on the stream, answered with the same header.
-    assert spin(executor, lambda: peer.features.get_subscription_count() > 0, 20)
+
+def test_predictions_on_the_stream_are_answered_with_the_same_header(recognizer):
+    from lifelong_learning.msg import Features
+
+    peer = recognizer.peer
+    peer.predictions.clear()
+    assert recognizer.spin(lambda: peer.features.get_subscription_count() > 0, 20)
     # Best-effort (sensor-data) stream across processes: frames sent before discovery has
     # matched both directions may be lost, so keep sending new frames until six are answered.
     truth = {}
@@ -102,31 +150,30 @@ def test_teach_predict_services_bad_input_and_restart(executor, spin, start_proc
     i = 0
     while len({p.header.frame_id for p in peer.predictions}) < 6 and time.monotonic() < deadline:
         label = CLASSES[i % len(CLASSES)]
-        msg = Features(data=sample(rng, label)[0].astype(np.float32).tolist())
+        msg = Features(data=sample(recognizer.rng, label)[0].astype(np.float32).tolist())
         msg.header.frame_id = f"frame{i}"
         truth[msg.header.frame_id] = label
         peer.features.publish(msg)
-        spin(executor, lambda: False, 0.05)
+        recognizer.spin(lambda: False, 0.05)
         i += 1
-    assert len({p.header.frame_id for p in peer.predictions}) >= 6, proc.log()
+    assert len({p.header.frame_id for p in peer.predictions}) >= 6, recognizer.proc.log()
     for p in peer.predictions:
         assert p.label == truth[p.header.frame_id]
         assert list(p.labels) == list(CLASSES) and len(p.scores) == 3 and 0.0 < p.confidence <= 1.0
 
-    # Predict service.
-    res = call(
-        executor,
-        spin,
-        peer,
-        Predict,
-        "/object_recognition/predict",
-        Predict.Request(data=sample(rng, "teddy")[0].astype(np.float32).tolist()),
-    )
+
+def test_predict_service(recognizer):
+    res = recognizer.predict("teddy")
     assert res.success and res.label == "teddy"
 
-    # Bad input: rejected and counted, the model untouched, the node still serving.
+
+def test_bad_input_is_rejected_and_counted_and_the_node_keeps_serving(recognizer):
+    from lifelong_learning.msg import Features, LabeledFeatures
+    from lifelong_learning.srv import Predict
+
+    peer = recognizer.peer
     bad = Predict.Request(data=[1.0] * (DIM + 1))
-    assert not call(executor, spin, peer, Predict, "/object_recognition/predict", bad).success
+    assert not recognizer.call(peer.predict, bad).success
     nan = [float("nan")] + [0.0] * (DIM - 1)
     peer.labeled.publish(LabeledFeatures(data=[1.0] * 3, label="mug"))
     peer.labeled.publish(LabeledFeatures(data=nan, label="mug"))
@@ -135,56 +182,37 @@ def test_teach_predict_services_bad_input_and_restart(executor, spin, start_proc
     peer.features.publish(Features(data=[1.0] * 5))
     peer.features.publish(Features(data=nan))
     for _ in range(20):
-        executor.spin_once(timeout_sec=0.02)
-    assert spin(executor, lambda: "rejected input" in proc.log(), 10)
-    info = info_now()
-    assert info.samples_seen == taught and list(info.counts) == [40, 40, 15]
-    res = call(
-        executor,
-        spin,
-        peer,
-        Predict,
-        "/object_recognition/predict",
-        Predict.Request(data=sample(rng, "duck")[0].astype(np.float32).tolist()),
-    )
+        recognizer.executor.spin_once(timeout_sec=0.02)
+    assert recognizer.spin(lambda: "rejected input" in recognizer.proc.log(), 10)
+    # The model is untouched.
+    info = recognizer.info()
+    assert info.samples_seen == recognizer.taught and list(info.counts) == [40, 40, 15]
+    res = recognizer.predict("duck")
     assert res.success and res.label == "duck"
-    assert proc.alive()
+    assert recognizer.proc.alive()
 
-    # Save, reset, load.
-    saved = tmp_path / "saved.model"
-    assert call(
-        executor, spin, peer, SaveModel, "/object_recognition/save_model", SaveModel.Request(path=str(saved))
-    ).success
-    assert call(executor, spin, peer, Trigger, "/object_recognition/reset", Trigger.Request()).success
-    assert list(info_now().classes) == []
-    res = call(
-        executor,
-        spin,
-        peer,
-        Predict,
-        "/object_recognition/predict",
-        Predict.Request(data=sample(rng, "duck")[0].astype(np.float32).tolist()),
-    )
+
+def test_save_reset_and_load(recognizer):
+    from lifelong_learning.srv import LoadModel, SaveModel
+    from std_srvs.srv import Trigger
+
+    peer = recognizer.peer
+    saved = recognizer.folder / "saved.model"
+    assert recognizer.call(peer.save_model, SaveModel.Request(path=str(saved))).success
+    assert recognizer.call(peer.reset, Trigger.Request()).success
+    assert list(recognizer.info().classes) == []
+    res = recognizer.predict("duck")
     assert res.success and res.label == ""
-    assert call(
-        executor, spin, peer, LoadModel, "/object_recognition/load_model", LoadModel.Request(path=str(saved))
-    ).success
-    assert info_now().samples_seen == taught
+    assert recognizer.call(peer.load_model, LoadModel.Request(path=str(saved))).success
+    assert recognizer.info().samples_seen == recognizer.taught
 
-    # Restart: the final checkpoint on SIGINT is restored by the new process.
-    time.sleep(1.5)  # let the periodic checkpoint pick up the reload
-    assert proc.stop(signal.SIGINT) == 0
-    assert ckpt.exists()
-    proc2 = start_process(node_argv(*args))
-    assert spin(executor, lambda: "restored model from checkpoint" in proc2.log(), 60)
-    info = info_now()
-    assert list(info.classes) == list(CLASSES) and info.samples_seen == taught
-    res = call(
-        executor,
-        spin,
-        peer,
-        Predict,
-        "/object_recognition/predict",
-        Predict.Request(data=sample(rng, "mug")[0].astype(np.float32).tolist()),
-    )
+
+def test_restart_restores_the_final_checkpoint_written_on_sigint(recognizer):
+    assert recognizer.proc.stop(signal.SIGINT) == 0
+    assert recognizer.checkpoint.exists()
+    proc = recognizer.start()  # the same arguments
+    assert recognizer.spin(lambda: "restored model from checkpoint" in proc.log(), 60)
+    info = recognizer.info()
+    assert list(info.classes) == list(CLASSES) and info.samples_seen == recognizer.taught
+    res = recognizer.predict("mug")
     assert res.success and res.label == "mug"
