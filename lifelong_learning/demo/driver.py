@@ -1,0 +1,200 @@
+"""The demo's own ROS 2 node: it plays the camera, the teacher and the robot, and collects the answers.
+
+:class:`DemoDriver` publishes ``image``, ``teacher_label`` and ``joint_states``; it keeps, by
+header stamp, every ``prediction`` and ``predicted_torque`` answered (with the time it
+arrived), the last ``/diagnostics`` of every node, the finished tuning jobs from
+``tuning_progress`` and the models announced on ``tuned_model``; :meth:`DemoDriver.call`
+calls a service from the demo's thread while :func:`running_driver` spins the node in the
+background.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import String
+
+from lifelong_learning.msg import Prediction
+from lifelong_learning.vision.image_conversion import numpy_to_image
+
+# Topic names (relative, remappable), as in config/*.yaml.
+IMAGE, TEACHER_LABEL, PREDICTIONS = "image", "teacher_label", "prediction"
+JOINT_STATES, PREDICTED_TORQUES = "joint_states", "predicted_torque"
+TUNING_PROGRESS, TUNED_MODEL = "tuning_progress", "tuned_model"
+
+
+def stamp_ns(stamp: Any) -> int:
+    """A ``builtin_interfaces/Time`` in nanoseconds."""
+    return int(stamp.sec) * 10**9 + int(stamp.nanosec)
+
+
+def _set_stamp(header: Any, ns: int) -> None:
+    header.stamp.sec, header.stamp.nanosec = divmod(int(ns), 10**9)
+
+
+class DemoDriver(Node):
+    """The node ``demo_driver``: publishers for the simulated sensors, the answers collected.
+
+    Every collection is guarded by :attr:`lock` (the callbacks run on the executor's threads).
+    ``say`` prints progress (tuning epochs, at most every 5 s).
+    """
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        super().__init__("demo_driver")
+        self.lock = threading.Lock()
+        self.predictions: dict[int, tuple[str, float]] = {}  # stamp ns → (label, receive time)
+        self.torques: dict[int, tuple[np.ndarray, float]] = {}  # stamp ns → (effort, receive time)
+        self.diagnostics: dict[str, dict[str, str]] = {}  # node → its last diagnostic values
+        self.tuning: list[dict[str, Any]] = []  # tuning_progress messages with state done/failed
+        self.announced: list[str] = []  # tuned_model paths
+        self._say = say
+        self._last_progress = 0.0
+        self.image_pub = self.create_publisher(Image, IMAGE, qos_profile_sensor_data)
+        self.label_pub = self.create_publisher(String, TEACHER_LABEL, 10)
+        # Reliable, as ros2_control's joint_state_broadcaster publishes; the node itself
+        # subscribes best-effort (sensor data) and the recorder reliably.
+        self.joint_pub = self.create_publisher(JointState, JOINT_STATES, 100)
+        latched = QoSProfile(depth=5, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.create_subscription(Prediction, PREDICTIONS, self._on_prediction, 100)
+        self.create_subscription(JointState, PREDICTED_TORQUES, self._on_torques, 1000)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
+        self.create_subscription(String, TUNING_PROGRESS, self._on_progress, 50)
+        self.create_subscription(String, TUNED_MODEL, self._on_model, latched)
+
+    # ------------------------------------------------------------------ answers
+    def _on_prediction(self, msg: Prediction) -> None:
+        with self.lock:
+            self.predictions[stamp_ns(msg.header.stamp)] = (msg.label, time.time())
+
+    def _on_torques(self, msg: JointState) -> None:
+        with self.lock:
+            self.torques[stamp_ns(msg.header.stamp)] = (np.array(msg.effort), time.time())
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        with self.lock:
+            for status in msg.status:
+                self.diagnostics[status.name] = {kv.key: kv.value for kv in status.values}
+
+    def _on_progress(self, msg: String) -> None:
+        try:
+            info = json.loads(msg.data)
+        except ValueError:
+            return
+        if info.get("state") in ("done", "failed"):
+            with self.lock:
+                self.tuning.append(info)
+        elif time.monotonic() - self._last_progress > 5.0:
+            self._last_progress = time.monotonic()
+            eta = info.get("eta_s")
+            self._say(
+                f"tuner: {info.get('objective')} epoch {info.get('epoch')}/{info.get('epochs')}"
+                + (f", about {eta:.0f} s left" if eta is not None else "")
+            )
+
+    def _on_model(self, msg: String) -> None:
+        with self.lock:
+            self.announced.append(msg.data)
+
+    def nodes_reporting(self) -> set[str]:
+        """The nodes whose diagnostics arrived."""
+        with self.lock:
+            return set(self.diagnostics)
+
+    def diagnostics_now(self) -> dict[str, dict[str, str]]:
+        """A copy of the last diagnostics of every node."""
+        with self.lock:
+            return dict(self.diagnostics)
+
+    def model_version(self, name: str) -> int:
+        """The model version node ``name`` last reported in its diagnostics (-1: none yet)."""
+        with self.lock:
+            return int(self.diagnostics.get(name, {}).get("model version", "-1"))
+
+    def tuning_done(self, index: int) -> dict[str, Any] | None:
+        """The ``index``-th finished (done or failed) tuning job, None while there is none."""
+        with self.lock:
+            return self.tuning[index] if len(self.tuning) > index else None
+
+    def tuning_count(self) -> int:
+        """How many tuning jobs have finished so far."""
+        with self.lock:
+            return len(self.tuning)
+
+    def answered_predictions(self, stamps: Sequence[int]) -> dict[int, tuple[str, float] | None]:
+        """The prediction (label, receive time) answering each image stamp, None if none yet."""
+        with self.lock:
+            return {s: self.predictions.get(s) for s in stamps}
+
+    def answered_torques(self, stamps: Sequence[int]) -> list[tuple[np.ndarray, float] | None]:
+        """The predicted torques (effort, receive time) answering each joint-state stamp, or None."""
+        with self.lock:
+            return [self.torques.get(int(s)) for s in stamps]
+
+    # ------------------------------------------------------------------ sensors
+    def publish_frame(self, frame: np.ndarray) -> int:
+        """Publish an RGB camera frame stamped now; returns the stamp (ns)."""
+        msg = numpy_to_image(frame, "rgb8", message=Image())
+        now = time.time_ns()
+        _set_stamp(msg.header, now)
+        msg.header.frame_id = "camera"
+        self.image_pub.publish(msg)
+        return now
+
+    def publish_label(self, label: str) -> None:
+        """What the teacher says: the name of the object in view ("" for none)."""
+        self.label_pub.publish(String(data=label))
+
+    def publish_joint_state(
+        self, names: list[str], q: np.ndarray, qd: np.ndarray, tau: np.ndarray, stamp: int
+    ) -> None:
+        """Publish one joint state (measured efforts ``tau``) stamped ``stamp`` (ns)."""
+        msg = JointState(name=names, position=q.tolist(), velocity=qd.tolist(), effort=tau.tolist())
+        _set_stamp(msg.header, stamp)
+        self.joint_pub.publish(msg)
+
+    # ------------------------------------------------------------------ services
+    def call(self, srv_type: Any, name: str, request: Any, timeout: float = 30.0) -> Any:
+        """Call a service from this (non-executor) thread; RuntimeError on timeout."""
+        client = self.create_client(srv_type, name)
+        try:
+            if not client.wait_for_service(timeout_sec=timeout):
+                raise RuntimeError(f"service {name} not available")
+            future = client.call_async(request)
+            deadline = time.monotonic() + timeout
+            while not future.done():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"service {name} did not answer within {timeout:.0f} s")
+                time.sleep(0.02)
+            return future.result()
+        finally:
+            self.destroy_client(client)
+
+
+@contextmanager
+def running_driver(say: Callable[[str], None]) -> Iterator[DemoDriver]:
+    """rclpy initialized and a :class:`DemoDriver` spinning on two threads in the background."""
+    rclpy.init()
+    executor = MultiThreadedExecutor(num_threads=2)
+    driver: DemoDriver | None = None
+    try:
+        driver = DemoDriver(say)
+        executor.add_node(driver)
+        threading.Thread(target=executor.spin, daemon=True).start()
+        yield driver
+    finally:
+        executor.shutdown()
+        if driver is not None:
+            driver.destroy_node()
+        rclpy.try_shutdown()

@@ -1,0 +1,356 @@
+"""What the demo plays over DDS, phase by phase, and how it scores the answers.
+
+- camera + teacher (:func:`teach_objects`, :func:`recognition_after_retraining`): pybullet
+  renderings of the objects, one after the other, named on ``teacher_label`` (one only
+  briefly: the rare class); after each object every object taught so far is shown unlabelled
+  and the ``prediction`` answers scored against the truth;
+- robot online (:func:`robot_online`): the simulated Panda's ``joint_states`` in real time,
+  a payload grasped part-way, answered with predicted torques, scored per joint (nMSE) next
+  to the URDF's own RNEA;
+- evaluation (:func:`evaluation_log`, :func:`set_learning`, :func:`drive`,
+  :func:`evaluation_results`): a new trajectory, learning frozen, answered by the online and
+  then by the retrained model;
+- retraining (:func:`split_bag`, :func:`retrain`): the bag's current file closed, both learners
+  tuned from it by ``nystrom_tuner``, and their hot reload awaited.
+
+Each fills its part of the ``results`` dictionary the report is written from.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+from rcl_interfaces.srv import SetParameters
+from std_srvs.srv import Trigger
+
+from lifelong_learning.core.metrics import normalized_mse
+from lifelong_learning.demo.driver import DemoDriver
+from lifelong_learning.dynamics.regressor import RigidBodyRegressor
+from lifelong_learning.sim.objects import ObjectRenderer, object_catalog, random_viewpoint
+from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path, panda_urdf_text
+from lifelong_learning.srv import TuneModel
+
+if TYPE_CHECKING:
+    from lifelong_learning.demo.run import DemoConfig
+
+#: the physics step of :class:`PandaSimulation` (its default), s
+SIM_TIMESTEP_S = 0.002
+
+
+@dataclass
+class Stage:
+    """What every scenario works with: the configuration, the driver node, the run folder."""
+
+    cfg: DemoConfig
+    driver: DemoDriver
+    out: Path
+    say: Callable[[str], None]
+    check_alive: Callable[[], None]  # raises RuntimeError when a node process has exited
+
+
+# --------------------------------------------------------------------------- scoring
+def nmse_windows(
+    t: np.ndarray, tau: np.ndarray, predictions: dict[str, np.ndarray], window: int
+) -> list[dict[str, Any]]:
+    """Per-joint nMSE of each prediction series in consecutive windows of ``window`` samples.
+
+    nMSE = mean squared error over the window / variance of ``tau`` over the whole trajectory.
+    Rows of NaN (unanswered messages) are left out; a window with none answered gives NaN.
+    """
+    var = np.var(tau, axis=0)
+    out = []
+    for start in range(0, len(t) - window + 1, window):
+        sl = slice(start, start + window)
+        w: dict[str, Any] = {"t_end": float(t[sl][-1])}
+        for name, pred in predictions.items():
+            w[name] = nmse(tau[sl], pred[sl], variance=var)
+        out.append(w)
+    return out
+
+
+def nmse(tau: np.ndarray, pred: np.ndarray, variance: np.ndarray | None = None) -> list[float]:
+    """Per-joint nMSE over the answered rows of ``pred`` (normalized by ``variance``, default the
+    variance of ``tau``); NaN when no row was answered."""
+    ok = ~np.isnan(pred).any(axis=1)
+    var = np.var(tau, axis=0) if variance is None else variance
+    return normalized_mse(tau[ok], pred[ok], variance=var).tolist()
+
+
+# --------------------------------------------------------------------------- camera + teacher
+def show(
+    stage: Stage, renderer: ObjectRenderer, objects: list[int], frames: int, rng: np.random.Generator
+) -> list[tuple[int, int]]:
+    """Show ``frames`` random views of each object at the camera rate; (stamp, object) pairs."""
+    cfg = stage.cfg
+    period = 1.0 / cfg.camera_hz
+    sent = []
+    for obj in objects:
+        for _ in range(frames):
+            t = time.monotonic()
+            frame = renderer.render(obj, random_viewpoint(rng), cfg.image_size)
+            sent.append((stage.driver.publish_frame(frame), obj))
+            time.sleep(max(0.0, period - (time.monotonic() - t)))
+    return sent
+
+
+def score(driver: DemoDriver, sent: list[tuple[int, int]], names: list[str], rare: int) -> dict[str, Any]:
+    """Wait (≤ 5 s) for the answers to ``sent`` and score them against the truth."""
+    stamps = [s for s, _ in sent]
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        if all(a is not None for a in driver.answered_predictions(stamps).values()):
+            break
+        time.sleep(0.05)
+    answers = driver.answered_predictions(stamps)
+    correct = [answers[s] is not None and answers[s][0] == names[o] for s, o in sent]
+    rare_ok = [c for (_, o), c in zip(sent, correct, strict=True) if o == rare]
+    return {
+        "accuracy": float(np.mean(correct)),
+        "rare_accuracy": float(np.mean(rare_ok)) if rare_ok else None,
+        "n_test": len(sent),
+        "n_answered": sum(a is not None for a in answers.values()),
+        "latencies": [1e3 * (answers[s][1] - s / 1e9) for s, _ in sent if answers[s] is not None],
+    }
+
+
+def teach_objects(stage: Stage, renderer: ObjectRenderer, results: dict[str, Any]) -> None:
+    """Teach every object in turn, scoring recognition of all the taught ones after each."""
+    cfg = stage.cfg
+    names = [o.name for o in object_catalog(cfg.n_objects, cfg.seed)]
+    rare = cfg.n_objects // 2
+    rng = np.random.default_rng([cfg.seed, 7])
+    rounds, latencies = [], []
+    for k in range(cfg.n_objects):
+        n_lab = cfg.rare_labeled_frames if k == rare else cfg.labeled_frames
+        stage.say(f"teacher: this is '{names[k]}' ({n_lab} labelled frames)")
+        stage.driver.publish_label(names[k])
+        time.sleep(0.5)
+        show(stage, renderer, [k], n_lab, rng)
+        time.sleep(0.5)
+        stage.driver.publish_label("")
+        time.sleep(0.5)
+        sent = show(stage, renderer, list(range(k + 1)), cfg.test_frames_per_object, rng)
+        r = score(stage.driver, sent, names, rare)
+        latencies += r.pop("latencies")
+        rounds.append({"n_taught": k + 1, **r})
+        stage.say(f"recognition after {k + 1} objects: {100 * r['accuracy']:.0f}% of {len(sent)} views")
+    results["recognition"] = {
+        "names": names,
+        "n_objects": cfg.n_objects,
+        "labeled_per_object": cfg.labeled_frames,
+        "rare_object": names[rare],
+        "rare_labeled": cfg.rare_labeled_frames,
+        "rounds": rounds,
+    }
+    results.setdefault("latency_ms", {})["image → prediction"] = latencies
+
+
+def recognition_after_retraining(stage: Stage, renderer: ObjectRenderer, results: dict[str, Any]) -> None:
+    """Show every object again, answered by the retrained classifier."""
+    cfg = stage.cfg
+    rec = results["recognition"]
+    rng = np.random.default_rng([cfg.seed, 8])
+    sent = show(stage, renderer, list(range(cfg.n_objects)), cfg.test_frames_per_object, rng)
+    r = score(stage.driver, sent, rec["names"], cfg.n_objects // 2)
+    r.pop("latencies")
+    rec["after_retraining"] = r
+    stage.say(f"recognition with the retrained model: {100 * r['accuracy']:.0f}% of {len(sent)} views")
+
+
+# --------------------------------------------------------------------------- robot
+def stride(cfg: DemoConfig) -> int:
+    """Simulation steps per published joint state."""
+    return max(1, round(1.0 / (cfg.joint_state_hz * SIM_TIMESTEP_S)))
+
+
+def drive(stage: Stage, log: dict[str, np.ndarray], what: str) -> dict[str, Any]:
+    """Publish ``log`` as joint_states in real time; collect the torques answered.
+
+    Each message is stamped with its sample's simulation time (offset to now), so the
+    node's acceleration estimate sees the true sample spacing even when the machine is busy.
+    """
+    names = list(JOINT_NAMES)
+    t = log["t"] - log["t"][0]
+    stamps = time.time_ns() + np.round(t * 1e9).astype(np.int64)
+    sent = np.zeros(t.size)  # wall time of each publish (the stamp is the sample's time)
+    t_start = time.monotonic()
+    stage.say(f"robot ({what}): {t[-1]:.0f} s at {stage.cfg.joint_state_hz:.0f} Hz")
+    for i in range(t.size):
+        delay = t_start + t[i] - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        sent[i] = time.time()
+        stage.driver.publish_joint_state(names, log["q"][i], log["qd"][i], log["tau"][i], int(stamps[i]))
+    time.sleep(1.0)
+    got = stage.driver.answered_torques(stamps)
+    pred = np.array([g[0] if g is not None else np.full(len(names), np.nan) for g in got])
+    answered = int(sum(g is not None for g in got))
+    stage.say(f"robot ({what}): {answered}/{t.size} joint states answered")
+    return {
+        "pred": pred,
+        "answered": answered,
+        "published": int(t.size),
+        "latencies": [1e3 * (g[1] - s) for g, s in zip(got, sent, strict=True) if g is not None],
+        "publish_lag_ms": [1e3 * (s - ns / 1e9) for s, ns in zip(sent, stamps, strict=True)],
+    }
+
+
+def _rnea(log: dict[str, np.ndarray], names: list[str]) -> np.ndarray:
+    """The torques the URDF's rigid-body model alone predicts along ``log``."""
+    return RigidBodyRegressor(panda_urdf_text(), names).rnea(log["q"], log["qd"], log["qdd"])
+
+
+def robot_online(stage: Stage, results: dict[str, Any]) -> None:
+    """The robot works (a payload grasped part-way) while inverse_dynamics learns online."""
+    cfg = stage.cfg
+    sim = PandaSimulation()
+    payload_at = cfg.payload_at_fraction * cfg.robot_seconds
+    log = sim.run(
+        cfg.robot_seconds, seed=cfg.seed, log_every=stride(cfg), payload_mass=1.0, payload_at=payload_at
+    )
+    names = list(sim.joint_names)
+    rnea = _rnea(log, names)
+    online = drive(stage, log, "online learning")
+    window = max(50, len(log["t"]) // 30)
+    windows = nmse_windows(log["t"], log["tau"], {"rnea": rnea, "online": online["pred"]}, window)
+    before = [w for w in windows if w["t_end"] < payload_at]
+    lag = online["publish_lag_ms"]
+    results["dynamics"] = {
+        "joint_names": names,
+        "rate_hz": cfg.joint_state_hz,
+        "duration_s": cfg.robot_seconds,
+        "payload_at": payload_at,
+        "windows": windows,
+        "final_rnea": windows[-1]["rnea"],
+        "final_online": windows[-1]["online"],
+        "before_payload_online": (before[-1] if before else windows[0])["online"],
+        "before_payload_rnea": (before[-1] if before else windows[0])["rnea"],
+        "published": online["published"],
+        "answered": online["answered"],
+        "publisher_lag_ms": {"p50": float(np.percentile(lag, 50)), "p99": float(np.percentile(lag, 99))},
+    }
+    results.setdefault("latency_ms", {})["joint_states → torques"] = online["latencies"]
+
+
+def evaluation_log(cfg: DemoConfig) -> dict[str, np.ndarray]:
+    """A new trajectory (another seed) with the payload held from the start."""
+    return PandaSimulation().run(
+        cfg.eval_seconds, seed=cfg.seed + 1000, log_every=stride(cfg), payload_mass=1.0, payload_at=0.0
+    )
+
+
+def set_learning(stage: Stage, on: bool) -> None:
+    """Switch inverse_dynamics' online learning on or off (its ``learning`` parameter)."""
+    value = ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=on)
+    req = SetParameters.Request(parameters=[Parameter(name="learning", value=value)])
+    res = stage.driver.call(SetParameters, "/inverse_dynamics/set_parameters", req)
+    if not res.results or not res.results[0].successful:
+        raise RuntimeError(f"could not set inverse_dynamics learning={on}: {res}")
+    stage.say(f"inverse_dynamics: learning {'on' if on else 'frozen'}")
+
+
+def evaluation_results(
+    cfg: DemoConfig,
+    log: dict[str, np.ndarray],
+    online: dict[str, Any],
+    retrained: dict[str, Any],
+    results: dict[str, Any],
+) -> None:
+    """nMSE on the evaluation trajectory: RNEA, the online model, the retrained model."""
+    rnea = _rnea(log, list(JOINT_NAMES))
+    tau = log["tau"]
+    window = max(50, len(log["t"]) // 10)
+    series = {"rnea": rnea, "online": online["pred"], "retrained": retrained["pred"]}
+    results["dynamics"]["evaluation"] = {
+        "duration_s": cfg.eval_seconds,
+        "seed": cfg.seed + 1000,
+        "rnea": nmse(tau, rnea),
+        "online": nmse(tau, online["pred"]),
+        "retrained": nmse(tau, retrained["pred"]),
+        "answered_online": online["answered"],
+        "answered_retrained": retrained["answered"],
+        "published": online["published"],
+        "windows": nmse_windows(log["t"], tau, series, window),
+    }
+
+
+# --------------------------------------------------------------------------- bag + retraining
+def split_bag(stage: Stage, results: dict[str, Any]) -> None:
+    """Close the bag's current file: everything recorded so far becomes readable."""
+    res = stage.driver.call(Trigger, "/bag_recorder/split_bagfile", Trigger.Request())
+    if not res.success:
+        raise RuntimeError(f"bag split failed: {res.message}")
+    stage.say(f"bag recorder: {res.message}")
+    results["bag"] = {"split": res.message}
+
+
+def _wait_for_tuning(stage: Stage, index: int, task: str, timeout: float = 600.0) -> dict[str, Any]:
+    """The ``index``-th finished tuning job (RuntimeError after ``timeout`` s or if it failed)."""
+    deadline = time.monotonic() + timeout
+    info = stage.driver.tuning_done(index)
+    while info is None:
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"{task} tuning did not finish within {timeout:.0f} s")
+        stage.check_alive()
+        time.sleep(0.2)
+        info = stage.driver.tuning_done(index)
+    if info["state"] != "done":
+        raise RuntimeError(f"{task} tuning failed: {info.get('error')}")
+    return info
+
+
+def tune(stage: Stage, task: str) -> dict[str, Any]:
+    """Ask nystrom_tuner to retrain ``task`` from the bag; wait until it wrote the model."""
+    n_before = stage.driver.tuning_count()
+    req = TuneModel.Request(
+        bags=[str(stage.out / "bag")],
+        task=task,
+        centers=stage.cfg.tune_centers,
+        epochs=stage.cfg.tune_epochs,
+        urdf_path=panda_urdf_path() if task == "inverse-dynamics" else "",
+    )
+    t0 = time.monotonic()
+    res = stage.driver.call(TuneModel, "/nystrom_tuner/tune", req)
+    if not res.accepted:
+        raise RuntimeError(f"tuner refused the {task} job: {res.message}")
+    stage.say(f"tuner: {res.message}")
+    info = _wait_for_tuning(stage, n_before, task)
+    seconds = time.monotonic() - t0
+    stage.say(f"tuner: {task} model written to {info['out_path']} after {seconds:.0f} s")
+    return {"task": task, "seconds": seconds, "model": info["out_path"], "objectives": info["report"]}
+
+
+def _wait_for_reload(stage: Stage, learner: str, version: int, model: str) -> dict[str, Any]:
+    """Wait (≤ 60 s) until ``learner`` reports a model version above ``version``."""
+    t0 = time.monotonic()
+    while stage.driver.model_version(learner) <= version and time.monotonic() - t0 < 60.0:
+        stage.check_alive()
+        time.sleep(0.1)
+    new = stage.driver.model_version(learner)
+    if new <= version:
+        raise RuntimeError(f"{learner} did not reload the announced model {model}")
+    reload = {
+        "node": learner,
+        "model_version": [version, new],
+        "seconds_after_announcement": time.monotonic() - t0,
+    }
+    reload["last_reload"] = stage.driver.diagnostics_now().get(learner, {}).get("last reload", "")
+    stage.say(f"{learner} hot-reloaded the tuned model (model version {version} → {new})")
+    return reload
+
+
+def retrain(stage: Stage, results: dict[str, Any]) -> None:
+    """Tune both learners from the bag; wait until each node has hot-reloaded its model."""
+    jobs = []
+    for task, learner in (("classification", "object_recognition"), ("inverse-dynamics", "inverse_dynamics")):
+        version = stage.driver.model_version(learner)
+        job = tune(stage, task)
+        job["reload"] = _wait_for_reload(stage, learner, version, job["model"])
+        jobs.append(job)
+    results["retraining"] = jobs
