@@ -8,6 +8,10 @@ see each other.
 Tests must exercise the *built* package (with its generated ``lifelong_learning.msg``), not
 the source tree: with ``LL_REQUIRE_INSTALLED=1`` (set by ``make test``) the session fails at
 once if ``lifelong_learning`` is imported from anywhere but a colcon install space.
+
+Graph helpers: :func:`spin_until` (fixture ``spin``), :func:`call_service` (fixture ``call``),
+and node processes through :mod:`lifelong_learning.nodes.supervisor` (fixture
+``start_process``, command lines from :func:`node_argv`).
 """
 
 from __future__ import annotations
