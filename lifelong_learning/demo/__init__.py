@@ -1,2 +1,10 @@
 """The main job (``make demo`` / ``lifelong-learning demo``): the learners online over DDS
-against a simulated robot and camera, ending in a report (see :mod:`.run`, :mod:`.report`)."""
+against a simulated robot and camera, ending in a report.
+
+- :mod:`.run`: ``DemoConfig``, the node processes (through :mod:`lifelong_learning.nodes.supervisor`),
+  the phases in order, the results;
+- :mod:`.driver`: the demo's own node: the camera, teacher and robot publishers, the answers
+  collected, service calls;
+- :mod:`.scenarios`: camera + teacher, the robot online, the evaluation trajectory, retraining;
+- :mod:`.report`: the markdown report and its plots.
+"""

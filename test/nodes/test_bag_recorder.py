@@ -4,10 +4,10 @@ size, stopped with SIGINT; after ~/split_bagfile and SIGKILL the bag holds what 
 split; a topic with two types is refused and counted; an existing output is refused."""
 
 import signal
-import sys
 
 import numpy as np
 import pytest
+from conftest import node_argv
 from rosbags.highlevel import AnyReader
 from ruamel.yaml import YAML
 
@@ -17,10 +17,8 @@ pytestmark = pytest.mark.graph
 
 
 def recorder_argv(*params: str) -> list[str]:
-    argv = [sys.executable, "-m", "lifelong_learning.nodes.bag_recorder", "--ros-args"]
-    for p in ("diagnostics_period_s:=0.2", "discovery_period_s:=0.2", *params):
-        argv += ["-p", p]
-    return argv
+    args = [a for p in ("diagnostics_period_s:=0.2", "discovery_period_s:=0.2", *params) for a in ("-p", p)]
+    return node_argv("bag_recorder", *args, params_file=False)
 
 
 class Peer:

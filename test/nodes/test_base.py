@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import node_argv
 
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.learners import RecursiveRLS
@@ -131,18 +132,10 @@ def test_rejections_counted_and_diagnostics_published(executor, spin):
 
 def test_bad_configuration_exits_with_a_clear_error_not_a_traceback(tmp_path, built_interfaces):
     import subprocess
-    import sys
 
-    argv = [
-        sys.executable,
-        "-m",
-        "lifelong_learning.nodes.object_recognition",
-        "--ros-args",
-        "-p",
-        "lambdas:=[-1.0]",
-        "-p",
-        "diagnostics_period_s:=0.0",
-    ]
+    argv = node_argv(
+        "object_recognition", "-p", "lambdas:=[-1.0]", "-p", "diagnostics_period_s:=0.0", params_file=False
+    )
     res = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert res.returncode == 2
     assert "cannot start the node: lambdas must be positive" in res.stderr

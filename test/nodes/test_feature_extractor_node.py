@@ -1,10 +1,9 @@
 """The feature_extractor node on a real DDS graph: encodings, teacher labels, bounded queue,
 malformed images, and the executable in its own process."""
 
-import sys
-
 import numpy as np
 import pytest
+from conftest import node_argv
 from skimage import data
 
 from lifelong_learning.vision.image_conversion import numpy_to_image
@@ -145,16 +144,9 @@ def test_executable_in_its_own_process(executor, spin, rclpy_context, start_proc
     peer = Peer(rclpy_context)
     executor.add_node(peer.node)
     process = start_process(
-        [
-            sys.executable,
-            "-m",
-            "lifelong_learning.nodes.feature_extractor",
-            "--ros-args",
-            "-p",
-            "num_threads:=1",
-            "-p",
-            "diagnostics_period_s:=0.0",
-        ]
+        node_argv(
+            "feature_extractor", "-p", "num_threads:=1", "-p", "diagnostics_period_s:=0.0", params_file=False
+        )
     )
     assert spin(executor, peer.connected, 60), process.log()
     peer.labels.publish(String(data="duck"))

@@ -2,10 +2,9 @@
 stamp, online learning on/off at run time, rejected messages, the predict service, and the
 executable in its own process."""
 
-import sys
-
 import numpy as np
 import pytest
+from conftest import node_argv
 
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
 
@@ -151,15 +150,8 @@ def test_executable_in_its_own_process(executor, spin, rclpy_context, start_proc
     executor.add_node(peer.node)
     checkpoint = tmp_path / "dyn.npz"
     process = start_process(
-        [
-            sys.executable,
-            "-m",
-            "lifelong_learning.nodes.inverse_dynamics",
-            "--ros-args",
-            "--params-file",
-            str(
-                __import__("pathlib").Path(__file__).resolve().parents[2] / "config" / "inverse_dynamics.yaml"
-            ),
+        node_argv(
+            "inverse_dynamics",
             "-p",
             f"urdf_path:={panda_urdf_path()}",
             "-p",
@@ -170,7 +162,7 @@ def test_executable_in_its_own_process(executor, spin, rclpy_context, start_proc
             f"checkpoint_path:={checkpoint}",
             "-p",
             "diagnostics_period_s:=0.0",
-        ]
+        )
     )
     assert spin(executor, peer.connected, 60), process.log()
     # across processes, best-effort messages sent before discovery has fully matched both
