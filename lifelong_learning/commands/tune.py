@@ -6,7 +6,9 @@ and exports the model tuned with the first objective to the online learners' mod
 
 - ``--task classification``: LabeledFeatures → an IncrementalRLSC with the Nyström map;
 - ``--task inverse-dynamics``: JointState → a SemiparametricInverseDynamics (``--urdf``) whose
-  residual (of the rigid-body model) is the Nyström map + RLS.
+  residual (of the rigid-body model with friction) is the Nyström map + RLS, trained by replaying
+  the samples in time order with the forgetting factor (``--forgetting``) that best predicts the
+  most recent part of the bags (the test split).
 
 A report (markdown and JSON, next to the model) lists per objective the test metrics, the
 time and the chosen hyperparameters.
@@ -45,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "has several JointState topics, e.g. --topic /joint_states)",
     )
     parser.add_argument("--urdf", default=None, help="URDF of the robot (inverse-dynamics)")
+    parser.add_argument(
+        "--forgetting",
+        default=None,
+        help="inverse-dynamics: forgetting factors per sample to choose from on the most recent part "
+        "of the bags, comma-separated (default: retraining.pipeline.DEFAULT_FORGETTING, 1 to 0.998)",
+    )
     parser.add_argument("--out", required=True, help="model file to write")
     parser.add_argument("--report", default=None, help="report path without suffix (default: OUT.report)")
     parser.add_argument("--seed", type=int, default=0)
@@ -54,8 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read, tune, evaluate, export, report. Returns 0 on success, 2 on bad input."""
     from lifelong_learning.io.bags import BagError
-    from lifelong_learning.retraining.pipeline import TuningJob, run_job
+    from lifelong_learning.retraining.pipeline import DEFAULT_FORGETTING, TuningJob, run_job
 
+    try:
+        forgetting = DEFAULT_FORGETTING if args.forgetting is None else _floats(args.forgetting)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     job = TuningJob(
         bags=list(args.bags),
         task=args.task,
@@ -69,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         test_fraction=args.test_fraction,
         topic=args.topic,
         urdf=args.urdf,
+        forgetting=forgetting,
         report=args.report,
         seed=args.seed,
         progress=not args.no_progress,
@@ -81,3 +95,10 @@ def run(args: argparse.Namespace) -> int:
     print(report["markdown"])
     print(f"model written to {args.out}")
     return 0
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--forgetting takes comma-separated numbers, got {text!r}") from None

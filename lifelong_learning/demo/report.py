@@ -202,7 +202,13 @@ def _retraining_section(results: dict[str, Any]) -> list[str]:
         lines += [
             f"- **{job['task']}**: tuned in {job['seconds']:.0f} s → `{Path(job['model']).name}`; "
             + "; ".join(
-                f"{name}: {r['metric']} {r['value']:.4g} (λ {r['lam']:.2g}, {r['epochs']} epochs)"
+                f"{name}: {r['metric']} {r['value']:.4g} (λ {r['lam']:.2g}, {r['epochs']} epochs"
+                + (
+                    f", forgetting {r['forgetting']} chosen on the bag's most recent part"
+                    if "forgetting" in r
+                    else ""
+                )
+                + ")"
                 for name, r in job["objectives"].items()
             )
             + (

@@ -5,8 +5,15 @@ The exported feature map is ``φ(x) = L⁻¹k(Z, x)`` (:class:`NystromFeatureMap
 i.e. reproduces the Nyström KRR exactly, and keeps learning online from there.
 
 For inverse dynamics the Nyström model is the semiparametric residual (thesis Fig. 8.2): it is
-tuned on :func:`residual_data` of a rigid-body model fitted on the same samples, the inputs
-``[x̃, τ̂_P/τ_max]`` of :func:`~lifelong_learning.dynamics.semiparametric.residual_features`.
+tuned on :func:`residual_data` of a rigid-body model (with friction) fitted on the same samples,
+the inputs ``[x̃, τ̂_P/τ_max]`` of :func:`~lifelong_learning.dynamics.semiparametric.residual_features`
+normalized from the URDF as the online node does. The exported model is trained by **replaying**
+the samples in time order through the online learner (blocks of ``block`` samples), so that it
+is the model the robot would have learned online with the tuned feature map and, optionally, a
+forgetting factor: on a robot whose dynamics changed while it logged (a grasped payload), this
+generalizes to new motion far better than one batch fit of every sample (see
+``docs/benchmarks/dynamics.md``). ``block=None`` is the batch fit, which reproduces the tuned
+Nyström residual exactly on its training data.
 """
 
 from __future__ import annotations
@@ -112,10 +119,9 @@ def residual_data(
 def rigid_body_residuals(
     urdf: str, joint_names: Sequence[str], q: Any, qd: Any, qdd: Any, tau: Any
 ) -> tuple[SemiparametricInverseDynamics, np.ndarray, np.ndarray]:
-    """Fit the parametric (rigid-body, URDF prior) part on the data as the semiparametric model
-    does (normalization from the data), and return it with :func:`residual_data` of the data."""
+    """Fit the parametric (rigid-body with friction, URDF prior) part on the data, with the online
+    model's URDF normalization, and return it with :func:`residual_data` of the data."""
     parametric = SemiparametricInverseDynamics(urdf, list(joint_names), mode="parametric")
-    parametric.fit_normalization(q, qd, qdd, tau)
     parametric.update(q, qd, qdd, tau)
     return (parametric, *residual_data(parametric, q, qd, qdd, tau))
 
@@ -129,20 +135,28 @@ def export_inverse_dynamics(
     qdd: Any,
     tau: Any,
     path: str | os.PathLike[str] | None = None,
+    forgetting: float = 1.0,
+    block: int | None = 10,
 ) -> SemiparametricInverseDynamics:
     """A :class:`~lifelong_learning.dynamics.semiparametric.SemiparametricInverseDynamics` whose
-    residual part is the model's Nyström map + RLS (``lam = nλ``), trained on the data; with
-    ``model`` tuned on :func:`rigid_body_residuals` of the same data its residual equals ``model``
-    (other data: a refit with the tuned map and per-sample ``λ``)."""
+    residual part is the model's Nyström map + RLS (``lam = nλ``), trained on the samples (in time
+    order): replayed ``block`` samples at a time with ``forgetting`` per sample (see the module
+    docstring), or, with ``block=None``, in one batch: then, with ``model`` tuned on
+    :func:`rigid_body_residuals` of the same data, its residual equals ``model``. Saved to ``path``
+    if given."""
     sp = SemiparametricInverseDynamics(
         urdf,
         list(joint_names),
         mode="semiparametric",
         feature_map=feature_map_of(model),
         lam_residual=regularization_of(model, np.shape(q)[0]),
+        forgetting=forgetting,
     )
-    sp.fit_normalization(q, qd, qdd, tau)
-    sp.update(q, qd, qdd, tau)
+    arrays = [np.asarray(a, dtype=np.float64) for a in (q, qd, qdd, tau)]
+    n = arrays[0].shape[0]
+    step = n if block is None else max(1, int(block))
+    for start in range(0, n, step):
+        sp.update(*(a[start : start + step] for a in arrays))
     if path is not None:
         sp.save(path)
     return sp

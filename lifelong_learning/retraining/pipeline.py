@@ -35,6 +35,8 @@ from lifelong_learning.nystrom.objectives import OBJECTIVES
 from lifelong_learning.nystrom.tuning import tune
 
 TASKS = ("classification", "inverse-dynamics")
+#: forgetting factors per sample the inverse-dynamics export chooses from, on the most recent block
+DEFAULT_FORGETTING = (1.0, 0.9999, 0.9995, 0.999, 0.998)
 
 
 @dataclass
@@ -56,6 +58,8 @@ class TuningJob:
     report: str | None = None
     seed: int = 0
     progress: bool = False
+    forgetting: Sequence[float] = DEFAULT_FORGETTING
+    replay_block: int = 10
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -73,6 +77,10 @@ class TuningJob:
             raise ValueError("no bag given")
         if self.task == "inverse-dynamics" and not self.urdf:
             raise ValueError("inverse-dynamics needs a URDF")
+        if not self.forgetting or not all(0.0 < float(b) <= 1.0 for b in self.forgetting):
+            raise ValueError(f"forgetting factors must be in (0, 1], got {list(self.forgetting)}")
+        if self.replay_block < 1:
+            raise ValueError("replay_block must be >= 1")
 
 
 def _split(n: int, fraction: float, rng: Any, chronological: bool) -> tuple[Any, Any]:
@@ -88,24 +96,125 @@ def _markdown(report: dict[str, Any]) -> str:
         f"# Nyström tuning report ({report['task']})",
         "",
         f"- bags: {', '.join(report['bags'])}",
-        f"- samples: {report['n_train']} train, {report['n_test']} test; centres: {report['centers']}",
+        f"- samples: {report['n_train']} train, {report['n_test']} test "
+        f"({'the most recent part' if report['task'] == 'inverse-dynamics' else 'a random part'}); "
+        f"centres: {report['centers']}",
         f"- exported: `{report['model']}` (objective `{report['exported_objective']}`, refitted on all "
         f"{report['exported_samples']} samples)",
     ]
-    if "baseline" in report:
-        lines.append(f"- baseline: {report['baseline']}")
+    lines += [f"- baseline {name}: test nMSE {value:.4g}" for name, value in report["baselines"].items()]
+    lines += [f"- **warning**: {text}" for text in report["warnings"]]
     lines += [
         "",
-        "| objective | test metric | value | tuning time (s) | epochs | λ | length-scales |",
-        "|---|---|---|---|---|---|---|",
+        "| objective | test metric | value | forgetting | tuning time (s) | epochs | λ | length-scales |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, r in report["objectives"].items():
         ls = ", ".join(f"{v:.3g}" for v in r["lengthscale"])
         lines.append(
-            f"| {name} | {r['metric']} | {r['value']:.4g} | {r['seconds']:.1f} | {r['epochs']} "
-            f"| {r['lam']:.3g} | {ls} |"
+            f"| {name} | {r['metric']} | {r['value']:.4g} | {r.get('forgetting', '')} | {r['seconds']:.1f} "
+            f"| {r['epochs']} | {r['lam']:.3g} | {ls} |"
         )
     return "\n".join(lines) + "\n"
+
+
+#: below this RMS velocity [rad/s] a joint "barely moves": its friction cannot be identified
+_STILL_RMS_VELOCITY = 0.01
+
+
+class _Classification:
+    """Labeled features: a random split, test error, an IncrementalRLSC with the tuned map."""
+
+    metric = "test error (%)"
+
+    def __init__(self, job: TuningJob, rng: Any) -> None:
+        self.data = read_labeled_features(job.bags, topic=job.topic)
+        self.tr, self.te = _split(len(self.data.labels), job.test_fraction, rng, chronological=False)
+        self.classes, self.Y_tr = one_hot([self.data.labels[i] for i in self.tr])
+        self.X_tr = self.data.X[self.tr]
+        self.labels_te = np.array([self.data.labels[i] for i in self.te], dtype=object)
+        self.warnings: list[str] = []
+        self.baselines: dict[str, float] = {}
+
+    def score(self, model: Any) -> tuple[float, dict[str, Any]]:
+        pred = model.predict(self.data.X[self.te])
+        err = float(np.mean(np.asarray(self.classes, dtype=object)[pred.argmax(1)] != self.labels_te))
+        return 100.0 * err, {}
+
+    def export(self, model: Any, choice: dict[str, Any], out: Path) -> None:
+        export_classifier(model, self.data.X, self.data.labels, out)
+
+
+class _InverseDynamics:
+    """Joint states: a chronological split (the test part is the most recent one), the torque nMSE
+    of the semiparametric model replayed on the training part with each forgetting factor, and the
+    export replayed on every sample with the best one."""
+
+    metric = "test nMSE of the torques (mean over joints)"
+
+    def __init__(self, job: TuningJob, rng: Any) -> None:
+        self.urdf = Path(str(job.urdf)).read_text(encoding="utf-8")
+        self.js = read_joint_states(job.bags, topic=job.topic)
+        self.qdd = estimate_accelerations(self.js.t, self.js.qd, starts=self.js.starts)
+        self.tr, self.te = _split(self.js.t.size, job.test_fraction, rng, chronological=True)
+        self.forgetting = tuple(job.forgetting)
+        self.block = job.replay_block
+        js, tr, te = self.js, self.tr, self.te
+        par, self.X_tr, self.Y_tr = rigid_body_residuals(
+            self.urdf, js.joint_names, js.q[tr], js.qd[tr], self.qdd[tr], js.tau[tr]
+        )
+        _, residual_te = residual_data(par, js.q[te], js.qd[te], self.qdd[te], js.tau[te])
+        self.var_te = js.tau[te].var(axis=0)  # nMSE of torques, not of residuals
+        rnea = par.regressor.rnea(js.q[te], js.qd[te], self.qdd[te])
+        self.baselines = {
+            "RNEA (URDF)": float(normalized_mse(js.tau[te], rnea).mean()),
+            "rigid body + friction (RLS)": float(
+                normalized_mse(residual_te, np.zeros_like(residual_te), variance=self.var_te).mean()
+            ),
+        }
+        self.warnings = self._warnings()
+
+    def _warnings(self) -> list[str]:
+        js, out = self.js, []
+        rms = np.sqrt(np.mean(js.qd**2, axis=0))
+        still = [name for name, v in zip(js.joint_names, rms, strict=True) if v < _STILL_RMS_VELOCITY]
+        if still:
+            out.append(
+                f"joints {still} barely move (RMS velocity < {_STILL_RMS_VELOCITY} rad/s): their friction "
+                "and inertia are not identifiable from these bags; the model keeps the URDF there"
+            )
+        if js.t.size < 500:
+            out.append(f"only {js.t.size} samples: the tuned model may not generalize; log more motion")
+        return out
+
+    def _part(self, rows: Any) -> list[np.ndarray]:
+        return [self.js.q[rows], self.js.qd[rows], self.qdd[rows], self.js.tau[rows]]
+
+    def score(self, model: Any) -> tuple[float, dict[str, Any]]:
+        names, (q, qd, qdd, tau) = self.js.joint_names, self._part(self.te)
+        by_forgetting = {}
+        for beta in self.forgetting:
+            sp = export_inverse_dynamics(
+                model, self.urdf, names, *self._part(self.tr), forgetting=beta, block=self.block
+            )
+            value = float(normalized_mse(tau, sp.predict(q, qd, qdd), variance=self.var_te).mean())
+            by_forgetting[beta] = value if np.isfinite(value) else float("inf")
+        best = min(by_forgetting, key=by_forgetting.__getitem__)
+        return by_forgetting[best], {
+            "forgetting": best,
+            "by_forgetting": {str(k): v for k, v in by_forgetting.items()},
+        }
+
+    def export(self, model: Any, choice: dict[str, Any], out: Path) -> None:
+        export_inverse_dynamics(
+            model,
+            self.urdf,
+            self.js.joint_names,
+            *self._part(slice(None)),
+            out,
+            forgetting=choice["forgetting"],
+            block=self.block,
+        )
 
 
 def run_job(
@@ -123,32 +232,19 @@ def run_job(
     job.validate()
     objectives = list(job.objectives)
     rng = np.random.default_rng(job.seed)
+    task = _Classification(job, rng) if job.task == "classification" else _InverseDynamics(job, rng)
     report: dict[str, Any] = {
         "task": job.task,
         "bags": [str(b) for b in job.bags],
         "centers": job.centers,
         "model": str(job.out),
         "exported_objective": objectives[0],
+        "n_train": len(task.tr),
+        "n_test": len(task.te),
+        "baselines": task.baselines,
+        "warnings": task.warnings,
         "objectives": {},
     }
-    if job.task == "classification":
-        data = read_labeled_features(job.bags, topic=job.topic)
-        tr, te = _split(len(data.labels), job.test_fraction, rng, chronological=False)
-        labels_tr = [data.labels[i] for i in tr]
-        classes, Y_tr = one_hot(labels_tr)
-        X_tr, X_te = data.X[tr], data.X[te]
-        labels_te = np.array([data.labels[i] for i in te], dtype=object)
-    else:
-        urdf = Path(str(job.urdf)).read_text(encoding="utf-8")
-        js = read_joint_states(job.bags, topic=job.topic)
-        qdd = estimate_accelerations(js.t, js.qd, starts=js.starts)
-        tr, te = _split(js.t.size, job.test_fraction, rng, chronological=True)
-        par, X_tr, Y_tr = rigid_body_residuals(urdf, js.joint_names, js.q[tr], js.qd[tr], qdd[tr], js.tau[tr])
-        X_te, residual_te = residual_data(par, js.q[te], js.qd[te], qdd[te], js.tau[te])
-        var_te = js.tau[te].var(axis=0)  # nMSE of torques, not of residuals
-        nmse_rbd = normalized_mse(residual_te, np.zeros_like(residual_te), variance=var_te)
-        report["baseline"] = f"rigid-body model (URDF prior + RLS) mean test nMSE {nmse_rbd.mean():.4g}"
-    report["n_train"], report["n_test"] = len(tr), len(te)
     exported = None
     for obj in objectives:
         t0 = time.perf_counter()
@@ -158,8 +254,8 @@ def run_job(
                 callback(obj, epoch, {**info, "epochs": job.epochs})
 
         model = tune(
-            X_tr,
-            Y_tr,
+            task.X_tr,
+            task.Y_tr,
             centers=job.centers,
             objective=obj,
             epochs=job.epochs,
@@ -171,34 +267,26 @@ def run_job(
             callback=on_epoch,
         )
         seconds = time.perf_counter() - t0
-        pred = model.predict(X_te)
-        if job.task == "classification":
-            err = float(np.mean(np.asarray(classes, dtype=object)[pred.argmax(1)] != labels_te))
-            metric, value = "test error (%)", 100.0 * err
-        else:
-            nmse = normalized_mse(residual_te, pred, variance=var_te)
-            metric, value = "test nMSE (mean over joints)", float(nmse.mean())
+        value, choice = task.score(model)
         info = model.tuning_
         report["objectives"][obj] = {
-            "metric": metric,
+            "metric": task.metric,
             "value": value,
             "seconds": seconds,
             "epochs": info.epochs,
             "lam": info.lam,
             "lengthscale": info.lengthscale,
             "final_objective": info.history[-1] if info.history else None,
+            **choice,
         }
         if exported is None:
-            exported = model
+            exported = (model, choice)
     assert exported is not None
     # The test split only measured the tuned hyperparameters: the exported model is refitted
     # with them on every sample (for a robot's bag, the test split is its most recent part).
     out = Path(job.out)
-    if job.task == "classification":
-        export_classifier(exported, data.X, data.labels, out)
-    else:
-        export_inverse_dynamics(exported, urdf, js.joint_names, js.q, js.qd, qdd, js.tau, out)
-    report["exported_samples"] = len(tr) + len(te)
+    task.export(exported[0], exported[1], out)
+    report["exported_samples"] = len(task.tr) + len(task.te)
     base = Path(job.report) if job.report else out.with_name(out.name + ".report")
     report["markdown"] = _markdown(report)
     atomic_write_text(base.with_name(base.name + ".md"), report["markdown"])

@@ -112,3 +112,8 @@ def test_tune_reports_bad_input(tmp_path, capsys):
     )
     with pytest.raises(SystemExit):
         main(["tune", str(tmp_path / "a"), "--task", "nope", "--out", "m"])
+    bad_forgetting = ["tune", str(tmp_path / "a"), "--task", "classification", "--out", str(tmp_path / "m")]
+    assert main([*bad_forgetting, "--forgetting", "0.99,fast"]) == 2
+    assert "--forgetting takes comma-separated numbers" in capsys.readouterr().err
+    assert main([*bad_forgetting, "--forgetting", "1.5"]) == 2
+    assert "forgetting factors must be in (0, 1]" in capsys.readouterr().err

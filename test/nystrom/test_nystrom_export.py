@@ -36,7 +36,34 @@ def test_inverse_dynamics_file_reproduces_nystrom_residual(tmp_path):
     q, qd, qdd, tau = log["q"], log["qd"], log["qdd"], log["tau"]
     _, Xr, Yr = rigid_body_residuals(urdf, JOINT_NAMES, q, qd, qdd, tau)
     model = NystromKRR(centers=30, lengthscale=2.0, lam=1e-4, device="cpu").fit(Xr, Yr)
-    export_inverse_dynamics(model, urdf, JOINT_NAMES, q, qd, qdd, tau, tmp_path / "dyn.npz")
+    export_inverse_dynamics(model, urdf, JOINT_NAMES, q, qd, qdd, tau, tmp_path / "dyn.npz", block=None)
     sp = SemiparametricInverseDynamics.load(tmp_path / "dyn.npz")
     parts = sp.predict(q[:20], qd[:20], qdd[:20], return_parts=True)
     np.testing.assert_allclose(parts["residual"], model.predict(Xr[:20]), atol=1e-7)
+
+
+def test_inverse_dynamics_export_replays_the_samples_like_the_online_learner():
+    """The default export is the online learner fed the samples in time order (blocks of 10) with the
+    tuned Nyström map and a forgetting factor: the same state as updating it by hand."""
+    from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
+    from lifelong_learning.nystrom.export import feature_map_of, regularization_of
+    from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_text
+
+    log = PandaSimulation().run(1.0, seed=3, log_every=5)
+    urdf = panda_urdf_text()
+    q, qd, qdd, tau = log["q"], log["qd"], log["qdd"], log["tau"]
+    _, Xr, Yr = rigid_body_residuals(urdf, JOINT_NAMES, q, qd, qdd, tau)
+    model = NystromKRR(centers=20, lengthscale=3.0, lam=1e-3, device="cpu").fit(Xr, Yr)
+    sp = export_inverse_dynamics(model, urdf, JOINT_NAMES, q, qd, qdd, tau, forgetting=0.999)
+    by_hand = SemiparametricInverseDynamics(
+        urdf,
+        JOINT_NAMES,
+        feature_map=feature_map_of(model),
+        lam_residual=regularization_of(model, len(q)),
+        forgetting=0.999,
+    )
+    for start in range(0, len(q), 10):
+        block = slice(start, start + 10)
+        by_hand.update(q[block], qd[block], qdd[block], tau[block])
+    assert sp.forgetting == 0.999 and sp.n_samples == len(q)
+    np.testing.assert_array_equal(sp.predict(q[:5], qd[:5], qdd[:5]), by_hand.predict(q[:5], qd[:5], qdd[:5]))
