@@ -10,8 +10,9 @@ and exports the model tuned with the first objective to the online learners' mod
   the samples in time order with the forgetting factor (``--forgetting``) that best predicts the
   most recent part of the bags (the test split).
 
-A report (markdown and JSON, next to the model) lists per objective the test metrics, the
-time and the chosen hyperparameters.
+``--init MODEL`` continues from the serving model instead of starting over (see
+:class:`~lifelong_learning.retraining.pipeline.TuningJob`). A report (markdown and JSON, next
+to the model) lists per objective the test metrics, the time and the chosen hyperparameters.
 """
 
 from __future__ import annotations
@@ -46,7 +47,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="topic to read (default: every topic of the type; inverse-dynamics needs it when the bag "
         "has several JointState topics, e.g. --topic /joint_states)",
     )
-    parser.add_argument("--urdf", default=None, help="URDF of the robot (inverse-dynamics)")
+    parser.add_argument(
+        "--urdf", default=None, help="URDF of the robot (inverse-dynamics; default: the --init model's)"
+    )
+    parser.add_argument(
+        "--init",
+        default=None,
+        metavar="MODEL",
+        help="the serving model's file (or checkpoint) to continue from: its classes are kept (and its "
+        "held-out samples learned); its joints, URDF and rigid-body + friction parameters are the prior",
+    )
     parser.add_argument(
         "--forgetting",
         default=None,
@@ -83,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         topic=args.topic,
         urdf=args.urdf,
         forgetting=forgetting,
+        init=args.init,
         report=args.report,
         seed=args.seed,
         progress=not args.no_progress,

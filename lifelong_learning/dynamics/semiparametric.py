@@ -54,7 +54,7 @@ from lifelong_learning.learners.random_features import RandomFourierFeatures
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 
 MODES = ("semiparametric", "parametric", "nonparametric")
-PRIORS = ("urdf", "zero")
+PRIORS = ("urdf", "zero", "model")
 
 
 def residual_features(
@@ -75,7 +75,9 @@ class SemiparametricInverseDynamics(PersistentModel):
         joint_names: joints modelled, in the order of inputs and outputs (``None``: all
             1-DoF joints). Other joints are locked at zero (see ``RigidBodyRegressor``).
         mode: ``"semiparametric"``, ``"parametric"`` or ``"nonparametric"``.
-        prior: ``"urdf"`` (learn the correction of the URDF's inertial parameters) or ``"zero"``.
+        prior: ``"urdf"`` (learn the correction of the URDF's inertial parameters) or ``"zero"``;
+            ``"model"`` is set by :meth:`continue_from` (another model's learned parameters; it
+            starts like ``"urdf"``).
         n_features: ``D`` of the default random Fourier feature map.
         bandwidth: Gaussian kernel length-scale on the normalized inputs.
         lam_parametric, lam_residual: ridge ``λ`` of the P and NP engines.
@@ -148,7 +150,7 @@ class SemiparametricInverseDynamics(PersistentModel):
                 raise ValueError(f"lam_friction must be positive, got {lam_friction!r}")
             self.friction = JointFriction(n, tuple(friction), coulomb_smoothing)
             self.friction_scale = float(np.sqrt(lam_parametric / lam_friction))
-        inertial = reg.base_parameters() if prior == "urdf" else np.zeros(reg.n_base)
+        inertial = np.zeros(reg.n_base) if prior == "zero" else reg.base_parameters()
         self.prior_parameters = np.concatenate([inertial, np.zeros(self.n_friction)])
         self.parametric: RecursiveRLS | None = None
         self.residual: RecursiveRLS | None = None
@@ -211,6 +213,52 @@ class SemiparametricInverseDynamics(PersistentModel):
         if p is None or self.friction is None:
             return None
         return self.friction_scale * p[self.regressor.n_base :]
+
+    def continue_from(self, other: SemiparametricInverseDynamics) -> None:
+        """Continue ``other``'s parametric part, before the first update, so that a retrained model
+        starts from what the serving model knows, including what it learned from data no longer on
+        disk (``prior`` becomes ``"model"``):
+
+        - with the same parametric columns (base parameters and friction terms), P takes over
+          ``other``'s RLS state itself: its information ``A = YᵀY + λI`` and right-hand side, so
+          ``other``'s samples weigh as much as new ones (samples learned by both count twice; a
+          forgetting factor fades them);
+        - otherwise ``other``'s learned parameters become the prior (base inertial parameters and
+          the friction terms both models have), which the ridge shrinks towards.
+
+        Raises:
+            ValueError: after an update, no parametric part, or another robot or joint order.
+        """
+        if self.n_samples:
+            raise ValueError("continue_from must be called before the first update")
+        if self.parametric is None or other.parametric is None:
+            raise ValueError("both models need a parametric part")
+        mine, theirs = self.regressor, other.regressor
+        if other.joint_names != self.joint_names or not np.array_equal(
+            mine.independent_columns, theirs.independent_columns
+        ):
+            raise ValueError(f"the model to continue from has other joints or base parameters: {other!r}")
+        self.prior = "model"
+        same_friction = (self.friction is None and other.friction is None) or (
+            self.friction is not None
+            and other.friction is not None
+            and self.friction.to_state()[0] == other.friction.to_state()[0]
+            and self.friction_scale == other.friction_scale
+        )
+        if same_friction:
+            meta, arrays = other.parametric.to_state()
+            self.parametric = RecursiveRLS.from_state(
+                {**meta, "forgetting": self.parametric.forgetting}, arrays
+            )
+            self.prior_parameters = other.prior_parameters.copy()
+            return
+        prior = np.zeros_like(self.prior_parameters)
+        prior[: mine.n_base] = other.inertial_parameters
+        if self.friction is not None and other.friction is not None:
+            learned = dict(zip(other.friction.parameter_names, other.friction_parameters, strict=True))
+            for k, name in enumerate(self.friction.parameter_names):
+                prior[mine.n_base + k] = learned.get(name, 0.0) / self.friction_scale
+        self.prior_parameters = prior
 
     def parametric_regressor(self, q: Any, qd: Any, qdd: Any) -> np.ndarray:
         """The columns P learns on, ``[Y_b, √(λ_P/λ_f) F(q̇)]``, shape ``(n, n_dof, len(parameters))``."""

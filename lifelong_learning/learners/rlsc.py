@@ -237,6 +237,18 @@ class IncrementalRLSC(PersistentModel):
         """Samples in the validation buffer."""
         return int(self._val_y.size)
 
+    def validation_samples(self) -> tuple[np.ndarray, list[Label]]:
+        """The held-out samples of the validation buffer, oldest first, and their labels: real
+        labeled samples the model kept, e.g. for a retraining that must keep every class.
+
+        Raises:
+            ValueError: the model has a feature map (the buffer holds mapped features, not inputs).
+        """
+        if self.feature_map is not None:
+            raise ValueError("the validation buffer of a model with a feature map holds mapped features")
+        order = np.argsort(self._val_age, kind="stable")
+        return self._val_X[order].copy(), [self._labels[int(c)] for c in self._val_y[order]]
+
     # ------------------------------------------------------------------ input checks
     def _features(self, X: Any, name: str = "X") -> np.ndarray:
         """Validate raw inputs (dimension, finiteness) and apply the feature map."""
@@ -311,6 +323,25 @@ class IncrementalRLSC(PersistentModel):
             start = stop
         np.add.at(self._seen_counts, cls_idx, 1)
         self.n_samples += n
+        self._selection = None
+        return self
+
+    def add_classes(self, labels: Sequence[Label]) -> IncrementalRLSC:
+        """Add the classes of ``labels`` not known yet, in order, without samples (eq. 7.20: a zero
+        column of ``b`` each; ``A`` unchanged). Needs the input dimension (``n_features``, a feature
+        map, or a first sample).
+
+        Raises:
+            ValueError: a bad label, or the dimension is not known yet; nothing changes then.
+        """
+        checked = [_check_label(lab) for lab in labels]
+        if not self._engines:
+            if self.n_model_features is None:
+                raise ValueError("add_classes needs the input dimension: give n_features or learn a sample")
+            self._make_engines(self.n_model_features)
+        for lab in checked:
+            if _label_key(lab) not in self._index:
+                self._add_class(lab)
         self._selection = None
         return self
 

@@ -113,6 +113,7 @@ class NystromTunerNode(NodeBase):
             dtype=p["dtype"],
             test_fraction=float(p["test_fraction"]),
             urdf=request.urdf_path or p["urdf_path"] or None,
+            init=request.init_model or None,
             topic=request.topic
             or (
                 p["joint_states_topic"] if request.task == "inverse-dynamics" else p["labeled_features_topic"]

@@ -89,15 +89,21 @@ def one_hot(labels: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
 
 
 def export_classifier(
-    model: NystromKRR, X: Any, labels: Sequence[Any], path: str | os.PathLike[str] | None = None
+    model: NystromKRR,
+    X: Any,
+    labels: Sequence[Any],
+    path: str | os.PathLike[str] | None = None,
+    classes: Sequence[Any] = (),
 ) -> IncrementalRLSC:
     """An :class:`~lifelong_learning.learners.rlsc.IncrementalRLSC` (``λ = nλ``, ``α = 0``) with the
     model's Nyström map, trained on ``(X, labels)``: it reproduces ``model`` when ``model`` was
     fitted on ``one_hot(labels)`` of the same rows (other rows: a refit with the tuned map and
-    per-sample ``λ``). Saved to ``path`` if given."""
+    per-sample ``λ``). ``classes`` (e.g. every class the serving model knows) come first and exist
+    even without a sample. Saved to ``path`` if given."""
     fmap = feature_map_of(model)
     Xa = np.asarray(X, dtype=np.float64)
     clf = IncrementalRLSC(lambdas=regularization_of(model, Xa.shape[0]), alpha=0.0, feature_map=fmap)
+    clf.add_classes(list(classes))
     labels = list(labels)
     for start in range(0, Xa.shape[0], _BLOCK):
         clf.partial_fit(Xa[start : start + _BLOCK], labels[start : start + _BLOCK])
@@ -117,11 +123,21 @@ def residual_data(
 
 
 def rigid_body_residuals(
-    urdf: str, joint_names: Sequence[str], q: Any, qd: Any, qdd: Any, tau: Any
+    urdf: str,
+    joint_names: Sequence[str],
+    q: Any,
+    qd: Any,
+    qdd: Any,
+    tau: Any,
+    warm_start: SemiparametricInverseDynamics | None = None,
 ) -> tuple[SemiparametricInverseDynamics, np.ndarray, np.ndarray]:
-    """Fit the parametric (rigid-body with friction, URDF prior) part on the data, with the online
-    model's URDF normalization, and return it with :func:`residual_data` of the data."""
+    """Fit the parametric (rigid-body with friction) part on the data, with the online model's URDF
+    normalization, from the URDF prior or from ``warm_start``'s learned parameters
+    (:meth:`~lifelong_learning.dynamics.SemiparametricInverseDynamics.continue_from`), and return it
+    with :func:`residual_data` of the data."""
     parametric = SemiparametricInverseDynamics(urdf, list(joint_names), mode="parametric")
+    if warm_start is not None:
+        parametric.continue_from(warm_start)
     parametric.update(q, qd, qdd, tau)
     return (parametric, *residual_data(parametric, q, qd, qdd, tau))
 
@@ -137,13 +153,15 @@ def export_inverse_dynamics(
     path: str | os.PathLike[str] | None = None,
     forgetting: float = 1.0,
     block: int | None = 10,
+    warm_start: SemiparametricInverseDynamics | None = None,
 ) -> SemiparametricInverseDynamics:
     """A :class:`~lifelong_learning.dynamics.semiparametric.SemiparametricInverseDynamics` whose
     residual part is the model's Nyström map + RLS (``lam = nλ``), trained on the samples (in time
     order): replayed ``block`` samples at a time with ``forgetting`` per sample (see the module
     docstring), or, with ``block=None``, in one batch: then, with ``model`` tuned on
-    :func:`rigid_body_residuals` of the same data, its residual equals ``model``. Saved to ``path``
-    if given."""
+    :func:`rigid_body_residuals` of the same data, its residual equals ``model``. With
+    ``warm_start``, its parametric part starts from that model's learned parameters. Saved to
+    ``path`` if given."""
     sp = SemiparametricInverseDynamics(
         urdf,
         list(joint_names),
@@ -152,6 +170,8 @@ def export_inverse_dynamics(
         lam_residual=regularization_of(model, np.shape(q)[0]),
         forgetting=forgetting,
     )
+    if warm_start is not None:
+        sp.continue_from(warm_start)
     arrays = [np.asarray(a, dtype=np.float64) for a in (q, qd, qdd, tau)]
     n = arrays[0].shape[0]
     step = n if block is None else max(1, int(block))

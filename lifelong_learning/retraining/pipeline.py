@@ -23,7 +23,10 @@ import numpy as np
 from lifelong_learning.core.files import atomic_write_text
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.dynamics.acceleration import estimate_accelerations
+from lifelong_learning.dynamics.regressor import kinematic_difference
+from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
 from lifelong_learning.io.bags import read_joint_states, read_labeled_features
+from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.nystrom.export import (
     export_classifier,
     export_inverse_dynamics,
@@ -41,7 +44,9 @@ DEFAULT_FORGETTING = (1.0, 0.9999, 0.9995, 0.999, 0.998)
 
 @dataclass
 class TuningJob:
-    """What to tune: bags, task, objectives (the first one's model is exported), sizes, output."""
+    """What to tune: bags, task, objectives (the first one's model is exported), sizes, output, and
+    ``init``: the serving model's file to continue from (its classes; its joints, URDF and learned
+    rigid-body and friction parameters)."""
 
     bags: Sequence[str]
     task: str
@@ -60,6 +65,7 @@ class TuningJob:
     progress: bool = False
     forgetting: Sequence[float] = DEFAULT_FORGETTING
     replay_block: int = 10
+    init: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -75,8 +81,10 @@ class TuningJob:
             raise ValueError("centers and epochs must be >= 1")
         if not self.bags:
             raise ValueError("no bag given")
-        if self.task == "inverse-dynamics" and not self.urdf:
-            raise ValueError("inverse-dynamics needs a URDF")
+        if self.task == "inverse-dynamics" and not (self.urdf or self.init):
+            raise ValueError("inverse-dynamics needs a URDF (or a model to continue from)")
+        if self.init is not None and not Path(self.init).is_file():
+            raise ValueError(f"no model file {self.init} to continue from")
         if not self.forgetting or not all(0.0 < float(b) <= 1.0 for b in self.forgetting):
             raise ValueError(f"forgetting factors must be in (0, 1], got {list(self.forgetting)}")
         if self.replay_block < 1:
@@ -128,21 +136,46 @@ class _Classification:
     metric = "test error (%)"
 
     def __init__(self, job: TuningJob, rng: Any) -> None:
-        self.data = read_labeled_features(job.bags, topic=job.topic)
-        self.tr, self.te = _split(len(self.data.labels), job.test_fraction, rng, chronological=False)
-        self.classes, self.Y_tr = one_hot([self.data.labels[i] for i in self.tr])
-        self.X_tr = self.data.X[self.tr]
-        self.labels_te = np.array([self.data.labels[i] for i in self.te], dtype=object)
+        data = read_labeled_features(job.bags, topic=job.topic)
+        self.tr, self.te = _split(len(data.labels), job.test_fraction, rng, chronological=False)
         self.warnings: list[str] = []
         self.baselines: dict[str, float] = {}
+        self.known: list[Any] = []  # the serving model's classes, first in the exported model
+        X, labels = data.X, list(data.labels)
+        if job.init:
+            X, labels = self._continue_from(IncrementalRLSC.load(job.init), X, labels)
+        train = np.concatenate([self.tr, np.arange(len(data.labels), len(labels))])
+        self.X, self.labels = X, labels
+        self.classes, self.Y_tr = one_hot([labels[i] for i in train])
+        self.X_tr = X[train]
+        self.X_te = X[self.te]
+        self.labels_te = np.array([labels[i] for i in self.te], dtype=object)
+
+    def _continue_from(self, serving: IncrementalRLSC, X: np.ndarray, labels: list[Any]) -> tuple[Any, Any]:
+        """The serving model's classes come first; its held-out samples join the training data."""
+        if serving.n_features_in_ not in (None, X.shape[1]):
+            raise ValueError(
+                f"the model to continue from takes {serving.n_features_in_} features, the bags {X.shape[1]}"
+            )
+        self.known = [str(c) for c in serving.classes_.tolist()]
+        if serving.feature_map is None and serving.n_validation_:
+            val_X, val_labels = serving.validation_samples()
+            X, labels = np.vstack([X, val_X]), labels + [str(c) for c in val_labels]
+        unseen = sorted(set(self.known) - set(labels))
+        if unseen:
+            self.warnings.append(
+                f"classes {unseen} of the serving model have no sample in the bags or its validation buffer: "
+                "they are kept but cannot be predicted until taught again"
+            )
+        return X, labels
 
     def score(self, model: Any) -> tuple[float, dict[str, Any]]:
-        pred = model.predict(self.data.X[self.te])
+        pred = model.predict(self.X_te)
         err = float(np.mean(np.asarray(self.classes, dtype=object)[pred.argmax(1)] != self.labels_te))
         return 100.0 * err, {}
 
     def export(self, model: Any, choice: dict[str, Any], out: Path) -> None:
-        export_classifier(model, self.data.X, self.data.labels, out)
+        export_classifier(model, self.X, self.labels, out, classes=self.known)
 
 
 class _InverseDynamics:
@@ -153,15 +186,17 @@ class _InverseDynamics:
     metric = "test nMSE of the torques (mean over joints)"
 
     def __init__(self, job: TuningJob, rng: Any) -> None:
-        self.urdf = Path(str(job.urdf)).read_text(encoding="utf-8")
-        self.js = read_joint_states(job.bags, topic=job.topic)
+        self.warm = SemiparametricInverseDynamics.load(job.init) if job.init else None
+        self.urdf = self._urdf(job)
+        names = self.warm.joint_names if self.warm is not None else None
+        self.js = read_joint_states(job.bags, topic=job.topic, joint_names=names)
         self.qdd = estimate_accelerations(self.js.t, self.js.qd, starts=self.js.starts)
         self.tr, self.te = _split(self.js.t.size, job.test_fraction, rng, chronological=True)
         self.forgetting = tuple(job.forgetting)
         self.block = job.replay_block
         js, tr, te = self.js, self.tr, self.te
         par, self.X_tr, self.Y_tr = rigid_body_residuals(
-            self.urdf, js.joint_names, js.q[tr], js.qd[tr], self.qdd[tr], js.tau[tr]
+            self.urdf, js.joint_names, js.q[tr], js.qd[tr], self.qdd[tr], js.tau[tr], self.warm
         )
         _, residual_te = residual_data(par, js.q[te], js.qd[te], self.qdd[te], js.tau[te])
         self.var_te = js.tau[te].var(axis=0)  # nMSE of torques, not of residuals
@@ -173,6 +208,19 @@ class _InverseDynamics:
             ),
         }
         self.warnings = self._warnings()
+
+    def _urdf(self, job: TuningJob) -> str:
+        """The URDF of ``job`` or, without one, of the model to continue from (it embeds its URDF)."""
+        urdf = Path(str(job.urdf)).read_text(encoding="utf-8") if job.urdf else None
+        if self.warm is None:
+            assert urdf is not None
+            return urdf
+        if urdf is None:
+            return self.warm.regressor.urdf
+        difference = kinematic_difference(urdf, self.warm.regressor.urdf)
+        if difference:
+            raise ValueError(f"the model to continue from is for another robot than {job.urdf}: {difference}")
+        return urdf
 
     def _warnings(self) -> list[str]:
         js, out = self.js, []
@@ -195,7 +243,13 @@ class _InverseDynamics:
         by_forgetting = {}
         for beta in self.forgetting:
             sp = export_inverse_dynamics(
-                model, self.urdf, names, *self._part(self.tr), forgetting=beta, block=self.block
+                model,
+                self.urdf,
+                names,
+                *self._part(self.tr),
+                forgetting=beta,
+                block=self.block,
+                warm_start=self.warm,
             )
             value = float(normalized_mse(tau, sp.predict(q, qd, qdd), variance=self.var_te).mean())
             by_forgetting[beta] = value if np.isfinite(value) else float("inf")
@@ -214,6 +268,7 @@ class _InverseDynamics:
             out,
             forgetting=choice["forgetting"],
             block=self.block,
+            warm_start=self.warm,
         )
 
 

@@ -72,3 +72,32 @@ def test_parametric_part_recovers_known_friction_and_inertia_and_persists(tmp_pa
     back = SemiparametricInverseDynamics.load(tmp_path / "p.llm")
     np.testing.assert_array_equal(back.predict(q[:5], qd[:5], qdd[:5]), m.predict(q[:5], qd[:5], qdd[:5]))
     assert back.friction.terms == ("viscous", "coulomb", "offset")
+
+
+def test_continue_from_takes_over_the_parametric_state_or_its_parameters_as_prior():
+    urdf = panda_urdf_text()
+    rng = np.random.default_rng(2)
+    serving = SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode="parametric")
+    reg = serving.regressor
+    q = rng.uniform(reg.lower_limit, reg.upper_limit, (200, 7))
+    qd, qdd = rng.normal(size=(200, 7)), rng.normal(size=(200, 7))
+    tau = reg.rnea(q, qd, qdd) * 1.1 + known_friction(qd, 0.2, 0.5, 0.0, 0.05)
+    serving.update(q, qd, qdd, tau)
+    same = SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode="parametric")
+    same.continue_from(serving)  # same columns: the RLS state itself
+    assert same.prior == "model" and same.parametric.n_samples == serving.parametric.n_samples
+    np.testing.assert_allclose(same.predict(q[:5], qd[:5], qdd[:5]), serving.predict(q[:5], qd[:5], qdd[:5]))
+    other = SemiparametricInverseDynamics(
+        urdf, JOINT_NAMES, mode="parametric", friction=("coulomb", "offset")
+    )
+    other.continue_from(serving)  # other columns: the learned parameters as prior, before any sample
+    assert other.parametric.n_samples == 0
+    np.testing.assert_allclose(other.inertial_parameters, serving.inertial_parameters)
+    np.testing.assert_allclose(other.friction_parameters[:7], serving.friction_parameters[7:])  # coulomb
+    np.testing.assert_array_equal(other.friction_parameters[7:], 0.0)  # offsets: the serving model had none
+    with pytest.raises(ValueError, match="other joints"):
+        SemiparametricInverseDynamics(urdf, list(reversed(JOINT_NAMES)), mode="parametric").continue_from(
+            serving
+        )
+    with pytest.raises(ValueError, match="before the first update"):
+        serving.continue_from(same)

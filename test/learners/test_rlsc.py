@@ -357,3 +357,15 @@ def test_nbytes_is_one_rls_state_per_lambda_candidate():
     assert clf.nbytes == 0  # no sample yet: the dimension is unknown
     clf.partial_fit(np.eye(10)[:4], ["a", "b", "a", "c"])
     assert clf.nbytes >= 3 * 8 * 10 * 10
+
+
+def test_add_classes_and_validation_samples():
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0], alpha=0.0, validation_every=2, n_features=2)
+    clf.add_classes(["a", "b", "a"])
+    assert list(clf.classes_) == ["a", "b"] and clf.n_samples == 0
+    clf.partial_fit([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]], ["a", "a", "b", "b"])
+    X, labels = clf.validation_samples()
+    assert labels == ["a", "b"] and X.shape == (2, 2)
+    np.testing.assert_array_equal(X, [[1.0, 0.1], [0.1, 1.0]])
+    with pytest.raises(ValueError, match="input dimension"):
+        IncrementalRLSC().add_classes(["x"])

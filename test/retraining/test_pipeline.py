@@ -64,3 +64,77 @@ def test_joints_that_barely_move_and_short_bags_are_warned_about(tmp_path):
     assert "samples" in text  # 300 samples: a short bag
     assert "**warning**" in report["markdown"]
     assert np.isfinite(report["objectives"]["proposed"]["value"])
+
+
+def test_a_warm_start_keeps_the_joints_and_beats_a_cold_retrain_on_a_small_bag(tmp_path):
+    """The serving model learned 30 s of motion (no longer on disk); the bag holds 3 s. Continuing
+    from the serving model's file predicts a new trajectory better than starting from the URDF."""
+    from lifelong_learning.core.metrics import normalized_mse
+    from lifelong_learning.dynamics import estimate_accelerations
+    from lifelong_learning.sim.panda import panda_urdf_text
+
+    sim = PandaSimulation()
+    history, small, new = (sim.run(s, seed=k, log_every=5) for s, k in ((30.0, 11), (3.0, 12), (10.0, 13)))
+    serving = SemiparametricInverseDynamics(panda_urdf_text(), JOINT_NAMES, n_features=100)
+    serving.update(
+        history["q"], history["qd"], estimate_accelerations(history["t"], history["qd"]), history["tau"]
+    )
+    serving.save(tmp_path / "serving.llm")
+    write_joint_states(tmp_path / "bag", small["t"], JOINT_NAMES, small["q"], small["qd"], small["tau"])
+    common = {
+        "bags": [str(tmp_path / "bag")],
+        "task": "inverse-dynamics",
+        "centers": 30,
+        "epochs": 5,
+        "device": "cpu",
+        "forgetting": (1.0,),
+    }
+    run_job(TuningJob(out=str(tmp_path / "cold.llm"), urdf=panda_urdf_path(), **common))
+    report = run_job(TuningJob(out=str(tmp_path / "warm.llm"), init=str(tmp_path / "serving.llm"), **common))
+    cold = SemiparametricInverseDynamics.load(tmp_path / "cold.llm")
+    warm = SemiparametricInverseDynamics.load(tmp_path / "warm.llm")
+    assert warm.joint_names == serving.joint_names and warm.prior == "model"
+    assert warm.regressor.urdf == serving.regressor.urdf  # taken from the model file: no --urdf needed
+    qdd = estimate_accelerations(new["t"], new["qd"])
+    scores = {
+        name: normalized_mse(new["tau"], m.predict(new["q"], new["qd"], qdd)).mean()
+        for name, m in (("cold", cold), ("warm", warm))
+    }
+    assert scores["warm"] < 0.7 * scores["cold"], scores
+    assert report["warnings"]  # 300 samples: a short bag
+
+
+def test_a_warm_start_keeps_every_class_of_the_serving_classifier(tmp_path):
+    """The serving classifier knows cup, box and ball; the bag holds only cup and box. Its held-out
+    samples come along, so the retrained model still knows (and predicts) ball."""
+    from lifelong_learning.io.bags import write_labeled_features
+    from lifelong_learning.learners import IncrementalRLSC
+
+    rng = np.random.default_rng(0)
+    centres = {"cup": [3.0, 0, 0, 0], "box": [0, 3.0, 0, 0], "ball": [0, 0, 3.0, 0]}
+
+    def views(label, n):
+        return np.asarray(centres[label]) + rng.normal(scale=0.4, size=(n, 4))
+
+    serving = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto", validation_every=3)
+    for label in ("cup", "box", "ball") * 10:
+        serving.partial_fit(views(label, 1), [label])
+    serving.save(tmp_path / "serving.llm")
+    X = np.vstack([views("cup", 20), views("box", 20)])
+    write_labeled_features(tmp_path / "bag", X, ["cup"] * 20 + ["box"] * 20)
+    common = {
+        "bags": [str(tmp_path / "bag")],
+        "task": "classification",
+        "centers": 20,
+        "epochs": 5,
+        "device": "cpu",
+    }
+    run_job(TuningJob(out=str(tmp_path / "cold.llm"), **common))
+    report = run_job(TuningJob(out=str(tmp_path / "warm.llm"), init=str(tmp_path / "serving.llm"), **common))
+    cold = IncrementalRLSC.load(tmp_path / "cold.llm")
+    warm = IncrementalRLSC.load(tmp_path / "warm.llm")
+    assert list(warm.classes_) == ["cup", "box", "ball"] and "ball" not in list(cold.classes_)
+    test = {label: views(label, 30) for label in centres}
+    assert np.mean(warm.predict(test["ball"]) == "ball") > 0.9
+    assert all(np.mean(warm.predict(test[c]) == c) > 0.9 for c in ("cup", "box"))
+    assert report["warnings"] == []
