@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--objective",
         default="proposed",
-        help="objective(s), comma-separated: proposed, proposed-stochastic, gcv, creg, sgpr, holdout; "
+        help="objective(s), comma-separated: proposed, proposed-stochastic, gcv, creg, sgpr, holdout, "
+        "holdout-recent (validates on the most recent rows: for time-ordered logs); "
         "the first one's model is exported, the others are reported for comparison",
     )
     parser.add_argument("--centers", type=int, default=100, help="number of Nyström centres M")

@@ -16,7 +16,11 @@ Exact objectives (small ``n``, autodiff through the Cholesky factorizations):
 - ``"creg"`` (eq. 6, Mallows' C_p): ``(1/n)‖f̂(X) − Y‖² + (2/n)Tr(H)``.
 - ``"sgpr"`` (Titsias' bound with noise ``nλ``):
   ``(1/n)[p·log|K̃ + nλI| + D/(nλ) + p·Tr(K − K̃)/(nλ)]`` (``p`` outputs).
-- ``"holdout"``: fit on the first ``1 − f`` of the rows, mean squared error on the rest.
+- ``"holdout"``: fit on the first ``1 − f`` of the rows, mean squared error on the rest;
+  :func:`~lifelong_learning.nystrom.tune` shuffles the rows first (a random hold-out).
+- ``"holdout-recent"``: the same without shuffling: for rows in time order (a robot's log), the
+  hyperparameters are chosen on how well the older part predicts the most recent block of time,
+  i.e. motion the fit has not seen, rather than on points interleaved with the training ones.
 
 The stochastic proposed objective (:class:`StochasticProposed`, large ``n``) never
 differentiates through a solver: it solves ``B⁻¹K_nmᵀ[Y, R]`` (``B = K_nmᵀK_nm + nλK_mm``,
@@ -48,7 +52,7 @@ from lifelong_learning.nystrom.kernels import (
 )
 from lifelong_learning.nystrom.krr import NystromKRR
 
-EXACT_OBJECTIVES = ("proposed", "gcv", "creg", "sgpr", "holdout")
+EXACT_OBJECTIVES = ("proposed", "gcv", "creg", "sgpr", "holdout", "holdout-recent")
 OBJECTIVES = (*EXACT_OBJECTIVES, "proposed-stochastic")
 
 
@@ -88,7 +92,7 @@ def exact_objective(
 ) -> torch.Tensor:
     """Value of the exact objective ``name`` (differentiable in ``Z``, ``ls``, ``lam``)."""
     n, p = Y.shape
-    if name == "holdout":
+    if name in ("holdout", "holdout-recent"):
         n_val = max(1, round(holdout_fraction * n))
         Xt, Yt, Xv, Yv = X[: n - n_val], Y[: n - n_val], X[n - n_val :], Y[n - n_val :]
         beta = _nystrom_terms(Xt, Yt, Z, ls, lam)[-1][2]

@@ -78,7 +78,8 @@ def tune(
     Args:
         X: inputs ``(n, d)``. Y: targets ``(n,)`` or ``(n, p)`` (e.g. one-hot ±1 classes).
         centers: number of centres (a random subset of rows) or initial centres ``(m, d)``.
-        objective: one of ``"proposed"``, ``"gcv"``, ``"creg"``, ``"sgpr"``, ``"holdout"``
+        objective: one of ``"proposed"``, ``"gcv"``, ``"creg"``, ``"sgpr"``, ``"holdout"``,
+            ``"holdout-recent"``
             (exact, autodiff; O(nm²) memory-light but O(nm) memory) or ``"proposed-stochastic"``
             (Hutchinson + CG, for large ``n``).
         epochs, lr: Adam steps and learning rate. patience: rises in a row before stopping.
@@ -166,7 +167,7 @@ def _rows_for_objective(
     objective: str, X: torch.Tensor, Y: torch.Tensor, gen: np.random.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The rows the objective sees: for ``"holdout"`` a fixed random permutation (its last rows
-    validate), otherwise ``X``, ``Y`` as they are."""
+    validate), otherwise ``X``, ``Y`` as they are (``"holdout-recent"``: the last rows in time)."""
     if objective != "holdout":
         return X, Y
     perm = torch.as_tensor(gen.permutation(X.shape[0]), device=X.device)

@@ -1,0 +1,174 @@
+"""Benchmark: does retraining from the logs make the robot better on motion it has not made yet?
+
+The demo's scenario, on several seeds, without DDS: a simulated Panda (MuJoCo: identified link
+inertials, joint damping and Coulomb friction, a 1 kg payload grasped at 60 % of the run; the
+URDF knows none of that) follows a random trajectory for ``--seconds`` at 100 Hz. Then a *new*
+trajectory (another seed, payload attached) is predicted by
+
+- RNEA of the URDF;
+- the online learners, fed the log one joint state at a time as the node is (q̈ from the node's
+  filter): P, NP and SP, with and without the friction terms;
+- the model retrained from a rosbag2 bag of the log by ``lifelong_learning.retraining.pipeline``
+  (what ``lifelong-learning tune`` and the ``nystrom_tuner`` node run), for each objective.
+
+The metric is the mean over joints of the torque nMSE on the new trajectory.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_retraining.py [--seeds 0 1 2] [--quick]
+
+Writes docs/benchmarks/retraining.md (and .json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from machine import cpu_model  # benchmarks/machine.py (sys.path[0] is benchmarks/)
+
+from lifelong_learning.core.metrics import normalized_mse
+from lifelong_learning.dynamics import (
+    RigidBodyRegressor,
+    SemiparametricInverseDynamics,
+    estimate_accelerations,
+)
+from lifelong_learning.io.bags import write_joint_states
+from lifelong_learning.retraining.pipeline import TuningJob, run_job
+from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path, panda_urdf_text
+
+ROOT = Path(__file__).resolve().parents[1]
+ONLINE = {
+    "P": {"mode": "parametric", "friction": ()},
+    "P + friction": {"mode": "parametric"},
+    "NP": {"mode": "nonparametric"},
+    "SP": {"mode": "semiparametric", "friction": ()},
+    "SP + friction (node default)": {"mode": "semiparametric"},
+}
+
+
+def online(log: dict[str, np.ndarray], qdd: np.ndarray, **kw) -> SemiparametricInverseDynamics:
+    """The online learner fed the log one sample at a time, as the node is."""
+    model = SemiparametricInverseDynamics(panda_urdf_text(), list(JOINT_NAMES), **kw)
+    for i in range(log["t"].size):
+        model.update(log["q"][i], log["qd"][i], qdd[i], log["tau"][i])
+    return model
+
+
+def one_seed(seed: int, seconds: float, objectives: list[str], centers: int, epochs: int) -> dict:
+    sim = PandaSimulation()
+    log = sim.run(seconds, seed=seed, log_every=5, payload_mass=1.0, payload_at=0.6 * seconds)
+    new = PandaSimulation().run(15.0, seed=seed + 1000, log_every=5, payload_mass=1.0, payload_at=0.0)
+    qdd, qdd_new = (estimate_accelerations(x["t"], x["qd"]) for x in (log, new))
+
+    def score(model) -> float:
+        return float(normalized_mse(new["tau"], model.predict(new["q"], new["qd"], qdd_new)).mean())
+
+    rnea = RigidBodyRegressor(panda_urdf_text(), list(JOINT_NAMES)).rnea(new["q"], new["qd"], new["qdd"])
+    out: dict = {"seed": seed, "RNEA (URDF)": float(normalized_mse(new["tau"], rnea).mean())}
+    for name, kw in ONLINE.items():
+        t0 = time.perf_counter()
+        out[f"online {name}"] = score(online(log, qdd, **kw))
+        print(
+            f"seed {seed}: online {name} {out[f'online {name}']:.4f} ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        write_joint_states(Path(tmp) / "bag", log["t"], JOINT_NAMES, log["q"], log["qd"], log["tau"])
+        for objective in objectives:
+            t0 = time.perf_counter()
+            job = TuningJob(
+                bags=[str(Path(tmp) / "bag")],
+                task="inverse-dynamics",
+                out=str(Path(tmp) / f"{objective}.llm"),
+                objectives=[objective],
+                urdf=panda_urdf_path(),
+                centers=centers,
+                epochs=epochs,
+                device="cpu",
+            )
+            report = run_job(job)
+            result = report["objectives"][objective]
+            retrained = SemiparametricInverseDynamics.load(job.out)
+            out[f"retrained ({objective})"] = score(retrained)
+            out[f"retrained ({objective}) details"] = {
+                "forgetting": result["forgetting"],
+                "recent-part nMSE": result["value"],
+                "lengthscale median": float(np.median(result["lengthscale"])),
+                "seconds": time.perf_counter() - t0,
+            }
+            print(
+                f"seed {seed}: retrained ({objective}) {out[f'retrained ({objective})']:.4f} "
+                f"β={result['forgetting']} ({time.perf_counter() - t0:.0f} s)",
+                flush=True,
+            )
+    return out
+
+
+def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> str:
+    keys = [k for k in results[0] if k != "seed" and not k.endswith("details")]
+    lines = [
+        "# Retraining: the robot on motion it has not made yet",
+        "",
+        f"Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_retraining.py --seeds "
+        f"{' '.join(map(str, args.seeds))}{' --quick' if args.quick else ''}`  ",
+        f"Machine: {cpu_model()}; torch {torch.__version__}, CPU. Total time {seconds:.0f} s.",
+        "",
+        f"Per seed: a simulated Panda (MuJoCo: identified inertials, damping, Coulomb friction; a 1 kg "
+        f"payload grasped at {0.6 * args.seconds:.0f} s) logs {args.seconds:.0f} s at 100 Hz; a new 15 s "
+        "trajectory (seed + 1000, payload attached) is predicted. Mean over joints of the torque nMSE on "
+        "that trajectory. Online learners are fed the log one joint state at a time (q̈ from the node's "
+        "filter), as the node is; retrained = the tuner's pipeline on a rosbag2 bag of the log "
+        f"({args.centers} centres, ≤ {args.epochs} epochs; friction on; the forgetting factor chosen on "
+        "the log's most recent 20 %).",
+        "",
+        "| model | " + " | ".join(f"seed {r['seed']}" for r in results) + " | mean |",
+        "|---|" + "---:|" * (len(results) + 1),
+    ]
+    for key in keys:
+        values = [r[key] for r in results]
+        lines.append(f"| {key} | " + " | ".join(f"{v:.4f}" for v in values) + f" | {np.mean(values):.4f} |")
+    lines += [
+        "",
+        "Retrained model details (forgetting chosen, nMSE on the log's most recent part, median "
+        "length-scale, time):",
+        "",
+    ]
+    for r in results:
+        for key, d in r.items():
+            if key.endswith("details"):
+                lines.append(
+                    f"- seed {r['seed']}, {key[:-8]}: β = {d['forgetting']}, recent-part nMSE "
+                    f"{d['recent-part nMSE']:.4f}, length-scale median {d['lengthscale median']:.2f}, "
+                    f"{d['seconds']:.0f} s"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--seconds", type=float, default=90.0, help="length of the logged run")
+    ap.add_argument("--objectives", default="proposed,holdout-recent")
+    ap.add_argument("--centers", type=int, default=200)
+    ap.add_argument("--epochs", type=int, default=40)
+    ap.add_argument("--quick", action="store_true", help="30 s logs, one seed")
+    ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/retraining.md"))
+    args = ap.parse_args()
+    if args.quick:
+        args.seconds, args.seeds = 30.0, args.seeds[:1]
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    objectives = [o for o in args.objectives.split(",") if o]
+    results = [one_seed(s, args.seconds, objectives, args.centers, args.epochs) for s in args.seeds]
+    out = Path(args.out)
+    out.write_text(markdown(results, args, time.perf_counter() - t0))
+    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    print(out.read_text())
+
+
+if __name__ == "__main__":
+    main()
