@@ -66,9 +66,16 @@ def experiment(args):
     A, B, dt = simulate(args)
     n_b = args.chunks * args.chunk
     n_total = n_b + args.payload_samples
-    kw = {"n_features": args.features, "bandwidth": args.bandwidth, "lam_residual": args.lam}
+    # The thesis protocol: P is the rigid-body model alone (no friction terms) unless --friction.
+    friction = ("viscous", "coulomb") if args.friction else ()
+    kw = {
+        "n_features": args.features,
+        "bandwidth": args.bandwidth,
+        "lam_residual": args.lam,
+        "friction": friction,
+    }
     models = {
-        "P": SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode="parametric"),
+        "P": SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode="parametric", friction=friction),
         "NP": SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode="nonparametric", **kw),
         "SP": SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode="semiparametric", **kw),
         f"SP β={args.forgetting}": SemiparametricInverseDynamics(
@@ -371,6 +378,9 @@ def main(argv=None):
     ap.add_argument("--bandwidth", type=float, default=8.0)
     ap.add_argument("--lam", type=float, default=0.1)
     ap.add_argument("--forgetting", type=float, default=0.999)
+    ap.add_argument(
+        "--friction", action="store_true", help="P with viscous + Coulomb friction terms (the node's default)"
+    )
     ap.add_argument(
         "--estimated-acceleration", action="store_true", help="q̈ from the node's filter, not the sim"
     )

@@ -70,7 +70,7 @@ class DemoConfig:
     eval_seconds: float = 15.0
     joint_state_hz: float = 100.0
     payload_at_fraction: float = 0.6
-    tune_centers: int = 200
+    tune_centers: int = 400  # as in docs/benchmarks/retraining.md
     tune_epochs: int = 40
     seed: int = 0
 
