@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from lifelong_learning.core.persistence import PersistentModel
+from lifelong_learning.learners import RecursiveRLS
 from lifelong_learning.nodes.supervisor import NodeProcess, node_command, stop_all
 
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(0, 101)))
@@ -179,3 +181,9 @@ def node_argv(node: str, *ros_args: str, params_file: bool = True) -> list[str]:
     """argv to run node ``node`` (module lifelong_learning.nodes.<node>) with its config file."""
     cfg = REPO / "config" / f"{node}.yaml"
     return node_command(node, [cfg] if params_file and cfg.exists() else [], ros_args=ros_args)
+
+
+class RLSModel(RecursiveRLS, PersistentModel):
+    """A RecursiveRLS that is a model file of its own kind: the smallest learner a node can serve."""
+
+    kind = "test_rls"

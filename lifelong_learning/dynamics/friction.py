@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from lifelong_learning.core.checks import as_rows
 from lifelong_learning.core.persistence import Stateful
 
 TERMS = ("viscous", "coulomb", "offset")
@@ -67,17 +68,18 @@ class JointFriction(Stateful):
 
     def columns(self, qd: np.ndarray) -> np.ndarray:
         """``F(q̇)``, shape ``(n, n_dof, n_parameters)``, for velocities ``(n, n_dof)``."""
-        qd = np.asarray(qd, dtype=np.float64).reshape(-1, self.n_dof)
+        qd = as_rows(qd, self.n_dof, "qd")
         n, d = qd.shape
-        values = {
-            "viscous": qd,
-            "coulomb": np.tanh(qd / self.smoothing_velocity),
-            "offset": np.ones_like(qd),
-        }
         out = np.zeros((n, d, self.n_parameters))
         joints = np.arange(d)
         for k, term in enumerate(self.terms):
-            out[:, joints, k * d + joints] = values[term]
+            cols = k * d + joints
+            if term == "viscous":
+                out[:, joints, cols] = qd
+            elif term == "coulomb":
+                out[:, joints, cols] = np.tanh(qd / self.smoothing_velocity)
+            else:  # offset
+                out[:, joints, cols] = 1.0
         return out
 
     def torque(self, qd: np.ndarray, parameters: np.ndarray) -> np.ndarray:

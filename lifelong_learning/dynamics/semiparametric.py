@@ -131,6 +131,7 @@ class SemiparametricInverseDynamics(PersistentModel):
             with open(urdf, encoding="utf-8") as f:
                 urdf = f.read()
         self.regressor = _regressor if _regressor is not None else RigidBodyRegressor(urdf, joint_names)
+        self._columns_text = f"joints {self.regressor.joint_names}"  # for input errors, built once
         self.mode = mode
         self.prior = prior
         self.forgetting = float(forgetting)
@@ -282,8 +283,9 @@ class SemiparametricInverseDynamics(PersistentModel):
     # ------------------------------------------------------------------ helpers
     def _check_inputs(self, *arrays: Any, names: tuple[str, ...]) -> list[np.ndarray]:
         """Each array as ``(n, n_dof)`` rows (1-D: one sample), finite, all with the same ``n``."""
-        joints = f"joints {self.joint_names}"
-        out = [as_rows(a, self.n_dof, name, joints) for a, name in zip(arrays, names, strict=True)]
+        out = [
+            as_rows(a, self.n_dof, name, self._columns_text) for a, name in zip(arrays, names, strict=True)
+        ]
         same_rows(dict(zip(names, out, strict=True)))
         return out
 

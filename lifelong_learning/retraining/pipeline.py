@@ -12,6 +12,7 @@ see :mod:`lifelong_learning.nystrom.export`) → a markdown + JSON report next t
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ import numpy as np
 
 from lifelong_learning.core.files import atomic_write_text
 from lifelong_learning.core.metrics import normalized_mse
+from lifelong_learning.core.model_file import read_model_kind
 from lifelong_learning.dynamics.acceleration import estimate_accelerations
 from lifelong_learning.dynamics.regressor import kinematic_difference
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
@@ -83,8 +85,16 @@ class TuningJob:
             raise ValueError("no bag given")
         if self.task == "inverse-dynamics" and not (self.urdf or self.init):
             raise ValueError("inverse-dynamics needs a URDF (or a model to continue from)")
-        if self.init is not None and not Path(self.init).is_file():
-            raise ValueError(f"no model file {self.init} to continue from")
+        if self.init is not None:
+            self.init = os.path.expanduser(self.init)
+            if not Path(self.init).is_file():
+                raise ValueError(f"no model file {self.init} to continue from")
+            want = (IncrementalRLSC if self.task == "classification" else SemiparametricInverseDynamics).kind
+            found = read_model_kind(self.init)  # the header only; ModelFileError (a ValueError) if corrupt
+            if found != want:
+                raise ValueError(
+                    f"{self.init} holds a {found!r} model; a {self.task} job continues from {want!r}"
+                )
         if not self.forgetting or not all(0.0 < float(b) <= 1.0 for b in self.forgetting):
             raise ValueError(f"forgetting factors must be in (0, 1], got {list(self.forgetting)}")
         if self.replay_block < 1:

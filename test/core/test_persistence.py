@@ -6,17 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import RLSModel
 
 from lifelong_learning.core.model_file import ModelFile, ModelFileError, load_model_file, save_model_file
-from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
-from lifelong_learning.learners import IncrementalRLSC, RecursiveRLS
+from lifelong_learning.learners import IncrementalRLSC
 
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "models_v1"
-
-
-class RLSModel(RecursiveRLS, PersistentModel):
-    kind = "test_rls"
 
 
 def test_round_trip_copy_and_state_version(tmp_path):

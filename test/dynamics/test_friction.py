@@ -101,3 +101,11 @@ def test_continue_from_takes_over_the_parametric_state_or_its_parameters_as_prio
         )
     with pytest.raises(ValueError, match="before the first update"):
         serving.continue_from(same)
+
+
+def test_columns_refuse_velocities_of_another_width_or_nan():
+    friction = JointFriction(3)
+    with pytest.raises(ValueError, match="3 columns"):
+        friction.columns(np.zeros((2, 6)))  # would have reshaped silently into 4 rows of 3 joints
+    with pytest.raises(ValueError, match="NaN"):
+        friction.columns([0.0, np.nan, 0.0])

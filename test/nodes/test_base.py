@@ -2,17 +2,9 @@
 
 import numpy as np
 import pytest
-from conftest import node_argv
+from conftest import RLSModel, node_argv
 
-from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.learners import RecursiveRLS
-
-
-class RLSModel(RecursiveRLS, PersistentModel):
-    """A RecursiveRLS that is a model file of its own kind: the smallest learner a node can serve."""
-
-    kind = "test_rls"
-
 
 pytestmark = pytest.mark.graph
 

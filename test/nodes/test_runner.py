@@ -7,15 +7,10 @@ import threading
 import time
 
 import pytest
+from conftest import RLSModel
 
 from lifelong_learning.core.model_file import load_model_file
-from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.learners import RecursiveRLS
-
-
-class RLSModel(RecursiveRLS, PersistentModel):
-    kind = "test_rls"
-
 
 pytestmark = pytest.mark.graph
 

@@ -138,3 +138,45 @@ def test_a_warm_start_keeps_every_class_of_the_serving_classifier(tmp_path):
     assert np.mean(warm.predict(test["ball"]) == "ball") > 0.9
     assert all(np.mean(warm.predict(test[c]) == c) > 0.9 for c in ("cup", "box"))
     assert report["warnings"] == []
+
+
+def test_a_model_to_continue_from_that_does_not_fit_is_refused_before_any_work(tmp_path):
+    """Another kind of model, another robot, a missing or corrupt file: a clear ValueError."""
+    import pytest
+
+    from lifelong_learning.learners import IncrementalRLSC
+    from lifelong_learning.sim.panda import panda_urdf_text
+
+    log = PandaSimulation().run(2.0, seed=6, log_every=5)
+    write_joint_states(tmp_path / "bag", log["t"], JOINT_NAMES, log["q"], log["qd"], log["tau"])
+    IncrementalRLSC(n_features=3).save(tmp_path / "classifier.llm")
+    longer_arm = panda_urdf_text().replace(
+        'origin rpy="0 0 0" xyz="0 0 0.333"', 'origin rpy="0 0 0" xyz="0 0 0.4"'
+    )
+    assert longer_arm != panda_urdf_text()
+    SemiparametricInverseDynamics(longer_arm, JOINT_NAMES, mode="parametric").save(
+        tmp_path / "other_robot.llm"
+    )
+    (tmp_path / "corrupt.llm").write_bytes(b"not a model")
+
+    def job(init):
+        return TuningJob(
+            bags=[str(tmp_path / "bag")],
+            task="inverse-dynamics",
+            out=str(tmp_path / "m.llm"),
+            urdf=panda_urdf_path(),
+            centers=10,
+            epochs=2,
+            device="cpu",
+            init=str(init),
+        )
+
+    with pytest.raises(ValueError, match="holds a 'incremental_rlsc' model"):
+        job(tmp_path / "classifier.llm").validate()
+    with pytest.raises(ValueError, match="no model file"):
+        job(tmp_path / "missing.llm").validate()
+    with pytest.raises(ValueError, match=r"corrupt|not a"):
+        job(tmp_path / "corrupt.llm").validate()
+    with pytest.raises(ValueError, match="another robot"):
+        run_job(job(tmp_path / "other_robot.llm"))
+    assert not (tmp_path / "m.llm").exists()
