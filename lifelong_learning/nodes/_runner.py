@@ -20,6 +20,7 @@ and works for a single node as well:
 from __future__ import annotations
 
 import sys
+import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -70,6 +71,22 @@ def _spin(executor: MultiThreadedExecutor, nodes: Sequence[Node], stop: StopSign
             logger.error(f"callback failed, node keeps running:\n{traceback.format_exc()}")
 
 
+def _finish_callbacks(executor: MultiThreadedExecutor, timeout_s: float = 10.0) -> None:
+    """Let callbacks already handed to the thread pool finish before the final checkpoints.
+
+    Spinning has stopped, but a callback taken before the stop may still be updating a model on
+    a pool thread; a checkpoint written now would lose its sample. A callback that hangs longer
+    than ``timeout_s`` is left behind (logged) rather than blocking the checkpoints forever.
+    """
+    done = threading.Thread(target=executor.shutdown, daemon=True, name="executor-shutdown")
+    done.start()
+    done.join(timeout_s)
+    if done.is_alive():
+        get_logger("run_nodes").warning(
+            f"a callback is still running after {timeout_s:g} s; writing the checkpoints anyway"
+        )
+
+
 def _final_checkpoints(nodes: Sequence[Node]) -> None:
     """The final checkpoint of every learner node; one that fails does not prevent the others."""
     for node in nodes:
@@ -102,6 +119,7 @@ def run_nodes(
     stop = StopSignals("run_nodes", "writing the final checkpoints").install()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     nodes: list[Node] = []
+    executor: MultiThreadedExecutor | None = None
     started = False
     try:
         for factory in factories:
@@ -123,6 +141,8 @@ def run_nodes(
         pass
     finally:
         stop.event.set()  # from here on, signals are ignored (see StopSignals)
+        if executor is not None:
+            _finish_callbacks(executor)
         if started:
             _final_checkpoints(nodes)
         for node in nodes:
