@@ -1,7 +1,8 @@
 """Benchmark: does retraining from the logs make the robot better on motion it has not made yet?
 
-The demo's scenario, on several seeds, without DDS: a simulated Panda (MuJoCo: identified link
-inertials, joint damping and Coulomb friction, a 1 kg payload grasped at 60 % of the run; the
+The demo's scenario, on several seeds, without DDS: a simulated arm (``--robot``: the Panda of
+:mod:`lifelong_learning.sim.panda` or the UR5 of :mod:`lifelong_learning.sim.arm`; inertial
+errors, joint damping and Coulomb friction, a 1 kg payload grasped at 60 % of the run; the
 URDF knows none of that) follows a random trajectory for ``--seconds`` at 100 Hz. Then a *new*
 trajectory (another seed, payload attached) is predicted by
 
@@ -13,9 +14,9 @@ trajectory (another seed, payload attached) is predicted by
 
 The metric is the mean over joints of the torque nMSE on the new trajectory.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_retraining.py [--seeds 0 1 2] [--quick]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_retraining.py [--robot ur5] [--seeds 0 1 2] [--quick]
 
-Writes docs/benchmarks/retraining.md (and .json).
+Writes docs/benchmarks/retraining.md (Panda) or retraining-<robot>.md (and .json).
 """
 
 from __future__ import annotations
@@ -38,7 +39,27 @@ from lifelong_learning.dynamics import (
 )
 from lifelong_learning.io.bags import write_joint_states
 from lifelong_learning.retraining.pipeline import TuningJob, run_job
-from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path, panda_urdf_text
+from lifelong_learning.sim.arm import UR5_JOINT_NAMES, Ur5Simulation, ur5_urdf_path
+from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path
+
+#: robot → (plant, the learner's URDF, joints, the plant in words)
+ROBOTS = {
+    "panda": (
+        PandaSimulation,
+        panda_urdf_path,
+        JOINT_NAMES,
+        "a simulated Panda (MuJoCo, dm-robotics-panda's MJCF: identified inertials, damping, Coulomb "
+        "friction; the learner's URDF is example-robot-data's, with other inertials and no friction)",
+    ),
+    "ur5": (
+        Ur5Simulation,
+        ur5_urdf_path,
+        UR5_JOINT_NAMES,
+        "a simulated UR5 (MuJoCo, built from example-robot-data's URDF with link masses and centres of "
+        "mass off by up to 15 % / 2 cm, rotor inertia, damping and Coulomb friction; the learner gets "
+        "the unmodified URDF)",
+    ),
+}
 
 ROOT = Path(__file__).resolve().parents[1]
 ONLINE = {
@@ -50,34 +71,38 @@ ONLINE = {
 }
 
 
-def online(log: dict[str, np.ndarray], qdd: np.ndarray, **kw) -> SemiparametricInverseDynamics:
+def online(
+    log: dict[str, np.ndarray], qdd: np.ndarray, urdf: str, joints: list[str], **kw
+) -> SemiparametricInverseDynamics:
     """The online learner fed the log one sample at a time, as the node is."""
-    model = SemiparametricInverseDynamics(panda_urdf_text(), list(JOINT_NAMES), **kw)
+    model = SemiparametricInverseDynamics(urdf, list(joints), **kw)
     for i in range(log["t"].size):
         model.update(log["q"][i], log["qd"][i], qdd[i], log["tau"][i])
     return model
 
 
-def one_seed(seed: int, seconds: float, objectives: list[str], centers: int, epochs: int) -> dict:
-    sim = PandaSimulation()
+def one_seed(seed: int, seconds: float, objectives: list[str], centers: int, epochs: int, robot: str) -> dict:
+    simulation, urdf_path, joints, _ = ROBOTS[robot]
+    urdf = Path(urdf_path()).read_text()
+    sim = simulation()
     log = sim.run(seconds, seed=seed, log_every=5, payload_mass=1.0, payload_at=0.6 * seconds)
-    new = PandaSimulation().run(15.0, seed=seed + 1000, log_every=5, payload_mass=1.0, payload_at=0.0)
+    new = simulation().run(15.0, seed=seed + 1000, log_every=5, payload_mass=1.0, payload_at=0.0)
     qdd, qdd_new = (estimate_accelerations(x["t"], x["qd"]) for x in (log, new))
 
     def score(model) -> float:
         return float(normalized_mse(new["tau"], model.predict(new["q"], new["qd"], qdd_new)).mean())
 
-    rnea = RigidBodyRegressor(panda_urdf_text(), list(JOINT_NAMES)).rnea(new["q"], new["qd"], new["qdd"])
+    rnea = RigidBodyRegressor(urdf, list(joints)).rnea(new["q"], new["qd"], new["qdd"])
     out: dict = {"seed": seed, "RNEA (URDF)": float(normalized_mse(new["tau"], rnea).mean())}
     for name, kw in ONLINE.items():
         t0 = time.perf_counter()
-        out[f"online {name}"] = score(online(log, qdd, **kw))
+        out[f"online {name}"] = score(online(log, qdd, urdf, joints, **kw))
         print(
             f"seed {seed}: online {name} {out[f'online {name}']:.4f} ({time.perf_counter() - t0:.0f} s)",
             flush=True,
         )
     with tempfile.TemporaryDirectory() as tmp:
-        write_joint_states(Path(tmp) / "bag", log["t"], JOINT_NAMES, log["q"], log["qd"], log["tau"])
+        write_joint_states(Path(tmp) / "bag", log["t"], joints, log["q"], log["qd"], log["tau"])
         # The last job: one batch fit of every sample, no forgetting (the export before replay).
         jobs = [(f"retrained ({o})", o, {}) for o in objectives]
         batch = {"forgetting": (1.0,), "replay_block": 10**9}
@@ -89,7 +114,7 @@ def one_seed(seed: int, seconds: float, objectives: list[str], centers: int, epo
                 task="inverse-dynamics",
                 out=str(Path(tmp) / "model.llm"),
                 objectives=[objective],
-                urdf=panda_urdf_path(),
+                urdf=urdf_path(),
                 centers=centers,
                 epochs=epochs,
                 device="cpu",
@@ -116,13 +141,14 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
     lines = [
         "# Retraining: the robot on motion it has not made yet",
         "",
-        f"Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_retraining.py --seeds "
+        "Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_retraining.py "
+        f"--robot {args.robot} --seeds "
         f"{' '.join(map(str, args.seeds))} --centers {args.centers} --objectives {args.objectives}"
         f"{' --quick' if args.quick else ''}`  ",
         f"Machine: {cpu_model()}; torch {torch.__version__}, CPU. Total time {seconds:.0f} s.",
         "",
-        f"Per seed: a simulated Panda (MuJoCo: identified inertials, damping, Coulomb friction; a 1 kg "
-        f"payload grasped at {0.6 * args.seconds:.0f} s) logs {args.seconds:.0f} s at 100 Hz; a new 15 s "
+        f"Per seed: {ROBOTS[args.robot][3]}, with a 1 kg payload grasped at {0.6 * args.seconds:.0f} s, "
+        f"logs {args.seconds:.0f} s at 100 Hz; a new 15 s "
         "trajectory (seed + 1000, payload attached) is predicted. Mean over joints of the torque nMSE on "
         "that trajectory. Online learners are fed the log one joint state at a time (q̈ from the node's "
         "filter), as the node is; retrained = the tuner's pipeline on a rosbag2 bag of the log "
@@ -154,21 +180,25 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--robot", choices=sorted(ROBOTS), default="panda")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--seconds", type=float, default=90.0, help="length of the logged run")
     ap.add_argument("--objectives", default="proposed,holdout-recent")
     ap.add_argument("--centers", type=int, default=400)
     ap.add_argument("--epochs", type=int, default=40)
     ap.add_argument("--quick", action="store_true", help="30 s logs, one seed")
-    ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/retraining.md"))
+    ap.add_argument("--out", help="default docs/benchmarks/retraining.md (panda), retraining-ur5.md, ...")
     args = ap.parse_args()
     if args.quick:
         args.seconds, args.seeds = 30.0, args.seeds[:1]
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     objectives = [o for o in args.objectives.split(",") if o]
-    results = [one_seed(s, args.seconds, objectives, args.centers, args.epochs) for s in args.seeds]
-    out = Path(args.out)
+    results = [
+        one_seed(s, args.seconds, objectives, args.centers, args.epochs, args.robot) for s in args.seeds
+    ]
+    suffix = "" if args.robot == "panda" else f"-{args.robot}"
+    out = Path(args.out or ROOT / f"docs/benchmarks/retraining{suffix}.md")
     out.write_text(markdown(results, args, time.perf_counter() - t0))
     out.with_suffix(".json").write_text(json.dumps(results, indent=1))
     print(out.read_text())

@@ -7,6 +7,11 @@ descent on a hyperparameter objective. Here:
 - positivity by the softplus reparametrization with a floor,
   ``λ = softplus(λ_raw) + 1e-12`` and ``ℓ = softplus(ℓ_raw) + 1e-4``, so the optimizer works
   on the unconstrained ``λ_raw``, ``ℓ_raw`` (and on ``Z`` directly);
+- optionally, length-scales bounded in units of each input dimension's range ``r_d`` (max − min
+  of the training rows): ``ℓ_d = r_d (a + (b − a) sigmoid(ℓ_raw,d))`` for ``lengthscale_range =
+  (a, b)``. A lower bound keeps the tuner from shrinking ``ℓ`` until the kernel interpolates the
+  one logged path (its objective, computed on that path, rewards it; new motion is then
+  predicted by the prior alone), an upper bound from growing it until the kernel is flat;
 - initial values: ``λ₀ = 1/n``, ``ℓ₀`` = the median pairwise distance of the rows (the median
   heuristic, shared by all dimensions), ``Z₀`` = ``m`` distinct rows drawn uniformly at
   random (sorted indices), unless given.
@@ -51,6 +56,19 @@ def initial_centers(X: torch.Tensor, centers: int | Any, gen: np.random.Generato
     return Z0.clone()
 
 
+def _bounds(X: torch.Tensor, lengthscale_range: tuple[float, float], per_dimension: bool) -> tuple[Any, Any]:
+    """``(a r, b r)`` with ``r`` the per-column range of ``X`` (median range if not per dimension;
+    a constant column counts as range 1)."""
+    a, b = (float(v) for v in lengthscale_range)
+    if not (0.0 < a < b and math.isfinite(b)):
+        raise ValueError(f"lengthscale_range must be (a, b) with 0 < a < b, got {lengthscale_range!r}")
+    r = (X.max(0).values - X.min(0).values).detach().cpu().numpy().astype(np.float64)
+    r = np.where(r > 0, r, 1.0)
+    if not per_dimension:
+        r = np.full_like(r, np.median(r))
+    return np.maximum(a * r, _LS_FLOOR), b * r
+
+
 @dataclass
 class Hyperparameters:
     """Centres ``Z`` and the raw (unconstrained) length-scales and ``λ``; see the module docstring.
@@ -60,12 +78,14 @@ class Hyperparameters:
         ls_raw: ``(d,)`` raw length-scales, or a 0-D tensor for one shared length-scale.
         lam_raw: 0-D raw ``λ``.
         optimize_centers: whether the centres are trained.
+        ls_bounds: ``(low, high)`` length-scales ``(d,)`` (or 0-D) the sigmoid maps into, or None.
     """
 
     centers: torch.Tensor
     ls_raw: torch.Tensor
     lam_raw: torch.Tensor
     optimize_centers: bool = True
+    ls_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @classmethod
     def initial(
@@ -78,13 +98,17 @@ class Hyperparameters:
         lam_init: float | None = None,
         lengthscale_init: float | Any | None = None,
         seed: int = 0,
+        lengthscale_range: tuple[float, float] | None = None,
     ) -> Hyperparameters:
         """Initial hyperparameters for inputs ``X`` ``(n, d)`` (dtype and device taken from ``X``).
 
         Args:
             centers: number of centres (drawn from the rows with ``gen``) or initial centres ``(m, d)``.
             lam_init: ``λ₀`` (default ``1/n``). lengthscale_init: ``ℓ₀``, a scalar or ``(d,)``
-                (default: the median heuristic on ``X`` with ``seed``).
+                (default: the median heuristic on ``X`` with ``seed``), moved inside the bounds.
+            lengthscale_range: ``(a, b)``, ``0 < a < b``: each ``ℓ_d`` stays in
+                ``[a r_d, b r_d]`` (``r_d``: the range of column ``d``; shared ``ℓ``: the median
+                range). None: only the floor ``1e-4``.
         """
         n, d = X.shape
         Z0 = initial_centers(X, centers, gen)
@@ -94,22 +118,32 @@ class Hyperparameters:
         if not (lam0 > 0 and np.all(ls0 > 0)):
             raise ValueError("lam_init and lengthscale_init must be positive")
         Z = Z0.requires_grad_(optimize_centers)
-        ls_raw = torch.tensor(
-            [softplus_inverse(float(v) - _LS_FLOOR) for v in np.atleast_1d(ls0)],
-            dtype=X.dtype,
-            device=X.device,
-        )
+        bounds = None
+        if lengthscale_range is None:
+            raw = [softplus_inverse(float(v) - _LS_FLOOR) for v in np.atleast_1d(ls0)]
+        else:
+            low, high = _bounds(X, lengthscale_range, per_dimension_lengthscale)
+            frac = np.clip((np.atleast_1d(ls0) - low) / (high - low), 0.01, 0.99)
+            raw = np.log(frac) - np.log1p(-frac)  # logit
+            bounds = tuple(torch.as_tensor(b, dtype=X.dtype, device=X.device) for b in (low, high))
+            if not per_dimension_lengthscale:
+                bounds = (bounds[0][0], bounds[1][0])
+        ls_raw = torch.tensor(np.asarray(raw, dtype=np.float64), dtype=X.dtype, device=X.device)
         if not per_dimension_lengthscale:
             ls_raw = ls_raw[0]
         ls_raw.requires_grad_(True)
         lam_raw = torch.tensor(
             softplus_inverse(lam0 - _LAM_FLOOR), dtype=X.dtype, device=X.device, requires_grad=True
         )
-        return cls(centers=Z, ls_raw=ls_raw, lam_raw=lam_raw, optimize_centers=optimize_centers)
+        return cls(Z, ls_raw, lam_raw, optimize_centers, bounds)
 
     def current(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(Z, ℓ, λ)`` at the current raw values, differentiable with respect to them."""
-        ls = torch.nn.functional.softplus(self.ls_raw) + _LS_FLOOR
+        if self.ls_bounds is None:
+            ls = torch.nn.functional.softplus(self.ls_raw) + _LS_FLOOR
+        else:
+            low, high = self.ls_bounds
+            ls = low + (high - low) * torch.sigmoid(self.ls_raw)
         lam = torch.nn.functional.softplus(self.lam_raw) + _LAM_FLOOR
         return self.centers, ls, lam
 

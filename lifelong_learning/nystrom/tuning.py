@@ -60,6 +60,7 @@ def tune(
     optimize_centers: bool = True,
     lam_init: float | None = None,
     lengthscale_init: float | Any | None = None,
+    lengthscale_range: tuple[float, float] | None = None,
     patience: int = 5,
     num_probes: int = 20,
     cg_tol: float = 1e-3,
@@ -82,6 +83,8 @@ def tune(
             ``"holdout-recent"``
             (exact, autodiff; O(nm²) memory-light but O(nm) memory) or ``"proposed-stochastic"``
             (Hutchinson + CG, for large ``n``).
+        lengthscale_range: ``(a, b)``: each length-scale bounded to ``[a, b]`` × its input
+            column's range (see :mod:`~lifelong_learning.nystrom.hyperparameters`); None: unbounded.
         epochs, lr: Adam steps and learning rate. patience: rises in a row before stopping.
         progress: show a tqdm bar with ETA.
         callback: called after every epoch with the epoch number and
@@ -108,6 +111,7 @@ def tune(
         lam_init=lam_init,
         lengthscale_init=lengthscale_init,
         seed=seed,
+        lengthscale_range=lengthscale_range,
     )
     opt = torch.optim.Adam(hp.parameters(), lr=lr)
     step = _objective_step(

@@ -131,3 +131,36 @@ def test_best_parameters_are_detached_copies():
         p.add_(5.0)
     (best,) = stop.best
     assert not best.requires_grad and torch.equal(best, torch.full((3,), 2.0))
+
+
+def test_lengthscales_stay_inside_their_range_bounds_whatever_the_raw_values():
+    X = _inputs() * torch.tensor([1.0, 10.0, 0.1], dtype=torch.float64)
+    span = (X.max(0).values - X.min(0).values).numpy()
+    hp = Hyperparameters.initial(X, 5, np.random.default_rng(0), lengthscale_range=(0.1, 4.0))
+    _, ls0, _ = hp.current()
+    assert np.all(ls0.detach().numpy() >= 0.1 * span) and np.all(ls0.detach().numpy() <= 4.0 * span)
+    for raw in (-1e6, 1e6):
+        with torch.no_grad():
+            hp.ls_raw.fill_(raw)
+        _, ls, _ = hp.current()
+        expected = (0.1 if raw < 0 else 4.0) * span
+        np.testing.assert_allclose(ls.detach().numpy(), expected, rtol=1e-9)
+    shared = Hyperparameters.initial(
+        X, 5, np.random.default_rng(0), per_dimension_lengthscale=False, lengthscale_range=(0.1, 4.0)
+    )
+    assert shared.current()[1].ndim == 0
+    with pytest.raises(ValueError, match="lengthscale_range"):
+        Hyperparameters.initial(X, 5, np.random.default_rng(0), lengthscale_range=(2.0, 1.0))
+
+
+def test_bounded_tuning_keeps_the_lengthscales_in_range_and_still_fits():
+    from lifelong_learning.nystrom.tuning import tune
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (300, 2))
+    y = np.sin(3 * X[:, 0]) + 0.05 * rng.normal(size=300)
+    model = tune(X, y, centers=40, epochs=40, lengthscale_range=(0.5, 2.0), device="cpu")
+    ls = np.asarray(model.tuning_.lengthscale)
+    span = X.max(0) - X.min(0)
+    assert np.all(ls >= 0.5 * span - 1e-9) and np.all(ls <= 2.0 * span + 1e-9)
+    assert np.mean((model.predict(X).ravel() - y) ** 2) < 0.5 * y.var()
