@@ -7,8 +7,9 @@ and exports the model tuned with the first objective to the online learners' mod
 - ``--task classification``: LabeledFeatures → an IncrementalRLSC with the Nyström map;
 - ``--task inverse-dynamics``: JointState → a SemiparametricInverseDynamics (``--urdf``) whose
   residual (of the rigid-body model with friction) is the Nyström map + RLS, trained by replaying
-  the samples in time order with the forgetting factor (``--forgetting``) that best predicts the
-  most recent part of the bags (the test split).
+  the samples in time order with the forgetting factor (``--forgetting``) and the multiplier of the
+  tuned residual λ (``--residual-regularization``) that best predict the most recent part of the
+  bags (the test split).
 
 ``--init MODEL`` continues from the serving model instead of starting over (see
 :class:`~lifelong_learning.retraining.pipeline.TuningJob`). A report (markdown and JSON, next
@@ -64,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="inverse-dynamics: forgetting factors per sample to choose from on the most recent part "
         "of the bags, comma-separated (default: retraining.pipeline.DEFAULT_FORGETTING, 1 to 0.998)",
     )
+    parser.add_argument(
+        "--residual-regularization",
+        default=None,
+        help="inverse-dynamics: multipliers of the tuned residual λ to choose from on the most recent "
+        "part, comma-separated (default: retraining.pipeline.DEFAULT_RESIDUAL_REGULARIZATION, 1 to 1000)",
+    )
     parser.add_argument("--out", required=True, help="model file to write")
     parser.add_argument("--report", default=None, help="report path without suffix (default: OUT.report)")
     parser.add_argument("--seed", type=int, default=0)
@@ -73,10 +80,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read, tune, evaluate, export, report. Returns 0 on success, 2 on bad input."""
     from lifelong_learning.io.bags import BagError
-    from lifelong_learning.retraining.pipeline import DEFAULT_FORGETTING, TuningJob, run_job
+    from lifelong_learning.retraining.pipeline import (
+        DEFAULT_FORGETTING,
+        DEFAULT_RESIDUAL_REGULARIZATION,
+        TuningJob,
+        run_job,
+    )
 
     try:
-        forgetting = DEFAULT_FORGETTING if args.forgetting is None else _floats(args.forgetting)
+        forgetting = (
+            DEFAULT_FORGETTING if args.forgetting is None else _floats(args.forgetting, "--forgetting")
+        )
+        scales = (
+            DEFAULT_RESIDUAL_REGULARIZATION
+            if args.residual_regularization is None
+            else _floats(args.residual_regularization, "--residual-regularization")
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -94,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         topic=args.topic,
         urdf=args.urdf,
         forgetting=forgetting,
+        residual_regularization=scales,
         init=args.init,
         report=args.report,
         seed=args.seed,
@@ -109,8 +129,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _floats(text: str) -> list[float]:
+def _floats(text: str, option: str) -> list[float]:
     try:
         return [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ValueError(f"--forgetting takes comma-separated numbers, got {text!r}") from None
+        raise ValueError(f"{option} takes comma-separated numbers, got {text!r}") from None

@@ -154,20 +154,21 @@ def export_inverse_dynamics(
     forgetting: float = 1.0,
     block: int | None = 10,
     warm_start: SemiparametricInverseDynamics | None = None,
+    lam_scale: float = 1.0,
 ) -> SemiparametricInverseDynamics:
     """A :class:`~lifelong_learning.dynamics.semiparametric.SemiparametricInverseDynamics` whose
-    residual part is the model's Nyström map + RLS (``lam = nλ``), trained on the samples (in time
-    order): replayed ``block`` samples at a time with ``forgetting`` per sample (see the module
-    docstring), or, with ``block=None``, in one batch: then, with ``model`` tuned on
-    :func:`rigid_body_residuals` of the same data, its residual equals ``model``. With
-    ``warm_start``, its parametric part starts from that model's learned parameters. Saved to
-    ``path`` if given."""
+    residual part is the model's Nyström map + RLS (``lam = lam_scale · nλ``), trained on the
+    samples (in time order): replayed ``block`` samples at a time with ``forgetting`` per sample
+    (see the module docstring), or, with ``block=None``, in one batch: then, with ``model`` tuned on
+    :func:`rigid_body_residuals` of the same data and ``lam_scale = 1``, its residual equals
+    ``model``. With ``warm_start``, its parametric part starts from that model's learned
+    parameters. Saved to ``path`` if given."""
     sp = SemiparametricInverseDynamics(
         urdf,
         list(joint_names),
         mode="semiparametric",
         feature_map=feature_map_of(model),
-        lam_residual=regularization_of(model, np.shape(q)[0]),
+        lam_residual=float(lam_scale) * regularization_of(model, np.shape(q)[0]),
         forgetting=forgetting,
     )
     if warm_start is not None:

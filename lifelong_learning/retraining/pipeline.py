@@ -15,7 +15,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,10 @@ from lifelong_learning.nystrom.tuning import tune
 TASKS = ("classification", "inverse-dynamics")
 #: forgetting factors per sample the inverse-dynamics export chooses from, on the most recent block
 DEFAULT_FORGETTING = (1.0, 0.9999, 0.9995, 0.999, 0.998)
+#: multipliers of the tuned residual λ the inverse-dynamics export chooses from, on the most recent
+#: block: the tuning objectives are computed on the logged path and under-regularize for new motion
+#: (docs/benchmarks/retraining.md: ×10-×100 chosen, new-trajectory error down by a quarter or more)
+DEFAULT_RESIDUAL_REGULARIZATION = (1.0, 10.0, 100.0, 1000.0)
 
 
 @dataclass
@@ -68,7 +72,8 @@ class TuningJob:
     forgetting: Sequence[float] = DEFAULT_FORGETTING
     replay_block: int = 10
     init: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    lengthscale_range: tuple[float, float] | None = None
+    residual_regularization: Sequence[float] = DEFAULT_RESIDUAL_REGULARIZATION
 
     def validate(self) -> None:
         """ValueError on an unknown task/objective or out-of-range sizes."""
@@ -97,6 +102,8 @@ class TuningJob:
                 )
         if not self.forgetting or not all(0.0 < float(b) <= 1.0 for b in self.forgetting):
             raise ValueError(f"forgetting factors must be in (0, 1], got {list(self.forgetting)}")
+        if not self.residual_regularization or not all(float(s) > 0 for s in self.residual_regularization):
+            raise ValueError(f"residual λ multipliers must be > 0, got {list(self.residual_regularization)}")
         if self.replay_block < 1:
             raise ValueError("replay_block must be >= 1")
 
@@ -124,13 +131,15 @@ def _markdown(report: dict[str, Any]) -> str:
     lines += [f"- **warning**: {text}" for text in report["warnings"]]
     lines += [
         "",
-        "| objective | test metric | value | forgetting | tuning time (s) | epochs | λ | length-scales |",
-        "|---|---|---|---|---|---|---|---|",
+        "| objective | test metric | value | forgetting | residual λ × | tuning time (s) | epochs | λ "
+        "| length-scales |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in report["objectives"].items():
         ls = ", ".join(f"{v:.3g}" for v in r["lengthscale"])
         lines.append(
-            f"| {name} | {r['metric']} | {r['value']:.4g} | {r.get('forgetting', '')} | {r['seconds']:.1f} "
+            f"| {name} | {r['metric']} | {r['value']:.4g} | {r.get('forgetting', '')} "
+            f"| {r.get('residual_lam_scale', '')} | {r['seconds']:.1f} "
             f"| {r['epochs']} | {r['lam']:.3g} | {ls} |"
         )
     return "\n".join(lines) + "\n"
@@ -190,8 +199,8 @@ class _Classification:
 
 class _InverseDynamics:
     """Joint states: a chronological split (the test part is the most recent one), the torque nMSE
-    of the semiparametric model replayed on the training part with each forgetting factor, and the
-    export replayed on every sample with the best one."""
+    of the semiparametric model replayed on the training part with each residual λ multiplier and
+    forgetting factor, and the export replayed on every sample with the best ones."""
 
     metric = "test nMSE of the torques (mean over joints)"
 
@@ -203,6 +212,7 @@ class _InverseDynamics:
         self.qdd = estimate_accelerations(self.js.t, self.js.qd, starts=self.js.starts)
         self.tr, self.te = _split(self.js.t.size, job.test_fraction, rng, chronological=True)
         self.forgetting = tuple(job.forgetting)
+        self.lam_scales = tuple(float(s) for s in job.residual_regularization)
         self.block = job.replay_block
         js, tr, te = self.js, self.tr, self.te
         par, self.X_tr, self.Y_tr = rigid_body_residuals(
@@ -248,25 +258,36 @@ class _InverseDynamics:
     def _part(self, rows: Any) -> list[np.ndarray]:
         return [self.js.q[rows], self.js.qd[rows], self.qdd[rows], self.js.tau[rows]]
 
+    def _replay_error(self, model: Any, forgetting: float, lam_scale: float) -> float:
+        """Torque nMSE on the test (most recent) part of the export replayed on the training part."""
+        sp = export_inverse_dynamics(
+            model,
+            self.urdf,
+            self.js.joint_names,
+            *self._part(self.tr),
+            forgetting=forgetting,
+            block=self.block,
+            warm_start=self.warm,
+            lam_scale=lam_scale,
+        )
+        q, qd, qdd, tau = self._part(self.te)
+        value = float(normalized_mse(tau, sp.predict(q, qd, qdd), variance=self.var_te).mean())
+        return value if np.isfinite(value) else float("inf")
+
     def score(self, model: Any) -> tuple[float, dict[str, Any]]:
-        names, (q, qd, qdd, tau) = self.js.joint_names, self._part(self.te)
-        by_forgetting = {}
-        for beta in self.forgetting:
-            sp = export_inverse_dynamics(
-                model,
-                self.urdf,
-                names,
-                *self._part(self.tr),
-                forgetting=beta,
-                block=self.block,
-                warm_start=self.warm,
-            )
-            value = float(normalized_mse(tau, sp.predict(q, qd, qdd), variance=self.var_te).mean())
-            by_forgetting[beta] = value if np.isfinite(value) else float("inf")
+        """Choose the residual λ multiplier (at the first forgetting factor), then the forgetting
+        factor (at that multiplier), each by the test-part error: len(scales) + len(β) − 1 replays."""
+        beta0 = self.forgetting[0]
+        by_scale = {s: self._replay_error(model, beta0, s) for s in self.lam_scales}
+        scale = min(by_scale, key=by_scale.__getitem__)
+        by_forgetting = {beta0: by_scale[scale]}
+        by_forgetting.update({b: self._replay_error(model, b, scale) for b in self.forgetting[1:]})
         best = min(by_forgetting, key=by_forgetting.__getitem__)
         return by_forgetting[best], {
             "forgetting": best,
             "by_forgetting": {str(k): v for k, v in by_forgetting.items()},
+            "residual_lam_scale": scale,
+            "by_residual_lam_scale": {str(k): v for k, v in by_scale.items()},
         }
 
     def export(self, model: Any, choice: dict[str, Any], out: Path) -> None:
@@ -279,6 +300,7 @@ class _InverseDynamics:
             forgetting=choice["forgetting"],
             block=self.block,
             warm_start=self.warm,
+            lam_scale=choice["residual_lam_scale"],
         )
 
 
@@ -330,6 +352,7 @@ def run_job(
             progress=job.progress,
             seed=job.seed,
             callback=on_epoch,
+            lengthscale_range=job.lengthscale_range,
         )
         seconds = time.perf_counter() - t0
         value, choice = task.score(model)

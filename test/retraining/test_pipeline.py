@@ -4,6 +4,7 @@ part of the bag, baselines and warnings in the report, the exported model replay
 import json
 
 import numpy as np
+import pytest
 
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.io.bags import write_joint_states
@@ -23,9 +24,14 @@ def test_forgetting_is_chosen_on_the_most_recent_part_and_reported(tmp_path):
         epochs=5,
         device="cpu",
         forgetting=(1.0, 0.999),
+        residual_regularization=(1.0, 100.0),
     )
     report = run_job(job)
     result = report["objectives"]["proposed"]
+    by_scale = result["by_residual_lam_scale"]
+    assert set(by_scale) == {"1.0", "100.0"} and by_scale[str(result["residual_lam_scale"])] == min(
+        by_scale.values()
+    )
     assert set(result["by_forgetting"]) == {"1.0", "0.999"}
     assert result["value"] == min(result["by_forgetting"].values())
     assert result["forgetting"] == (
@@ -35,6 +41,8 @@ def test_forgetting_is_chosen_on_the_most_recent_part_and_reported(tmp_path):
     assert report["n_test"] == round(0.2 * log["t"].size) and report["warnings"] == []
     model = SemiparametricInverseDynamics.load(tmp_path / "m.llm")
     assert model.forgetting == result["forgetting"] and model.n_samples == log["t"].size
+    n_lam = log["t"].size * result["lam"]  # the tuned per-sample λ, scaled by the chosen multiplier
+    assert model.residual.lam == pytest.approx(result["residual_lam_scale"] * n_lam, rel=1e-9)
     assert model.friction is not None and model.feature_map.kind == "nystrom"
     saved = json.loads((tmp_path / "m.llm.report.json").read_text())
     assert saved["objectives"]["proposed"]["forgetting"] == result["forgetting"]
