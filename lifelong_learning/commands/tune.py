@@ -63,13 +63,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--forgetting",
         default=None,
         help="inverse-dynamics: forgetting factors per sample to choose from on the most recent part "
-        "of the bags, comma-separated (default: retraining.pipeline.DEFAULT_FORGETTING, 1 to 0.998)",
+        "of the bags, comma-separated (default: retraining.pipeline.DEFAULT_FORGETTING, 1 to 0.9995)",
     )
     parser.add_argument(
         "--residual-regularization",
         default=None,
         help="inverse-dynamics: multipliers of the tuned residual λ to choose from on the most recent "
         "part, comma-separated (default: retraining.pipeline.DEFAULT_RESIDUAL_REGULARIZATION, 1 to 1000)",
+    )
+    parser.add_argument(
+        "--lengthscale-range",
+        type=float,
+        nargs=2,
+        default=None,
+        metavar=("A", "B"),
+        help="bound every length-scale to [A, B] x its input's range (max - min); default: unbounded",
     )
     parser.add_argument("--out", required=True, help="model file to write")
     parser.add_argument("--report", default=None, help="report path without suffix (default: OUT.report)")
@@ -114,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         urdf=args.urdf,
         forgetting=forgetting,
         residual_regularization=scales,
+        lengthscale_range=tuple(args.lengthscale_range) if args.lengthscale_range else None,
         init=args.init,
         report=args.report,
         seed=args.seed,

@@ -40,8 +40,11 @@ from lifelong_learning.nystrom.objectives import OBJECTIVES
 from lifelong_learning.nystrom.tuning import tune
 
 TASKS = ("classification", "inverse-dynamics")
-#: forgetting factors per sample the inverse-dynamics export chooses from, on the most recent block
-DEFAULT_FORGETTING = (1.0, 0.9999, 0.9995, 0.999, 0.998)
+#: forgetting factors per sample the inverse-dynamics export chooses from, on the most recent block.
+#: Smaller factors were dropped: at 100 Hz, 0.999 and 0.998 wind the RLS up (the regularization is
+#: forgotten too) and predicted a new trajectory 3-1000x worse even where they predicted the recent
+#: block best (UR5 and Panda, seed 0: docs/benchmarks/retraining.md)
+DEFAULT_FORGETTING = (1.0, 0.9999, 0.9995)
 #: multipliers of the tuned residual λ the inverse-dynamics export chooses from, on the most recent
 #: block: the tuning objectives are computed on the logged path and under-regularize for new motion
 #: (docs/benchmarks/retraining.md: ×10-×100 chosen, new-trajectory error down by a quarter or more)
@@ -104,6 +107,10 @@ class TuningJob:
             raise ValueError(f"forgetting factors must be in (0, 1], got {list(self.forgetting)}")
         if not self.residual_regularization or not all(float(s) > 0 for s in self.residual_regularization):
             raise ValueError(f"residual λ multipliers must be > 0, got {list(self.residual_regularization)}")
+        if self.lengthscale_range is not None:
+            low, high = (float(v) for v in self.lengthscale_range)
+            if not 0.0 < low < high < float("inf"):
+                raise ValueError(f"lengthscale_range must be (a, b), 0 < a < b, got {self.lengthscale_range}")
         if self.replay_block < 1:
             raise ValueError("replay_block must be >= 1")
 
