@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from machine import cpu_model  # benchmarks/machine.py (sys.path[0] is benchmarks/)
+from machine import cpu_model, per_seed_table  # benchmarks/machine.py (sys.path[0] is benchmarks/)
 
 from lifelong_learning.io.bags import write_labeled_features
 from lifelong_learning.learners import IncrementalRLSC
@@ -113,7 +113,6 @@ def one_seed(seed: int, args: argparse.Namespace) -> dict:
 
 
 def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> str:
-    keys = [k for k in results[0] if k != "seed" and not k.endswith("details")]
     lines = [
         "# Recognition: many objects, few views each, judged on views never seen",
         "",
@@ -129,12 +128,8 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
         "the tuner's classification pipeline on a rosbag2 bag of the taught samples (Nyström KRR, "
         f"{args.centers} centres, objective `{args.objective}`), exported as the node's model.",
         "",
-        "| model | " + " | ".join(f"seed {r['seed']}" for r in results) + " | mean |",
-        "|---|" + "---:|" * (len(results) + 1),
+        *per_seed_table(results, ".1f"),
     ]
-    for key in keys:
-        values = [r[key] for r in results]
-        lines.append(f"| {key} | " + " | ".join(f"{v:.1f}" for v in values) + f" | {np.mean(values):.1f} |")
     lines += ["", "Details: λ the online learner chose; median tuned length-scale; time.", ""]
     for r in results:
         for key, d in r.items():

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from machine import cpu_model  # benchmarks/machine.py (sys.path[0] is benchmarks/)
+from machine import cpu_model, per_seed_table  # benchmarks/machine.py (sys.path[0] is benchmarks/)
 
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.dynamics import (
@@ -137,7 +137,6 @@ def one_seed(seed: int, seconds: float, objectives: list[str], centers: int, epo
 
 
 def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> str:
-    keys = [k for k in results[0] if k != "seed" and not k.endswith("details")]
     lines = [
         "# Retraining: the robot on motion it has not made yet",
         "",
@@ -152,15 +151,11 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
         "trajectory (seed + 1000, payload attached) is predicted. Mean over joints of the torque nMSE on "
         "that trajectory. Online learners are fed the log one joint state at a time (q̈ from the node's "
         "filter), as the node is; retrained = the tuner's pipeline on a rosbag2 bag of the log "
-        f"({args.centers} centres, ≤ {args.epochs} epochs; friction on; the forgetting factor chosen on "
-        "the log's most recent 20 %).",
+        f"({args.centers} centres, ≤ {args.epochs} epochs; friction on; the residual λ multiplier and the "
+        "forgetting factor chosen on the log's most recent 20 %).",
         "",
-        "| model | " + " | ".join(f"seed {r['seed']}" for r in results) + " | mean |",
-        "|---|" + "---:|" * (len(results) + 1),
+        *per_seed_table(results, ".4f"),
     ]
-    for key in keys:
-        values = [r[key] for r in results]
-        lines.append(f"| {key} | " + " | ".join(f"{v:.4f}" for v in values) + f" | {np.mean(values):.4f} |")
     lines += [
         "",
         "Retrained model details (forgetting chosen, nMSE on the log's most recent part, median "
