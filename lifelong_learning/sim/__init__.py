@@ -1,2 +1,3 @@
-"""Simulated stand-ins for a robot (no ROS imports): a MuJoCo Panda arm and a pybullet
-object scene seen by a camera. They are the "real robot" of tests, benchmarks and the demo."""
+"""Simulated stand-ins for a robot (no ROS imports): MuJoCo arms (the Panda in :mod:`.panda`, a UR5
+built from its URDF and the shared controller in :mod:`.arm`) and a pybullet object scene seen by
+a camera. They are the "real robot" of tests, benchmarks and the demo."""
