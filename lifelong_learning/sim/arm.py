@@ -301,6 +301,8 @@ class Ur5Simulation(ArmSimulation):
     keeps the joint speeds near the UR5's 3.15 rad/s limit.
     """
 
+    joint_names = UR5_JOINT_NAMES  # also on the class, as for the Panda
+
     def __init__(self, timestep: float = 0.002, plant_seed: int = 0, kp: float = 400.0, kd: float = 40.0):
         super().__init__(
             ur5_plant(plant_seed, timestep),

@@ -104,5 +104,7 @@ class PandaSimulation(ArmSimulation):
         kp, kd: PD gains of the computed-torque law (1/s², 1/s).
     """
 
+    joint_names = JOINT_NAMES  # also on the class: the plant's joints are known before one is built
+
     def __init__(self, timestep: float = 0.002, kp: float = 400.0, kd: float = 40.0):
         super().__init__(load_panda_model(timestep), JOINT_NAMES, EFFORT_LIMIT, kp=kp, kd=kd)
