@@ -124,6 +124,7 @@ def one_seed(seed: int, seconds: float, objectives: list[str], centers: int, epo
             out[label] = score(SemiparametricInverseDynamics.load(job.out))
             out[f"{label} details"] = {
                 "forgetting": result["forgetting"],
+                "residual λ multiplier": result["residual_lam_scale"],
                 "recent-part nMSE": result["value"],
                 "lengthscale median": float(np.median(result["lengthscale"])),
                 "seconds": time.perf_counter() - t0,
@@ -158,7 +159,8 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
     ]
     lines += [
         "",
-        "Retrained model details (forgetting chosen, nMSE on the log's most recent part, median "
+        "Retrained model details (forgetting and residual λ multiplier chosen, nMSE on the log's most "
+        "recent part, median "
         "length-scale, time):",
         "",
     ]
@@ -166,7 +168,8 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
         for key, d in r.items():
             if key.endswith("details"):
                 lines.append(
-                    f"- seed {r['seed']}, {key[:-8]}: β = {d['forgetting']}, recent-part nMSE "
+                    f"- seed {r['seed']}, {key[:-8]}: β = {d['forgetting']}, "
+                    f"λ × {d.get('residual λ multiplier', '(not recorded)')}, recent-part nMSE "
                     f"{d['recent-part nMSE']:.4f}, length-scale median {d['lengthscale median']:.2f}, "
                     f"{d['seconds']:.0f} s"
                 )

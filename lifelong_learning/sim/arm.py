@@ -91,15 +91,19 @@ def ur5_urdf_text() -> str:
 
 
 def urdf_effort_limits(urdf_text: str, joint_names: list[str]) -> np.ndarray:
-    """``<limit effort>`` of each named joint (the robot's top-level ``<joint>`` elements only:
-    ``<transmission>`` blocks also have ``<joint>`` children)."""
-    joints = {j.get("name"): j for j in ET.fromstring(urdf_text).findall("joint")}
+    """``<limit effort>`` of each named 1-DoF joint, as Pinocchio reads the URDF (the parser the
+    learner's rigid-body model uses, so plant and learner agree on the limits)."""
+    import pinocchio as pin
+
+    model = pin.buildModelFromXML(urdf_text)
     limits = []
     for name in joint_names:
-        limit = joints[name].find("limit") if name in joints else None
-        if limit is None or limit.get("effort") is None:
+        if not model.existJointName(name) or model.joints[model.getJointId(name)].nv != 1:
+            raise ValueError(f"the URDF has no 1-DoF joint {name!r}")
+        limit = float(model.effortLimit[model.joints[model.getJointId(name)].idx_v])
+        if not (np.isfinite(limit) and limit > 0):
             raise ValueError(f"the URDF gives no effort limit for joint {name!r}")
-        limits.append(float(limit.get("effort")))
+        limits.append(limit)
     return np.array(limits)
 
 

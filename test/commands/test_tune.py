@@ -117,7 +117,8 @@ def test_tune_reports_bad_input(tmp_path, capsys):
     assert "--forgetting takes comma-separated numbers" in capsys.readouterr().err
     assert main([*bad_forgetting, "--forgetting", "1.5"]) == 2
     assert "forgetting factors must be in (0, 1]" in capsys.readouterr().err
-    assert main([*bad_forgetting, "--residual-regularization", "10,0"]) == 2
-    assert "residual λ multipliers must be > 0" in capsys.readouterr().err
+    for bad in ("10,0", "inf", "nan"):
+        assert main([*bad_forgetting, "--residual-regularization", bad]) == 2
+        assert "residual λ multipliers must be finite and > 0" in capsys.readouterr().err
     assert main([*bad_forgetting, "--lengthscale-range", "2", "1"]) == 2
     assert "lengthscale_range must be (a, b)" in capsys.readouterr().err

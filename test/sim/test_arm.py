@@ -49,11 +49,11 @@ def test_plant_is_the_urdf_with_seeded_inertial_errors_rotor_inertia_and_frictio
     assert np.all(a.dof_armature > 0) and np.all(a.dof_damping > 0) and np.all(a.dof_frictionloss > 0)
 
 
-def test_effort_limits_come_from_the_robot_joints_not_the_transmissions():
-    np.testing.assert_array_equal(
-        urdf_effort_limits(ur5_urdf_text(), UR5_JOINT_NAMES), [150, 150, 150, 28, 28, 28]
-    )
-    with pytest.raises(ValueError, match="no effort limit"):
+def test_effort_limits_are_the_ones_the_learner_reads():
+    limits = urdf_effort_limits(ur5_urdf_text(), UR5_JOINT_NAMES)
+    np.testing.assert_array_equal(limits, [150, 150, 150, 28, 28, 28])
+    np.testing.assert_array_equal(limits, RigidBodyRegressor(ur5_urdf_text(), UR5_JOINT_NAMES).effort_limit)
+    with pytest.raises(ValueError, match="no 1-DoF joint 'ee_fixed_joint'"):
         urdf_effort_limits(ur5_urdf_text(), ["ee_fixed_joint"])
 
 
