@@ -11,7 +11,8 @@ descent on a hyperparameter objective. Here:
   of the training rows): ``ℓ_d = r_d (a + (b − a) sigmoid(ℓ_raw,d))`` for ``lengthscale_range =
   (a, b)``. A lower bound keeps the tuner from shrinking ``ℓ`` until the kernel interpolates the
   one logged path (its objective, computed on that path, rewards it; new motion is then
-  predicted by the prior alone), an upper bound from growing it until the kernel is flat;
+  predicted by the prior alone), an upper bound from growing it until the kernel is flat (off by
+  default: no benchmark here has shown it to help);
 - initial values: ``λ₀ = 1/n``, ``ℓ₀`` = the median pairwise distance of the rows (the median
   heuristic, shared by all dimensions), ``Z₀`` = ``m`` distinct rows drawn uniformly at
   random (sorted indices), unless given.
