@@ -47,6 +47,8 @@ done
 
 say "colcon build -> install/"
 mkdir -p log
+# One build at a time in this tree (two shells, or tests and a benchmark, may bootstrap at once).
+if command -v flock >/dev/null; then exec 9>log/.bootstrap.lock; flock 9; fi
 export AMENT_PREFIX_PATH="$VIRTUAL_ENV" CMAKE_PREFIX_PATH="$VIRTUAL_ENV"
 colcon --log-base log build --paths "$root" --build-base build --install-base install \
   --event-handlers console_cohesion- summary+ status- \
