@@ -3,16 +3,36 @@
 :func:`atomic_path` yields a temporary path in the destination's directory for any writer (a
 byte string, ``torch.onnx.export``, a YAML dump); on success the file is fsync'ed, renamed over
 the destination (``os.replace``, atomic on POSIX) and the directory fsync'ed so that the rename
-itself is durable; on failure the temporary file is removed and the destination is untouched.
+itself is durable; on failure the temporary file is removed and the destination is untouched. A process killed
+mid-write leaves its temporary file (``.NAME.XXXXXXXX.tmp``) behind;
+:func:`remove_stale_temporaries` removes those.
+
+Paths that other processes choose (a service request, an announced model) go through
+:func:`confined_path` (inside a configured directory, symlinks and ``..`` resolved) and, before a
+write, :func:`check_replaceable` (never over a symlink, a directory, a special file or a file
+that is not ours); both raise :class:`UnsafePathError`.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import stat
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+#: what :func:`atomic_path` adds around the destination's name (``tempfile.mkstemp`` puts 8
+#: characters of ``[a-z0-9_]`` between them)
+_TMP_PREFIX = "."
+_TMP_SUFFIX = ".tmp"
+_TMP_RANDOM = r"[a-z0-9_]{8}"
+
+
+class UnsafePathError(ValueError):
+    """A path that must not be written or read: outside the allowed directory, or not a file of ours."""
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -38,7 +58,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{path.name}.", suffix=_TMP_SUFFIX, dir=path.parent)
     os.close(fd)
     tmp = Path(name)
     try:
@@ -61,3 +81,113 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write UTF-8 ``text`` to ``path`` atomically."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def confined_path(
+    path: str | os.PathLike[str], directory: str | os.PathLike[str], allow_outside: bool = False
+) -> Path:
+    """``path`` resolved, and refused unless it lies inside ``directory``.
+
+    ``~`` is expanded in both; a relative ``path`` is taken under ``directory``; symlinks and
+    ``..`` are resolved (in ``directory`` too), so neither can lead out of it.
+
+    Args:
+        path: the path asked for (e.g. by a service request).
+        directory: the directory it must stay in (it need not exist).
+        allow_outside: return the resolved path wherever it is.
+
+    Raises:
+        UnsafePathError: the resolved path is not inside the resolved ``directory`` (the
+            message names both), or ``path`` is empty.
+    """
+    if not os.fspath(path):
+        raise UnsafePathError("empty path")
+    base = Path(directory).expanduser()
+    candidate = Path(path).expanduser()
+    if not candidate.is_absolute():
+        candidate = base / candidate
+    resolved = candidate.resolve()
+    if allow_outside:
+        return resolved
+    root = base.resolve()
+    if resolved != root and root not in resolved.parents:
+        raise UnsafePathError(f"{os.fspath(path)!r} resolves to {resolved}, outside the directory {root}")
+    return resolved
+
+
+def check_replaceable(path: str | os.PathLike[str], is_ours: Callable[[Path], bool] | None = None) -> None:
+    """Refuse to write over anything at ``path`` but a regular file of ours.
+
+    A missing ``path`` is fine. The last component is not followed (``lstat``): a symlink is
+    refused even when it points to a file of ours.
+
+    Args:
+        path: where a writer will put its file.
+        is_ours: called on an existing regular file; False refuses it (e.g. "is a readable
+            model file of this format", so that no other file is ever replaced). None: any
+            regular file may be replaced.
+
+    Raises:
+        UnsafePathError: ``path`` is a symlink, a directory, a FIFO, socket or device, or a
+            regular file that ``is_ours`` rejects.
+    """
+    path = Path(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except NotADirectoryError as exc:
+        raise UnsafePathError(f"{path}: a parent is not a directory") from exc
+    if stat.S_ISLNK(mode):
+        raise UnsafePathError(f"{path} is a symbolic link; refusing to write over it")
+    if stat.S_ISDIR(mode):
+        raise UnsafePathError(f"{path} is a directory; refusing to write over it")
+    if not stat.S_ISREG(mode):
+        raise UnsafePathError(f"{path} is a special file (FIFO, socket or device); refusing to write over it")
+    if is_ours is not None and not is_ours(path):
+        raise UnsafePathError(f"{path} exists and is not a file this writer made; refusing to replace it")
+
+
+def stale_temporary_pattern(name: str | None = None) -> re.Pattern[str]:
+    """The names :func:`atomic_path` gives its temporary files (for destination ``name``, or any)."""
+    middle = re.escape(name) if name is not None else ".+"
+    return re.compile(rf"{re.escape(_TMP_PREFIX)}{middle}\.{_TMP_RANDOM}{re.escape(_TMP_SUFFIX)}")
+
+
+def remove_stale_temporaries(
+    directory: str | os.PathLike[str], name: str | None = None, min_age_s: float = 0.0
+) -> list[Path]:
+    """Remove the temporary files that :func:`atomic_path` left in ``directory`` when killed mid-write.
+
+    Only regular files named exactly as :func:`atomic_path` names them (``.NAME.XXXXXXXX.tmp``)
+    are removed; symlinks, directories and any other name are left alone.
+
+    Args:
+        directory: where to look (``~`` expanded; a missing directory holds nothing).
+        name: only the temporaries of this destination file name; None: of any.
+        min_age_s: keep files modified more recently than this (a writer in another process
+            may still be writing them).
+
+    Returns:
+        The paths removed.
+    """
+    directory = Path(directory).expanduser()
+    pattern = stale_temporary_pattern(name)
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    now = time.time()
+    for entry in entries:
+        if not pattern.fullmatch(entry.name):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode) or now - st.st_mtime < min_age_s:
+                continue
+            os.unlink(entry.path)
+        except FileNotFoundError:
+            continue
+        removed.append(Path(entry.path))
+    return removed
