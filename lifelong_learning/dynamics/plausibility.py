@@ -1,0 +1,237 @@
+"""Which joint-state samples an inverse-dynamics learner may learn from (no ROS).
+
+One glitched value (a dropped byte, a sensor spike) must not be able to wreck a learned model:
+a least-squares learner weighs a sample by the square of its error, so a single effort of 10⁶ N·m
+moves every prediction by orders of magnitude, for good. Two tests keep such samples out; both
+are cheap next to an update, and both are used by the online node and by offline retraining.
+
+**Physical plausibility** (:class:`PlausibilityGate`), from the limits in the URDF
+(:class:`JointLimits`) widened by a margin ``m`` (default 1.0: twice the velocity and effort
+limits):
+
+- position: ``lower − m (upper − lower) ≤ q ≤ upper + m (upper − lower)`` (joints without
+  finite limits, e.g. continuous ones, are not tested);
+- velocity: ``|q̇| ≤ (1 + m) v_max``;
+- effort: ``|τ| ≤ (1 + m) τ_max``.
+
+A limit the URDF does not give (0, missing or infinite) is not tested. The gate is for values
+no robot of that model produces (a glitch, a unit mistake, a byte flip); smaller errors are the
+residual test's. The margin is wide because nominal limits are not hard ones: the simulated Panda
+of this package (``sim/panda.py``) tracks its trajectories at up to 1.5 times the URDF's velocity
+limits, and a margin of 0.5 refused 5 % of its samples.
+
+**Residual outliers** (:class:`ResidualOutlierTest` streaming, :func:`robust_outliers` for a
+batch). With the prediction error of a sample ``e = τ − τ̂`` (test-then-update: the model's
+prediction before it learns the sample), the robust scale of joint ``j`` is
+
+    σ_j = 1.4826 · median_k |e_kj|
+
+over a window of recent errors (the median absolute deviation about zero; 1.4826 = 1/Φ⁻¹(3/4)
+makes it the standard deviation for Gaussian errors, and unlike a standard deviation it does not
+grow with the outliers it should find: half the window must be bad before it moves). A sample is
+an outlier when ``max_j |e_j| / max(σ_j, floor_j) > k`` (default k = 6: a Gaussian error is
+beyond 6σ with probability 2·10⁻⁹). The window holds every error seen, outliers included, so a
+lasting change of the robot (a payload) is an outlier only until it fills half the window
+(``window / 2`` samples, 1 s at 100 Hz with the defaults), then is learned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: 1 / Φ⁻¹(3/4): the median absolute deviation of a Gaussian times this is its standard deviation
+MAD_TO_SIGMA = 1.482602218505602
+
+#: reasons a sample is implausible, in the order they are tested
+POSITION, VELOCITY, EFFORT = "position beyond limit", "velocity beyond limit", "effort beyond limit"
+
+
+@dataclass(frozen=True)
+class JointLimits:
+    """Position, velocity and effort limits of named joints (``inf`` where the URDF gives none)."""
+
+    names: tuple[str, ...]
+    lower: np.ndarray
+    upper: np.ndarray
+    velocity: np.ndarray
+    effort: np.ndarray
+
+    @classmethod
+    def from_urdf(cls, urdf: str, joint_names: Sequence[str]) -> JointLimits:
+        """Limits of ``joint_names`` (1-DoF joints) as Pinocchio parses ``urdf`` (the URDF text).
+
+        Raises:
+            ValueError: a name that is not a 1-DoF joint of the URDF.
+        """
+        import pinocchio as pin
+
+        model = pin.buildModelFromXML(urdf)
+        rows = []
+        for name in joint_names:
+            if not model.existJointName(name):
+                raise ValueError(f"joint {name!r} is not in the URDF")
+            joint = model.joints[model.getJointId(name)]
+            if joint.nv != 1:
+                raise ValueError(f"joint {name!r} is not a 1-DoF joint")
+            lo, hi = -np.inf, np.inf
+            if joint.nq == 1:  # continuous joints (cos, sin) have no position limits
+                lo, hi = (
+                    float(model.lowerPositionLimit[joint.idx_q]),
+                    float(model.upperPositionLimit[joint.idx_q]),
+                )
+            rows.append(
+                (lo, hi, float(model.velocityLimit[joint.idx_v]), float(model.effortLimit[joint.idx_v]))
+            )
+        lo, hi, vel, eff = (np.array(c, dtype=np.float64) for c in zip(*rows, strict=True))
+        bounded = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
+        return cls(
+            names=tuple(joint_names),
+            lower=np.where(bounded, lo, -np.inf),
+            upper=np.where(bounded, hi, np.inf),
+            velocity=np.where(np.isfinite(vel) & (vel > 0), vel, np.inf),
+            effort=np.where(np.isfinite(eff) & (eff > 0), eff, np.inf),
+        )
+
+
+class PlausibilityGate:
+    """Refuses samples beyond the joint limits widened by ``margin`` (see the module docstring)."""
+
+    def __init__(self, limits: JointLimits, margin: float = 1.0):
+        if not (np.isfinite(margin) and margin >= 0):
+            raise ValueError(f"margin must be finite and ≥ 0, got {margin}")
+        self.limits, self.margin = limits, float(margin)
+        span = np.where(np.isfinite(limits.upper - limits.lower), limits.upper - limits.lower, 0.0)
+        self._lower = limits.lower - margin * span
+        self._upper = limits.upper + margin * span
+        self._velocity = (1.0 + margin) * limits.velocity
+        self._effort = (1.0 + margin) * limits.effort
+
+    def _failures(
+        self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None
+    ) -> list[tuple[str, np.ndarray]]:
+        """``(reason, (n,) bool)`` per test, for ``(n, n_dof)`` arrays (NaN fails every test)."""
+        out = [
+            (POSITION, ~np.all((q >= self._lower) & (q <= self._upper), axis=1)),
+            (VELOCITY, ~np.all(np.abs(qd) <= self._velocity, axis=1)),
+        ]
+        if tau is not None:
+            out.append((EFFORT, ~np.all(np.abs(tau) <= self._effort, axis=1)))
+        return out
+
+    def reason(self, q: Any, qd: Any, tau: Any | None = None) -> str | None:
+        """Why one sample (``(n_dof,)`` arrays) is implausible (the first test it fails), or None."""
+        arrays = [np.asarray(a, dtype=np.float64).reshape(1, -1) for a in (q, qd)]
+        t = None if tau is None else np.asarray(tau, dtype=np.float64).reshape(1, -1)
+        for reason, bad in self._failures(arrays[0], arrays[1], t):
+            if bad[0]:
+                return reason
+        return None
+
+    def mask(self, q: Any, qd: Any, tau: Any | None = None) -> tuple[np.ndarray, dict[str, int]]:
+        """Rows of ``(n, n_dof)`` arrays that are plausible, and how many failed each test.
+
+        A row is counted under the first test it fails (position, velocity, effort), so the
+        counts add up to the number of refused rows.
+        """
+        Q, QD = (np.atleast_2d(np.asarray(a, dtype=np.float64)) for a in (q, qd))
+        T = None if tau is None else np.atleast_2d(np.asarray(tau, dtype=np.float64))
+        refused = np.zeros(Q.shape[0], dtype=bool)
+        counts: dict[str, int] = {}
+        for reason, bad in self._failures(Q, QD, T):
+            new = bad & ~refused
+            if new.any():
+                counts[reason] = int(new.sum())
+            refused |= bad
+        return ~refused, counts
+
+
+def robust_scale(errors: np.ndarray) -> np.ndarray:
+    """``1.4826 · median |e|`` per column of ``(n, c)`` errors (the scale of the module docstring)."""
+    return MAD_TO_SIGMA * np.median(np.abs(errors), axis=0)
+
+
+def robust_outliers(residuals: Any, k: float = 6.0, floor: Any = 0.0) -> np.ndarray:
+    """Rows of ``(n, c)`` residuals beyond ``k`` robust standard deviations in some column.
+
+    The scale of each column is :func:`robust_scale` of the whole batch, at least ``floor``
+    (a scalar or one value per column). Non-finite rows are outliers.
+    """
+    E = np.atleast_2d(np.asarray(residuals, dtype=np.float64))
+    finite = np.all(np.isfinite(E), axis=1)
+    if not finite.any():
+        return ~finite
+    sigma = np.maximum(
+        robust_scale(E[finite]), np.broadcast_to(np.asarray(floor, dtype=np.float64), E.shape[1:])
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(E) / np.where(sigma > 0, sigma, np.inf)
+    return ~finite | np.any(z > k, axis=1)
+
+
+class ResidualOutlierTest:
+    """Streaming outlier test on prediction errors (see the module docstring).
+
+    :meth:`check` answers for one error and then records it in the window (outliers included).
+    Until ``min_samples`` errors are recorded nothing is an outlier.
+
+    Args:
+        n_outputs: joints (columns of ``e``).
+        k: threshold in robust standard deviations.
+        window: errors kept for the scale.
+        min_samples: errors needed before the test refuses anything.
+        floor: smallest scale per joint (a scalar or ``(n_outputs,)``), e.g. a small fraction of
+            the effort limits, so that a model that predicts nearly perfectly does not refuse noise.
+    """
+
+    def __init__(
+        self, n_outputs: int, k: float = 6.0, window: int = 200, min_samples: int = 50, floor: Any = 0.0
+    ):
+        if not (np.isfinite(k) and k > 0):
+            raise ValueError(f"k must be finite and > 0, got {k}")
+        if not 1 <= min_samples <= window:
+            raise ValueError(f"need 1 ≤ min_samples ≤ window, got {min_samples}, {window}")
+        floor = np.broadcast_to(np.asarray(floor, dtype=np.float64), (n_outputs,)).copy()
+        if not np.all(np.isfinite(floor) & (floor >= 0)):
+            raise ValueError("floor must be finite and ≥ 0")
+        self.n_outputs, self.k, self.window, self.min_samples, self.floor = (
+            int(n_outputs),
+            float(k),
+            int(window),
+            int(min_samples),
+            floor,
+        )
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the recorded errors."""
+        self._abs = np.zeros((self.window, self.n_outputs))
+        self._count = 0  # errors recorded so far (the window holds the last min(count, window))
+        self.outliers = 0
+
+    @property
+    def scale(self) -> np.ndarray | None:
+        """The current robust scale per joint (``max(σ_j, floor_j)``), or None during warm-up."""
+        if self._count < self.min_samples:
+            return None
+        held = self._abs[: min(self._count, self.window)]
+        return np.maximum(MAD_TO_SIGMA * np.median(held, axis=0), self.floor)
+
+    def check(self, error: Any) -> bool:
+        """True when ``error`` (``(n_outputs,)``) is an outlier; records it either way.
+
+        A non-finite error is an outlier and is not recorded.
+        """
+        e = np.abs(np.asarray(error, dtype=np.float64).reshape(self.n_outputs))
+        if not np.all(np.isfinite(e)):
+            self.outliers += 1
+            return True
+        scale = self.scale
+        outlier = scale is not None and bool(np.any(e > self.k * scale))
+        self._abs[self._count % self.window] = e
+        self._count += 1
+        self.outliers += outlier
+        return outlier
