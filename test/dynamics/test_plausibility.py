@@ -115,7 +115,7 @@ def test_streaming_test_warms_up_refuses_a_spike_and_follows_a_lasting_change():
     assert test.check([np.nan, 0.0])
     assert test.outliers == 2
     # a lasting offset (a payload): outliers until it fills half the window, then learned again
-    flags = [test.check(rng.normal(0, 1.0, 2) + [20.0, 0.0]) for _ in range(100)]
+    flags = [test.check(rng.normal(0, 1.0, 2) + np.array([20.0, 0.0])) for _ in range(100)]
     first_accepted = flags.index(False)
     assert 40 <= first_accepted <= 55
     assert not any(flags[first_accepted + 5 :])
