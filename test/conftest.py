@@ -187,3 +187,24 @@ class RLSModel(RecursiveRLS, PersistentModel):
     """A RecursiveRLS that is a model file of its own kind: the smallest learner a node can serve."""
 
     kind = "test_rls"
+
+
+def write_oversized_model_file(path: Path, kind: str, shape: tuple[int, ...] = (2**40,)) -> Path:
+    """A small, otherwise valid model file of ``kind`` whose one array's npy header claims ``shape``
+    (float64; the default claims 8 TiB) while the member holds 8 data bytes."""
+    import io
+    import json
+    import zipfile
+
+    import numpy as np
+
+    header = {"format": "lifelong_learning.model", "version": 1, "kind": kind, "meta": {}}
+    meta = io.BytesIO()
+    np.lib.format.write_array(meta, np.frombuffer(json.dumps(header).encode(), np.uint8))
+    huge = io.BytesIO()
+    np.lib.format.write_array_header_1_0(huge, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    huge.write(np.zeros(1).tobytes())
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("__header__.npy", meta.getvalue())
+        zf.writestr("weights.npy", huge.getvalue())
+    return path
