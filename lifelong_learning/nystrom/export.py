@@ -19,7 +19,7 @@ Nyström residual exactly on its training data.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -155,6 +155,7 @@ def export_inverse_dynamics(
     block: int | None = 10,
     warm_start: SemiparametricInverseDynamics | None = None,
     lam_scale: float = 1.0,
+    check: Callable[[], None] | None = None,
 ) -> SemiparametricInverseDynamics:
     """A :class:`~lifelong_learning.dynamics.semiparametric.SemiparametricInverseDynamics` whose
     residual part is the model's Nyström map + RLS (``lam = lam_scale · nλ``), trained on the
@@ -162,7 +163,8 @@ def export_inverse_dynamics(
     (see the module docstring), or, with ``block=None``, in one batch: then, with ``model`` tuned on
     :func:`rigid_body_residuals` of the same data and ``lam_scale = 1``, its residual equals
     ``model``. With ``warm_start``, its parametric part starts from that model's learned
-    parameters. Saved to ``path`` if given."""
+    parameters. Saved to ``path`` if given. ``check()`` is called before every replayed block and
+    before saving: an exception it raises (a request to stop) ends the export, nothing saved."""
     sp = SemiparametricInverseDynamics(
         urdf,
         list(joint_names),
@@ -177,7 +179,11 @@ def export_inverse_dynamics(
     n = arrays[0].shape[0]
     step = n if block is None else max(1, int(block))
     for start in range(0, n, step):
+        if check is not None:
+            check()
         sp.update(*(a[start : start + step] for a in arrays))
+    if check is not None:
+        check()
     if path is not None:
         sp.save(path)
     return sp

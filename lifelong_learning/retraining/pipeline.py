@@ -7,6 +7,12 @@ objective (Meanti et al.; :func:`lifelong_learning.nystrom.tune`) on a training 
 metrics (:func:`lifelong_learning.core.metrics.normalized_mse`) → the first objective's model
 exported to the online learners' model file (IncrementalRLSC or SemiparametricInverseDynamics,
 see :mod:`lifelong_learning.nystrom.export`) → a markdown + JSON report next to it.
+
+A job can be stopped (``run_job(..., should_stop=...)``): it is asked after every tuning epoch,
+every replayed block and between phases, and raises :class:`JobCancelledError` before the model file
+is written. The outputs never replace anything but a model file (the model) or an earlier report
+(the reports): a directory, a symlink, a FIFO or another file there refuses the job
+(:func:`check_outputs`).
 """
 
 from __future__ import annotations
@@ -21,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from lifelong_learning.core.files import atomic_write_text
+from lifelong_learning.core.files import UnsafePathError, atomic_write_text, check_replaceable
 from lifelong_learning.core.metrics import normalized_mse
-from lifelong_learning.core.model_file import read_model_kind
+from lifelong_learning.core.model_file import ModelFileError, read_model_kind
 from lifelong_learning.dynamics.acceleration import estimate_accelerations
 from lifelong_learning.dynamics.regressor import kinematic_difference
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
@@ -51,6 +57,12 @@ DEFAULT_FORGETTING = (1.0, 0.9999, 0.9995)
 #: (seed 0: ×100 chosen on the UR5, ×10 on the Panda; at β = 1 the new-trajectory error of ×1 was
 #: 0.114 and 0.078, of the chosen multiplier 0.058 and 0.062: docs/benchmarks/retraining-sweep-*.md)
 DEFAULT_RESIDUAL_REGULARIZATION = (1.0, 10.0, 100.0, 1000.0)
+#: the first line of every markdown report: what :func:`check_outputs` accepts to replace
+REPORT_TITLE = "# Nyström tuning report"
+
+
+class JobCancelledError(Exception):
+    """The job was asked to stop (``should_stop``) before it finished; no model file was written."""
 
 
 @dataclass
@@ -119,6 +131,49 @@ class TuningJob:
                 raise ValueError(f"lengthscale_range must be (a, b), 0 < a < b, got {self.lengthscale_range}")
         if self.replay_block < 1:
             raise ValueError("replay_block must be >= 1")
+        check_outputs(self)
+
+    def output_paths(self) -> tuple[Path, Path, Path]:
+        """The model file, the markdown report and the JSON report this job writes."""
+        out = Path(os.path.expanduser(str(self.out)))
+        base = Path(os.path.expanduser(self.report)) if self.report else out.with_name(out.name + ".report")
+        return out, base.with_name(base.name + ".md"), base.with_name(base.name + ".json")
+
+
+def _is_model_file(path: Path) -> bool:
+    try:
+        read_model_kind(path)
+    except (ModelFileError, OSError):
+        return False
+    return True
+
+
+def _is_report(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    if path.suffix == ".md":
+        return head.startswith(REPORT_TITLE)
+    return head.lstrip().startswith("{") and '"task"' in head and '"objectives"' in head
+
+
+def check_outputs(job: TuningJob) -> None:
+    """ValueError (:class:`~lifelong_learning.core.files.UnsafePathError`) unless each of the job's
+    outputs is absent or a file it may replace: a model file for the model, an earlier report for
+    the reports; never a directory, a symlink, a FIFO or socket, or any other file. A path whose
+    parent is a regular file is refused too."""
+    model, md, js = job.output_paths()
+    if not model.name:
+        raise UnsafePathError("empty output path")
+    for path, ours in ((model, _is_model_file), (md, _is_report), (js, _is_report)):
+        check_replaceable(path, is_ours=ours)
+        for parent in path.parents:
+            if parent.exists() or parent.is_symlink():
+                if not parent.is_dir():
+                    raise UnsafePathError(f"{path}: {parent} is not a directory")
+                break
 
 
 def _split(n: int, fraction: float, rng: Any, chronological: bool) -> tuple[Any, Any]:
@@ -131,7 +186,7 @@ def _split(n: int, fraction: float, rng: Any, chronological: bool) -> tuple[Any,
 
 def _markdown(report: dict[str, Any]) -> str:
     lines = [
-        f"# Nyström tuning report ({report['task']})",
+        f"{REPORT_TITLE} ({report['task']})",
         "",
         f"- bags: {', '.join(report['bags'])}",
         f"- samples: {report['n_train']} train, {report['n_test']} test "
@@ -167,7 +222,7 @@ class _Classification:
 
     metric = "test error (%)"
 
-    def __init__(self, job: TuningJob, rng: Any) -> None:
+    def __init__(self, job: TuningJob, rng: Any, check: Callable[[], None] | None = None) -> None:
         data = read_labeled_features(job.bags, topic=job.topic)
         self.tr, self.te = _split(len(data.labels), job.test_fraction, rng, chronological=False)
         self.warnings: list[str] = []
@@ -217,7 +272,8 @@ class _InverseDynamics:
 
     metric = "test nMSE of the torques (mean over joints)"
 
-    def __init__(self, job: TuningJob, rng: Any) -> None:
+    def __init__(self, job: TuningJob, rng: Any, check: Callable[[], None] | None = None) -> None:
+        self.check = check
         self.warm = SemiparametricInverseDynamics.load(job.init) if job.init else None
         self.urdf = self._urdf(job)
         names = self.warm.joint_names if self.warm is not None else None
@@ -282,6 +338,7 @@ class _InverseDynamics:
             block=self.block,
             warm_start=self.warm,
             lam_scale=lam_scale,
+            check=self.check,
         )
         q, qd, qdd, tau = self._part(self.te)
         value = float(normalized_mse(tau, sp.predict(q, qd, qdd), variance=self.var_te).mean())
@@ -314,25 +371,39 @@ class _InverseDynamics:
             block=self.block,
             warm_start=self.warm,
             lam_scale=choice["residual_lam_scale"],
+            check=self.check,
         )
 
 
 def run_job(
-    job: TuningJob, callback: Callable[[str, int, dict[str, Any]], None] | None = None
+    job: TuningJob,
+    callback: Callable[[str, int, dict[str, Any]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Run ``job``; returns the report (also written as ``<report>.md`` and ``<report>.json``,
     by default ``<out>.report.*``).
 
     ``callback(objective, epoch, info)`` is called after every tuning epoch (``info`` as in
-    :func:`~lifelong_learning.nystrom.tune`, plus ``"epochs"``).
+    :func:`~lifelong_learning.nystrom.tune`, plus ``"epochs"``). ``should_stop()`` is asked after
+    every epoch, every replayed block and between phases; when it returns True the job raises
+    :class:`JobCancelledError` and writes nothing.
 
     Raises:
         BagError: unreadable bags or bad data. ValueError / OSError: invalid job or URDF path.
+        JobCancelledError: ``should_stop()`` returned True.
     """
+
+    def check() -> None:
+        if should_stop is not None and should_stop():
+            raise JobCancelledError("stopped on request before the model was written")
+
     job.validate()
     objectives = list(job.objectives)
     rng = np.random.default_rng(job.seed)
-    task = _Classification(job, rng) if job.task == "classification" else _InverseDynamics(job, rng)
+    check()
+    task_class = _Classification if job.task == "classification" else _InverseDynamics
+    task = task_class(job, rng, check)
+    check()
     report: dict[str, Any] = {
         "task": job.task,
         "bags": [str(b) for b in job.bags],
@@ -352,6 +423,7 @@ def run_job(
         def on_epoch(epoch: int, info: dict[str, Any], obj: str = obj) -> None:
             if callback is not None:
                 callback(obj, epoch, {**info, "epochs": job.epochs})
+            check()
 
         model = tune(
             task.X_tr,
@@ -368,6 +440,7 @@ def run_job(
             lengthscale_range=job.lengthscale_range,
         )
         seconds = time.perf_counter() - t0
+        check()
         value, choice = task.score(model)
         info = model.tuning_
         report["objectives"][obj] = {
@@ -385,14 +458,12 @@ def run_job(
     assert exported is not None
     # The test split only measured the tuned hyperparameters: the exported model is refitted
     # with them on every sample (for a robot's bag, the test split is its most recent part).
-    out = Path(job.out)
+    out, md, js = job.output_paths()
+    check_outputs(job)  # again: the paths may have changed while the job ran
+    check()
     task.export(exported[0], exported[1], out)
     report["exported_samples"] = len(task.tr) + len(task.te)
-    base = Path(job.report) if job.report else out.with_name(out.name + ".report")
     report["markdown"] = _markdown(report)
-    atomic_write_text(base.with_name(base.name + ".md"), report["markdown"])
-    atomic_write_text(
-        base.with_name(base.name + ".json"),
-        json.dumps({k: v for k, v in report.items() if k != "markdown"}, indent=2),
-    )
+    atomic_write_text(md, report["markdown"])
+    atomic_write_text(js, json.dumps({k: v for k, v in report.items() if k != "markdown"}, indent=2))
     return report

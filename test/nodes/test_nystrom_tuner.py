@@ -64,6 +64,12 @@ def test_tune_service_progress_and_model_announcement(executor, spin, rclpy_cont
     assert np.mean(clf.predict(X) == np.array(labels, dtype=object)) > 0.9
 
     missing = client.call_async(TuneModel.Request(bags=[str(tmp_path / "none")], task="classification"))
-    assert spin(executor, missing.done, 10.0) and missing.result().accepted
+    assert spin(executor, missing.done, 10.0) and not missing.result().accepted
+    assert "not a bag directory" in missing.result().message
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "metadata.yaml").write_text("rosbag2_bagfile_information: [not, a, bag")
+    corrupt = client.call_async(TuneModel.Request(bags=[str(tmp_path / "corrupt")], task="classification"))
+    assert spin(executor, corrupt.done, 10.0) and corrupt.result().accepted
     assert spin(executor, lambda: any(p["state"] == "failed" for p in progress), 30.0)
-    assert "no such bag" in next(p for p in progress if p["state"] == "failed")["error"]
+    assert "corrupt" in next(p for p in progress if p["state"] == "failed")["error"]
+    assert node.jobs_failed == 1 and "corrupt" in node.diagnostic_values()["last failure"]
