@@ -131,15 +131,21 @@ class DemoRun:
     def start_nodes(self) -> None:
         """Every node of the demo, each with its files in the run folder."""
         urdf = panda_urdf_path()
+        models = self.out / "models"  # the tuner writes there; the learners load only from there
         self.start_node("feature_extractor")
-        self.start_node("object_recognition", f"checkpoint_path:={self.out / 'object_recognition.llm'}")
+        self.start_node(
+            "object_recognition",
+            f"checkpoint_path:={self.out / 'object_recognition.llm'}",
+            f"model_directory:={models}",
+        )
         self.start_node(
             "inverse_dynamics",
             f"urdf_path:={urdf}",
             "joint_names:=[" + ",".join(JOINT_NAMES) + "]",
             f"checkpoint_path:={self.out / 'inverse_dynamics.llm'}",
+            f"model_directory:={models}",
         )
-        self.start_node("nystrom_tuner", f"output_dir:={self.out / 'models'}", f"urdf_path:={urdf}")
+        self.start_node("nystrom_tuner", f"output_dir:={models}", f"urdf_path:={urdf}")
         # Files close on ~/split_bagfile (and on the size/duration limits): the demo splits once,
         # before retraining, so the tuner sees exactly the online phase.
         self.start_node("bag_recorder", f"output:={self.out / 'bag'}", "max_bagfile_duration_s:=600.0")

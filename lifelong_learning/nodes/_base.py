@@ -33,6 +33,12 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from lifelong_learning.core.files import (
+    UnsafePathError,
+    check_replaceable,
+    confined_path,
+    remove_stale_temporaries,
+)
 from lifelong_learning.core.model_file import (
     ModelFileError,
     load_model_file,
@@ -41,6 +47,21 @@ from lifelong_learning.core.model_file import (
 )
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.srv import LoadModel, SaveModel
+
+#: where model files go unless a node is told otherwise (the nystrom_tuner writes there too)
+DEFAULT_MODEL_DIRECTORY = "~/.ros/lifelong_learning"
+#: temporary files in the model directory younger than this may belong to a writer in another
+#: process (the tuner) and are left alone at start
+STALE_TEMPORARY_AGE_S = 60.0
+
+
+def _is_model_file(path: Path) -> bool:
+    """A readable model file of this package's format (any kind): one a save may replace."""
+    try:
+        read_model_kind(path)
+    except ModelFileError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -67,7 +88,12 @@ class RejectionCounter:
     @property
     def total(self) -> int:
         """All rejections so far."""
-        return sum(self.counts.values())
+        return sum(self.snapshot().values())
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of the counts per reason (safe while other threads reject)."""
+        with self._lock:
+            return dict(self.counts)
 
     def reject(self, reason: str, detail: str = "", warn: bool = True) -> None:
         """Count one rejection of ``reason``; warn if this reason has not warned recently.
@@ -151,6 +177,10 @@ class NodeBase(Node):
         self.rejections = RejectionCounter(self.get_logger(), self.params["warn_period_s"])
         self.stats = NodeStats()
         self.dropped = 0
+        # rejections and drops at the previous diagnostics publication (what rose since is a WARN)
+        self._published_counts: dict[str, int] = {}
+        self._published_dropped = 0
+        self._published_at = time.monotonic()
         self._diag_pub = None
         period = float(self.params["diagnostics_period_s"])
         if period > 0:
@@ -172,26 +202,62 @@ class NodeBase(Node):
     def diagnostic_values(self) -> dict[str, str]:
         """Key/values for diagnostics; subclasses extend it (call super())."""
         values = self.stats.summary()
-        values["rejected"] = str(self.rejections.total)
-        for reason, n in sorted(self.rejections.counts.items()):
+        counts = self.rejections.snapshot()
+        values["rejected"] = str(sum(counts.values()))
+        for reason, n in sorted(counts.items()):
             values[f"rejected: {reason}"] = str(n)
         values["dropped"] = str(self.dropped)
         return values
 
-    def _publish_diagnostics(self) -> None:
-        values = self.diagnostic_values()
-        status = DiagnosticStatus(
-            level=DiagnosticStatus.OK,
+    def diagnostic_problems(self) -> list[tuple[bytes, str]]:
+        """What is wrong now, as ``(DiagnosticStatus level, short text)``; subclasses extend it (super()).
+
+        Here: WARN when inputs were rejected or messages dropped since the previous diagnostics
+        publication. The published status takes the highest level and joins the texts.
+        """
+        problems: list[tuple[bytes, str]] = []
+        counts = self.rejections.snapshot()
+        elapsed = max(0.0, time.monotonic() - self._published_at)
+        rose = {r: n - self._published_counts.get(r, 0) for r, n in sorted(counts.items())}
+        rose = {r: n for r, n in rose.items() if n > 0}
+        if rose:
+            reasons = ", ".join(f"{r}: {n}" for r, n in rose.items())
+            total = sum(rose.values())
+            inputs = "input" if total == 1 else "inputs"
+            problems.append(
+                (DiagnosticStatus.WARN, f"{total} {inputs} rejected in the last {elapsed:.1f} s ({reasons})")
+            )
+        dropped = self.dropped - self._published_dropped
+        if dropped > 0:
+            problems.append(
+                (
+                    DiagnosticStatus.WARN,
+                    f"{dropped} message{'s' if dropped != 1 else ''} dropped in the last {elapsed:.1f} s",
+                )
+            )
+        return problems
+
+    def diagnostic_status(self) -> DiagnosticStatus:
+        """This node's status now: its values, the highest level of its problems and their texts."""
+        problems = self.diagnostic_problems()
+        return DiagnosticStatus(
+            level=max((level for level, _ in problems), default=DiagnosticStatus.OK),
             name=f"{self.get_name()}",
             hardware_id=self.get_fully_qualified_name(),
-            message="running",
-            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+            message="; ".join(text for _, text in problems) or "running",
+            values=[KeyValue(key=k, value=v) for k, v in self.diagnostic_values().items()],
         )
+
+    def _publish_diagnostics(self) -> None:
+        counts, dropped = self.rejections.snapshot(), self.dropped
+        status = self.diagnostic_status()
         msg = DiagnosticArray()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.status = [status]
         if self._diag_pub is not None:
             self._diag_pub.publish(msg)
+        self._published_counts, self._published_dropped = counts, dropped
+        self._published_at = time.monotonic()
 
 
 class LearnerNode(NodeBase):
@@ -232,6 +298,23 @@ class LearnerNode(NodeBase):
             "from nystrom_tuner; files of another kind are ignored; '' disables.",
             read_only=True,
         ),
+        ParamSpec(
+            "model_directory",
+            DEFAULT_MODEL_DIRECTORY,
+            "The directory that ~/save_model, ~/load_model and the paths announced on model_topic "
+            "are confined to: relative paths are taken under it, and a path that resolves outside "
+            "it (symlinks and '..' followed) is refused and counted ('path refused'). '~' expands; "
+            "'' = ~/.ros/lifelong_learning (the nystrom_tuner's default output_dir). Stale temporary "
+            "files of killed writes in it are removed at start.",
+            read_only=True,
+        ),
+        ParamSpec(
+            "allow_paths_outside_model_directory",
+            False,
+            "Let ~/save_model, ~/load_model and model_topic use paths outside model_directory. "
+            "Saves still never replace a symlink, a directory, a special file or a non-model file.",
+            read_only=True,
+        ),
     )
 
     def __init__(self, node_name: str, params: Sequence[ParamSpec] = (), **kwargs: Any):
@@ -248,6 +331,12 @@ class LearnerNode(NodeBase):
         self.reload_group = MutuallyExclusiveCallbackGroup()
         path = str(self.params["checkpoint_path"])
         self.checkpoint_path: Path | None = Path(os.path.expanduser(path)) if path else None
+        self.model_directory = Path(
+            os.path.expanduser(str(self.params["model_directory"]) or DEFAULT_MODEL_DIRECTORY)
+        )
+        self.allow_outside = bool(self.params["allow_paths_outside_model_directory"])
+        # the failure of the last checkpoint attempt; None when it succeeded
+        self.checkpoint_error: str | None = None
 
     # ---------------------------------------------------------------- subclass hooks
     def new_model(self) -> PersistentModel:
@@ -262,7 +351,12 @@ class LearnerNode(NodeBase):
         """Create or restore the model, then the services and the checkpoint timer.
 
         Call at the end of the subclass ``__init__``, after its own parameters are read.
+
+        Raises:
+            UnsafePathError: ``checkpoint_path`` is a directory, a symlink or a special file
+                (a ValueError: the node does not start, exit status 2).
         """
+        self._prepare_files()
         restored = False
         if (
             self.checkpoint_path is not None
@@ -297,6 +391,41 @@ class LearnerNode(NodeBase):
             self.create_subscription(
                 String, topic, self._on_model_announced, qos, callback_group=self.reload_group
             )
+
+    def _prepare_files(self) -> None:
+        """Refuse a checkpoint path that is not a (possible) regular file; remove stale temporaries."""
+        removed: list[Path] = []
+        if self.checkpoint_path is not None:
+            try:
+                check_replaceable(self.checkpoint_path)
+            except UnsafePathError as exc:
+                raise UnsafePathError(f"checkpoint_path {self.params['checkpoint_path']!r}: {exc}") from exc
+            removed += remove_stale_temporaries(self.checkpoint_path.parent, self.checkpoint_path.name)
+        removed += remove_stale_temporaries(self.model_directory, min_age_s=STALE_TEMPORARY_AGE_S)
+        for path in removed:
+            self.get_logger().warning(f"removed {path}, left by a write that was killed")
+
+    def confine(self, path: str | os.PathLike[str], for_writing: bool = False) -> Path:
+        """``path`` as a service request or ``model_topic`` names it, checked (see ``model_directory``).
+
+        Relative paths are taken under ``model_directory``; one that resolves outside it is refused
+        unless ``allow_paths_outside_model_directory``. For writing, the path must also be
+        missing or a model file (not a symlink, directory, special or other file).
+
+        Raises:
+            UnsafePathError: the path is refused (not counted here: see :meth:`refuse_path`).
+        """
+        resolved = confined_path(path, self.model_directory, self.allow_outside)
+        if for_writing:
+            named = self.model_directory / Path(path).expanduser()  # as named: a symlink is refused
+            check_replaceable(named, _is_model_file)
+            check_replaceable(resolved, _is_model_file)
+        return resolved
+
+    def refuse_path(self, message: str) -> str:
+        """Count the refusal of a path as the rejection ``"path refused"``; returns the message."""
+        self.reject("path refused", message)
+        return message
 
     # ---------------------------------------------------------------- model I/O
     def read_model(self, path: str | os.PathLike[str]) -> PersistentModel:
@@ -360,7 +489,11 @@ class LearnerNode(NodeBase):
         if not text:
             self._reload_failed(f"empty model path announced on {self.params['model_topic']}")
             return
-        path = Path(os.path.expanduser(text))
+        try:
+            path = self.confine(text)
+        except UnsafePathError as exc:
+            self.refuse_path(f"announced model refused: {exc}")
+            return
         try:
             file_kind = read_model_kind(path)
         except ModelFileError as exc:
@@ -382,29 +515,51 @@ class LearnerNode(NodeBase):
         self.reload(path)
 
     def checkpoint(self) -> bool:
-        """Write the checkpoint if anything changed since the last one; True when written."""
+        """Write the checkpoint if anything changed since the last one (or the last attempt failed).
+
+        A failed write (disk full, no permission) leaves the model marked as changed: the next
+        timer tick and the final checkpoint on shutdown try again; meanwhile
+        :attr:`checkpoint_error` holds the failure and diagnostics report it at ERROR.
+        Returns True when written.
+        """
         if self.checkpoint_path is None:
             return False
         with self.model_lock:
-            if self.updates_since_checkpoint == 0 and self.checkpoint_path.exists():
+            pending = self.updates_since_checkpoint
+            if pending == 0 and self.checkpoint_error is None and self.checkpoint_path.exists():
                 return False
             snap = self.model.to_model_file()
-            self.updates_since_checkpoint = 0
         try:
             save_model_file(self.checkpoint_path, snap)
         except (OSError, ModelFileError) as exc:
-            self.get_logger().error(f"checkpoint to {self.checkpoint_path} failed: {exc}")
+            first = self.checkpoint_error is None
+            self.checkpoint_error = f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {exc}"
+            retry = "will retry" if first else "still failing, will retry"
+            self.get_logger().error(f"checkpoint to {self.checkpoint_path} failed ({retry}): {exc}")
             return False
+        with self.model_lock:  # what was learned while writing stays pending
+            self.updates_since_checkpoint = max(0, self.updates_since_checkpoint - pending)
+        if self.checkpoint_error is not None:
+            self.get_logger().info(f"checkpoint to {self.checkpoint_path} written again")
+        self.checkpoint_error = None
         self.last_checkpoint = time.strftime("%Y-%m-%d %H:%M:%S")
         return True
 
-    def _resolve(self, path: str) -> Path | None:
-        return Path(os.path.expanduser(path)) if path else self.checkpoint_path
+    def _request_path(self, path: str, for_writing: bool) -> tuple[Path | None, str]:
+        """The path a service request names ('' = the checkpoint path), or None and why not."""
+        if not path:
+            if self.checkpoint_path is None:
+                return None, "no path given and no checkpoint_path configured"
+            return self.checkpoint_path, ""
+        try:
+            return self.confine(path, for_writing), ""
+        except UnsafePathError as exc:
+            return None, self.refuse_path(f"path refused: {exc}")
 
     def _on_save(self, request: SaveModel.Request, response: SaveModel.Response) -> SaveModel.Response:
-        path = self._resolve(request.path)
+        path, why = self._request_path(request.path, for_writing=True)
         if path is None:
-            response.success, response.message = False, "no path given and no checkpoint_path configured"
+            response.success, response.message = False, why
             return response
         try:
             self.write_model(path)
@@ -414,9 +569,9 @@ class LearnerNode(NodeBase):
         return response
 
     def _on_load(self, request: LoadModel.Request, response: LoadModel.Response) -> LoadModel.Response:
-        path = self._resolve(request.path)
+        path, why = self._request_path(request.path, for_writing=False)
         if path is None:
-            response.success, response.message = False, "no path given and no checkpoint_path configured"
+            response.success, response.message = False, why
             return response
         response.success, response.message = self.reload(path)
         return response
@@ -430,10 +585,19 @@ class LearnerNode(NodeBase):
     def diagnostic_values(self) -> dict[str, str]:
         values = super().diagnostic_values()
         values["last checkpoint"] = self.last_checkpoint
+        values["last checkpoint error"] = self.checkpoint_error or "none"
         values["last reload"] = self.last_reload
         values["ignored model files"] = str(self.ignored_model_files)
         values["model version"] = str(self.model_version)
         return values
+
+    def diagnostic_problems(self) -> list[tuple[bytes, str]]:
+        problems = super().diagnostic_problems()
+        error = self.checkpoint_error
+        if error is not None:
+            text = f"checkpoint failing ({error}); last written: {self.last_checkpoint}"
+            problems.append((DiagnosticStatus.ERROR, text))
+        return problems
 
     def shutdown(self) -> None:
         """Final checkpoint; called by :func:`run_node` on exit."""

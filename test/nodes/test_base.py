@@ -1,4 +1,8 @@
-"""LearnerNode: services, checkpoints, hot swap and counted rejections, with a real RLS model."""
+"""LearnerNode: services, checkpoints (failed ones retried), hot swap, confined paths, counted rejections
+and the diagnostics level, with a real RLS model."""
+
+import os
+import time
 
 import numpy as np
 import pytest
@@ -50,7 +54,12 @@ def test_save_load_reset_and_failed_load_keeps_model(executor, call, tmp_path):
     from lifelong_learning.srv import LoadModel, SaveModel
     from std_srvs.srv import Trigger
 
-    node = make_node(executor.context, checkpoint_path=str(tmp_path / "ckpt.llm"), diagnostics_period_s=0.0)
+    node = make_node(
+        executor.context,
+        checkpoint_path=str(tmp_path / "ckpt.llm"),
+        diagnostics_period_s=0.0,
+        model_directory=str(tmp_path),
+    )
     executor.add_node(node)
     save = node.create_client(SaveModel, "/rls_node/save_model")
     load = node.create_client(LoadModel, "/rls_node/load_model")
@@ -132,3 +141,186 @@ def test_bad_configuration_exits_with_a_clear_error_not_a_traceback(tmp_path, bu
     assert res.returncode == 2
     assert "cannot start the node: lambdas must be positive" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def diagnostics_listener(executor):
+    """A node collecting /diagnostics; returns the list of statuses received (newest last)."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.node import Node
+
+    listener = Node("diag_listener", context=executor.context)
+    executor.add_node(listener)
+    statuses = []
+    listener.create_subscription(DiagnosticArray, "/diagnostics", lambda m: statuses.extend(m.status), 100)
+    return statuses
+
+
+def test_diagnostics_warn_while_rejections_rise_and_return_to_ok(executor, spin):
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    node = make_node(executor.context, diagnostics_period_s=0.1)
+    executor.add_node(node)
+    statuses = diagnostics_listener(executor)
+    assert spin(executor, lambda: len(statuses) > 2, 10)
+    assert statuses[-1].level == DiagnosticStatus.OK and statuses[-1].message == "running"
+    for _ in range(3):
+        node.learn([np.nan, 0.0, 0.0], [1.0])
+    node.dropped += 2
+    assert spin(executor, lambda: statuses[-1].level == DiagnosticStatus.WARN, 10)
+    warned = statuses[-1].message
+    assert "3 inputs rejected in the last" in warned and "(bad sample: 3)" in warned, warned
+    assert "2 messages dropped in the last" in warned, warned
+    # nothing new since: the next publication is OK again
+    assert spin(executor, lambda: statuses[-1].level == DiagnosticStatus.OK, 10)
+    assert statuses[-1].message == "running"
+    assert {kv.key: kv.value for kv in statuses[-1].values}["rejected"] == "3"
+
+
+class Unwritable:
+    """Make ``directory`` unwritable: chmod 0o500 (as a user), or (as root, whom modes do not stop)
+    replace it by a file, so that no file can be created under its path."""
+
+    def __init__(self, directory, how):
+        self.directory, self.how = directory, how
+        self.aside = directory.with_name(directory.name + ".aside")
+
+    def __enter__(self):
+        if self.how == "chmod":
+            self.directory.chmod(0o500)
+        else:
+            self.directory.rename(self.aside)
+            self.directory.write_text("not a directory")
+        return self
+
+    def __exit__(self, *exc):
+        if self.how == "chmod":
+            self.directory.chmod(0o700)
+        else:
+            self.directory.unlink()
+            self.aside.rename(self.directory)
+
+
+@pytest.mark.parametrize("how", ["chmod", "parent is a file"])
+def test_a_failed_checkpoint_is_retried_reported_at_error_and_written_on_shutdown(
+    executor, spin, tmp_path, how
+):
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    from lifelong_learning.core.model_file import load_model_file
+
+    if how == "chmod" and os.geteuid() == 0:
+        pytest.skip("root writes regardless of the directory's mode")
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    ckpt = folder / "ckpt.llm"
+    node = make_node(
+        executor.context, checkpoint_path=str(ckpt), checkpoint_interval_s=0.2, diagnostics_period_s=0.1
+    )
+    executor.add_node(node)
+    statuses = diagnostics_listener(executor)
+
+    def saved():
+        return int(load_model_file(ckpt).meta["n_samples"]) if ckpt.is_file() else -1
+
+    def values():
+        return {kv.key: kv.value for kv in statuses[-1].values} if statuses else {}
+
+    rng = np.random.default_rng(0)
+    node.learn(rng.normal(size=3), [1.0])
+    assert spin(executor, lambda: saved() == 1 and values().get("last checkpoint", "never") != "never", 10)
+    assert statuses[-1].level == DiagnosticStatus.OK
+    written = values()["last checkpoint"]
+
+    with Unwritable(folder, how):
+        node.learn(rng.normal(size=3), [1.0])
+        assert spin(executor, lambda: statuses[-1].level == DiagnosticStatus.ERROR, 10)
+        assert "checkpoint failing" in statuses[-1].message and written in statuses[-1].message
+        assert values()["last checkpoint error"] != "none" and values()["last checkpoint"] == written
+        for _ in range(3):  # learning goes on while checkpoints fail
+            node.learn(rng.normal(size=3), [1.0])
+        assert node.model.n_samples == 5
+        spin(executor, lambda: False, 0.5)  # several failed ticks
+        assert statuses[-1].level == DiagnosticStatus.ERROR
+    # writable again: the next tick writes everything, and the level returns to OK
+    assert spin(executor, lambda: saved() == 5, 10)
+    assert spin(executor, lambda: statuses[-1].level == DiagnosticStatus.OK, 10)
+    assert values()["last checkpoint error"] == "none"
+
+    # fails again, then the disk recovers before the next tick: the final checkpoint writes it
+    with Unwritable(folder, how):
+        node.learn(rng.normal(size=3), [1.0])
+        assert spin(executor, lambda: node.checkpoint_error is not None, 10)
+    node.shutdown()
+    assert saved() == 6 and node.checkpoint_error is None
+
+
+def test_checkpoint_path_that_is_not_a_file_refuses_to_start(executor, tmp_path):
+    from lifelong_learning.core.files import UnsafePathError
+
+    (tmp_path / "a_directory").mkdir()
+    (tmp_path / "link.llm").symlink_to(tmp_path / "target.llm")
+    os.mkfifo(tmp_path / "fifo")
+    for name, what in (("a_directory", "directory"), ("link.llm", "symbolic link"), ("fifo", "special file")):
+        with pytest.raises(UnsafePathError, match=f"checkpoint_path .*{what}"):
+            make_node(executor.context, checkpoint_path=str(tmp_path / name), diagnostics_period_s=0.0)
+    assert (tmp_path / "a_directory").is_dir() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "a_directory",
+        "fifo",
+        "link.llm",
+    ]
+
+
+def test_stale_temporaries_are_removed_at_start(executor, tmp_path):
+    ckpt_dir, models = tmp_path / "ckpt", tmp_path / "models"
+    ckpt_dir.mkdir()
+    models.mkdir()
+    killed = ckpt_dir / ".ckpt.llm.k1ll3d_x.tmp"  # what a SIGKILL mid-checkpoint leaves
+    other = ckpt_dir / ".someone_else.llm.abcdefgh.tmp"  # not this node's: left alone
+    old_save = models / ".saved.llm.0ld5ave_.tmp"
+    recent = models / ".tuned.llm.n0w_n0w_.tmp"  # maybe a tuner writing right now: left alone
+    for p in (killed, other, old_save, recent):
+        p.write_bytes(b"half a model")
+    os.utime(old_save, (time.time() - 3600, time.time() - 3600))
+    node = make_node(
+        executor.context,
+        checkpoint_path=str(ckpt_dir / "ckpt.llm"),
+        model_directory=str(models),
+        diagnostics_period_s=0.0,
+    )
+    assert not killed.exists() and not old_save.exists()
+    assert other.exists() and recent.exists()
+    node.destroy_node()
+
+
+def test_save_load_and_announced_paths_are_confined_to_the_model_directory(executor, call, spin, tmp_path):
+    from lifelong_learning.srv import LoadModel, SaveModel
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+
+    models = tmp_path / "models"
+    node = make_node(executor.context, model_directory=str(models), diagnostics_period_s=0.0)
+    executor.add_node(node)
+    save = node.create_client(SaveModel, "/rls_node/save_model")
+    load = node.create_client(LoadModel, "/rls_node/load_model")
+    node.learn([1.0, 2.0, 3.0], [1.0])
+    assert call(save, SaveModel.Request(path="sub/a.llm"), timeout=10).success  # relative: under it
+    assert RLSModel.load(models / "sub" / "a.llm").n_samples == 1
+    RLSModel(3, 1).save(tmp_path / "outside.llm")
+    (models / "notes.txt").write_text("mine")
+    refused = {
+        "outside": (save, SaveModel.Request(path=str(tmp_path / "x.llm"))),
+        "escape": (save, SaveModel.Request(path="../x.llm")),
+        "not ours": (save, SaveModel.Request(path="notes.txt")),
+        "load outside": (load, LoadModel.Request(path=str(tmp_path / "outside.llm"))),
+    }
+    for n, (name, (client, request)) in enumerate(refused.items(), start=1):
+        res = call(client, request, timeout=10)
+        assert not res.success and "path refused" in res.message, (name, res.message)
+        assert node.rejections.counts["path refused"] == n
+    assert not (tmp_path / "x.llm").exists() and (models / "notes.txt").read_text() == "mine"
+    assert node.model.n_samples == 1 and node.model_version == 0
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    announce = node.create_publisher(String, "tuned_model", latched)
+    announce.publish(String(data=str(tmp_path / "outside.llm")))
+    assert spin(executor, lambda: node.rejections.counts["path refused"] == 5, 10)
+    assert node.model.n_samples == 1 and node.model_version == 0

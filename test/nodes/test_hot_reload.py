@@ -129,7 +129,7 @@ def test_tuner_retrains_from_a_bag_and_the_recognizer_swaps_to_its_model(
     X, y = dataset(rng, NEW_CLASSES, 50)
     write_labeled_features(tmp_path / "bag", X, y)
 
-    recognizer = make_recognizer(rclpy_context)
+    recognizer = make_recognizer(rclpy_context, model_directory=str(tmp_path))
     tuner_params = {"diagnostics_period_s": 0.0, "device": "cpu", "output_dir": str(tmp_path / "models")}
     tuner = NystromTunerNode(
         context=rclpy_context, parameter_overrides=[Parameter(k, value=v) for k, v in tuner_params.items()]
@@ -213,7 +213,7 @@ def test_reload_mid_stream_answers_every_message_once_by_the_old_or_the_new_mode
     expected = {"old": old.decision_function(as64), "new": new.decision_function(as64)}
     labels = {"old": list(OLD_CLASSES), "new": [str(c) for c in new.classes_]}
 
-    recognizer = make_recognizer(rclpy_context)
+    recognizer = make_recognizer(rclpy_context, model_directory=str(tmp_path))
     assert recognizer.reload(tmp_path / "old.npz")[0]
     version = recognizer.model_version
     peer = Peer(rclpy_context)
@@ -284,7 +284,7 @@ def test_broken_incompatible_and_foreign_files_leave_the_old_model_serving(
     )
     save_model_file(tmp_path / "other_kind.npz", ModelFile("some_other_learner", {}, {"w": np.ones(3)}))
 
-    recognizer = make_recognizer(rclpy_context)
+    recognizer = make_recognizer(rclpy_context, model_directory=str(tmp_path))
     peer = Peer(rclpy_context)
     executor.add_node(recognizer)
     executor.add_node(peer.node)
@@ -352,6 +352,7 @@ def test_inverse_dynamics_ignores_a_classifier_and_refuses_another_robot(
         "joint_names": JOINT_NAMES,
         "n_features": 50,
         "diagnostics_period_s": 0.0,
+        "model_directory": str(tmp_path),
     }
     node = InverseDynamicsNode(
         context=rclpy_context, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]

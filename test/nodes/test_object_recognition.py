@@ -75,6 +75,7 @@ class Recognizer:
     def start(self) -> NodeProcess:
         """Start (again) the node process, checkpointing every second to :attr:`checkpoint`."""
         args = ("-p", f"checkpoint_path:={self.checkpoint}", "-p", "checkpoint_interval_s:=1.0")
+        args += ("-p", f"model_directory:={self.folder}")  # where ~/save_model and ~/load_model may go
         argv = node_argv("object_recognition", *args, "-p", "warn_period_s:=0.2")
         self.starts += 1
         self.proc = NodeProcess(argv, log_path=self.folder / f"object_recognition-{self.starts}.log")
