@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 
 import rclpy
+from rclpy.exceptions import NameValidationException, ParameterException
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.logging import get_logger
 from rclpy.node import Node
@@ -113,7 +114,8 @@ def run_nodes(
         threads: executor threads; default two per node.
 
     Returns 0 after a clean stop, 2 when a node cannot start because of its configuration
-    (``ValueError`` / ``OSError`` from its constructor: a clear message, no traceback, and
+    (``ValueError`` / ``OSError`` from its constructor, or rclpy's parameter and name errors: a
+    parameter of the wrong type, an invalid topic name; a clear message, no traceback, and
     the nodes already created are destroyed without a checkpoint).
     """
     stop = StopSignals("run_nodes", "writing the final checkpoints").install()
@@ -127,7 +129,8 @@ def run_nodes(
                 break
             try:
                 nodes.append(factory())
-            except (ValueError, OSError) as exc:  # bad parameters, missing files: not a crash
+            except (ValueError, OSError, ParameterException, NameValidationException) as exc:
+                # bad parameters (values or types), invalid names, missing files: not a crash
                 print(f"[ERROR] cannot start the node: {exc}", file=sys.stderr, flush=True)
                 return 2
         started = True

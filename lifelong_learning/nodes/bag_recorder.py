@@ -173,16 +173,17 @@ class BagRecorderNode(NodeBase):
         names = [str(t) for t in p["topics"] if str(t).strip()]
         if not names:
             raise ValueError("topics is empty: nothing to record")
-        self.topic_names = list(dict.fromkeys(self.resolve_topic_name(t) for t in names))
+        self.topic_names = list(dict.fromkeys(self._resolve(t) for t in names))
         output = str(p["output"])
         path = Path(os.path.expanduser(output)) if output else default_output()
-        self.writer = SplitBagWriter(
+        writer = SplitBagWriter(
             path,
             storage=p["storage"],
             max_bagfile_size=int(p["max_bagfile_size"]),
             max_bagfile_duration_s=float(p["max_bagfile_duration_s"]),
         )
-        self.writer.open()  # FileExistsError: the node does not start
+        writer.open()  # FileExistsError: the node does not start (and has no bag to close)
+        self.writer = writer
         self.recorded: dict[str, _Recorded] = {}
         self._refused: dict[str, tuple[str, ...]] = {}  # topic → types refused (warned once)
         self.create_service(Trigger, "~/split_bagfile", self._on_split)
@@ -192,6 +193,13 @@ class BagRecorderNode(NodeBase):
             self.create_timer(min(1.0, duration / 10), self._tick)
         self.get_logger().info(f"recording {', '.join(self.topic_names)} into {path} ({p['storage']})")
         self.discover()
+
+    def _resolve(self, topic: str) -> str:
+        """The full name of a configured topic; ValueError (the node does not start) if invalid."""
+        try:
+            return self.resolve_topic_name(topic)
+        except Exception as exc:  # rclpy raises its RCLError for an invalid name
+            raise ValueError(f"topics: {topic!r} is not a valid topic name ({exc})") from None
 
     # ------------------------------------------------------------ graph
     def _refuse(self, topic: str, types: tuple[str, ...], reason: str, detail: str) -> None:
@@ -288,6 +296,8 @@ class BagRecorderNode(NodeBase):
 
     def close_bag(self) -> None:
         """Close the open file and write the final metadata.yaml (on shutdown)."""
+        if getattr(self, "writer", None) is None:
+            return  # the node failed before its bag was opened (bad parameters): nothing to close
         try:
             self.writer.close()
         except RecorderError as exc:

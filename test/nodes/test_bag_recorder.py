@@ -206,6 +206,32 @@ def test_existing_output_and_bad_parameters_are_refused(rclpy_context, tmp_path)
         node.destroy_node()
 
 
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (["storage:=rosbag1"], "storage must be one of"),
+        (["max_bagfile_size:=-1"], "must be >= 0"),
+        (["max_bagfile_size:=big"], "expecting type 'INTEGER'"),
+        (["topics:=['']"], "topics is empty"),
+        (["topics:=['a b']"], "not a valid topic name"),
+        (["output:=EXISTING"], "exists already"),
+    ],
+)
+def test_bad_start_parameters_exit_2_with_one_line(params, message, tmp_path, built_interfaces):
+    """Like every node: status 2 and one ``[ERROR] cannot start the node: ...`` line, no traceback."""
+    import subprocess
+
+    (tmp_path / "EXISTING").mkdir()
+    params = [p.replace("EXISTING", str(tmp_path / "EXISTING")) for p in params]
+    argv = recorder_argv(f"output:={tmp_path / 'bag'}", *params)
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("[ERROR] cannot start the node:"), res.stderr
+    assert message in lines[0]
+    assert not (tmp_path / "bag").exists() or "EXISTING" in " ".join(params)
+
+
 def test_qos_follows_the_publishers():
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from rosbags.interfaces import QosDurability, QosReliability
