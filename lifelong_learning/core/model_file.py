@@ -53,6 +53,10 @@ class ModelFileError(ValueError):
     """A model file is missing, corrupt, of another format/version, or of another kind."""
 
 
+class _RefusedMemberError(ValueError):
+    """A member that is readable but refused (too large, Python objects); the path is added later."""
+
+
 @dataclass
 class ModelFile:
     """The content of a model file: what learner wrote it, its scalars, and its arrays."""
@@ -153,10 +157,10 @@ def _read_npy_header(
     else:
         raise ValueError(f"member {name!r}: npy format version {version} is not read")
     if dtype.hasobject:
-        raise ValueError(f"member {name!r} holds Python objects; model files hold numbers only")
+        raise _RefusedMemberError(f"member {name!r} holds Python objects; model files hold numbers only")
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes > max_bytes or nbytes > declared:
-        raise ValueError(
+        raise _RefusedMemberError(
             f"member {name!r} declares a {shape} {dtype} array of {_gib(nbytes)}; the member holds "
             f"{_gib(declared)} and the limit is {_gib(max_bytes)}"
         )
@@ -209,6 +213,8 @@ def _read(
                 }
     except ModelFileError:
         raise
+    except _RefusedMemberError as exc:
+        raise ModelFileError(f"{path}: {exc}") from exc
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,

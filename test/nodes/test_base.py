@@ -324,3 +324,36 @@ def test_save_load_and_announced_paths_are_confined_to_the_model_directory(execu
     announce.publish(String(data=str(tmp_path / "outside.llm")))
     assert spin(executor, lambda: node.rejections.counts["path refused"] == 5, 10)
     assert node.model.n_samples == 1 and node.model_version == 0
+
+
+def test_a_checkpoint_whose_header_claims_8_tib_is_moved_aside_and_the_node_starts_fresh(executor, tmp_path):
+    from conftest import write_oversized_model_file
+
+    ckpt = write_oversized_model_file(tmp_path / "ckpt.llm", RLSModel.kind)
+    t0 = time.monotonic()
+    node = make_node(executor.context, checkpoint_path=str(ckpt), diagnostics_period_s=0.0)
+    assert time.monotonic() - t0 < 10.0
+    assert node.model.n_samples == 0 and node.last_checkpoint == "never"
+    assert not ckpt.exists() and len(list(tmp_path.glob("ckpt.llm.unreadable-*"))) == 1
+    node.learn([1.0, 0.0, 0.0], [1.0])
+    node.shutdown()  # and its next checkpoint is a good one
+    assert RLSModel.load(ckpt).n_samples == 1
+    node.destroy_node()
+
+
+def test_a_checkpoint_path_that_is_a_directory_exits_2_and_leaves_the_directory(tmp_path, built_interfaces):
+    import subprocess
+
+    directory = tmp_path / "checkpoints"
+    (directory / "sub").mkdir(parents=True)
+    argv = node_argv(
+        "object_recognition", "-p", f"checkpoint_path:={directory}", "-p", "diagnostics_period_s:=0.0"
+    )
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert (
+        f"cannot start the node: checkpoint_path '{directory}'" in res.stderr
+        and "is a directory" in res.stderr
+    )
+    assert "Traceback" not in res.stderr
+    assert (directory / "sub").is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints"]
