@@ -20,6 +20,13 @@ regularizer ``β^k λ``. It is applied without an O(d²) rescale per sample: the
 with ``zᵀu/s²`` (``W = Ã⁻¹B̃`` is unchanged by the common scale), and folds ``s`` back into
 ``R̃``, ``B̃`` when ``s²`` gets small. Note that forgetting also forgets the regularizer: a
 direction no recent sample excites becomes weakly regularized.
+
+Nothing half-applied: :meth:`RecursiveRLS.draft` gives a working engine that starts equal to
+this one and never writes this one's arrays; :meth:`RecursiveRLS.commit` adopts its state in
+O(1). A caller that updates several engines (one per λ) updates drafts, checks them, and
+commits all or none. Without forgetting no ``d × d`` copy is made: the draft's first update
+writes the new factor into a spare buffer that the engine keeps (the previous factor becomes
+the next spare), so an engine that is drafted holds two factors.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from scipy.linalg import cho_solve, solve_triangular
 
 from lifelong_learning.core.checks import as_rows, same_rows
 from lifelong_learning.core.persistence import Stateful
-from lifelong_learning.learners._cholesky import chol_update_rows, warm_up
+from lifelong_learning.learners._cholesky import chol_update_rows, chol_update_rows_into, warm_up
 
 _RESCALE_BELOW = 1e-100  # fold the forgetting scale into the state below this s²
 
@@ -63,6 +70,8 @@ class RecursiveRLS(Stateful):
         self.lam = float(lam)
         self.forgetting = float(forgetting)
         warm_up()
+        self._draft_of: RecursiveRLS | None = None  # the engine a draft will be committed to
+        self._spare: np.ndarray | None = None  # a d × d buffer with a zero lower triangle, for drafts
         self._init_state(int(n_outputs))
 
     def _init_state(self, n_outputs: int) -> None:
@@ -72,6 +81,7 @@ class RecursiveRLS(Stateful):
         self._scale2 = 1.0  # s²
         self._W: np.ndarray | None = None
         self.n_samples = 0  # rows seen
+        self._shares_R = self._shares_B = False  # a draft's arrays still belong to its engine
 
     # ------------------------------------------------------------------ properties
     @property
@@ -81,8 +91,10 @@ class RecursiveRLS(Stateful):
 
     @property
     def nbytes(self) -> int:
-        """Memory held by the learned state (factor, right-hand side, cached weights) in bytes."""
-        return self._R.nbytes + self._B.nbytes + (self._W.nbytes if self._W is not None else 0)
+        """Memory held by the learned state (factor, its spare once drafted, right-hand side, cached
+        weights) in bytes."""
+        extra = sum(a.nbytes for a in (self._W, self._spare) if a is not None)
+        return self._R.nbytes + self._B.nbytes + extra
 
     @property
     def cholesky_factor(self) -> np.ndarray:
@@ -118,9 +130,18 @@ class RecursiveRLS(Stateful):
         beta = self.forgetting
         if beta == 1.0:
             Zs = np.array(Z2, dtype=np.float64, order="C", copy=True)
-            chol_update_rows(self._R, Zs)
-            self._B += Z2.T @ U2
+            if self._shares_R:  # a draft's first write: into its own buffer, the engine's R stays
+                out = self._take_spare()
+                chol_update_rows_into(self._R, Zs, out)
+                self._R, self._shares_R = out, False
+            else:
+                chol_update_rows(self._R, Zs)
+            if self._shares_B:
+                self._B, self._shares_B = self._B + Z2.T @ U2, False
+            else:
+                self._B += Z2.T @ U2
         else:
+            self._own_arrays()
             for z, u in zip(Z2, U2, strict=True):  # the scale changes between rows
                 self._scale2 *= beta
                 if self._scale2 < _RESCALE_BELOW:
@@ -132,6 +153,52 @@ class RecursiveRLS(Stateful):
         self.n_samples += Z2.shape[0]
         self._W = None
 
+    def _take_spare(self) -> np.ndarray:
+        """A ``d × d`` buffer with a zero strict lower triangle that no engine uses: the spare of the
+        engine this is a draft of (taken away from it), else a new one."""
+        d = self.n_features
+        origin = self._draft_of
+        spare = origin._spare if origin is not None else None
+        if origin is not None:
+            origin._spare = None
+        return spare if spare is not None and spare.shape == (d, d) else np.zeros((d, d))
+
+    def _own_arrays(self) -> None:
+        """Copy the arrays a draft still shares before updating them in place (forgetting)."""
+        if self._shares_R:
+            self._R, self._shares_R = self._R.copy(), False
+        if self._shares_B:
+            self._B, self._shares_B = self._B.copy(), False
+
+    def draft(self) -> RecursiveRLS:
+        """A working engine equal to this one, for an update that must be applied whole or not at all.
+
+        The draft reads this engine's arrays and never writes them (its first update writes the
+        new factor into a spare buffer, without copying ``R``); :meth:`commit` adopts the draft's
+        state, dropping the draft leaves this engine as it was. One draft at a time per engine.
+        """
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin._draft_of, twin._spare = self, None
+        twin._shares_R = twin._shares_B = True
+        return twin
+
+    def commit(self, draft: RecursiveRLS) -> None:
+        """Adopt the state of ``draft`` (made by :meth:`draft` of this engine) in O(1); cannot fail
+        half-way. The previous factor becomes the spare buffer of the next draft.
+
+        Raises:
+            ValueError: ``draft`` is not a pending draft of this engine.
+        """
+        if draft._draft_of is not self:
+            raise ValueError("not a pending draft of this engine")
+        if draft._R is not self._R:
+            self._spare = self._R
+        self._R, self._B, self._W = draft._R, draft._B, draft._W
+        self._scale2, self.n_samples = draft._scale2, draft.n_samples
+        # The draft is spent: its arrays are now this engine's; any later write of it copies first.
+        draft._draft_of, draft._shares_R, draft._shares_B = None, True, True
+
     def _fold_scale(self) -> None:
         s = np.sqrt(self._scale2)
         self._R *= s
@@ -141,8 +208,16 @@ class RecursiveRLS(Stateful):
     def add_outputs(self, n: int = 1) -> None:
         """Append ``n`` outputs whose targets were 0 for every sample so far (new classes)."""
         self._B = np.concatenate([self._B, np.zeros((self.n_features, int(n)))], axis=1)
+        self._shares_B = False
         if self._W is not None:
             self._W = np.concatenate([self._W, np.zeros((self.n_features, int(n)))], axis=1)
+
+    def is_finite(self) -> bool:
+        """Whether the factor's diagonal is finite and positive: an O(d) check after an update (a
+        NaN met in a Givens sweep reaches every later diagonal entry; that no entry overflows is
+        the caller's bound on the rows' norms: ``‖R‖²_F = tr A = dλ + Σ‖z‖²``)."""
+        diag = np.diagonal(self._R)
+        return bool(np.all(np.isfinite(diag)) and np.all(diag > 0))
 
     def reset(self) -> None:
         """Forget everything (keeps ``d``, ``c``, ``λ`` and ``β``)."""

@@ -31,12 +31,20 @@ Sherman–Morrison/Woodbury identity ``A_new⁻¹ = A⁻¹ − G (I + Z G)⁻¹ 
 triangular solves, O(d²)) plus O(dV + dT) products. Nothing depends on the number of samples
 seen, and the weights ``W`` are never re-solved per sample (prediction of a few rows uses two
 triangular solves, :meth:`RecursiveRLS.predict`).
+
+Nothing half-applied: :meth:`IncrementalRLSC.partial_fit` and :meth:`IncrementalRLSC.add_classes`
+work on drafts of the engines (:meth:`RecursiveRLS.draft`: the new factors are written beside
+the old ones, no ``d × d`` copy) and on new arrays for the counts, the class list and the
+validation buffer; only when every λ's new state exists and is finite is it committed (O(1)
+per engine). Anything that fails on the way (a bad row, an overflow, an exception in any
+engine) leaves the whole model as it was.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -49,9 +57,36 @@ from lifelong_learning.learners.recursive_rls import RecursiveRLS
 
 Label = int | str
 
+#: rows of a larger Euclidean norm are refused (learning and prediction): with this bound no
+#: entry of a factor, right-hand side or validation score can overflow float64 (‖R‖²_F = tr A =
+#: dλ + Σ‖x‖²), so an update either succeeds with finite numbers or is refused before it starts.
+#: Far below it, a row much larger than the others already ruins the factor's accuracy (its
+#: rounding errors scale with ‖A‖): bound magnitudes where the data come from
+#: (:class:`~lifelong_learning.learners.recognition_gate.RecognitionGate`).
+MAX_ROW_NORM = 1e100
+
+#: the model state that :meth:`IncrementalRLSC._transaction` restores when an update fails
+_STATE = (
+    "n_features_in_",
+    "_labels",
+    "_index",
+    "_train_counts",
+    "_seen_counts",
+    "n_samples",
+    "_engines",
+    "_val_X",
+    "_val_y",
+    "_val_age",
+    "_val_S",
+    "_selection",
+)
+
 
 def _check_label(label: Any) -> Label:
-    """A label is a non-empty string or an integer (not a bool); numpy scalars are unwrapped."""
+    """A label is an integer (not a bool) or a non-empty string of printable characters
+    (``str.isprintable``: no control character such as NUL or a newline, no format, private-use
+    or unassigned code point, no whitespace but the ASCII space) that is not only spaces; numpy
+    scalars are unwrapped."""
     if isinstance(label, np.generic):
         label = label.item()
     if isinstance(label, bool) or not isinstance(label, (str, numbers.Integral)):
@@ -59,6 +94,8 @@ def _check_label(label: Any) -> Label:
     if isinstance(label, str):
         if not label.strip():
             raise ValueError("labels must not be empty")
+        if not label.isprintable():
+            raise ValueError(f"labels must be printable (no control characters), got {label[:80]!r}")
         return label
     return int(label)
 
@@ -251,12 +288,17 @@ class IncrementalRLSC(PersistentModel):
 
     # ------------------------------------------------------------------ input checks
     def _features(self, X: Any, name: str = "X") -> np.ndarray:
-        """Validate raw inputs (dimension, finiteness) and apply the feature map."""
+        """Validate raw inputs (dimension, finiteness, norm ≤ :data:`MAX_ROW_NORM`) and apply
+        the feature map."""
         a = as_rows(X, self.n_features_in_, name)
         if self.feature_map is not None:
             a = np.asarray(self.feature_map.transform(a), dtype=np.float64)
             if not np.all(np.isfinite(a)):
                 raise ValueError(f"{name}: the feature map produced NaN or Inf")
+        with np.errstate(over="ignore"):
+            norm = float(np.max(np.linalg.norm(a, axis=1), initial=0.0))
+        if not norm <= MAX_ROW_NORM:
+            raise ValueError(f"{name}: a row has norm {norm:.3g}, beyond {MAX_ROW_NORM:g} (float64 overflow)")
         return a
 
     @staticmethod
@@ -278,12 +320,20 @@ class IncrementalRLSC(PersistentModel):
         already known class is held out for validation instead of trained on.
 
         Raises:
-            ValueError: wrong dimension, NaN/Inf, missing or empty labels; nothing changes.
+            ValueError: wrong dimension, NaN/Inf, a row of norm > :data:`MAX_ROW_NORM`, missing,
+                empty or non-printable labels, or an update that would not be finite. Nothing
+                changes then, nor on any other exception raised on the way.
         """
         Z = self._features(X)
         labels = self._labels_of(y, Z.shape[0])
         if Z.shape[0] == 0:
             return self
+        with self._transaction():
+            self._learn(X, Z, labels)
+        return self
+
+    def _learn(self, X: Any, Z: np.ndarray, labels: list[Label]) -> None:
+        """The body of :meth:`partial_fit` (inside a transaction: may fail half-way)."""
         if not self._engines:  # first sample fixes the dimension
             self.n_features_in_ = int(np.asarray(X).shape[-1])
             self._make_engines(Z.shape[1])
@@ -306,7 +356,6 @@ class IncrementalRLSC(PersistentModel):
                 held[i] = True
             else:
                 train_counts[c] += 1
-        # Commit (nothing below raises on validated input).
         for lab in new_labels:
             self._add_class(lab)
         start = 0
@@ -321,10 +370,39 @@ class IncrementalRLSC(PersistentModel):
                 self._hold_out(Z[stop], int(cls_idx[stop]), self.n_samples + stop + 1)
                 stop += 1
             start = stop
-        np.add.at(self._seen_counts, cls_idx, 1)
+        seen = self._seen_counts.copy()
+        np.add.at(seen, cls_idx, 1)
+        self._seen_counts = seen
         self.n_samples += n
         self._selection = None
-        return self
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """Run an update on drafts of the engines and copies of the state; commit all or nothing.
+
+        Inside, the engines are drafts (:meth:`RecursiveRLS.draft`) and the class list, index and
+        score list are copies; the update must replace arrays, never write into them. At the end
+        every engine's factor diagonal and right-hand side, and every validation score, must be
+        finite; then the drafts are committed (O(1) each). On any exception the state is put back.
+        """
+        saved = {name: getattr(self, name) for name in _STATE}
+        self._labels, self._index, self._val_S = list(self._labels), dict(self._index), list(self._val_S)
+        self._engines = [rls.draft() for rls in saved["_engines"]]
+        try:
+            yield
+            for rls in self._engines:
+                if not rls.is_finite():
+                    raise ValueError("the update would make the model non-finite; not applied")
+            if not all(np.all(np.isfinite(S)) for S in self._val_S):
+                raise ValueError("the update would make the validation scores non-finite; not applied")
+        except BaseException:
+            for name, value in saved.items():
+                setattr(self, name, value)
+            raise
+        if saved["_engines"]:  # else the engines were created by this update
+            for rls, draft in zip(saved["_engines"], self._engines, strict=True):
+                rls.commit(draft)
+            self._engines = saved["_engines"]
 
     def add_classes(self, labels: Sequence[Label]) -> IncrementalRLSC:
         """Add the classes of ``labels`` not known yet, in order, without samples (eq. 7.20: a zero
@@ -335,14 +413,15 @@ class IncrementalRLSC(PersistentModel):
             ValueError: a bad label, or the dimension is not known yet; nothing changes then.
         """
         checked = [_check_label(lab) for lab in labels]
-        if not self._engines:
-            if self.n_model_features is None:
-                raise ValueError("add_classes needs the input dimension: give n_features or learn a sample")
-            self._make_engines(self.n_model_features)
-        for lab in checked:
-            if _label_key(lab) not in self._index:
-                self._add_class(lab)
-        self._selection = None
+        if not self._engines and self.n_model_features is None:
+            raise ValueError("add_classes needs the input dimension: give n_features or learn a sample")
+        with self._transaction():
+            if not self._engines:
+                self._make_engines(self.n_model_features)
+            for lab in checked:
+                if _label_key(lab) not in self._index:
+                    self._add_class(lab)
+            self._selection = None
         return self
 
     def _add_class(self, label: Label) -> None:
@@ -371,8 +450,10 @@ class IncrementalRLSC(PersistentModel):
                 M = np.eye(m) + Z @ G
                 GB = G.T @ rls.rhs  # m × T, with B after the update
                 corr = np.linalg.solve(M, GB) if m > 1 else GB / M[0, 0]
-                self._val_S[j] += XG @ (E - corr)
-        np.add.at(self._train_counts, cls, 1)
+                self._val_S[j] = self._val_S[j] + XG @ (E - corr)
+        counts = self._train_counts.copy()
+        np.add.at(counts, cls, 1)
+        self._train_counts = counts
 
     def _hold_out(self, z: np.ndarray, c: int, sample_no: int) -> None:
         scores = [rls.predict(z[None, :]) for rls in self._engines]  # two triangular solves each
@@ -387,9 +468,11 @@ class IncrementalRLSC(PersistentModel):
         per_class = np.bincount(self._val_y, minlength=len(self._labels))
         rows = np.flatnonzero(self._val_y == int(np.argmax(per_class)))
         r = int(rows[np.argmin(self._val_age[rows])])
+        self._val_X, self._val_y, self._val_age = self._val_X.copy(), self._val_y.copy(), self._val_age.copy()
         self._val_X[r] = z
         self._val_y[r] = c
         self._val_age[r] = sample_no
+        self._val_S = [S.copy() for S in self._val_S]
         for S, s in zip(self._val_S, scores, strict=True):
             S[r] = s[0]
 

@@ -115,3 +115,44 @@ def test_nbytes_counts_the_learned_state():
     rls.update(np.ones((4, 50)), np.ones((4, 3)))
     assert rls.weights.shape == (50, 3)
     assert rls.nbytes == 8 * (50 * 50 + 2 * 50 * 3)  # the weights are cached once solved
+
+
+def same_state(a: RecursiveRLS, b: RecursiveRLS) -> bool:
+    (ma, aa), (mb, ab) = a.to_state(), b.to_state()
+    return ma == mb and aa.keys() == ab.keys() and all(np.array_equal(aa[k], ab[k]) for k in aa)
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.95])
+def test_a_draft_never_writes_its_engine_and_its_commit_equals_updating_in_place(beta):
+    rng = np.random.default_rng(4)
+    Z, U = rng.standard_normal((60, 6)), rng.standard_normal((60, 2))
+    Z[Z < -0.3] = 0.0  # zeros take the kernel's skip path (CNN features have many)
+    direct = RecursiveRLS(6, 2, lam=0.5, forgetting=beta)
+    drafted = RecursiveRLS(6, 2, lam=0.5, forgetting=beta)
+    for i in range(0, 60, 5):
+        before = drafted.to_state()
+        draft = drafted.draft()
+        draft.update(Z[i : i + 5], U[i : i + 5])
+        assert not np.array_equal(draft.to_state()[1]["R"], before[1]["R"])
+        meta, arrays = drafted.to_state()  # the engine is untouched until the commit
+        assert meta == before[0] and all(np.array_equal(arrays[k], before[1][k]) for k in arrays)
+        if i == 40:  # a dropped draft leaves the engine as it was
+            continue
+        drafted.commit(draft)
+        direct.update(Z[i : i + 5], U[i : i + 5])
+        assert same_state(direct, drafted)  # bit for bit what the in-place update gives
+    assert drafted.is_finite()
+    # New outputs on a draft: the engine keeps its own.
+    draft = drafted.draft()
+    draft.add_outputs(1)
+    draft.update(Z[:1], [[1.0, 0.0, 2.0]])
+    assert drafted.n_outputs == 2 and same_state(direct, drafted)
+    drafted.commit(draft)
+    assert drafted.n_outputs == 3
+    with pytest.raises(ValueError, match="not a pending draft"):
+        direct.commit(drafted.draft())
+    with pytest.raises(ValueError, match="not a pending draft"):
+        drafted.commit(draft)  # already committed
+    before = drafted.to_state()[1]["R"].copy()
+    draft.update(Z[:1], [[1.0, 0.0, 2.0]])  # a spent draft's writes never reach the engine
+    np.testing.assert_array_equal(drafted.to_state()[1]["R"], before)

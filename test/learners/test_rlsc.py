@@ -369,3 +369,104 @@ def test_add_classes_and_validation_samples():
     np.testing.assert_array_equal(X, [[1.0, 0.1], [0.1, 1.0]])
     with pytest.raises(ValueError, match="input dimension"):
         IncrementalRLSC().add_classes(["x"])
+
+
+def saved_bytes(clf: IncrementalRLSC, path) -> dict:
+    """The model's state after a save/load round trip (what a restart would serve)."""
+    clf.save(path)
+    return state_snapshot(IncrementalRLSC.load(path))
+
+
+@pytest.mark.parametrize(
+    ("X_new", "y_new"),
+    [
+        ("batch", ["a", "b", "c", "a", "b", "c", "a"]),  # crosses a hold-out position
+        ("one", ["new class"]),  # class extension
+        ("batch", ["a", "b", "new", "c", "a", "other", "b"]),  # both, in one batch
+    ],
+)
+def test_an_update_failing_in_the_second_engine_changes_nothing(tmp_path, monkeypatch, X_new, y_new):
+    """Issue 16: an exception in the second λ's engine left engine 0 updated and the rest not."""
+    from lifelong_learning.learners import RecursiveRLS
+
+    rng = np.random.default_rng(5)
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0, 10.0], alpha="auto", validation_every=3, max_validation=4)
+    clf.partial_fit(rng.normal(size=(40, 4)), ["a", "b", "c", "d"] * 10)  # validation buffer full
+    probe = rng.normal(size=(20, 4))
+    before, scores = state_snapshot(clf), clf.decision_function(probe)
+    file_before = saved_bytes(clf, tmp_path / "before.model")
+    original = RecursiveRLS.update
+
+    def update(self, Z, U):
+        if self.lam == 1.0:  # the second engine
+            raise MemoryError("no memory for the second engine")
+        original(self, Z, U)
+
+    monkeypatch.setattr(RecursiveRLS, "update", update)
+    X = rng.normal(size=(len(y_new), 4))
+    with pytest.raises(MemoryError):
+        clf.partial_fit(X if X_new == "batch" else X[0], y_new if X_new == "batch" else y_new[0])
+    assert_same_state(before, state_snapshot(clf))
+    assert_same_state(file_before, saved_bytes(clf, tmp_path / "after.model"))
+    np.testing.assert_array_equal(scores, clf.decision_function(probe))
+    assert clf.n_samples == 40 and list(clf.classes_) == ["a", "b", "c", "d"]
+    # And once the engines work again, the update is the one an untouched model makes.
+    monkeypatch.setattr(RecursiveRLS, "update", original)
+    twin = IncrementalRLSC.load(tmp_path / "before.model")
+    clf.partial_fit(X, y_new)
+    twin.partial_fit(X, y_new)
+    assert_same_state(state_snapshot(twin), state_snapshot(clf))
+
+
+def test_add_classes_failing_half_way_changes_nothing(monkeypatch):
+    from lifelong_learning.learners import RecursiveRLS
+
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0], n_features=3)
+    clf.partial_fit(np.eye(3), ["a", "b", "c"])
+    before = state_snapshot(clf)
+    original = RecursiveRLS.add_outputs
+    calls = []
+
+    def add_outputs(self, n=1):
+        calls.append(self.lam)
+        if len(calls) == 3:  # the first engine of the second new class
+            raise RuntimeError("boom")
+        original(self, n)
+
+    monkeypatch.setattr(RecursiveRLS, "add_outputs", add_outputs)
+    with pytest.raises(RuntimeError):
+        clf.add_classes(["x", "y"])
+    assert_same_state(before, state_snapshot(clf))
+    assert list(clf.classes_) == ["a", "b", "c"]
+
+
+def test_rows_of_absurd_norm_and_unprintable_labels_are_refused_unchanged():
+    rng = np.random.default_rng(0)
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto")
+    clf.partial_fit(rng.normal(size=(30, 4)), ["a", "b", "c"] * 10)
+    before = state_snapshot(clf)
+    for X, y in (
+        (np.full((1, 4), 1e200), ["a"]),  # its square overflows float64
+        (np.array([[1e101, 0.0, 0.0, 0.0]]), ["a"]),
+        (np.ones((1, 4)), ["mu\x00g"]),
+        (np.ones((1, 4)), ["bell\x07"]),
+        (np.ones((1, 4)), ["two\nlines"]),
+        (np.ones((1, 4)), ["tab\there"]),
+    ):
+        with pytest.raises(ValueError):
+            clf.partial_fit(X, y)
+        assert_same_state(before, state_snapshot(clf))
+    with pytest.raises(ValueError, match="norm"):
+        clf.decision_function(np.full((1, 4), 1e200))
+    clf.partial_fit(np.ones((1, 4)), ["a mug, ø 8 cm"])  # spaces and any printable character are fine
+    assert "a mug, ø 8 cm" in clf.classes_.tolist()
+
+
+def test_a_model_file_with_an_unprintable_label_does_not_load(tmp_path):
+    clf = IncrementalRLSC(lambdas=1.0)
+    clf.partial_fit(np.eye(2), ["a", "b"])
+    mf = clf.to_model_file()
+    mf.meta["classes"][1]["value"] = "b\x00hidden"
+    save_model_file(tmp_path / "bad.model", mf)
+    with pytest.raises(ModelFileError):
+        IncrementalRLSC.load(tmp_path / "bad.model")
