@@ -149,6 +149,17 @@ class AccelerationEstimator:
         self._t: deque[float] = deque(maxlen=self.window)
         self._v: deque[np.ndarray] = deque(maxlen=self.window)
 
+    def __len__(self) -> int:
+        """Samples in the window now (up to ``window``)."""
+        return len(self._t)
+
+    def discard_last(self) -> None:
+        """Forget the newest sample (one found bad after its ``q̈`` was estimated), so that it
+        does not enter the fits of the samples after it."""
+        if self._t:
+            self._t.pop()
+            self._v.pop()
+
     @property
     def last_time(self) -> float | None:
         """Stamp of the newest sample, or None."""

@@ -98,15 +98,17 @@ class JointLimits:
 
 
 class PlausibilityGate:
-    """Refuses samples beyond the joint limits widened by ``margin`` (see the module docstring)."""
+    """Refuses samples beyond the joint limits widened by ``margin`` (see the module docstring;
+    ``margin=inf`` refuses only non-finite values)."""
 
     def __init__(self, limits: JointLimits, margin: float = 1.0):
-        if not (np.isfinite(margin) and margin >= 0):
-            raise ValueError(f"margin must be finite and ≥ 0, got {margin}")
+        if not margin >= 0:
+            raise ValueError(f"margin must be ≥ 0 (inf: no gate), got {margin}")
         self.limits, self.margin = limits, float(margin)
-        span = np.where(np.isfinite(limits.upper - limits.lower), limits.upper - limits.lower, 0.0)
-        self._lower = limits.lower - margin * span
-        self._upper = limits.upper + margin * span
+        bounded = np.isfinite(limits.upper - limits.lower)
+        widen = margin * np.where(bounded, limits.upper - limits.lower, 1.0)
+        self._lower = np.where(bounded, limits.lower - widen, -np.inf)
+        self._upper = np.where(bounded, limits.upper + widen, np.inf)
         self._velocity = (1.0 + margin) * limits.velocity
         self._effort = (1.0 + margin) * limits.effort
 
@@ -129,6 +131,22 @@ class PlausibilityGate:
         for reason, bad in self._failures(arrays[0], arrays[1], t):
             if bad[0]:
                 return reason
+        return None
+
+    def explain(self, q: Any, qd: Any, tau: Any | None = None) -> tuple[str, str] | None:
+        """``(reason, the offending joints and values)`` for one sample, or None when plausible."""
+        q, qd = (np.asarray(a, dtype=np.float64).reshape(-1) for a in (q, qd))
+        tests = [
+            (POSITION, q, ~((q >= self._lower) & (q <= self._upper))),
+            (VELOCITY, qd, ~(np.abs(qd) <= self._velocity)),
+        ]
+        if tau is not None:
+            t = np.asarray(tau, dtype=np.float64).reshape(-1)
+            tests.append((EFFORT, t, ~(np.abs(t) <= self._effort)))
+        for reason, values, bad in tests:
+            if bad.any():
+                names = self.limits.names
+                return reason, ", ".join(f"{names[j]}={values[j]:.6g}" for j in np.flatnonzero(bad)[:4])
         return None
 
     def mask(self, q: Any, qd: Any, tau: Any | None = None) -> tuple[np.ndarray, dict[str, int]]:
@@ -176,7 +194,8 @@ class ResidualOutlierTest:
     """Streaming outlier test on prediction errors (see the module docstring).
 
     :meth:`check` answers for one error and then records it in the window (outliers included).
-    Until ``min_samples`` errors are recorded nothing is an outlier.
+    Until ``min_samples`` errors are recorded the scale is ``warmup_scale`` (None: nothing is an
+    outlier then).
 
     Args:
         n_outputs: joints (columns of ``e``).
@@ -185,10 +204,18 @@ class ResidualOutlierTest:
         min_samples: errors needed before the test refuses anything.
         floor: smallest scale per joint (a scalar or ``(n_outputs,)``), e.g. a small fraction of
             the effort limits, so that a model that predicts nearly perfectly does not refuse noise.
+        warmup_scale: the scale per joint before ``min_samples`` errors are recorded (a scalar or
+            ``(n_outputs,)``), e.g. a tenth of the effort limits; None: no test during warm-up.
     """
 
     def __init__(
-        self, n_outputs: int, k: float = 6.0, window: int = 200, min_samples: int = 50, floor: Any = 0.0
+        self,
+        n_outputs: int,
+        k: float = 6.0,
+        window: int = 200,
+        min_samples: int = 50,
+        floor: Any = 0.0,
+        warmup_scale: Any | None = None,
     ):
         if not (np.isfinite(k) and k > 0):
             raise ValueError(f"k must be finite and > 0, got {k}")
@@ -197,6 +224,13 @@ class ResidualOutlierTest:
         floor = np.broadcast_to(np.asarray(floor, dtype=np.float64), (n_outputs,)).copy()
         if not np.all(np.isfinite(floor) & (floor >= 0)):
             raise ValueError("floor must be finite and ≥ 0")
+        self.warmup_scale = None
+        if warmup_scale is not None:
+            self.warmup_scale = np.broadcast_to(
+                np.asarray(warmup_scale, dtype=np.float64), (n_outputs,)
+            ).copy()
+            if not np.all(self.warmup_scale > 0):
+                raise ValueError("warmup_scale must be > 0")
         self.n_outputs, self.k, self.window, self.min_samples, self.floor = (
             int(n_outputs),
             float(k),
@@ -214,9 +248,10 @@ class ResidualOutlierTest:
 
     @property
     def scale(self) -> np.ndarray | None:
-        """The current robust scale per joint (``max(σ_j, floor_j)``), or None during warm-up."""
+        """The current robust scale per joint (``max(σ_j, floor_j)``; during warm-up
+        ``warmup_scale``, possibly None)."""
         if self._count < self.min_samples:
-            return None
+            return self.warmup_scale
         held = self._abs[: min(self._count, self.window)]
         return np.maximum(MAD_TO_SIGMA * np.median(held, axis=0), self.floor)
 

@@ -57,6 +57,19 @@ MODES = ("semiparametric", "parametric", "nonparametric")
 PRIORS = ("urdf", "zero", "model")
 
 
+#: largest magnitude of a row an update may add (its squares and products stay far from overflow)
+MAX_UPDATE_MAGNITUDE = 1e100
+
+
+def _check_update_rows(part: str, *arrays: np.ndarray) -> None:
+    """ValueError unless every value the ``part`` would learn is finite and below the bound."""
+    for a in arrays:
+        if not np.all(np.abs(a) < MAX_UPDATE_MAGNITUDE):
+            raise ValueError(
+                f"the {part} part's update rows hold non-finite or absurd values; nothing learned"
+            )
+
+
 def residual_features(
     x_normalized: np.ndarray, tau_parametric: np.ndarray, torque_scale: np.ndarray
 ) -> np.ndarray:
@@ -346,25 +359,41 @@ class SemiparametricInverseDynamics(PersistentModel):
     def update(self, q: Any, qd: Any, qdd: Any, tau: Any) -> None:
         """Learn from one sample (``(n_dof,)`` arrays) or a batch (``(n, n_dof)``).
 
+        All or nothing: every row the two parts would learn is computed and checked (finite, and
+        below :data:`MAX_UPDATE_MAGNITUDE`, so that no product inside the Cholesky updates can
+        overflow) before the first part changes; if the residual part's rows turn out unusable
+        after the parametric part learned, the parametric part is restored.
+
         Raises:
-            ValueError: wrong shapes or non-finite values; nothing is learned then.
+            ValueError: wrong shapes, non-finite or absurd values; nothing is learned then.
         """
         q, qd, qdd, tau = self._check_inputs(q, qd, qdd, tau, names=("q", "qd", "qdd", "tau"))
         x = self._normalized(q, qd, qdd)
         tau_p = None
+        saved = None
         if self.parametric is not None:
             Y = self._parametric_columns(q, qd, qdd)
             if not self.residual_after_update:
                 tau_p = self._parametric_predict(Y)
             flat = Y.reshape(-1, Y.shape[2])
-            target = tau.reshape(-1) - flat @ self.prior_parameters
+            with np.errstate(over="ignore", invalid="ignore"):  # checked on the next line
+                target = tau.reshape(-1) - flat @ self.prior_parameters
+            _check_update_rows("parametric", flat, target)
+            saved = self.parametric.to_state() if self.residual is not None else None
             self.parametric.update(flat, target[:, None])
             if self.residual_after_update:
                 tau_p = self._parametric_predict(Y)
         if self.residual is not None:
             assert self.feature_map is not None
-            phi = self.feature_map.transform(self._residual_inputs(x, tau_p))
-            self.residual.update(phi, tau if tau_p is None else tau - tau_p)
+            try:
+                phi = self.feature_map.transform(self._residual_inputs(x, tau_p))
+                residual_target = tau if tau_p is None else tau - tau_p
+                _check_update_rows("residual", phi, residual_target)
+            except ValueError:
+                if saved is not None:
+                    self.parametric = RecursiveRLS.from_state(*saved)
+                raise
+            self.residual.update(phi, residual_target)
         self.n_samples += q.shape[0]
 
     def predict(

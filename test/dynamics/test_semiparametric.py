@@ -165,6 +165,46 @@ def test_bad_input_rejected_with_state_unchanged(urdf):
         SemiparametricInverseDynamics(urdf, JOINT_NAMES, feature_map=RandomFourierFeatures(21, 10))
 
 
+def _assert_same_state(before, model):
+    after = model.to_model_file()
+    assert after.meta == before.meta
+    assert after.arrays.keys() == before.arrays.keys()
+    for k, v in before.arrays.items():
+        np.testing.assert_array_equal(after.arrays[k], v)
+
+
+def test_finite_but_absurd_sample_changes_nothing(urdf):
+    """The glitch of issue 16: a velocity of 1e300 is finite, but its square overflows inside the
+    parametric rows; the update refuses it before either part changes."""
+    m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=30)
+    q, qd, qdd = _states(m, 5)
+    m.update(q, qd, qdd, m.regressor.rnea(q, qd, qdd))
+    before = m.to_model_file()
+    glitch = qd[0].copy()
+    glitch[1] = 1e300
+    with pytest.raises(ValueError, match="absurd"):
+        m.update(q[0], glitch, qdd[0], np.zeros(7))
+    _assert_same_state(before, m)
+    m.update(q[1], qd[1], qdd[1], np.zeros(7))  # and it keeps learning
+    assert m.n_samples == 6
+
+
+def test_residual_failure_after_the_parametric_update_restores_the_parametric_part(urdf, monkeypatch):
+    m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=30)
+    q, qd, qdd = _states(m, 5)
+    tau = m.regressor.rnea(q, qd, qdd)
+    m.update(q, qd, qdd, tau)
+    before = m.to_model_file()
+    monkeypatch.setattr(m.feature_map, "transform", lambda x: np.full((x.shape[0], 30), np.inf))
+    with pytest.raises(ValueError, match="residual"):
+        m.update(q, qd, qdd, tau + 1.0)
+    monkeypatch.undo()
+    _assert_same_state(before, m)
+    np.testing.assert_array_equal(
+        m.predict(q, qd, qdd), SemiparametricInverseDynamics.from_model_file(before).predict(q, qd, qdd)
+    )
+
+
 @pytest.mark.parametrize("mode", ["parametric", "nonparametric", "semiparametric"])
 def test_save_load_identical_predictions(urdf, tmp_path, mode):
     m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode=mode, n_features=50, forgetting=0.999)

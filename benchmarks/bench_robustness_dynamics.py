@@ -1,0 +1,206 @@
+"""Benchmark: how far do corrupted joint states move the online inverse-dynamics model?
+
+A simulated Panda (:mod:`lifelong_learning.sim.panda`: friction, damping, a 1 kg payload grasped
+at 60 % of the run) follows a random trajectory for ``--seconds`` at 100 Hz. Its joint states are
+fed one at a time to the node's learner (``SemiparametricInverseDynamics`` with the node's
+defaults, through :class:`~lifelong_learning.dynamics.guard.SampleGuard` as the node does:
+admit → predict → residual test → update), once clean and once with a share of the samples
+corrupted, each corrupt sample by one of
+
+- ``byte glitch``: one joint's effort becomes ±1e6 N·m;
+- ``effort spike``: one joint's effort becomes ±U(1.5, 5) × its limit;
+- ``small spike``: one joint's effort moves by ±U(0.2, 0.8) × its limit (within the limits);
+- ``velocity glitch``: one joint's velocity becomes ±U(0.5, 1.9) × its limit (within the gate);
+- ``stuck``: the previous sample's values again, with a new stamp;
+- ``swapped joints``: two neighbouring joints' values swapped in q, q̇ and τ;
+- ``far stamp``: the stamp moved 10⁶ s ahead.
+
+Each model then predicts a *new* trajectory (another seed, payload attached). Reported: mean
+torque nMSE there, and the largest difference from the clean-stream model's predictions on it
+[N·m], with the guard's gates on (the node's defaults) and off (plausibility margin ∞, no
+residual test; the stamp handling stays on, else the first far stamp would refuse everything
+after it).
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_robustness_dynamics.py [--seeds 0 1 2] [--quick]
+
+Writes docs/benchmarks/robustness-dynamics.md (and .json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from machine import describe_machine  # benchmarks/machine.py (sys.path[0] is benchmarks/)
+
+from lifelong_learning.core.metrics import normalized_mse
+from lifelong_learning.dynamics import SemiparametricInverseDynamics, estimate_accelerations
+from lifelong_learning.dynamics.guard import RefusedSampleError, SampleGuard
+from lifelong_learning.dynamics.plausibility import JointLimits
+from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_text
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = (
+    "byte glitch",
+    "effort spike",
+    "small spike",
+    "velocity glitch",
+    "stuck",
+    "swapped joints",
+    "far stamp",
+)
+
+
+def corrupt(log: dict[str, np.ndarray], share: float, limits: JointLimits, seed: int) -> tuple[dict, dict]:
+    """A copy of ``log`` with ``share`` of its samples corrupted (one kind each); counts per kind."""
+    rng = np.random.default_rng(seed)
+    out = {k: np.array(v, dtype=np.float64, copy=True) for k, v in log.items()}
+    n, d = out["q"].shape
+    bad = rng.choice(np.arange(1, n), size=round(share * n), replace=False)
+    counts = dict.fromkeys(KINDS, 0)
+    for i in bad:
+        kind = KINDS[rng.integers(len(KINDS))]
+        counts[kind] += 1
+        j, sign = int(rng.integers(d)), rng.choice([-1.0, 1.0])
+        if kind == "byte glitch":
+            out["tau"][i, j] = sign * 1e6
+        elif kind == "effort spike":
+            out["tau"][i, j] = sign * rng.uniform(1.5, 5.0) * limits.effort[j]
+        elif kind == "small spike":
+            out["tau"][i, j] += sign * rng.uniform(0.2, 0.8) * limits.effort[j]
+        elif kind == "velocity glitch":
+            out["qd"][i, j] = sign * rng.uniform(0.5, 1.9) * limits.velocity[j]
+        elif kind == "stuck":
+            for key in ("q", "qd", "tau"):
+                out[key][i] = out[key][i - 1]
+        elif kind == "swapped joints":
+            k = (j + 1) % d
+            for key in ("q", "qd", "tau"):
+                out[key][i, [j, k]] = out[key][i, [k, j]]
+        else:
+            out["t"][i] += 1e6
+    return out, counts
+
+
+def learn(log: dict[str, np.ndarray], urdf: str, limits: JointLimits, gates: bool, k: float = 6.0) -> tuple:
+    """The node's learner and guard fed ``log`` one sample at a time; (model, what the guard did)."""
+    model = SemiparametricInverseDynamics(urdf, JOINT_NAMES)
+    guard = SampleGuard(limits, outlier_k=k) if gates else SampleGuard(limits, margin=np.inf, outlier_k=0.0)
+    events: dict[str, int] = {}
+    for i in range(log["t"].size):
+        q, qd, tau = log["q"][i], log["qd"][i], log["tau"][i]
+        try:
+            admitted = guard.admit(log["t"][i], q, qd, tau)
+        except RefusedSampleError as exc:
+            events[exc.reason] = events.get(exc.reason, 0) + 1
+            continue
+        reason = admitted.not_learned or guard.learnable(tau, model.predict(q, qd, admitted.qdd))
+        if reason is not None:
+            events[reason] = events.get(reason, 0) + 1
+            continue
+        try:
+            model.update(q, qd, admitted.qdd, tau)
+        except ValueError as exc:  # what the node counts as "model rejected input"
+            events[f"model refused: {exc}"[:60]] = events.get(f"model refused: {exc}"[:60], 0) + 1
+    events.update({f"filter restart: {k}": v for k, v in guard.restarts.items()})
+    return model, events
+
+
+def one_seed(seed: int, seconds: float, shares: list[float], k: float) -> dict:
+    urdf = panda_urdf_text()
+    limits = JointLimits.from_urdf(urdf, JOINT_NAMES)
+    log = PandaSimulation().run(seconds, seed=seed, log_every=5, payload_mass=1.0, payload_at=0.6 * seconds)
+    log = {k: log[k] for k in ("t", "q", "qd", "tau")}
+    new = PandaSimulation().run(15.0, seed=seed + 1000, log_every=5, payload_mass=1.0, payload_at=0.0)
+    qdd_new = estimate_accelerations(new["t"], new["qd"])
+
+    def predict(model):
+        return model.predict(new["q"], new["qd"], qdd_new)
+
+    rows = []
+    clean, clean_events = learn(log, urdf, limits, gates=True, k=k)
+    reference = predict(clean)
+    for share in [0.0, *shares]:
+        stream, counts = corrupt(log, share, limits, seed=seed + 7) if share else (log, {})
+        for gates in (True, False):
+            t0 = time.perf_counter()
+            model, events = (clean, clean_events) if (share == 0 and gates) else learn(stream, urdf, limits, gates, k)
+            pred = predict(model)
+            rows.append(
+                {
+                    "seed": seed,
+                    "corrupted": share,
+                    "gates": "on" if gates else "off",
+                    "nMSE new trajectory": float(normalized_mse(new["tau"], pred).mean()),
+                    "max |Δτ| vs clean [N·m]": float(np.max(np.abs(pred - reference))),
+                    "corruptions": counts,
+                    "guard": events,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
+            r = rows[-1]
+            print(
+                f"seed {seed} corrupted {share:.0%} gates {r['gates']}: nMSE {r['nMSE new trajectory']:.4g}, "
+                f"max |Δτ| {r['max |Δτ| vs clean [N·m]']:.3g} N·m; guard {events}",
+                flush=True,
+            )
+    return {"rows": rows}
+
+
+def markdown(results: list[dict], args: argparse.Namespace, total: float) -> str:
+    rows = [r for res in results for r in res["rows"]]
+    lines = [
+        "# Robustness: corrupted joint states and the online inverse-dynamics model",
+        "",
+        f"Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_robustness_dynamics.py --seeds "
+        f"{' '.join(map(str, args.seeds))}{' --quick' if args.quick else ''}`  ",
+        f"Machine: {describe_machine()}. Total time {total:.0f} s.",
+        "",
+        f"Panda, {args.seconds:.0f} s at 100 Hz per stream (payload at 60 %), the node's learner and "
+        "guard (SampleGuard: plausibility margin 1.0, residual outliers beyond 6 robust σ, stamp jumps "
+        "restart the q̈ filter); evaluated on a new 15 s trajectory with the payload. Corruption kinds: "
+        + ", ".join(KINDS)
+        + " (one per corrupt sample, uniformly; see the script's docstring).",
+        "",
+        "| corrupted | gates | nMSE new trajectory (mean over seeds) | per seed | max abs Δτ vs clean [N·m] (worst seed) |",
+        "|---:|---|---:|---|---:|",
+    ]
+    for share in sorted({r["corrupted"] for r in rows}):
+        for gates in ("on", "off"):
+            sel = [r for r in rows if r["corrupted"] == share and r["gates"] == gates]
+            nmse = [r["nMSE new trajectory"] for r in sel]
+            delta = max(r["max |Δτ| vs clean [N·m]"] for r in sel)
+            lines.append(
+                f"| {share:.0%} | {gates} | {np.mean(nmse):.4g} | {', '.join(f'{v:.4g}' for v in nmse)} | {delta:.3g} |"
+            )
+    lines += ["", "What the guard did (seed of the first row, 5 % corrupted, gates on):", ""]
+    pick = [r for r in rows if r["corrupted"] == max(r["corrupted"] for r in rows) and r["gates"] == "on"][0]
+    lines += [f"- corruptions injected: {pick['corruptions']}", f"- guard: {pick['guard']}"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--shares", type=float, nargs="+", default=[0.01, 0.05])
+    ap.add_argument("--outlier-k", type=float, default=6.0, help="the guard's outlier_k (node default 6)")
+    ap.add_argument("--quick", action="store_true", help="one seed, 20 s streams (a smoke run)")
+    ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/robustness-dynamics.md"))
+    args = ap.parse_args()
+    if args.quick:
+        args.seeds, args.seconds = args.seeds[:1], 20.0
+    t0 = time.perf_counter()
+    results = [one_seed(s, args.seconds, args.shares, args.outlier_k) for s in args.seeds]
+    text = markdown(results, args, time.perf_counter() - t0)
+    print(text)
+    if not args.quick:
+        Path(args.out).write_text(text)
+        Path(args.out).with_suffix(".json").write_text(json.dumps(results, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""What an online inverse-dynamics learner does with each joint-state sample of a stream (no ROS).
+
+:class:`SampleGuard` holds the state a stream needs besides the model: the stamp of the last
+sample, the acceleration filter, the plausibility gate and the residual outlier test
+(:mod:`lifelong_learning.dynamics.plausibility`). The ``inverse_dynamics`` node and the
+robustness benchmark use it the same way, per sample (test-then-update):
+
+1. :meth:`SampleGuard.admit` ``(t, q, q̇, τ)``: refuses (raises :class:`RefusedSampleError`) a
+   sample whose position or velocity is implausible, or whose stamp is not after the previous
+   one; else estimates ``q̈`` (unless given) and says whether ``τ`` may be learned. Refused
+   samples never reach the acceleration filter, so one glitched velocity cannot spoil the next ``q̈``.
+2. the caller predicts ``τ̂`` (and answers with it);
+3. :meth:`SampleGuard.learnable` ``(τ, τ̂)``: the residual outlier test; only then the caller
+   updates the model.
+
+Stamps (a simulator reset, a looping bag, a paused driver, one corrupt stamp): a stamp more than
+``stamp_jump_s`` before the previous one, or after it, restarts the acceleration filter and is
+taken as the first sample of a new stretch, so no stamp can wedge the stream (a single far-future
+stamp costs two restarts). A smaller step back (reordered best-effort delivery) is refused.
+Gaps shorter than ``stamp_jump_s`` count the samples missed, from the median period of the
+stream (``missed``): where a publisher sends at a fixed rate this is the number of messages lost
+on the way (DDS, a full queue) or never sent.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lifelong_learning.dynamics.acceleration import AccelerationEstimator
+from lifelong_learning.dynamics.plausibility import EFFORT, JointLimits, PlausibilityGate, ResidualOutlierTest
+
+#: the residual test's scale before it has 50 errors, as a fraction of each joint's effort limit
+#: (with k = 6 an error beyond 60 % of the limit is an outlier from the first sample on)
+WARMUP_SCALE = 0.1
+
+#: why a sample was not learned, beyond the plausibility reasons
+OUTLIER = "residual outlier (not learned)"
+WARMING_UP = "acceleration filter warming up (not learned)"
+STAMP_BACK = "stamp not increasing"
+
+
+class RefusedSampleError(ValueError):
+    """A sample the stream refuses: ``reason`` (a short key for counting) and ``detail``."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason, self.detail = reason, detail
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """An admitted sample: its ``q̈``, whether its effort may be learned, and why not."""
+
+    qdd: np.ndarray
+    learn: bool
+    not_learned: str | None = None
+
+
+class SampleGuard:
+    """Per-stream state of an online inverse-dynamics learner (see the module docstring).
+
+    Args:
+        limits: the joints' URDF limits, in the stream's joint order.
+        margin: plausibility margin (:class:`~lifelong_learning.dynamics.plausibility.PlausibilityGate`).
+        window, degree: the acceleration filter's (:class:`AccelerationEstimator`).
+        stamp_jump_s: a step back or forward larger than this restarts the filter.
+        outlier_k: residual outlier threshold in robust standard deviations (0 disables the test).
+        outlier_window: errors kept for the robust scale.
+        outlier_floor: smallest robust scale as a fraction of each joint's effort limit.
+    """
+
+    def __init__(
+        self,
+        limits: JointLimits,
+        margin: float = 1.0,
+        window: int = 9,
+        degree: int = 2,
+        stamp_jump_s: float = 1.0,
+        outlier_k: float = 6.0,
+        outlier_window: int = 200,
+        outlier_floor: float = 0.002,
+    ):
+        if not (np.isfinite(stamp_jump_s) and stamp_jump_s > 0):
+            raise ValueError(f"stamp_jump_s must be > 0, got {stamp_jump_s}")
+        if not (np.isfinite(outlier_k) and outlier_k >= 0):
+            raise ValueError(f"outlier_k must be ≥ 0 (0: off), got {outlier_k}")
+        if not (np.isfinite(outlier_floor) and outlier_floor >= 0):
+            raise ValueError(f"outlier_floor must be ≥ 0, got {outlier_floor}")
+        n = len(limits.names)
+        self.gate = PlausibilityGate(limits, margin)
+        self.estimator = AccelerationEstimator(n, window, degree)
+        self.stamp_jump_s = float(stamp_jump_s)
+        effort = np.where(np.isfinite(limits.effort), limits.effort, 0.0)
+        self.outliers = None
+        if outlier_k > 0:
+            warmup = np.where(effort > 0, WARMUP_SCALE * effort, np.inf)
+            self.outliers = ResidualOutlierTest(
+                n, outlier_k, outlier_window, min(50, outlier_window), outlier_floor * effort, warmup
+            )
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the stream: stamps, the acceleration filter, the recent errors, the counts."""
+        self.last_stamp: float | None = None
+        self.estimator.reset()
+        if self.outliers is not None:
+            self.outliers.reset()
+        self._periods: deque[float] = deque(maxlen=64)
+        self.missed = 0  # samples missing in gaps (estimated from the median period)
+        self.restarts: dict[str, int] = {}  # filter restarts by cause
+        self._previous_outlier = False
+
+    # ---------------------------------------------------------------- stamps
+    def _restart(self, cause: str) -> None:
+        self.estimator.reset()
+        self._periods.clear()
+        self.restarts[cause] = self.restarts.get(cause, 0) + 1
+
+    def _check_stamp(self, t: float) -> None:
+        """Refuse a small step back; restart on a large jump; count gaps. Changes nothing when refusing."""
+        if not np.isfinite(t):
+            raise RefusedSampleError("non-finite stamp", str(t))
+        last = self.last_stamp
+        if last is None:
+            return
+        dt = t - last
+        if abs(dt) > self.stamp_jump_s:
+            self._restart("stamp jumped back" if dt < 0 else "stamp gap")
+            return
+        if dt <= 0:
+            raise RefusedSampleError(STAMP_BACK, f"{t:.9f} after {last:.9f}")
+        if len(self._periods) >= 8:
+            period = float(np.median(self._periods))
+            if dt > 1.5 * period:
+                self.missed += max(0, round(dt / period) - 1)
+        self._periods.append(dt)
+
+    # ---------------------------------------------------------------- samples
+    def admit(self, t: float, q: Any, qd: Any, tau: Any | None = None, qdd: Any | None = None) -> Admitted:
+        """Check one sample and estimate its ``q̈`` (given ``qdd``: used as is).
+
+        Raises:
+            RefusedSampleError: implausible position or velocity, or a stamp not after the previous one
+                (the guard is then unchanged).
+        """
+        q, qd = np.asarray(q, dtype=np.float64), np.asarray(qd, dtype=np.float64)
+        implausible = self.gate.explain(q, qd)
+        if implausible is not None:
+            raise RefusedSampleError(*implausible)
+        self._check_stamp(float(t))
+        self.last_stamp = float(t)
+        acc = self.estimator.update(t, qd) if qdd is None else np.asarray(qdd, dtype=np.float64)
+        if tau is None:
+            return Admitted(acc, False, "no effort")
+        if self.gate.reason(q, qd, tau) == EFFORT:
+            return Admitted(acc, False, EFFORT)
+        if qdd is None and len(self.estimator) < self.estimator.window:
+            return Admitted(acc, False, WARMING_UP)
+        return Admitted(acc, True)
+
+    def learnable(self, tau: Any, predicted: Any) -> str | None:
+        """The residual outlier test on ``τ − τ̂`` (recorded either way); the reason when not learnable.
+
+        The velocity of an isolated outlier (the sample before it was not one) is taken out of the
+        acceleration filter again (it was in it for its own ``q̈``): one glitched sample must not
+        spoil the ``q̈`` of the samples after it. In a run of outliers (a payload, a collision) the
+        velocities stay: they are the robot's, and without them ``q̈`` would be extrapolated from
+        ever older samples.
+        """
+        if self.outliers is None:
+            return None
+        error = np.asarray(tau, dtype=np.float64) - np.asarray(predicted, dtype=np.float64)
+        isolated = not self._previous_outlier
+        self._previous_outlier = self.outliers.check(error)
+        if not self._previous_outlier:
+            return None
+        if isolated:
+            self.estimator.discard_last()
+        return OUTLIER

@@ -1,0 +1,111 @@
+"""SampleGuard: what the online learner does with each sample of a joint-state stream."""
+
+import numpy as np
+import pytest
+
+from lifelong_learning.dynamics.guard import (
+    OUTLIER,
+    STAMP_BACK,
+    WARMING_UP,
+    RefusedSampleError,
+    SampleGuard,
+)
+from lifelong_learning.dynamics.plausibility import EFFORT, VELOCITY, JointLimits
+from lifelong_learning.sim.panda import JOINT_NAMES, panda_urdf_text
+
+LIMITS = JointLimits.from_urdf(panda_urdf_text(), JOINT_NAMES)
+Q = (LIMITS.lower + LIMITS.upper) / 2
+
+
+def feed(guard, t, qd=None, tau=None):
+    return guard.admit(t, Q, np.zeros(7) if qd is None else qd, np.zeros(7) if tau is None else tau)
+
+
+def test_warm_up_then_learnable_and_q_ddot_of_a_ramp():
+    guard = SampleGuard(LIMITS, window=5, degree=1)
+    out = [guard.admit(0.01 * k, Q, np.full(7, 0.3 * 0.01 * k), np.zeros(7)) for k in range(7)]
+    assert [a.learn for a in out] == [False] * 4 + [True] * 3
+    assert out[0].not_learned == WARMING_UP
+    np.testing.assert_allclose(out[-1].qdd, 0.3, rtol=1e-9)
+    given = guard.admit(0.07, Q, np.zeros(7), np.zeros(7), qdd=np.ones(7))
+    assert given.learn and np.all(given.qdd == 1.0)
+
+
+def test_implausible_velocity_never_reaches_the_filter():
+    guard = SampleGuard(LIMITS, window=5, degree=1)
+    for k in range(5):
+        feed(guard, 0.01 * k)
+    glitch = np.zeros(7)
+    glitch[1] = 1e300
+    with pytest.raises(RefusedSampleError) as info:
+        feed(guard, 0.05, qd=glitch)
+    assert info.value.reason == VELOCITY and "panda_joint2=1e+300" in info.value.detail
+    after = feed(guard, 0.06)
+    np.testing.assert_array_equal(after.qdd, 0.0)  # the glitch is not in the fit
+
+
+def test_implausible_effort_is_answered_but_not_learned():
+    guard = SampleGuard(LIMITS)
+    tau = np.zeros(7)
+    tau[1] = 1e6
+    admitted = feed(guard, 0.0, tau=tau)
+    assert not admitted.learn and admitted.not_learned == EFFORT
+
+
+def test_small_step_back_refused_large_jumps_restart():
+    guard = SampleGuard(LIMITS, stamp_jump_s=1.0)
+    for k in range(20):
+        feed(guard, 100.0 + 0.01 * k)
+    with pytest.raises(RefusedSampleError) as info:
+        feed(guard, 100.1)
+    assert info.value.reason == STAMP_BACK
+    feed(guard, 95.0)  # a simulator reset 5 s back
+    assert guard.restarts == {"stamp jumped back": 1}
+    feed(guard, 95.01)
+    feed(guard, 2.0**31 - 2)  # one far-future stamp
+    feed(guard, 95.02)  # and the stream goes on
+    assert guard.restarts == {"stamp jumped back": 2, "stamp gap": 1}
+    assert feed(guard, 95.03).qdd.shape == (7,)
+
+
+def test_gaps_count_missed_samples():
+    guard = SampleGuard(LIMITS)
+    t = 0.0
+    for _ in range(20):
+        feed(guard, t)
+        t += 0.01
+    feed(guard, t + 0.03)  # three samples of 10 ms missing
+    assert guard.missed == 3
+    assert guard.restarts == {}
+
+
+def test_isolated_outlier_leaves_the_filter_but_a_run_of_them_stays():
+    guard = SampleGuard(LIMITS, window=5, degree=1, outlier_window=60)
+    rng = np.random.default_rng(0)
+    for k in range(60):
+        feed(guard, 0.01 * k)
+        assert guard.learnable(rng.normal(0, 0.5, 7), np.zeros(7)) is None
+    n = len(guard.estimator)
+    feed(guard, 0.60)
+    assert guard.learnable(np.full(7, 40.0), np.zeros(7)) == OUTLIER
+    assert len(guard.estimator) == n - 1  # taken out again
+    feed(guard, 0.61)
+    assert guard.learnable(np.full(7, 40.0), np.zeros(7)) == OUTLIER
+    assert len(guard.estimator) == n  # the second of a run stays
+
+
+def test_reset_forgets_the_stream():
+    guard = SampleGuard(LIMITS)
+    for k in range(60):
+        feed(guard, 10.0 + 0.01 * k)
+        guard.learnable(np.zeros(7), np.zeros(7))
+    guard.reset()
+    assert guard.last_stamp is None and len(guard.estimator) == 0 and guard.missed == 0
+    feed(guard, 1.0)  # earlier than before the reset: accepted, no restart counted
+    assert guard.restarts == {}
+
+
+def test_bad_parameters():
+    for kw in ({"stamp_jump_s": 0.0}, {"outlier_k": -1.0}, {"outlier_floor": np.nan}, {"margin": -1.0}):
+        with pytest.raises(ValueError):
+            SampleGuard(LIMITS, **kw)
