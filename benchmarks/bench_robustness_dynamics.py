@@ -127,7 +127,10 @@ def one_seed(seed: int, seconds: float, shares: list[float], k: float) -> dict:
         stream, counts = corrupt(log, share, limits, seed=seed + 7) if share else (log, {})
         for gates in (True, False):
             t0 = time.perf_counter()
-            model, events = (clean, clean_events) if (share == 0 and gates) else learn(stream, urdf, limits, gates, k)
+            if share == 0 and gates:
+                model, events = clean, clean_events
+            else:
+                model, events = learn(stream, urdf, limits, gates, k)
             pred = predict(model)
             rows.append(
                 {
@@ -165,7 +168,7 @@ def markdown(results: list[dict], args: argparse.Namespace, total: float) -> str
         + ", ".join(KINDS)
         + " (one per corrupt sample, uniformly; see the script's docstring).",
         "",
-        "| corrupted | gates | nMSE new trajectory (mean over seeds) | per seed | max abs Δτ vs clean [N·m] (worst seed) |",
+        "| corrupted | gates | nMSE new trajectory (mean) | per seed | max abs Δτ vs clean [N·m] (worst) |",
         "|---:|---|---:|---|---:|",
     ]
     for share in sorted({r["corrupted"] for r in rows}):
@@ -173,11 +176,11 @@ def markdown(results: list[dict], args: argparse.Namespace, total: float) -> str
             sel = [r for r in rows if r["corrupted"] == share and r["gates"] == gates]
             nmse = [r["nMSE new trajectory"] for r in sel]
             delta = max(r["max |Δτ| vs clean [N·m]"] for r in sel)
-            lines.append(
-                f"| {share:.0%} | {gates} | {np.mean(nmse):.4g} | {', '.join(f'{v:.4g}' for v in nmse)} | {delta:.3g} |"
-            )
+            per_seed = ", ".join(f"{v:.4g}" for v in nmse)
+            lines.append(f"| {share:.0%} | {gates} | {np.mean(nmse):.4g} | {per_seed} | {delta:.3g} |")
     lines += ["", "What the guard did (seed of the first row, 5 % corrupted, gates on):", ""]
-    pick = [r for r in rows if r["corrupted"] == max(r["corrupted"] for r in rows) and r["gates"] == "on"][0]
+    worst = max(r["corrupted"] for r in rows)
+    pick = next(r for r in rows if r["corrupted"] == worst and r["gates"] == "on")
     lines += [f"- corruptions injected: {pick['corruptions']}", f"- guard: {pick['guard']}"]
     return "\n".join(lines) + "\n"
 
