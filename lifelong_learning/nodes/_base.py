@@ -5,12 +5,15 @@
 - :class:`RejectionCounter`: bad input is counted per reason and warned about at most once
   per ``warn_period_s`` per reason (with the count since the last warning), never raised.
 - :class:`NodeStats` + diagnostics: input rates, update latency, rejected and dropped
-  messages, published as ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics``.
+  messages, published as ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics``; the level is
+  the worst of :meth:`NodeBase.diagnostic_problems` (WARN while rejections or drops rise; ERROR
+  while a learner's checkpoints fail).
 - :class:`LearnerNode`: a node that holds a learned model: a lock-protected model with atomic
   swap (hot reload: a model file that fails to load leaves the old model serving), the
   ``~/save_model``, ``~/load_model`` and ``~/reset`` services, hot reload of the model files
   announced on ``model_topic`` (e.g. by the ``nystrom_tuner`` node), a checkpoint written
-  atomically every ``checkpoint_interval_s`` and on shutdown, restored on start.
+  atomically every ``checkpoint_interval_s`` and on shutdown (a failed one is retried), restored
+  on start; the paths that requests and announcements name are confined to ``model_directory``.
 - :func:`run_node`: the ``main()`` of every node executable (Ctrl-C / SIGTERM → final checkpoint).
 """
 
@@ -277,6 +280,13 @@ class LearnerNode(NodeBase):
     model keeps serving. On the topic, a file of another kind than ``model_class.kind`` is
     ignored (info log; several learners listen to the same topic), and a file already loaded
     (same path and modification time) is not loaded again.
+
+    Files (:meth:`confine`): the paths of ``~/save_model``, ``~/load_model`` and ``model_topic``
+    are resolved under ``model_directory`` and refused outside it (unless
+    ``allow_paths_outside_model_directory``); a save never replaces a symlink, a directory, a
+    special file or a file that is not a model file. A refusal is the counted rejection
+    ``"path refused"``. ``checkpoint_path`` (the operator's) may be anywhere but must be a
+    regular file or missing; stale temporaries of killed writes are removed at start.
     """
 
     #: the learner this node serves
@@ -576,7 +586,13 @@ class LearnerNode(NodeBase):
         response.success, response.message = self.reload(path)
         return response
 
+    def forget_inputs(self) -> None:
+        """Subclass hook, called by ``~/reset`` with the model lock held: forget what the node keeps
+        about its input streams besides the model (filters, stamps, statistics)."""
+
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        with self.model_lock:
+            self.forget_inputs()
         self.swap_model(self.new_model())
         response.success, response.message = True, "model reset"
         self.get_logger().info("model reset")
