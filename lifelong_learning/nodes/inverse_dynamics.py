@@ -19,8 +19,20 @@ takes it), from ``urdf_path``, or, when both are empty, from the ``robot_descrip
 then starts at once, rejects joint states (counted: "no robot description yet") and offers
 no service until the first URDF arrives, and builds or restores its model from it.
 
-Bad messages (missing joints, NaN/Inf, arrays of different lengths, stamps not increasing, no
-effort while learning) are counted and warned about (rate limited); the model is untouched.
+Each joint state goes through :class:`~lifelong_learning.dynamics.guard.SampleGuard` (test, answer,
+then learn):
+
+- refused, counted and warned about (rate limited), the model and the q̈ filter untouched:
+  missing joints, NaN/Inf, arrays of different lengths, no effort while learning, positions or
+  velocities beyond the URDF's limits widened by ``limit_margin``, stamps that step back by less
+  than ``stamp_jump_s`` (reordered delivery);
+- answered but not learned: efforts beyond the limits (counted as a rejection), residual
+  outliers (error beyond ``outlier_k`` robust standard deviations of the recent errors) and
+  samples while the q̈ filter fills (``not learned: ...`` in diagnostics, WARN when more than
+  half the samples of a diagnostics period were outliers: the robot may have changed);
+- a stamp ``stamp_jump_s`` or more before or after the previous one (a simulator reset, a looping
+  bag, a paused driver, one corrupt stamp) restarts the q̈ filter (WARN once) instead of wedging the
+  stream; shorter gaps count the messages missed, from the stream's median period.
 """
 
 from __future__ import annotations
@@ -29,12 +41,15 @@ import time
 from typing import Any
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticStatus
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from lifelong_learning.dynamics import AccelerationEstimator, SemiparametricInverseDynamics
+from lifelong_learning.dynamics.guard import OUTLIER, WARMING_UP, RefusedSampleError, SampleGuard
+from lifelong_learning.dynamics.plausibility import JointLimits
 from lifelong_learning.dynamics.regressor import kinematic_difference
 from lifelong_learning.nodes._base import LearnerNode, ParamSpec, run_node
 from lifelong_learning.srv import PredictTorques
@@ -100,6 +115,31 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("acceleration_window", 9, "Samples per acceleration fit.", read_only=True),
     ParamSpec("acceleration_degree", 2, "Polynomial degree of the acceleration fit.", read_only=True),
     ParamSpec("learning", True, "Learn from the measured effort (settable at run time)."),
+    ParamSpec(
+        "limit_margin",
+        1.0,
+        "Joint states beyond the URDF's position range widened by this fraction of it, or beyond "
+        "(1 + margin) x the velocity limits, are refused; efforts beyond (1 + margin) x the effort "
+        "limits are not learned. Wide on purpose: it is for glitches, finer errors are outlier_k's.",
+        read_only=True,
+    ),
+    ParamSpec(
+        "outlier_k",
+        6.0,
+        "A sample whose prediction error exceeds this many robust standard deviations (1.4826 x the "
+        "median absolute error of the last outlier_window samples, per joint) is not learned; 0 = off.",
+        read_only=True,
+    ),
+    ParamSpec(
+        "outlier_window", 200, "Recent prediction errors the outlier scale is taken from.", read_only=True
+    ),
+    ParamSpec(
+        "stamp_jump_s",
+        1.0,
+        "A stamp this much before or after the previous one restarts the acceleration filter (simulator "
+        "reset, looping bag, paused driver) instead of being refused.",
+        read_only=True,
+    ),
 )
 
 
@@ -138,8 +178,20 @@ class InverseDynamicsNode(LearnerNode):
         self.learning = bool(p["learning"])
         self._window, self._degree = int(p["acceleration_window"]), int(p["acceleration_degree"])
         AccelerationEstimator(1, self._window, self._degree)  # fail at start on bad parameters
-        self._last_stamp: float | None = None
+        self._guard_kwargs = {
+            "margin": float(p["limit_margin"]),
+            "window": self._window,
+            "degree": self._degree,
+            "stamp_jump_s": float(p["stamp_jump_s"]),
+            "outlier_k": float(p["outlier_k"]),
+            "outlier_window": int(p["outlier_window"]),
+        }
         self._accelerations: dict[str, float] = {}
+        self.not_learned: dict[str, int] = {}
+        self._learned_since = 0  # samples learned and outliers since the last diagnostics
+        self._outliers_since = 0
+        self._restarts_published: dict[str, int] = {}
+        self._missed_published = 0
         self.ready = False  # a model exists (the URDF is known)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.torque_pub = self.create_publisher(JointState, p["predicted_torque_topic"], 100)
@@ -174,7 +226,8 @@ class InverseDynamicsNode(LearnerNode):
         self.start_learner()
         with self.model_lock:
             self.joint_names = self.model.joint_names
-        self.estimator = AccelerationEstimator(len(self.joint_names), self._window, self._degree)
+        limits = JointLimits.from_urdf(urdf, self.joint_names)
+        self.guard = SampleGuard(limits, **self._guard_kwargs)  # ValueError on bad parameters
         self.create_service(PredictTorques, "~/predict", self._on_predict, callback_group=self.service_group)
         self.ready = True
         self.get_logger().info(f"inverse dynamics ready: {self.model!r}")
@@ -271,35 +324,57 @@ class InverseDynamicsNode(LearnerNode):
         if parsed is None:
             return
         q, qd, tau = parsed
-        stamp = _stamp_seconds(msg)
-        if self._last_stamp is not None and stamp <= self._last_stamp:
-            self.reject("stamp not increasing", f"{stamp:.9f} after {self._last_stamp:.9f}")
-            return
         if self.learning and tau is None:
             self.reject("no effort", "learning is on but the message has no effort")
             return
+        qdd = None
         if self.params["acceleration_topic"]:
             if not all(j in self._accelerations for j in self.joint_names):
                 self.reject("no acceleration yet", "waiting for accelerations of every joint")
                 return
             qdd = np.array([self._accelerations[j] for j in self.joint_names])
-        else:
-            qdd = self.estimator.update(stamp, qd)
-        self._last_stamp = stamp
         with self.model_lock:
-            model = self.model
             try:
-                predicted = model.predict(q, qd, qdd)
-                if self.learning and tau is not None:
-                    model.update(q, qd, qdd, tau)
-                    self.updates_since_checkpoint += 1
+                admitted = self.guard.admit(_stamp_seconds(msg), q, qd, tau if self.learning else None, qdd)
+                predicted = self.model.predict(q, qd, admitted.qdd)
+            except RefusedSampleError as exc:
+                self.reject(exc.reason, exc.detail)
+                return
             except ValueError as exc:  # the model validates again; should not happen here
                 self.reject("model rejected input", str(exc))
                 return
-        self.torque_pub.publish(
-            JointState(header=msg.header, name=self.joint_names, effort=predicted.tolist())
-        )
+            # answer first, then learn (under the same lock: one model answers and learns)
+            self.torque_pub.publish(
+                JointState(header=msg.header, name=self.joint_names, effort=predicted.tolist())
+            )
+            if self.learning and tau is not None:
+                self._learn(q, qd, admitted, tau, predicted)
         self.stats.timed("predict+update", time.perf_counter() - t0)
+
+    def _learn(
+        self, q: np.ndarray, qd: np.ndarray, admitted: Any, tau: np.ndarray, predicted: np.ndarray
+    ) -> None:
+        """Learn one admitted sample unless the guard says otherwise (called with the lock held)."""
+        reason = admitted.not_learned or self.guard.learnable(tau, predicted)
+        if reason is not None:
+            if reason in (OUTLIER, WARMING_UP):
+                self.not_learned[reason] = self.not_learned.get(reason, 0) + 1
+                self._outliers_since += reason == OUTLIER
+            else:  # an effort beyond the limits: bad input
+                self.reject(reason, "the sample is answered, not learned")
+            return
+        try:
+            self.model.update(q, qd, admitted.qdd, tau)
+        except ValueError as exc:
+            self.reject("model rejected input", str(exc))
+            return
+        self.updates_since_checkpoint += 1
+        self._learned_since += 1
+
+    def forget_inputs(self) -> None:
+        if self.ready:
+            self.guard.reset()
+        self._accelerations.clear()
 
     # ---------------------------------------------------------------- services
     def _on_predict(
@@ -326,6 +401,33 @@ class InverseDynamicsNode(LearnerNode):
     def checkpoint(self) -> bool:
         return self.ready and super().checkpoint()  # no model, nothing to write, before the URDF
 
+    def diagnostic_problems(self) -> list[tuple[bytes, str]]:
+        problems = super().diagnostic_problems()
+        if not self.ready:
+            return problems
+        with self.model_lock:
+            learned, outliers = self._learned_since, self._outliers_since
+            self._learned_since = self._outliers_since = 0
+            restarts, missed = dict(self.guard.restarts), self.guard.missed
+        if outliers > learned:
+            problems.append(
+                (
+                    DiagnosticStatus.WARN,
+                    f"{outliers} of {learned + outliers} samples were outliers: has the robot changed?",
+                )
+            )
+        new = {k: n - self._restarts_published.get(k, 0) for k, n in restarts.items()}
+        new = {k: n for k, n in new.items() if n > 0}
+        if new:
+            causes = ", ".join(f"{k}: {n}" for k, n in sorted(new.items()))
+            problems.append((DiagnosticStatus.WARN, f"acceleration filter restarted ({causes})"))
+        if missed > self._missed_published:
+            problems.append(
+                (DiagnosticStatus.WARN, f"{missed - self._missed_published} joint states missed (stamp gaps)")
+            )
+        self._restarts_published, self._missed_published = restarts, missed
+        return problems
+
     def diagnostic_values(self) -> dict[str, str]:
         values = super().diagnostic_values()
         with self.model_lock:
@@ -334,6 +436,11 @@ class InverseDynamicsNode(LearnerNode):
             )
             if self.ready:
                 values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
+                values["joint states missed (stamp gaps)"] = str(self.guard.missed)
+                for cause, n in sorted(self.guard.restarts.items()):
+                    values[f"acceleration filter restarts: {cause}"] = str(n)
+            for reason, n in sorted(self.not_learned.items()):
+                values[f"not learned: {reason}"] = str(n)
         values["learning"] = str(self.learning)
         return values
 
