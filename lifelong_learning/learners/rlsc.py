@@ -259,6 +259,14 @@ class IncrementalRLSC(PersistentModel):
         out[:] = labels
         return out
 
+    def has_class(self, label: Label) -> bool:
+        """Whether ``label`` is a known class (``1`` and ``"1"`` are different classes)."""
+        if isinstance(label, np.generic):
+            label = label.item()
+        if isinstance(label, bool) or not isinstance(label, (str, numbers.Integral)):
+            return False
+        return _label_key(label if isinstance(label, str) else int(label)) in self._index
+
     @property
     def class_counts_(self) -> np.ndarray:
         """Training samples per class (held-out ones excluded)."""

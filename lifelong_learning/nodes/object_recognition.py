@@ -13,19 +13,30 @@ Services (besides ``~/save_model``, ``~/load_model``, ``~/reset`` of the learner
 ``~/predict`` (lifelong_learning/Predict) and ``~/info`` (lifelong_learning/GetClassifierInfo:
 classes, counts, chosen λ and α, validation accuracy per λ candidate).
 
-Wrong dimension, NaN/Inf and empty labels are counted and warned about (rate-limited); the
-model is untouched and the node keeps running. The model is checkpointed atomically every
+What it refuses (:class:`~lifelong_learning.learners.recognition_gate.RecognitionGate`, the
+limits are parameters): a wrong dimension, NaN/Inf, a feature norm above ``max_feature_norm``
+or above ``feature_norm_factor`` × the median of the recent accepted labeled samples (inputs
+to classify too: they are not answered), a label that is empty, longer than
+``max_label_length`` or holds an unprintable character (NUL included: the label is checked
+against the serialized message, because rclpy cuts a string at NUL), and a new class beyond
+``max_classes``; a model file holding more classes or a refused label is not loaded. Each
+refusal is counted per reason (``/diagnostics``: ``rejected: <reason>``), warned about
+(rate-limited) and leaves the model untouched; the node keeps running. ``~/reset`` clears the
+model and the norm statistics. The model is checkpointed atomically every
 ``checkpoint_interval_s`` and on shutdown, and restored on start (see ``_base.LearnerNode``).
 """
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Any
 
 import numpy as np
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
+from rclpy.serialization import deserialize_message
 
+from lifelong_learning.learners.recognition_gate import RecognitionGate, Refusal
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.msg import Features, LabeledFeatures, Prediction
 from lifelong_learning.nodes._base import LearnerNode, ParamSpec, run_node
@@ -77,7 +88,51 @@ PARAMS: tuple[ParamSpec, ...] = (
     ),
     ParamSpec("max_validation", 300, "Capacity of the validation buffer (class-balanced).", read_only=True),
     ParamSpec("n_features", 0, "Feature dimension; 0: set by the first labeled sample.", read_only=True),
+    ParamSpec(
+        "max_feature_norm",
+        1000.0,
+        "Inputs (labeled or to classify) whose Euclidean norm exceeds this are refused "
+        "(EfficientNet-Lite0 features: at most 6·√1280 ≈ 215, 10-22 measured).",
+        read_only=True,
+    ),
+    ParamSpec(
+        "feature_norm_factor",
+        10.0,
+        "Inputs whose norm exceeds this times the median norm of the recent accepted labeled samples "
+        "are refused (once feature_norm_min_samples are known); 0 disables.",
+        read_only=True,
+    ),
+    ParamSpec(
+        "feature_norm_min_samples",
+        20,
+        "Accepted labeled samples needed before feature_norm_factor applies.",
+        read_only=True,
+    ),
+    ParamSpec(
+        "max_classes",
+        256,
+        "Most classes the model may hold; a labeled sample of a new class beyond it is refused.",
+        read_only=True,
+    ),
+    ParamSpec(
+        "max_label_length",
+        64,
+        "Most characters of a label (after stripping surrounding whitespace); longer ones are refused.",
+        read_only=True,
+    ),
 )
+
+
+def label_arrived_whole(raw: bytes, label: str) -> bool:
+    """Whether ``label`` (decoded by rclpy) is the whole string that ends the serialized message
+    ``raw``: rclpy cuts a string at its first NUL and replaces invalid UTF-8, so a label that was
+    altered on the way does not re-encode to the CDR string ``uint32 length + bytes + NUL`` at the
+    end of ``raw`` (up to 3 bytes of final padding). Encodings other than plain CDR / XCDR2: True."""
+    if len(raw) < 4 or raw[0] != 0 or raw[1] not in (0, 1, 6, 7):  # CDR / PLAIN_CDR2, BE / LE
+        return True
+    body = label.encode("utf-8", "surrogatepass")
+    encoded = struct.pack("<I" if raw[1] & 1 else ">I", len(body) + 1) + body + b"\0"
+    return any(raw.endswith(encoded, 4, len(raw) - pad) for pad in range(4))
 
 
 def _softmax_confidence(scores: np.ndarray) -> float:
@@ -105,11 +160,21 @@ class ObjectRecognitionNode(LearnerNode):
             "n_features": int(p["n_features"]) or None,
         }
         IncrementalRLSC(**self._model_kwargs)  # fail at start on bad parameters
+        self.gate = RecognitionGate(
+            max_feature_norm=float(p["max_feature_norm"]),
+            feature_norm_factor=float(p["feature_norm_factor"]),
+            norm_min_samples=int(p["feature_norm_min_samples"]),
+            max_classes=int(p["max_classes"]),
+            max_label_length=int(p["max_label_length"]),
+        )
         self.start_learner()
+        with self.model_lock:
+            self.gate.seed(self.model)
         self.prediction_pub = self.create_publisher(Prediction, p["prediction_topic"], 10)
         self.create_subscription(Features, p["features_topic"], self._on_features, qos_profile_sensor_data)
+        # raw: the label is checked against the bytes that arrived (rclpy would cut it at NUL)
         self.create_subscription(
-            LabeledFeatures, p["labeled_features_topic"], self._on_labeled, QoSProfile(depth=100)
+            LabeledFeatures, p["labeled_features_topic"], self._on_labeled, QoSProfile(depth=100), raw=True
         )
         self.create_service(Predict, "~/predict", self._on_predict, callback_group=self.service_group)
         self.create_service(GetClassifierInfo, "~/info", self._on_info, callback_group=self.service_group)
@@ -122,6 +187,7 @@ class ObjectRecognitionNode(LearnerNode):
         return IncrementalRLSC(**self._model_kwargs)
 
     def check_model(self, model: IncrementalRLSC) -> None:
+        self.gate.check_model(model)  # no more classes, no label, than the node would learn
         want = self._model_kwargs["n_features"]
         if want is None and self.model is not None:  # a reload: the serving model's dimension
             with self.model_lock:
@@ -130,18 +196,20 @@ class ObjectRecognitionNode(LearnerNode):
             raise ValueError(f"model has {model.n_features_in_} input features, this node expects {want}")
 
     # ---------------------------------------------------------------- classification
-    def _classify(self, data: Any) -> tuple[str, float, list[str], list[float]]:
-        """(label, confidence, labels, scores); raises ValueError on bad input."""
+    def _classify(self, data: Any) -> tuple[str, float, list[str], list[float]] | Refusal:
+        """(label, confidence, labels, scores), or why the input is refused."""
         x = np.asarray(data, dtype=np.float64)
         with self.model_lock:
             model = self.model
+            refusal = self.gate.check_features(x, model.n_features_in_)
+            if refusal is not None:
+                return refusal
             if len(model.classes_) == 0:
-                if model.n_features_in_ is not None and x.size != model.n_features_in_:
-                    raise ValueError(f"{x.size} features, expected {model.n_features_in_}")
-                if not np.all(np.isfinite(x)):
-                    raise ValueError("features contain NaN or Inf")
                 return "", 0.0, [], []
-            scores = model.decision_function(x)[0]
+            try:
+                scores = model.decision_function(x)[0]
+            except ValueError as exc:  # the model's own checks (e.g. a feature map's output)
+                return Refusal("bad features", str(exc))
             labels = [str(c) for c in model.classes_.tolist()]
         best = int(np.argmax(scores))
         return labels[best], _softmax_confidence(scores), labels, scores.tolist()
@@ -149,40 +217,54 @@ class ObjectRecognitionNode(LearnerNode):
     def _on_features(self, msg: Features) -> None:
         self.stats.arrived("features")
         t = time.perf_counter()
-        try:
-            label, confidence, labels, scores = self._classify(msg.data)
-        except ValueError as exc:
-            self.reject("bad features", str(exc))
+        answer = self._classify(msg.data)
+        if isinstance(answer, Refusal):
+            self.reject(answer.reason, f"Features: {answer.detail}")
             return
+        label, confidence, labels, scores = answer
         self.prediction_pub.publish(
             Prediction(header=msg.header, label=label, confidence=confidence, labels=labels, scores=scores)
         )
         self.stats.timed("predict", time.perf_counter() - t)
 
-    def _on_labeled(self, msg: LabeledFeatures) -> None:
+    def _on_labeled(self, raw: bytes) -> None:
         self.stats.arrived("labeled_features")
-        label = msg.label.strip()
-        if not label:
-            self.reject("empty label", "LabeledFeatures.label is empty")
+        try:
+            msg = deserialize_message(raw, LabeledFeatures)
+        except RuntimeError as exc:
+            self.reject("bad labeled features", f"undecodable LabeledFeatures: {exc}")
             return
+        if not label_arrived_whole(raw, msg.label):
+            self.reject("bad label", f"the label holds NUL or invalid UTF-8 (arrived as {msg.label[:40]!r})")
+            return
+        self.learn(np.asarray(msg.data, dtype=np.float64), msg.label.strip())
+
+    def learn(self, x: np.ndarray, label: str) -> bool:
+        """Learn one labeled sample unless the gate or the model refuses it (counted); True if learned."""
         t = time.perf_counter()
         with self.model_lock:
-            try:
-                self.model.partial_fit(np.asarray(msg.data, dtype=np.float64), [label])
-            except ValueError as exc:
-                self.reject("bad labeled features", str(exc))
-                return
+            refusal = self.gate.check_labeled(x, label, self.model)
+            if refusal is None:
+                try:
+                    self.model.partial_fit(x, [label])
+                except ValueError as exc:
+                    refusal = Refusal("bad labeled features", str(exc))
+            if refusal is not None:
+                self.reject(refusal.reason, f"LabeledFeatures: {refusal.detail}")
+                return False
+            self.gate.accepted(x)
             self.updates_since_checkpoint += 1
         self.stats.timed("update", time.perf_counter() - t)
+        return True
 
     # ---------------------------------------------------------------- services
     def _on_predict(self, request: Predict.Request, response: Predict.Response) -> Predict.Response:
-        try:
-            label, confidence, labels, scores = self._classify(request.data)
-        except ValueError as exc:
-            self.reject("bad predict request", str(exc))
-            response.success, response.message = False, str(exc)
+        answer = self._classify(request.data)
+        if isinstance(answer, Refusal):
+            self.reject(answer.reason, f"~/predict: {answer.detail}")
+            response.success, response.message = False, f"refused ({answer.reason}): {answer.detail}"
             return response
+        label, confidence, labels, scores = answer
         response.success = True
         response.message = "" if labels else "no class learned yet"
         response.label, response.confidence, response.labels, response.scores = (
@@ -208,9 +290,22 @@ class ObjectRecognitionNode(LearnerNode):
         response.success, response.message = True, ""
         return response
 
+    def swap_model(self, model: Any, loaded_file: tuple[str, int] | None = None) -> None:
+        """Swap as the base does; an empty norm window is filled from the new model's samples."""
+        with self.model_lock:
+            super().swap_model(model, loaded_file)
+            self.gate.seed(model)
+
+    def forget_inputs(self) -> None:
+        """``~/reset`` (model lock held): forget the norm statistics too, not only the model."""
+        self.gate.reset()
+
     def diagnostic_values(self) -> dict[str, str]:
         values = super().diagnostic_values()
         with self.model_lock:
+            median = self.gate.median_norm
+            values["feature norm median"] = "none yet" if median is None else f"{median:.3g}"
+            values["feature norm limit"] = f"{self.gate.norm_limit:.3g}"
             values["classes"] = str(len(self.model.classes_))
             values["samples seen"] = str(self.model.n_samples)
             values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
