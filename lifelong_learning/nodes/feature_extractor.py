@@ -3,6 +3,9 @@
 Subscribes (topic names relative, remappable):
 - ``image`` (sensor_msgs/Image, sensor-data QoS): rgb8, bgr8, rgba8, bgra8, mono8 (8UC3 as
   BGR). Other encodings and malformed messages are counted and warned about (rate-limited).
+  An image above ``max_image_pixels`` (``image too large``), of zero size or whose data does
+  not match ``height * step`` (``malformed image``) is refused in the subscription callback,
+  from its header fields alone, before it is queued or any conversion allocates.
 - ``teacher_label`` (std_msgs/String): what the camera sees now; an empty string clears it.
 
 Publishes:
@@ -31,6 +34,10 @@ from std_msgs.msg import String
 from lifelong_learning.msg import Features, LabeledFeatures
 from lifelong_learning.nodes._base import NodeBase, ParamSpec, run_node
 from lifelong_learning.vision import FeatureExtractor, Preprocessing, to_rgb8
+from lifelong_learning.vision.image_conversion import ImageTooLargeError, check_image_fields
+
+#: default of ``max_image_pixels``: 4096 x 4096 = 16.8 Mpx, above common robot cameras (4K UHD is 8.3 Mpx)
+MAX_IMAGE_PIXELS = 4096 * 4096
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("image_topic", "image", "sensor_msgs/Image input (sensor-data QoS).", read_only=True),
@@ -77,6 +84,14 @@ PARAMS: tuple[ParamSpec, ...] = (
         "queue_size", 2, "Images waiting for the CNN; when full the oldest is dropped.", read_only=True
     ),
     ParamSpec("max_batch", 4, "Most queued images the worker runs through the CNN at once.", read_only=True),
+    ParamSpec(
+        "max_image_pixels",
+        MAX_IMAGE_PIXELS,
+        "Larger images (height x width) are refused and counted ('image too large') before any "
+        "conversion. 4096x4096 is above common robot cameras; the CNN sees 224x224 anyway, and each "
+        "queued frame costs several copies of its RGB size (a 10000x10000 frame: about 1 GB).",
+        read_only=True,
+    ),
 )
 
 
@@ -88,6 +103,9 @@ class FeatureExtractorNode(NodeBase):
         p = self.params
         if int(p["queue_size"]) < 1 or int(p["max_batch"]) < 1:
             raise ValueError("queue_size and max_batch must be >= 1")
+        if int(p["max_image_pixels"]) < 1:
+            raise ValueError("max_image_pixels must be >= 1")
+        self._max_pixels = int(p["max_image_pixels"])
         preprocessing = Preprocessing(
             input_size=tuple(int(v) for v in p["input_size"]),
             mean=tuple(float(v) for v in p["mean"]),
@@ -129,6 +147,14 @@ class FeatureExtractorNode(NodeBase):
 
     def _on_image(self, msg: Image) -> None:
         self.stats.arrived("image")
+        try:
+            check_image_fields(msg, self._max_pixels)  # header fields only: no copy of the pixels
+        except ImageTooLargeError as error:
+            self.reject("image too large", str(error))
+            return
+        except ValueError as error:
+            self.reject("malformed image", str(error))
+            return
         with self._condition:
             if len(self._queue) >= self._queue_size:
                 self._queue.popleft()

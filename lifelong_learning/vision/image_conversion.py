@@ -72,6 +72,44 @@ def encoding_layout(encoding: str) -> tuple[np.dtype, int]:
     return np.dtype(_CV_TYPES[match.group(1)]), int(match.group(2))
 
 
+class ImageTooLargeError(ValueError):
+    """An image with more pixels than allowed (refused before any pixel is copied)."""
+
+
+def check_image_fields(msg: Any, max_pixels: int | None = None) -> tuple[np.dtype, int, int]:
+    """Check an Image's header fields against its data size, without touching the pixels.
+
+    Cheap (no copy, no allocation): meant to refuse bad or huge frames before any conversion.
+
+    Returns:
+        (element dtype, channels, bytes of one row without padding).
+
+    Raises:
+        ImageTooLargeError: ``height * width`` above ``max_pixels``.
+        ValueError: unknown encoding, zero size, a ``step`` shorter than one row, or a
+            ``data`` buffer whose size is not ``height * step``.
+    """
+    dtype, channels = encoding_layout(msg.encoding)
+    height, width, step = int(msg.height), int(msg.width), int(msg.step)
+    if height <= 0 or width <= 0:
+        raise ValueError(f"image has zero size ({height}x{width})")
+    if max_pixels is not None and height * width > max_pixels:
+        raise ImageTooLargeError(
+            f"image of {width}x{height} = {height * width} pixels is above the limit of {max_pixels}"
+        )
+    row_bytes = width * channels * dtype.itemsize
+    if step < row_bytes:
+        raise ValueError(
+            f"image step {step} is shorter than one row of {width} {msg.encoding} pixels ({row_bytes} bytes)"
+        )
+    size = _byte_length(msg.data)
+    if size != height * step:
+        raise ValueError(
+            f"image data has {size} bytes, expected height*step = {height}*{step} = {height * step}"
+        )
+    return dtype, channels, row_bytes
+
+
 def image_to_numpy(msg: Any) -> np.ndarray:
     """Pixels of a sensor_msgs/Image as a numpy array (a copy, native byte order).
 
@@ -80,22 +118,11 @@ def image_to_numpy(msg: Any) -> np.ndarray:
 
     Raises:
         ValueError: unknown encoding, zero size, a ``step`` shorter than one row, or a
-            ``data`` buffer whose size is not ``height * step``.
+            ``data`` buffer whose size is not ``height * step`` (:func:`check_image_fields`).
     """
-    dtype, channels = encoding_layout(msg.encoding)
+    dtype, channels, row_bytes = check_image_fields(msg)
     height, width, step = int(msg.height), int(msg.width), int(msg.step)
-    if height <= 0 or width <= 0:
-        raise ValueError(f"image has zero size ({height}x{width})")
-    row_bytes = width * channels * dtype.itemsize
-    if step < row_bytes:
-        raise ValueError(
-            f"image step {step} is shorter than one row of {width} {msg.encoding} pixels ({row_bytes} bytes)"
-        )
     buffer = np.frombuffer(_as_bytes(msg.data), dtype=np.uint8)
-    if buffer.size != height * step:
-        raise ValueError(
-            f"image data has {buffer.size} bytes, expected height*step = {height}*{step} = {height * step}"
-        )
     rows = buffer.reshape(height, step)[:, :row_bytes]
     byte_order = ">" if msg.is_bigendian else "<"
     pixels = np.ascontiguousarray(rows).view(dtype.newbyteorder(byte_order))
@@ -179,6 +206,18 @@ def _data_for(message: Any, rows: np.ndarray) -> Any:
     if isinstance(message.data, np.ndarray):
         return rows.reshape(-1).copy()
     return rows.tobytes()
+
+
+def _byte_length(data: Any) -> int:
+    """Bytes in an image's ``data`` (any form :func:`_as_bytes` accepts), without copying it."""
+    if isinstance(data, np.ndarray):
+        if data.dtype != np.uint8:
+            raise ValueError(f"image data must be uint8, got {data.dtype}")
+        return int(data.size)
+    if isinstance(data, memoryview):
+        return int(data.nbytes)
+    itemsize = getattr(data, "itemsize", 1)  # array.array
+    return len(data) * int(itemsize)
 
 
 def _as_bytes(data: Any) -> Any:

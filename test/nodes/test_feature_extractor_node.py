@@ -157,3 +157,64 @@ def test_executable_in_its_own_process(executor, spin, rclpy_context, start_proc
     assert peer.labeled and peer.labeled[0].label == "duck", process.log()
     assert len(peer.labeled[0].data) == 1280
     assert process.alive()
+
+
+def test_huge_and_malformed_images_are_refused_before_conversion_in_its_own_process(
+    executor, spin, rclpy_context, start_process
+):
+    """A valid 10000x10000 mono8 frame (100 MB) from another process is refused as 'image too large'
+    by the header check, a 0x0 frame and one whose data is short as 'malformed image'; all counted
+    in /diagnostics, and the node keeps serving.
+
+    With Fast DDS's default transports no best-effort sample above about 0.5 MB arrives in another
+    process here (measured: 0 of 3 at 1000x1000 mono8; the node cannot count what it never gets),
+    so the node and the sender of the large frame use a profile with a shared-memory segment large
+    enough for it (test/data/fastdds_large_frames.xml), as a system sending such frames would."""
+    import os
+    import sys
+
+    from conftest import REPO
+    from diagnostic_msgs.msg import DiagnosticArray
+    from sensor_msgs.msg import Image
+
+    peer = Peer(rclpy_context)
+    diag: dict[str, str] = {}
+
+    def on_diag(msg):
+        for status in msg.status:
+            if status.name == "feature_extractor":
+                diag.update({kv.key: kv.value for kv in status.values})
+
+    peer.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+    executor.add_node(peer.node)
+    env = {
+        **os.environ,
+        "FASTDDS_DEFAULT_PROFILES_FILE": str(REPO / "test" / "data" / "fastdds_large_frames.xml"),
+    }
+    process = start_process(
+        node_argv(
+            "feature_extractor",
+            *("-p", "num_threads:=1", "-p", "diagnostics_period_s:=0.2", "-p", "backend:=torch"),
+            params_file=False,
+        ),
+        env=env,
+    )
+    assert spin(executor, peer.connected, 60), process.log()
+    sender = start_process([sys.executable, str(REPO / "test" / "nodes" / "large_image_peer.py")], env=env)
+    assert spin(executor, lambda: int(diag.get("rejected: image too large", "0")) >= 1, 60), (
+        diag,
+        process.log(),
+        sender.log(),
+    )
+    empty = Image(height=0, width=0, encoding="mono8", step=0)
+    short = image_message(PICTURE, "rgb8")
+    short.data = bytes(short.data)[:-1]
+    for msg in (empty, short):
+        peer.images.publish(msg)
+    assert spin(executor, lambda: diag.get("rejected: malformed image") == "2", 20), (diag, process.log())
+    for index in range(50):
+        peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=index))
+        if spin(executor, lambda: len(peer.features) > 0, 0.5):
+            break
+    assert peer.features, process.log()
+    assert "image too large" in process.log() and process.alive()

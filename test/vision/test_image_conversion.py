@@ -6,6 +6,9 @@ from rosbags.image import message_to_cvimage
 from rosbags.typesys import Stores, get_typestore
 
 from lifelong_learning.vision.image_conversion import (
+    ImageFields,
+    ImageTooLargeError,
+    check_image_fields,
     encoding_layout,
     image_to_numpy,
     numpy_to_image,
@@ -101,6 +104,36 @@ def test_bad_images_are_rejected():
         numpy_to_image(np.zeros((4, 5, 3), dtype=np.uint8), "mono8")
     with pytest.raises(ValueError, match="needs dtype"):
         numpy_to_image(np.zeros((4, 5, 3), dtype=np.float32), "rgb8")
+
+
+def test_image_fields_are_checked_without_touching_the_pixels():
+    class Untouchable:
+        """A data buffer of 10^8 bytes that fails if anything reads or copies it."""
+
+        def __len__(self):
+            return 10**8
+
+        def __getitem__(self, index):
+            raise AssertionError("the pixels were read")
+
+        def __buffer__(self, flags):
+            raise AssertionError("the pixels were copied")
+
+    huge = ImageFields(10000, 10000, "mono8", 0, 10000, Untouchable())
+    with pytest.raises(ImageTooLargeError, match="10000x10000 = 100000000 pixels is above the limit of 16"):
+        check_image_fields(huge, max_pixels=16 * 2**20)
+    assert check_image_fields(huge) == (np.dtype(np.uint8), 1, 10000)  # no limit: valid
+    good = numpy_to_image(np.zeros((4, 5, 3), dtype=np.uint8), "rgb8", row_padding=1)
+    assert check_image_fields(good, max_pixels=20) == (np.dtype(np.uint8), 3, 15)
+    with pytest.raises(ImageTooLargeError):
+        check_image_fields(good, max_pixels=19)
+    with pytest.raises(ValueError, match="zero size"):
+        check_image_fields(rosbags_like(good, height=0, width=0, step=0, data=b""), max_pixels=20)
+    with pytest.raises(ValueError, match="expected height\\*step") as short:
+        check_image_fields(rosbags_like(good, data=good.data[:-1]), max_pixels=20)
+    assert not isinstance(short.value, ImageTooLargeError)
+    wide = numpy_to_image(np.zeros((2, 3), dtype=np.uint16), "mono16")
+    assert check_image_fields(rosbags_like(wide, data=memoryview(np.zeros(6, dtype=np.uint16))))[2] == 6
 
 
 def rosbags_like(fields, **changes):
