@@ -13,14 +13,21 @@ What the offline tuner needs:
   node's filter (:func:`lifelong_learning.dynamics.acceleration.estimate_accelerations`, which
   restarts at those rows).
 
-Missing or corrupt bags, missing topics and inconsistent dimensions raise :class:`BagError`.
+Missing or corrupt bags, missing topics and bags of another dimension raise :class:`BagError`.
+One bad recorded message does not: a message that does not deserialize, lacks a joint, has arrays
+of the wrong length, non-finite values, an empty label or a stamp out of order is skipped and
+counted per reason (:class:`Skipped`, the ``skipped`` of what the readers return); only a bag with
+no usable message left is an error.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
+import stat
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -34,6 +41,62 @@ STORAGES = ("mcap", "sqlite3")
 
 class BagError(ValueError):
     """A bag is missing, corrupt or truncated, lacks a topic, or holds inconsistent data."""
+
+
+#: reasons a recorded message is skipped (the keys of :class:`Skipped`)
+CORRUPT = "corrupt message"
+NO_NAMES = "no joint names"
+MISSING_JOINT = "missing joint"
+DUPLICATE_JOINT = "duplicate joint names"
+WRONG_LENGTH = "wrong array lengths"
+NON_FINITE = "non-finite values"
+OUT_OF_ORDER = "stamp out of order"
+EMPTY_LABEL = "empty label"
+WRONG_DIMENSION = "wrong feature length"
+
+
+class Skipped(Counter):
+    """Messages skipped per reason, with the first example of each (``details``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.details: dict[str, str] = {}
+
+    def add(self, reason: str, detail: str, n: int = 1) -> None:
+        """Count ``n`` skipped messages of ``reason``; keep ``detail`` if it is the first."""
+        if n > 0:
+            self[reason] += n
+            self.details.setdefault(reason, detail)
+
+    def summary(self) -> str:
+        """One line: count and first example per reason."""
+        return "; ".join(
+            f"{n} {reason} (first: {self.details[reason]})" for reason, n in sorted(self.items())
+        )
+
+
+def increasing_rows(t: Any) -> np.ndarray:
+    """The most rows of ``t`` whose values strictly increase, in order (a longest increasing
+    subsequence, O(n log n)): one stamp far in the future or past costs that sample only, not
+    every sample after it."""
+    values = np.asarray(t).tolist()  # exact: integer nanoseconds stay Python ints
+    tails: list[Any] = []  # smallest last value of an increasing run of each length
+    tail_rows: list[int] = []
+    previous = np.full(len(values), -1, dtype=np.int64)
+    for i, v in enumerate(values):
+        k = bisect.bisect_left(tails, v)
+        if k == len(tails):
+            tails.append(v)
+            tail_rows.append(i)
+        else:
+            tails[k], tail_rows[k] = v, i
+        previous[i] = tail_rows[k - 1] if k else -1
+    keep = np.zeros(len(values), dtype=bool)
+    i = tail_rows[-1] if tail_rows else -1
+    while i >= 0:
+        keep[i] = True
+        i = int(previous[i])
+    return keep
 
 
 @lru_cache(maxsize=1)
@@ -66,15 +129,31 @@ def _paths(bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> l
     return out
 
 
+def _check_files(path: Path) -> None:
+    """BagError unless ``path`` is a directory of regular files (a FIFO or device there would
+    block or never end a read)."""
+    if not path.is_dir():
+        raise BagError(f"{path}: not a bag directory")
+    for entry in path.iterdir():
+        try:
+            mode = entry.stat().st_mode
+        except OSError as exc:
+            raise BagError(f"{path}: unreadable entry {entry.name} ({exc})") from exc
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise BagError(f"{path}: {entry.name} is not a regular file")
+
+
 def _messages(
-    path: Path, msgtype: str, topic: str | None, single_topic: bool = False
+    path: Path, msgtype: str, topic: str | None, single_topic: bool = False, skipped: Skipped | None = None
 ) -> Iterator[tuple[int, Any]]:
     """(timestamp ns, deserialized message) of one bag's ``topic`` (or all topics of ``msgtype``;
-    with ``single_topic``, a BagError if the bag has several, rather than mixing them)."""
+    with ``single_topic``, a BagError if the bag has several, rather than mixing them). A message
+    that does not deserialize is counted in ``skipped`` and left out (without ``skipped``: BagError)."""
     from rosbags.rosbag2 import Reader
 
     if not path.exists():
         raise BagError(f"{path}: no such bag")
+    _check_files(path)
     store = typestore()
     try:
         with Reader(path) as reader:
@@ -95,7 +174,13 @@ def _messages(
                 try:
                     msg = store.deserialize_cdr(raw, conn.msgtype)
                 except Exception as exc:  # rosbags raises assorted errors on bad CDR
-                    raise BagError(f"{path}: corrupt message on {conn.topic!r} at {stamp}: {exc}") from exc
+                    detail = (
+                        f"{path}: corrupt message on {conn.topic!r} at {stamp}: {type(exc).__name__}: {exc}"
+                    )
+                    if skipped is None:
+                        raise BagError(detail) from exc
+                    skipped.add(CORRUPT, detail)
+                    continue
                 yield stamp, msg
     except BagError:
         raise
@@ -105,50 +190,75 @@ def _messages(
 
 @dataclass
 class LabeledFeatureSet:
-    """Features ``X`` (``(n, d)`` float64), their ``labels`` and receive ``stamps`` (ns)."""
+    """Features ``X`` (``(n, d)`` float64), their ``labels`` and receive ``stamps`` (ns), and the
+    messages ``skipped`` per reason."""
 
     X: np.ndarray
     labels: list[str]
     stamps: np.ndarray
+    skipped: Skipped = field(default_factory=Skipped)
+
+
+def _modal_length(lengths: list[int]) -> int:
+    """The most common length (the first seen among equals)."""
+    counts = Counter(lengths)
+    best = max(counts.values())
+    return next(n for n in lengths if counts[n] == best)
 
 
 def read_labeled_features(
     bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], topic: str | None = None
 ) -> LabeledFeatureSet:
-    """Every LabeledFeatures message of ``topic`` (default: all topics of that type), in bag order.
+    """Every usable LabeledFeatures message of ``topic`` (default: all topics of that type), in bag order.
+
+    Skipped and counted (``skipped``): messages that do not deserialize, with non-finite values,
+    an empty label, or a length other than the bag's most common one.
 
     Raises:
-        BagError: unreadable bag, no such topic, no message, vectors of different lengths,
-            non-finite values or empty labels.
+        BagError: unreadable bag, no such topic, no usable message, or bags whose vectors have
+            different lengths (features of another network).
     """
+    skipped = Skipped()
     rows: list[np.ndarray] = []
     labels: list[str] = []
     stamps: list[int] = []
     for path in _paths(bags):
-        for stamp, msg in _messages(path, LABELED_FEATURES_TYPE, topic):
+        part: list[tuple[int, np.ndarray, str]] = []
+        for stamp, msg in _messages(path, LABELED_FEATURES_TYPE, topic, skipped=skipped):
             v = np.asarray(msg.data, dtype=np.float64)
-            if rows and v.shape != rows[0].shape:
-                raise BagError(
-                    f"{path}: feature vectors of different lengths ({v.shape[0]} vs {rows[0].shape[0]})"
-                )
             if not np.all(np.isfinite(v)):
-                raise BagError(f"{path}: feature vector with NaN or Inf at {stamp}")
-            if not msg.label:
-                raise BagError(f"{path}: empty label at {stamp}")
+                skipped.add(NON_FINITE, f"{path}: feature vector with NaN or Inf at {stamp}")
+            elif not msg.label:
+                skipped.add(EMPTY_LABEL, f"{path}: empty label at {stamp}")
+            else:
+                part.append((stamp, v, str(msg.label)))
+        if not part:
+            continue
+        d = _modal_length([v.size for _, v, _ in part])
+        if rows and d != rows[0].size:
+            raise BagError(f"{path}: feature vectors of different lengths ({d} vs {rows[0].size} before)")
+        for stamp, v, label in part:
+            if v.size != d:
+                skipped.add(
+                    WRONG_DIMENSION, f"{path}: a vector of {v.size} values at {stamp}, the bag's have {d}"
+                )
+                continue
             rows.append(v)
-            labels.append(str(msg.label))
+            labels.append(label)
             stamps.append(stamp)
     if not rows:
-        raise BagError("no LabeledFeatures message in the bag(s)")
+        why = f"; skipped: {skipped.summary()}" if skipped else ""
+        raise BagError(f"no usable LabeledFeatures message in the bag(s){why}")
     if rows[0].size == 0:
         raise BagError("feature vectors are empty")
-    return LabeledFeatureSet(np.vstack(rows), labels, np.asarray(stamps, dtype=np.int64))
+    return LabeledFeatureSet(np.vstack(rows), labels, np.asarray(stamps, dtype=np.int64), skipped)
 
 
 @dataclass
 class JointStateSet:
     """Joint data in ``joint_names`` order: ``t`` (s since the first message), ``q``, ``qd``,
-    ``tau``, and ``starts``, the first row of each bag (time increases within a bag only)."""
+    ``tau``, ``starts``, the first row of each bag (time increases within a bag only), and the
+    messages ``skipped`` per reason."""
 
     joint_names: list[str]
     t: np.ndarray
@@ -156,6 +266,32 @@ class JointStateSet:
     qd: np.ndarray
     tau: np.ndarray
     starts: list[int]
+    skipped: Skipped = field(default_factory=Skipped)
+
+
+def _joint_sample(
+    msg: Any, names: list[str], where: str, skipped: Skipped
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(q, q̇, τ)`` of ``names`` in one JointState, or None (counted in ``skipped``)."""
+    k = len(msg.name)
+    if len(set(msg.name)) != k:
+        skipped.add(DUPLICATE_JOINT, f"{where}: joint names {list(msg.name)}")
+        return None
+    index = {n: i for i, n in enumerate(msg.name)}
+    missing = [n for n in names if n not in index]
+    if missing:
+        skipped.add(MISSING_JOINT, f"{where}: a JointState lacks joint {missing[0]!r}")
+        return None
+    for label, arr in (("position", msg.position), ("velocity", msg.velocity), ("effort", msg.effort)):
+        if len(arr) != k:
+            skipped.add(WRONG_LENGTH, f"{where}: {len(arr)} {label} values for {k} joints")
+            return None
+    sel = [index[n] for n in names]
+    q, qd, tau = (np.asarray(a, dtype=np.float64)[sel] for a in (msg.position, msg.velocity, msg.effort))
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd)) and np.all(np.isfinite(tau))):
+        skipped.add(NON_FINITE, f"{where}: JointState values with NaN or Inf")
+        return None
+    return q, qd, tau
 
 
 def read_joint_states(
@@ -168,56 +304,59 @@ def read_joint_states(
     Time is the message header stamp (the bag receive time if the header stamp is zero). Without
     ``topic`` the bag must hold one JointState topic (a bag with ``joint_states`` and the node's
     ``predicted_torque``, also a JointState, needs ``topic="/joint_states"``).
-    ``joint_names`` selects and orders joints (default: the first message's names).
+    ``joint_names`` selects and orders joints (default: the first usable message's names).
+
+    Skipped and counted (``skipped``): messages that do not deserialize, lack a joint, repeat a
+    joint name, have arrays of another length than their names, or non-finite values, and the
+    fewest messages whose stamps break the strictly increasing order of a bag
+    (:func:`increasing_rows`: a stamp far in the future costs one sample, not the rest).
 
     Raises:
-        BagError: unreadable bag, no such topic, a message lacking a joint or its velocity
-            or effort, non-finite values, or time stamps that do not increase.
+        BagError: unreadable bag, no such topic, or no usable message in a bag.
     """
+    skipped = Skipped()
     parts: list[tuple[np.ndarray, ...]] = []
     t0: int | None = None  # integer ns of the first message: float seconds since then keep ns resolution
     names = list(joint_names) if joint_names is not None else None
     for path in _paths(bags):
-        t, q, qd, tau = [], [], [], []
-        for stamp, msg in _messages(path, JOINT_STATE_TYPE, topic, single_topic=True):
+        ns_list: list[int] = []
+        q, qd, tau = [], [], []
+        for stamp, msg in _messages(path, JOINT_STATE_TYPE, topic, single_topic=True, skipped=skipped):
+            where = f"{path} at {stamp}"
             if names is None:
+                if not msg.name:
+                    skipped.add(NO_NAMES, f"{where}: JointState without joint names")
+                    continue
                 names = list(msg.name)
-                if not names:
-                    raise BagError(f"{path}: JointState without joint names")
-            index = {n: i for i, n in enumerate(msg.name)}
-            try:
-                sel = [index[n] for n in names]
-            except KeyError as exc:
-                raise BagError(f"{path}: a JointState at {stamp} lacks joint {exc}") from None
-            k = len(msg.name)
-            for field, arr in (
-                ("position", msg.position),
-                ("velocity", msg.velocity),
-                ("effort", msg.effort),
-            ):
-                if len(arr) != k:
-                    raise BagError(
-                        f"{path}: JointState at {stamp} has {len(arr)} {field} values for {k} joints"
-                    )
+            sample = _joint_sample(msg, names, where, skipped)
+            if sample is None:
+                continue
             hs = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
-            ns = hs if hs else stamp
-            t0 = ns if t0 is None else t0
-            t.append((ns - t0) * 1e-9)
-            q.append(np.asarray(msg.position)[sel])
-            qd.append(np.asarray(msg.velocity)[sel])
-            tau.append(np.asarray(msg.effort)[sel])
-        ta, qa, qda, taua = (np.asarray(a, dtype=np.float64) for a in (t, q, qd, tau))
-        if not all(np.all(np.isfinite(a)) for a in (ta, qa, qda, taua)):
-            raise BagError(f"{path}: JointState values with NaN or Inf")
-        if ta.size > 1 and np.any(np.diff(ta) <= 0):
-            raise BagError(f"{path}: JointState time stamps do not strictly increase")
-        if ta.size == 0:
-            raise BagError(f"{path}: no JointState message")
+            ns_list.append(hs if hs else stamp)
+            q.append(sample[0])
+            qd.append(sample[1])
+            tau.append(sample[2])
+        if not ns_list:
+            why = f"; skipped: {skipped.summary()}" if skipped else ""
+            raise BagError(f"{path}: no usable JointState message{why}")
+        ns = np.asarray(ns_list, dtype=np.int64)
+        keep = increasing_rows(ns)
+        if not keep.all():
+            first = int(np.flatnonzero(~keep)[0])
+            skipped.add(
+                OUT_OF_ORDER,
+                f"{path}: stamp {ns[first]} ns of message {first} breaks the increasing order",
+                int((~keep).sum()),
+            )
+        ns = ns[keep]
+        t0 = int(ns[0]) if t0 is None else t0
+        ta = (ns - t0) * 1e-9
+        qa, qda, taua = (np.asarray(a, dtype=np.float64)[keep] for a in (q, qd, tau))
         parts.append((ta, qa, qda, taua))
     assert names is not None
     starts = np.cumsum([0] + [p[0].size for p in parts[:-1]]).tolist()
-    t, q, qd, tau = (np.concatenate([p[i] for p in parts]) for i in range(4))
-    return JointStateSet(names, t, q, qd, tau, starts)
+    t, q_all, qd_all, tau_all = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    return JointStateSet(names, t, q_all, qd_all, tau_all, starts, skipped)
 
 
 # ---------------------------------------------------------------------------- writing

@@ -96,9 +96,14 @@ def test_mismatched_feature_dimensions(tmp_path):
         read_labeled_features([tmp_path / "a", tmp_path / "b"])
     bad = np.zeros((3, 4))
     bad[1, 2] = np.nan
-    write_labeled_features(tmp_path / "c", bad, ["x"] * 3, storage="sqlite3")
-    with pytest.raises(BagError, match="NaN"):
-        read_labeled_features(tmp_path / "c")
+    write_labeled_features(tmp_path / "c", bad, ["x", "y", ""], storage="sqlite3")
+    data = read_labeled_features(tmp_path / "c")  # one NaN row and one empty label: skipped, counted
+    assert data.X.shape == (1, 4) and data.labels == ["x"]
+    assert dict(data.skipped) == {"non-finite values": 1, "empty label": 1}
+    assert "NaN" in data.skipped.details["non-finite values"]
+    write_labeled_features(tmp_path / "d", np.full((2, 4), np.nan), ["x"] * 2)
+    with pytest.raises(BagError, match=r"no usable LabeledFeatures message.*2 non-finite values"):
+        read_labeled_features(tmp_path / "d")
 
 
 def test_several_joint_state_topics_are_not_mixed(tmp_path):
@@ -134,3 +139,81 @@ def test_several_joint_state_topics_are_not_mixed(tmp_path):
         read_joint_states(tmp_path / "bag")
     js = read_joint_states(tmp_path / "bag", topic="/joint_states")
     assert js.q.shape == (20, 2) and np.allclose(js.tau, 1.0)
+
+
+def _joint_state_bag(path, messages):
+    """A bag of /joint_states holding ``messages``: JointState fields as dicts, or raw bytes."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from lifelong_learning.io.bags import JOINT_STATE_TYPE, typestore
+
+    store = typestore()
+    Msg, Header, Time = (
+        store.types[t] for t in (JOINT_STATE_TYPE, "std_msgs/msg/Header", "builtin_interfaces/msg/Time")
+    )
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conn = writer.add_connection("/joint_states", JOINT_STATE_TYPE, typestore=store)
+        for i, m in enumerate(messages):
+            ns = 10**18 + i * 10**7
+            if isinstance(m, bytes):
+                writer.write(conn, ns, m)
+                continue
+            stamp = m.pop("stamp", ns)
+            header = Header(stamp=Time(sec=stamp // 10**9, nanosec=stamp % 10**9), frame_id="")
+            fields = {k: np.asarray(m[k], dtype=np.float64) for k in ("position", "velocity", "effort")}
+            writer.write(
+                conn, ns, store.serialize_cdr(Msg(header=header, name=m["name"], **fields), JOINT_STATE_TYPE)
+            )
+
+
+def test_one_bad_joint_state_is_skipped_and_counted_per_reason(tmp_path):
+    """Each kind of malformed message once in a bag of good ones: only it is left out."""
+
+    def good(i):
+        return {"name": ["a", "b"], "position": [0.01 * i, 0.0], "velocity": [1.0, 0.0], "effort": [i, -i]}
+
+    messages = [good(i) for i in range(30)]
+    messages[3] = b"\x00\x01\x00\x00 not a JointState"  # does not deserialize
+    messages[5] = {**good(5), "effort": [1.0]}  # wrong array length
+    messages[7] = {**good(7), "velocity": [np.nan, 0.0]}  # NaN
+    messages[9] = {**good(9), "name": ["a", "c"]}  # lacks joint b
+    messages[11] = {**good(11), "name": ["a", "a"]}  # duplicate names
+    messages[13] = {**good(13), "stamp": (2**31 - 2) * 10**9}  # far-future stamp
+    messages[15] = {**good(15), "stamp": 10**18 + 12 * 10**7}  # an earlier message's stamp again
+    _joint_state_bag(tmp_path / "bag", messages)
+    data = read_joint_states(tmp_path / "bag")
+    assert dict(data.skipped) == {
+        "corrupt message": 1,
+        "wrong array lengths": 1,
+        "non-finite values": 1,
+        "missing joint": 1,
+        "duplicate joint names": 1,
+        "stamp out of order": 2,
+    }
+    kept = [i for i in range(30) if i not in (3, 5, 7, 9, 11, 13, 15)]
+    np.testing.assert_allclose(data.tau[:, 0], kept)
+    assert np.all(np.diff(data.t) > 0) and data.t[-1] < 1.0  # the far-future stamp is not kept
+    assert "corrupt message on '/joint_states'" in data.skipped.details["corrupt message"]
+    assert "lacks joint 'b'" in data.skipped.details["missing joint"]
+
+
+def test_increasing_rows_keeps_the_longest_increasing_run():
+    from lifelong_learning.io.bags import increasing_rows
+
+    t = np.array([1, 2, 10**12, 3, 4, 0, 5, 5, 6])
+    np.testing.assert_array_equal(increasing_rows(t), [1, 1, 0, 1, 1, 0, 0, 1, 1])  # one of the equal 5s
+    assert increasing_rows(np.arange(5)).all() and increasing_rows(np.zeros(0)).size == 0
+    big = 10**18 + np.arange(4)  # nanoseconds: exact, no float rounding
+    assert increasing_rows(big).all()
+
+
+def test_special_files_in_a_bag_are_refused(tmp_path):
+    import os
+
+    write_labeled_features(tmp_path / "bag", np.ones((4, 3)), ["x"] * 4)
+    os.mkfifo(tmp_path / "bag" / "extra.mcap")
+    with pytest.raises(BagError, match=r"extra\.mcap is not a regular file"):
+        read_labeled_features(tmp_path / "bag")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(BagError, match="not a bag directory"):
+        read_labeled_features(tmp_path / "file")
