@@ -16,10 +16,12 @@ robustness benchmark use it the same way, per sample (test-then-update):
 Stamps (a simulator reset, a looping bag, a paused driver, one corrupt stamp): a stamp more than
 ``stamp_jump_s`` before the previous one, or after it, restarts the acceleration filter and is
 taken as the first sample of a new stretch, so no stamp can wedge the stream (a single far-future
-stamp costs two restarts). A smaller step back (reordered best-effort delivery) is refused.
-Gaps shorter than ``stamp_jump_s`` count the samples missed, from the median period of the
-stream (``missed``): where a publisher sends at a fixed rate this is the number of messages lost
-on the way (DDS, a full queue) or never sent.
+stamp costs two restarts). A smaller step back (reordered best-effort delivery) is refused, but
+after :data:`BACKSTEPS_TO_RESTART` refusals in a row the filter restarts at the new stamp (a
+corrupt stamp less than ``stamp_jump_s`` ahead costs three samples, not ``stamp_jump_s`` of them).
+A stream whose stamps never advance is refused. Gaps shorter than ``stamp_jump_s`` count the
+samples missed (:meth:`SampleGuard.seen`): where a publisher sends at a fixed rate this is the
+number of messages lost on the way (DDS, a full queue) or never sent.
 """
 
 from __future__ import annotations
@@ -38,9 +40,13 @@ from lifelong_learning.dynamics.plausibility import EFFORT, JointLimits, Plausib
 WARMUP_SCALE = 0.1
 
 #: why a sample was not learned, beyond the plausibility reasons
-OUTLIER = "residual outlier (not learned)"
-WARMING_UP = "acceleration filter warming up (not learned)"
+OUTLIER = "residual outlier"
+WARMING_UP = "acceleration filter warming up"
 STAMP_BACK = "stamp not increasing"
+
+#: after this many consecutive samples refused as stepping back, the stamps are taken to have
+#: been reset (e.g. by less than ``stamp_jump_s``) and the filter restarts at the new one
+BACKSTEPS_TO_RESTART = 3
 
 
 class RefusedSampleError(ValueError):
@@ -94,6 +100,8 @@ class SampleGuard:
         self.gate = PlausibilityGate(limits, margin)
         self.estimator = AccelerationEstimator(n, window, degree)
         self.stamp_jump_s = float(stamp_jump_s)
+        self.missed = 0  # samples missing in gaps (estimated from the median period), cumulative
+        self.restarts: dict[str, int] = {}  # filter restarts by cause, cumulative
         effort = np.where(np.isfinite(limits.effort), limits.effort, 0.0)
         self.outliers = None
         if outlier_k > 0:
@@ -104,63 +112,112 @@ class SampleGuard:
         self.reset()
 
     def reset(self) -> None:
-        """Forget the stream: stamps, the acceleration filter, the recent errors, the counts."""
+        """Forget the stream (stamps, the acceleration filter, the recent errors); the counts of
+        restarts and missed samples go on (they are the stream's history, as diagnostics show it)."""
         self.last_stamp: float | None = None
         self.estimator.reset()
+        self.forget_errors()
+        self._last_seen: float | None = None
+        self._periods: deque[float] = deque(maxlen=64)
+        self._period: float | None = None  # median of _periods, refreshed every 16 samples
+        self._backsteps = 0  # consecutive samples refused as stamp not increasing
+
+    def forget_errors(self) -> None:
+        """Forget the recent prediction errors (e.g. when another model starts serving)."""
         if self.outliers is not None:
             self.outliers.reset()
-        self._periods: deque[float] = deque(maxlen=64)
-        self.missed = 0  # samples missing in gaps (estimated from the median period)
-        self.restarts: dict[str, int] = {}  # filter restarts by cause
         self._previous_outlier = False
 
     # ---------------------------------------------------------------- stamps
-    def _restart(self, cause: str) -> None:
-        self.estimator.reset()
-        self._periods.clear()
-        self.restarts[cause] = self.restarts.get(cause, 0) + 1
+    def seen(self, t: float) -> None:
+        """Count the samples missing before stamp ``t`` (every message with a stamp, also those
+        refused for other reasons, so that a refused message is not counted as missing).
 
-    def _check_stamp(self, t: float) -> None:
-        """Refuse a small step back; restart on a large jump; count gaps. Changes nothing when refusing."""
+        With the stream's median period ``T`` (of the last 64 steps), a step ``dt > 1.75 T`` counts
+        ``round(dt / T) − 1`` missed samples (1.75 rather than 1.5: stamp jitter of a fifth of a
+        period must not count). Steps back and jumps beyond ``stamp_jump_s`` start the count anew.
+        """
         if not np.isfinite(t):
-            raise RefusedSampleError("non-finite stamp", str(t))
-        last = self.last_stamp
+            return
+        last = self._last_seen
+        if last is not None and -self.stamp_jump_s <= t - last <= 0:
+            return  # a step back: the stream goes on from the newest stamp
+        self._last_seen = float(t)
         if last is None:
             return
         dt = t - last
         if abs(dt) > self.stamp_jump_s:
-            self._restart("stamp jumped back" if dt < 0 else "stamp gap")
+            self._periods.clear()
+            self._period = None
             return
+        if self._period is not None and dt > 1.75 * self._period:
+            self.missed += max(0, round(dt / self._period) - 1)
+        else:
+            self._periods.append(dt)
+            if len(self._periods) >= 8 and (self._period is None or len(self._periods) % 16 == 0):
+                self._period = float(np.median(self._periods))
+
+    def _restart(self, cause: str) -> None:
+        self.estimator.reset()
+        self._previous_outlier = False
+        self.restarts[cause] = self.restarts.get(cause, 0) + 1
+
+    def _check_stamp(self, t: float) -> str | None:
+        """Refuse a small step back; the cause when ``t`` must restart the filter. Changes nothing."""
+        last = self.last_stamp
+        if last is None:
+            return None
+        dt = t - last
+        if abs(dt) > self.stamp_jump_s:
+            return "stamp jumped back" if dt < 0 else "stamp gap"
         if dt <= 0:
+            if self._backsteps + 1 >= BACKSTEPS_TO_RESTART:
+                return "stamps went back"
             raise RefusedSampleError(STAMP_BACK, f"{t:.9f} after {last:.9f}")
-        if len(self._periods) >= 8:
-            period = float(np.median(self._periods))
-            if dt > 1.5 * period:
-                self.missed += max(0, round(dt / period) - 1)
-        self._periods.append(dt)
+        return None
 
     # ---------------------------------------------------------------- samples
     def admit(self, t: float, q: Any, qd: Any, tau: Any | None = None, qdd: Any | None = None) -> Admitted:
-        """Check one sample and estimate its ``q̈`` (given ``qdd``: used as is).
+        """Check one sample (and :meth:`seen` its stamp) and estimate its ``q̈`` (given ``qdd``: used as is).
 
         Raises:
-            RefusedSampleError: implausible position or velocity, or a stamp not after the previous one
-                (the guard is then unchanged).
+            RefusedSampleError: wrong sizes, non-finite values, implausible position or velocity,
+                or a stamp not after the previous one; the stream state is then unchanged.
         """
+        t = float(t)
+        self.seen(t)
+        n = self.estimator.n_joints
         q, qd = np.asarray(q, dtype=np.float64), np.asarray(qd, dtype=np.float64)
+        given = None if qdd is None else np.asarray(qdd, dtype=np.float64)
+        tau = None if tau is None else np.asarray(tau, dtype=np.float64)
+        arrays = [a for a in (q, qd, given, tau) if a is not None]
+        if any(a.shape != (n,) for a in arrays):
+            raise RefusedSampleError("array lengths", f"expected {n} values per array")
+        if not (np.isfinite(t) and all(np.all(np.isfinite(a)) for a in arrays)):
+            raise RefusedSampleError("non-finite values", "NaN or Inf in the stamp, q, q̇, q̈ or τ")
         implausible = self.gate.explain(q, qd)
         if implausible is not None:
             raise RefusedSampleError(*implausible)
-        self._check_stamp(float(t))
-        self.last_stamp = float(t)
-        acc = self.estimator.update(t, qd) if qdd is None else np.asarray(qdd, dtype=np.float64)
+        try:
+            cause = self._check_stamp(t)
+        except RefusedSampleError:
+            self._backsteps += 1
+            raise
+        self._backsteps = 0
+        if cause is not None:
+            self._restart(cause)
+        self.last_stamp = t
+        acc = self.estimator.update(t, qd) if given is None else given
+        why = None
         if tau is None:
-            return Admitted(acc, False, "no effort")
-        if self.gate.reason(q, qd, tau) == EFFORT:
-            return Admitted(acc, False, EFFORT)
-        if qdd is None and len(self.estimator) < self.estimator.window:
-            return Admitted(acc, False, WARMING_UP)
-        return Admitted(acc, True)
+            why = "no effort"
+        elif self.gate.explain(q, qd, tau) is not None:
+            why = EFFORT
+        elif given is None and len(self.estimator) < self.estimator.window:
+            why = WARMING_UP
+        if why is not None:
+            self._previous_outlier = False
+        return Admitted(acc, why is None, why)
 
     def learnable(self, tau: Any, predicted: Any) -> str | None:
         """The residual outlier test on ``τ − τ̂`` (recorded either way); the reason when not learnable.

@@ -46,6 +46,9 @@ import numpy as np
 #: 1 / Φ⁻¹(3/4): the median absolute deviation of a Gaussian times this is its standard deviation
 MAD_TO_SIGMA = 1.482602218505602
 
+#: the streaming test recomputes its scale (a median over the window) every this many errors
+SCALE_REFRESH = 10
+
 #: reasons a sample is implausible, in the order they are tested
 POSITION, VELOCITY, EFFORT = "position beyond limit", "velocity beyond limit", "effort beyond limit"
 
@@ -99,7 +102,7 @@ class JointLimits:
 
 class PlausibilityGate:
     """Refuses samples beyond the joint limits widened by ``margin`` (see the module docstring;
-    ``margin=inf`` refuses only non-finite values)."""
+    ``margin=inf`` refuses only NaN)."""
 
     def __init__(self, limits: JointLimits, margin: float = 1.0):
         if not margin >= 0:
@@ -244,16 +247,22 @@ class ResidualOutlierTest:
         """Forget the recorded errors."""
         self._abs = np.zeros((self.window, self.n_outputs))
         self._count = 0  # errors recorded so far (the window holds the last min(count, window))
+        self._scale: np.ndarray | None = None
+        self._scale_at = 0
         self.outliers = 0
 
     @property
     def scale(self) -> np.ndarray | None:
-        """The current robust scale per joint (``max(σ_j, floor_j)``; during warm-up
-        ``warmup_scale``, possibly None)."""
+        """The robust scale per joint (``max(σ_j, floor_j)``, refreshed every
+        :data:`SCALE_REFRESH` errors; during warm-up ``warmup_scale``, possibly None). A scale of
+        0 (no floor, every recent error 0) tests nothing, as in :func:`robust_outliers`."""
         if self._count < self.min_samples:
             return self.warmup_scale
-        held = self._abs[: min(self._count, self.window)]
-        return np.maximum(MAD_TO_SIGMA * np.median(held, axis=0), self.floor)
+        if self._scale is None or self._count - self._scale_at >= SCALE_REFRESH:
+            held = self._abs[: min(self._count, self.window)]
+            scale = np.maximum(robust_scale(held), self.floor)
+            self._scale, self._scale_at = np.where(scale > 0, scale, np.inf), self._count
+        return self._scale
 
     def check(self, error: Any) -> bool:
         """True when ``error`` (``(n_outputs,)``) is an outlier; records it either way.

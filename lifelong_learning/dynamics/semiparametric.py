@@ -309,13 +309,14 @@ class SemiparametricInverseDynamics(PersistentModel):
     def _normalized(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
         return (np.hstack([q, qd, qdd]) - self.input_offset) / self.input_scale
 
-    def _parametric_predict(self, Y: np.ndarray) -> np.ndarray:
-        assert self.parametric is not None
+    def _parametric_predict(self, Y: np.ndarray, engine: RecursiveRLS | None = None) -> np.ndarray:
+        engine = self.parametric if engine is None else engine
+        assert engine is not None
         n, d, b = Y.shape
         flat = Y.reshape(n * d, b)
         pred = flat @ self.prior_parameters
-        if self.parametric.n_samples:
-            pred = pred + self.parametric.predict(flat)[:, 0]
+        if engine.n_samples:
+            pred = pred + engine.predict(flat)[:, 0]
         return pred.reshape(n, d)
 
     def _residual_inputs(self, x: np.ndarray, tau_p: np.ndarray | None) -> np.ndarray:
@@ -359,10 +360,9 @@ class SemiparametricInverseDynamics(PersistentModel):
     def update(self, q: Any, qd: Any, qdd: Any, tau: Any) -> None:
         """Learn from one sample (``(n_dof,)`` arrays) or a batch (``(n, n_dof)``).
 
-        All or nothing: every row the two parts would learn is computed and checked (finite, and
-        below :data:`MAX_UPDATE_MAGNITUDE`, so that no product inside the Cholesky updates can
-        overflow) before the first part changes; if the residual part's rows turn out unusable
-        after the parametric part learned, the parametric part is restored.
+        All or nothing: both parts learn on drafts (:meth:`RecursiveRLS.draft`), committed only
+        when every row either part would learn is finite and below :data:`MAX_UPDATE_MAGNITUDE`
+        (so that no product inside the Cholesky updates can overflow).
 
         Raises:
             ValueError: wrong shapes, non-finite or absurd values; nothing is learned then.
@@ -370,7 +370,7 @@ class SemiparametricInverseDynamics(PersistentModel):
         q, qd, qdd, tau = self._check_inputs(q, qd, qdd, tau, names=("q", "qd", "qdd", "tau"))
         x = self._normalized(q, qd, qdd)
         tau_p = None
-        saved = None
+        parametric = residual = None
         if self.parametric is not None:
             Y = self._parametric_columns(q, qd, qdd)
             if not self.residual_after_update:
@@ -379,21 +379,21 @@ class SemiparametricInverseDynamics(PersistentModel):
             with np.errstate(over="ignore", invalid="ignore"):  # checked on the next line
                 target = tau.reshape(-1) - flat @ self.prior_parameters
             _check_update_rows("parametric", flat, target)
-            saved = self.parametric.to_state() if self.residual is not None else None
-            self.parametric.update(flat, target[:, None])
+            parametric = self.parametric.draft()
+            parametric.update(flat, target[:, None])
             if self.residual_after_update:
-                tau_p = self._parametric_predict(Y)
+                tau_p = self._parametric_predict(Y, parametric)
         if self.residual is not None:
             assert self.feature_map is not None
-            try:
-                phi = self.feature_map.transform(self._residual_inputs(x, tau_p))
-                residual_target = tau if tau_p is None else tau - tau_p
-                _check_update_rows("residual", phi, residual_target)
-            except ValueError:
-                if saved is not None:
-                    self.parametric = RecursiveRLS.from_state(*saved)
-                raise
-            self.residual.update(phi, residual_target)
+            phi = self.feature_map.transform(self._residual_inputs(x, tau_p))
+            residual_target = tau if tau_p is None else tau - tau_p
+            _check_update_rows("residual", phi, residual_target)
+            residual = self.residual.draft()
+            residual.update(phi, residual_target)
+        if parametric is not None:
+            self.parametric.commit(parametric)
+        if residual is not None:
+            self.residual.commit(residual)
         self.n_samples += q.shape[0]
 
     def predict(

@@ -30,7 +30,7 @@ then learn):
   outliers (error beyond ``outlier_k`` robust standard deviations of the recent errors) and
   samples while the q̈ filter fills (``not learned: ...`` in diagnostics, WARN when more than
   half the samples of a diagnostics period were outliers: the robot may have changed);
-- a stamp ``stamp_jump_s`` or more before or after the previous one (a simulator reset, a looping
+- a stamp more than ``stamp_jump_s`` before or after the previous one (a simulator reset, a looping
   bag, a paused driver, one corrupt stamp) restarts the q̈ filter (WARN once) instead of wedging the
   stream; shorter gaps count the messages missed, from the stream's median period.
 """
@@ -48,7 +48,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from lifelong_learning.dynamics import AccelerationEstimator, SemiparametricInverseDynamics
-from lifelong_learning.dynamics.guard import OUTLIER, WARMING_UP, RefusedSampleError, SampleGuard
+from lifelong_learning.dynamics.guard import OUTLIER, WARMING_UP, Admitted, RefusedSampleError, SampleGuard
 from lifelong_learning.dynamics.plausibility import JointLimits
 from lifelong_learning.dynamics.regressor import kinematic_difference
 from lifelong_learning.nodes._base import LearnerNode, ParamSpec, run_node
@@ -320,22 +320,26 @@ class InverseDynamicsNode(LearnerNode):
             )
             return
         t0 = time.perf_counter()
+        stamp, learning = _stamp_seconds(msg), self.learning
         parsed = self._parse(msg)
+        if parsed is not None and learning and parsed[2] is None:
+            self.reject("no effort", "learning is on but the message has no effort")
+            parsed = None
+        qdd = None
+        if parsed is not None and self.params["acceleration_topic"]:
+            if all(j in self._accelerations for j in self.joint_names):
+                qdd = np.array([self._accelerations[j] for j in self.joint_names])
+            else:
+                self.reject("no acceleration yet", "waiting for accelerations of every joint")
+                parsed = None
         if parsed is None:
+            with self.model_lock:
+                self.guard.seen(stamp)  # refused, but it arrived: not a gap
             return
         q, qd, tau = parsed
-        if self.learning and tau is None:
-            self.reject("no effort", "learning is on but the message has no effort")
-            return
-        qdd = None
-        if self.params["acceleration_topic"]:
-            if not all(j in self._accelerations for j in self.joint_names):
-                self.reject("no acceleration yet", "waiting for accelerations of every joint")
-                return
-            qdd = np.array([self._accelerations[j] for j in self.joint_names])
         with self.model_lock:
             try:
-                admitted = self.guard.admit(_stamp_seconds(msg), q, qd, tau if self.learning else None, qdd)
+                admitted = self.guard.admit(stamp, q, qd, tau if learning else None, qdd)
                 predicted = self.model.predict(q, qd, admitted.qdd)
             except RefusedSampleError as exc:
                 self.reject(exc.reason, exc.detail)
@@ -347,12 +351,12 @@ class InverseDynamicsNode(LearnerNode):
             self.torque_pub.publish(
                 JointState(header=msg.header, name=self.joint_names, effort=predicted.tolist())
             )
-            if self.learning and tau is not None:
+            if learning and tau is not None:
                 self._learn(q, qd, admitted, tau, predicted)
         self.stats.timed("predict+update", time.perf_counter() - t0)
 
     def _learn(
-        self, q: np.ndarray, qd: np.ndarray, admitted: Any, tau: np.ndarray, predicted: np.ndarray
+        self, q: np.ndarray, qd: np.ndarray, admitted: Admitted, tau: np.ndarray, predicted: np.ndarray
     ) -> None:
         """Learn one admitted sample unless the guard says otherwise (called with the lock held)."""
         reason = admitted.not_learned or self.guard.learnable(tau, predicted)
@@ -375,6 +379,12 @@ class InverseDynamicsNode(LearnerNode):
         if self.ready:
             self.guard.reset()
         self._accelerations.clear()
+
+    def swap_model(self, model: Any, loaded_file: tuple[str, int] | None = None) -> None:
+        with self.model_lock:
+            super().swap_model(model, loaded_file)
+            if self.ready:  # another model: the last model's errors say nothing about it
+                self.guard.forget_errors()
 
     # ---------------------------------------------------------------- services
     def _on_predict(

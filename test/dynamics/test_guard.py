@@ -109,3 +109,77 @@ def test_bad_parameters():
     for kw in ({"stamp_jump_s": 0.0}, {"outlier_k": -1.0}, {"outlier_floor": np.nan}, {"margin": -1.0}):
         with pytest.raises(ValueError):
             SampleGuard(LIMITS, **kw)
+
+
+def _stream_state(guard):
+    return (
+        guard.last_stamp,
+        guard.missed,
+        dict(guard.restarts),
+        len(guard.estimator),
+        list(guard.estimator._t),
+        guard._backsteps,
+    )
+
+
+def test_a_refused_sample_changes_nothing():
+    guard = SampleGuard(LIMITS, stamp_jump_s=1.0)
+    for k in range(12):
+        feed(guard, 0.01 * k)
+    before = _stream_state(guard)
+    bad_cases = [
+        dict(qd=np.full(7, np.inf)),  # non-finite (an infinite limit would not refuse inf)
+        dict(qd=np.zeros(3)),  # wrong size
+        dict(qd=np.full(7, 1e300)),  # implausible
+    ]
+    for kw in bad_cases:
+        with pytest.raises(RefusedSampleError):
+            feed(guard, 0.12, **kw)
+        assert _stream_state(guard) == before
+    with pytest.raises(RefusedSampleError):
+        feed(guard, 0.105)  # a small step back
+    assert _stream_state(guard)[:5] == before[:5]
+
+
+def test_refused_messages_are_seen_not_missed_and_jitter_is_not_a_gap():
+    guard = SampleGuard(LIMITS)
+    rng = np.random.default_rng(3)
+    t = 0.0
+    for k in range(2000):  # 1 kHz with 0.1 ms stamp jitter, every 50th message refused (NaN)
+        t += 0.001
+        stamp = t + rng.normal(0, 0.0001)
+        qd = np.full(7, np.nan) if k % 50 == 0 else None
+        try:
+            feed(guard, stamp, qd=qd)
+        except RefusedSampleError:
+            pass
+    assert guard.missed == 0  # a step of 1.75 periods is 5.3 σ of the jitter; refused ones were seen
+    guard.seen(t + 0.001 + 0.004)  # then four really missing
+    assert guard.missed >= 4
+
+
+def test_a_corrupt_stamp_slightly_ahead_costs_three_samples():
+    guard = SampleGuard(LIMITS, stamp_jump_s=1.0)
+    for k in range(20):
+        feed(guard, 0.01 * k)
+    feed(guard, 0.19 + 0.9)  # 0.9 s ahead: within stamp_jump_s, taken as a gap
+    refused = 0
+    for k in range(20, 30):
+        try:
+            feed(guard, 0.01 * k)
+        except RefusedSampleError:
+            refused += 1
+    assert refused == 2
+    assert guard.restarts == {"stamps went back": 1}
+
+
+def test_gate_with_infinite_margin_and_continuous_joints():
+    limits = JointLimits.from_urdf(
+        """<robot name="r"><link name="a"/><link name="b"/>
+        <joint name="spin" type="continuous"><parent link="a"/><child link="b"/>
+        <axis xyz="0 0 1"/><limit effort="5" velocity="2"/></joint></robot>""",
+        ["spin"],
+    )
+    assert limits.lower[0] == -np.inf and limits.upper[0] == np.inf and limits.effort[0] == 5.0
+    guard = SampleGuard(limits, margin=np.inf)
+    assert guard.admit(0.0, [1e9], [1e9], [1e9]).not_learned == WARMING_UP

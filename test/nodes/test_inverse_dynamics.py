@@ -93,7 +93,7 @@ def test_learns_predicts_and_rejects(executor, spin, rclpy_context, sim_states):
         assert spin(executor, lambda k=k: len(peer.torques) > k, 10)
     # every message answered; learned from the 9th on, once the q̈ filter holds a full window
     assert node.model.n_samples == 60 - 8 and node.rejections.total == 0
-    assert node.not_learned == {"acceleration filter warming up (not learned)": 8}
+    assert node.not_learned == {"acceleration filter warming up": 8}
     out = peer.torques[-1]
     assert list(out.name) == JOINT_NAMES and len(out.effort) == 7
     last = sim_states[59]
