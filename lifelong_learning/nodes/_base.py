@@ -591,9 +591,9 @@ class LearnerNode(NodeBase):
         about its input streams besides the model (filters, stamps, statistics)."""
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        with self.model_lock:
+        with self.model_lock:  # one step: no message sees the new stream state with the old model
             self.forget_inputs()
-        self.swap_model(self.new_model())
+            self.swap_model(self.new_model())
         response.success, response.message = True, "model reset"
         self.get_logger().info("model reset")
         return response
