@@ -18,7 +18,7 @@ Services:
 Publishes (topic names relative, remappable):
 - ``tuning_progress`` (std_msgs/String, JSON): ``{"state": "running", "objective", "epoch",
   "epochs", "value", "eta_s"}`` after every epoch, then ``{"state": "done", "out_path",
-  "report", "skipped"}``, ``{"state": "failed", "error"}`` (an unreadable bag, bad data: the
+  "report", "skipped"}``, ``{"state": "failed", "error", "out_path"}`` (an unreadable bag: the
   node keeps serving; counted as ``jobs failed``, the error in ``last failure``) or
   ``{"state": "cancelled"}``.
 - ``tuned_model`` (std_msgs/String, transient local): the path of each new model file. The
@@ -276,7 +276,7 @@ class NystromTunerNode(NodeBase):
             self.jobs_failed += 1
             self.last_failure = f"{type(exc).__name__}: {exc}"
             self.get_logger().error(f"tuning failed: {exc}")
-            self._publish({"state": "failed", "error": self.last_failure})
+            self._publish({"state": "failed", "error": self.last_failure, "out_path": str(job.out)})
             return
         self.jobs_done += 1
         self.last_skipped = dict(report.get("skipped", {}))

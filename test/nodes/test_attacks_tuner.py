@@ -1,0 +1,274 @@
+"""Attacks on the nystrom_tuner node from other processes, one test per class of bad input: absurd
+epochs and centres, out_path refusals, missing and corrupt bags, SIGINT during a job, malformed
+messages in a bag. Each asserts that the node answers (or stops) as documented, that the refusal
+is counted in /diagnostics, and that it then serves the next request. One tuner process serves
+the module (tiny jobs); the SIGINT test starts its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import call_service, new_context, new_executor, node_argv, spin_until
+
+from lifelong_learning.io.bags import LABELED_FEATURES_TYPE, typestore, write_labeled_features
+from lifelong_learning.nodes.supervisor import NodeProcess
+
+pytestmark = pytest.mark.graph
+
+RNG = np.random.default_rng(0)
+X = np.vstack([RNG.normal(0, 1, (20, 4)), RNG.normal(3, 1, (20, 4))])
+LABELS = ["a"] * 20 + ["b"] * 20
+FINAL = ("done", "failed", "cancelled")
+
+
+def tuner_argv(output_dir: Path, *params: str, name: str | None = None) -> list[str]:
+    args = [f"output_dir:={output_dir}", "device:=cpu", "diagnostics_period_s:=0.2", *params]
+    ros = [a for p in args for a in ("-p", p)]
+    if name:
+        ros += ["-r", f"__node:={name}"]
+    return node_argv("nystrom_tuner", *ros)
+
+
+@dataclass
+class Graph:
+    """The module's tuner process and a peer: a TuneModel client, progress and diagnostics."""
+
+    root: Path
+    models: Path
+    process: NodeProcess
+    executor: Any
+    client: Any
+    progress: list[dict] = field(default_factory=list)
+    diag: dict[str, str] = field(default_factory=dict)
+
+    def tune(self, **fields: Any) -> Any:
+        from lifelong_learning.srv import TuneModel
+
+        fields = {"task": "classification", "centers": 8, "epochs": 3, **fields}
+        request = TuneModel.Request(**fields)
+        return call_service(self.executor, self.client, request, timeout=60.0)
+
+    def final(self, out_path: str, timeout: float = 90.0) -> dict:
+        """The last progress message (done, failed or cancelled) of the job writing ``out_path``."""
+
+        def ended() -> dict | None:
+            return next(
+                (p for p in self.progress if p["state"] in FINAL and p.get("out_path") == out_path), None
+            )
+
+        assert spin_until(self.executor, lambda: ended() is not None, timeout), (
+            self.progress[-3:],
+            self.process.log(),
+        )
+        return ended()
+
+    def count(self, key: str) -> int:
+        return int(self.diag.get(key, "0"))
+
+    def counted(self, key: str, value: int, timeout: float = 10.0) -> bool:
+        return spin_until(self.executor, lambda: self.count(key) == value, timeout)
+
+    def serves_a_good_request(self) -> None:
+        result = self.tune(bags=[str(self.root / "good")])
+        assert result.accepted, result.message
+        assert self.final(result.out_path)["state"] == "done"
+        assert self.process.alive()
+
+
+@pytest.fixture(scope="module")
+def graph(built_interfaces, tmp_path_factory):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from lifelong_learning.srv import TuneModel
+    from rclpy.node import Node
+    from std_msgs.msg import String
+
+    root = tmp_path_factory.mktemp("tuner_attacks")
+    write_labeled_features(root / "good", X, LABELS)
+    process = NodeProcess(tuner_argv(root / "models"), log_path=root / "tuner.log")
+    try:
+        with new_context() as context, new_executor(context) as executor:
+            peer = Node("tuner_attacker", context=context)
+            client = peer.create_client(TuneModel, "/nystrom_tuner/tune")
+            g = Graph(root, root / "models", process, executor, client)
+            peer.create_subscription(
+                String, "tuning_progress", lambda m: g.progress.append(json.loads(m.data)), 100
+            )
+
+            def on_diag(msg: Any) -> None:
+                for status in msg.status:
+                    if status.name == "nystrom_tuner":
+                        g.diag.update({kv.key: kv.value for kv in status.values})
+
+            peer.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+            executor.add_node(peer)
+            assert spin_until(executor, client.service_is_ready, 60), process.log()
+            assert spin_until(executor, lambda: "jobs done" in g.diag, 20), process.log()
+            yield g
+    finally:
+        process.stop(timeout=30.0)
+
+
+def test_absurd_epochs_and_centres_are_refused_and_counted(graph):
+    before = graph.count("rejected: request over limit")
+    for fields, limit in (
+        ({"epochs": 2**31 - 1}, "max_epochs 1000"),
+        ({"epochs": 1001}, "max_epochs 1000"),
+        ({"centers": 2**31 - 1}, "max_centers 20000"),
+        ({"centers": 20001}, "max_centers 20000"),
+    ):
+        result = graph.tune(bags=[str(graph.root / "good")], **fields)
+        assert not result.accepted and limit in result.message, result.message
+    assert graph.counted("rejected: request over limit", before + 4), graph.diag
+    assert graph.diag["running"] == "False"  # nothing was started
+    graph.serves_a_good_request()
+
+
+def test_out_paths_outside_or_over_foreign_files_are_refused(graph):
+    models, root = graph.models, graph.root
+    models.mkdir(exist_ok=True)
+    (models / "notes.txt").write_text("not a model")
+    (models / "victim.report.md").write_text("somebody's notes")
+    (models / "a_directory").mkdir()
+    os.mkfifo(models / "a_fifo")
+    (root / "target.npz").write_text("outside")
+    (models / "a_link.npz").symlink_to(root / "target.npz")
+    (models / "plain").write_text("a regular file")
+    attacks = {
+        str(root / "outside.npz"): "outside the directory",
+        "../escape.npz": "outside the directory",
+        "notes.txt": "not a file this writer made",
+        "victim": "not a file this writer made",  # its report victim.report.md is not a report
+        "a_directory": "is a directory",
+        "a_fifo": "special file",
+        "a_link.npz": "",  # resolves outside the directory
+        "plain/model.npz": "not a directory",
+    }
+    before = graph.count("rejected: unsafe output path")
+    for out_path, reason in attacks.items():
+        result = graph.tune(bags=[str(root / "good")], out_path=out_path)
+        assert not result.accepted and reason in result.message, (out_path, result.message)
+    assert graph.counted("rejected: unsafe output path", before + len(attacks)), graph.diag
+    assert (models / "notes.txt").read_text() == "not a model"
+    assert (models / "victim.report.md").read_text() == "somebody's notes"
+    assert stat.S_ISFIFO(os.lstat(models / "a_fifo").st_mode) and (models / "a_link.npz").is_symlink()
+    assert (root / "target.npz").read_text() == "outside" and not (root / "outside.npz").exists()
+    assert (models / "plain").read_text() == "a regular file" and not (root / "escape.npz").exists()
+    result = graph.tune(bags=[str(root / "good")], out_path="sub/dir/model.npz")  # inside: fine
+    assert result.accepted and result.out_path == str((models / "sub" / "dir" / "model.npz").resolve())
+    assert graph.final(result.out_path)["state"] == "done"
+
+
+def test_missing_and_corrupt_bags_are_answered_and_the_next_request_served(graph):
+    root = graph.root
+    missing = graph.tune(bags=[str(root / "no_such_bag")])
+    assert not missing.accepted and "not a bag directory" in missing.message
+    (root / "garbage").mkdir()
+    (root / "garbage" / "metadata.yaml").write_text("rosbag2_bagfile_information: [oops")
+    write_labeled_features(root / "truncated", X, LABELS)
+    (mcap,) = (root / "truncated").glob("*.mcap")
+    mcap.write_bytes(mcap.read_bytes()[:200])
+    failed_before = graph.count("jobs failed")
+    for bag in ("garbage", "truncated"):
+        result = graph.tune(bags=[str(root / bag)])
+        assert result.accepted, result.message  # readable only by trying: the job reports it
+        final = graph.final(result.out_path)
+        assert final["state"] == "failed" and "corrupt or truncated" in final["error"], final
+        assert not Path(result.out_path).exists()
+    assert graph.counted("jobs failed", failed_before + 2), graph.diag
+    assert "corrupt or truncated" in graph.diag["last failure"]
+    graph.serves_a_good_request()
+
+
+def _bag_with_bad_messages(path: Path) -> None:
+    """40 LabeledFeatures, of which one CDR blob that does not deserialize and one with NaN."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    store = typestore()
+    Msg, Header, Time = (
+        store.types[t] for t in (LABELED_FEATURES_TYPE, "std_msgs/msg/Header", "builtin_interfaces/msg/Time")
+    )
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conn = writer.add_connection("/labeled_features", LABELED_FEATURES_TYPE, typestore=store)
+        for i, (row, label) in enumerate(zip(X, LABELS, strict=True)):
+            data = row.astype(np.float32)
+            if i == 7:
+                writer.write(conn, 10**18 + i, b"\x00\x01\x00\x00\xff\xff\xff\x7f truncated")
+                continue
+            if i == 9:
+                data = data.copy()
+                data[1] = np.nan
+            msg = Msg(header=Header(stamp=Time(sec=i, nanosec=0), frame_id="camera"), data=data, label=label)
+            writer.write(conn, 10**18 + i, store.serialize_cdr(msg, LABELED_FEATURES_TYPE))
+
+
+def test_malformed_messages_in_a_bag_are_skipped_and_counted(graph):
+    _bag_with_bad_messages(graph.root / "malformed")
+    result = graph.tune(bags=[str(graph.root / "malformed")])
+    assert result.accepted, result.message
+    final = graph.final(result.out_path)
+    assert final["state"] == "done", final
+    assert final["skipped"] == {"corrupt message": 1, "non-finite values": 1}
+    report = json.loads(Path(result.out_path + ".report.json").read_text())
+    assert report["skipped"] == final["skipped"] and report["n_train"] + report["n_test"] == 38
+    assert spin_until(
+        graph.executor,
+        lambda: graph.diag.get("samples skipped (last job)") == "corrupt message: 1, non-finite values: 1",
+        10,
+    ), graph.diag
+
+
+def test_sigint_during_a_job_stops_it_cleanly(built_interfaces, tmp_path, start_process):
+    """SIGINT while a 1000-epoch inverse-dynamics job runs: the job stops at its next epoch, no model
+    file (nor a temporary one) is left, the process exits 0 without "terminate called" (before, a
+    daemon worker still in torch at interpreter exit aborted it so, 3 times in 3)."""
+    from lifelong_learning.srv import TuneModel
+    from rclpy.node import Node
+    from std_msgs.msg import String
+
+    from lifelong_learning.io.bags import write_joint_states
+    from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path
+
+    log = PandaSimulation().run(6.0, seed=4, log_every=5)
+    write_joint_states(tmp_path / "bag", log["t"], JOINT_NAMES, log["q"], log["qd"], log["tau"])
+    models = tmp_path / "models"
+    process = start_process(
+        tuner_argv(
+            models, "progress_topic:=sigint_progress", "diagnostics_period_s:=0.0", name="tuner_sigint"
+        )
+    )
+    with new_context() as context, new_executor(context) as executor:
+        peer = Node("sigint_peer", context=context)
+        progress: list[dict] = []
+        peer.create_subscription(
+            String, "sigint_progress", lambda m: progress.append(json.loads(m.data)), 100
+        )
+        client = peer.create_client(TuneModel, "/tuner_sigint/tune")
+        executor.add_node(peer)
+        request = TuneModel.Request(
+            bags=[str(tmp_path / "bag")],
+            task="inverse-dynamics",
+            urdf_path=panda_urdf_path(),
+            centers=300,
+            epochs=1000,
+        )
+        result = call_service(executor, client, request, timeout=60.0)
+        assert result.accepted, result.message
+        assert spin_until(executor, lambda: any(p["state"] == "running" for p in progress), 60), process.log()
+        process.send_signal(signal.SIGINT)
+        code = process.wait(60)
+        spin_until(executor, lambda: any(p["state"] == "cancelled" for p in progress), 2)
+    log = process.log()
+    assert code == 0, log
+    assert "terminate called" not in log and "Traceback" not in log, log
+    assert "no model written" in log
+    assert not Path(result.out_path).exists()
+    assert [p.name for p in models.iterdir()] == []  # no temporary file either
+    assert progress[-1]["state"] in ("running", "cancelled")  # never "done" after the signal
