@@ -42,6 +42,7 @@ from lifelong_learning.core.files import (
     confined_path,
     remove_stale_temporaries,
 )
+from lifelong_learning.core.losses import SequenceLossCounter
 from lifelong_learning.core.model_file import (
     ModelFileError,
     load_model_file,
@@ -180,15 +181,33 @@ class NodeBase(Node):
         self.rejections = RejectionCounter(self.get_logger(), self.params["warn_period_s"])
         self.stats = NodeStats()
         self.dropped = 0
-        # rejections and drops at the previous diagnostics publication (what rose since is a WARN)
+        self.losses = SequenceLossCounter()  # messages published to us that we never processed
+        # rejections, drops and losses at the previous diagnostics publication (what rose is a WARN)
         self._published_counts: dict[str, int] = {}
         self._published_dropped = 0
+        self._published_lost: dict[str, int] = {}
         self._published_at = time.monotonic()
         self._diag_pub = None
         period = float(self.params["diagnostics_period_s"])
         if period > 0:
             self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
             self.create_timer(period, self._publish_diagnostics)
+
+    def create_counted_subscription(
+        self, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any, stream: str, **kwargs: Any
+    ) -> Any:
+        """``create_subscription`` that also counts the messages of ``topic`` this node never
+        processed, from the publishers' sequence numbers (:mod:`lifelong_learning.core.losses`): lost
+        by DDS, or overwritten in the subscription's queue while the node was busy. Shown in
+        diagnostics as ``<stream> lost``, WARN while it rises."""
+
+        def on_message(msg: Any, info: Any) -> None:
+            gid = info.get("publisher_gid") if isinstance(info, dict) else None
+            key = bytes(gid["data"]) if isinstance(gid, dict) and "data" in gid else None
+            self.losses.record(stream, key, info.get("publication_sequence_number") if key else None)
+            callback(msg)
+
+        return self.create_subscription(msg_type, topic, on_message, qos, **kwargs)
 
     def declare_specs(self, specs: Sequence[ParamSpec]) -> dict[str, Any]:
         """Declare ``specs`` (with descriptions) and return their current values by name."""
@@ -210,6 +229,8 @@ class NodeBase(Node):
         for reason, n in sorted(counts.items()):
             values[f"rejected: {reason}"] = str(n)
         values["dropped"] = str(self.dropped)
+        for stream, n in sorted(self.losses.snapshot().items()):
+            values[f"{stream} lost"] = str(n)
         return values
 
     def diagnostic_problems(self) -> list[tuple[bytes, str]]:
@@ -238,6 +259,13 @@ class NodeBase(Node):
                     f"{dropped} message{'s' if dropped != 1 else ''} dropped in the last {elapsed:.1f} s",
                 )
             )
+        lost = {k: n - self._published_lost.get(k, 0) for k, n in sorted(self.losses.snapshot().items())}
+        lost = {k: n for k, n in lost.items() if n > 0}
+        if lost:
+            streams = ", ".join(f"{k}: {n}" for k, n in lost.items())
+            problems.append(
+                (DiagnosticStatus.WARN, f"messages never processed in the last {elapsed:.1f} s ({streams})")
+            )
         return problems
 
     def diagnostic_status(self) -> DiagnosticStatus:
@@ -252,14 +280,14 @@ class NodeBase(Node):
         )
 
     def _publish_diagnostics(self) -> None:
-        counts, dropped = self.rejections.snapshot(), self.dropped
+        counts, dropped, lost = self.rejections.snapshot(), self.dropped, self.losses.snapshot()
         status = self.diagnostic_status()
         msg = DiagnosticArray()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.status = [status]
         if self._diag_pub is not None:
             self._diag_pub.publish(msg)
-        self._published_counts, self._published_dropped = counts, dropped
+        self._published_counts, self._published_dropped, self._published_lost = counts, dropped, lost
         self._published_at = time.monotonic()
 
 

@@ -197,11 +197,12 @@ class InverseDynamicsNode(LearnerNode):
         self.torque_pub = self.create_publisher(JointState, p["predicted_torque_topic"], 100)
         # Best effort like sensor-data QoS (matches reliable and best-effort drivers), but 100 deep:
         # at 100-1000 Hz a depth of 5 drops whole bursts whenever the process is briefly descheduled.
-        self.create_subscription(
+        self.create_counted_subscription(
             JointState,
             p["joint_states_topic"],
             self._on_joint_state,
             QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT),
+            stream="joint_states",
         )
         if p["acceleration_topic"]:
             self.create_subscription(

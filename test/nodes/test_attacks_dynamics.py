@@ -289,6 +289,29 @@ def test_gaps_count_the_missed_joint_states(target):
     assert target.diagnostics[-1].level == b"\x01"  # WARN
 
 
+def test_a_flood_is_counted_not_lost_silently(target):
+    """Joint states far faster than the node learns: what it does not process is counted from the
+    publisher's sequence numbers (overwritten in its queue or lost by DDS), WARN while it rises."""
+    key = "joint_states lost"
+    target.good(3)
+    lost, answered = target.value(key), len(target.torques)
+    sent = 2000
+    for _ in range(sent):
+        target.peer.joint_states.publish(target.message())
+
+    def accounted() -> bool:
+        return (len(target.torques) - answered) + (target.value(key) - lost) >= sent
+
+    assert spin_until(target.executor, accounted, 30), (
+        len(target.torques) - answered,
+        target.value(key) - lost,
+    )
+    assert target.value(key) > lost
+    assert any("never processed" in s.message for s in target.diagnostics[-20:])
+    assert target.proc.alive()
+    target.good(3)
+
+
 def test_reset_forgets_the_stream(target):
     from std_srvs.srv import Trigger
 
