@@ -41,6 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import String
 
@@ -143,6 +144,7 @@ class NystromTunerNode(NodeBase):
         self.jobs_failed = 0
         self.jobs_cancelled = 0
         self.last_failure = "none"
+        self.last_job_failed = False  # a WARN in diagnostics until a job succeeds
         self.last_skipped: dict[str, int] = {}
 
     # ------------------------------------------------------------ service
@@ -274,11 +276,13 @@ class NystromTunerNode(NodeBase):
             return
         except Exception as exc:  # any failure is reported on the topic, the node keeps serving
             self.jobs_failed += 1
+            self.last_job_failed = True
             self.last_failure = f"{type(exc).__name__}: {exc}"
             self.get_logger().error(f"tuning failed: {exc}")
             self._publish({"state": "failed", "error": self.last_failure, "out_path": str(job.out)})
             return
         self.jobs_done += 1
+        self.last_job_failed = False
         self.last_skipped = dict(report.get("skipped", {}))
         self.get_logger().info(f"model written to {job.out} in {time.monotonic() - t0:.1f} s")
         self._publish(
@@ -309,6 +313,12 @@ class NystromTunerNode(NodeBase):
         values["limits"] = f"epochs <= {self.params['max_epochs']}, centers <= {self.params['max_centers']}"
         values["output dir"] = str(self.output_dir)
         return values
+
+    def diagnostic_problems(self) -> list[tuple[bytes, str]]:
+        problems = super().diagnostic_problems()
+        if self.last_job_failed:
+            problems.append((DiagnosticStatus.WARN, f"the last tuning job failed: {self.last_failure}"))
+        return problems
 
     def stop_job(self, timeout_s: float = STOP_WAIT_S) -> bool:
         """Tell a running job to stop and wait up to ``timeout_s`` for it; True when none runs now.

@@ -48,6 +48,8 @@ class Graph:
     client: Any
     progress: list[dict] = field(default_factory=list)
     diag: dict[str, str] = field(default_factory=dict)
+    level: int = 0
+    message: str = ""
 
     def tune(self, **fields: Any) -> Any:
         from lifelong_learning.srv import TuneModel
@@ -106,6 +108,7 @@ def graph(built_interfaces, tmp_path_factory):
                 for status in msg.status:
                     if status.name == "nystrom_tuner":
                         g.diag.update({kv.key: kv.value for kv in status.values})
+                        g.level, g.message = int.from_bytes(status.level, "little"), status.message
 
             peer.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
             executor.add_node(peer)
@@ -184,7 +187,10 @@ def test_missing_and_corrupt_bags_are_answered_and_the_next_request_served(graph
         assert not Path(result.out_path).exists()
     assert graph.counted("jobs failed", failed_before + 2), graph.diag
     assert "corrupt or truncated" in graph.diag["last failure"]
+    assert spin_until(graph.executor, lambda: "the last tuning job failed" in graph.message, 10)
+    assert graph.level == 1  # WARN
     graph.serves_a_good_request()
+    assert spin_until(graph.executor, lambda: "the last tuning job failed" not in graph.message, 10)
 
 
 def _bag_with_bad_messages(path: Path) -> None:
