@@ -88,8 +88,8 @@ PARAMS: tuple[ParamSpec, ...] = (
         "max_image_pixels",
         MAX_IMAGE_PIXELS,
         "Larger images (height x width) are refused and counted ('image too large') before any "
-        "conversion. 4096x4096 is above common robot cameras; the CNN sees 224x224 anyway, and each "
-        "queued frame costs several copies of its RGB size (a 10000x10000 frame: about 1 GB).",
+        "conversion. 4096x4096 is above common robot cameras; the CNN sees 224x224 anyway, and "
+        "conversion copies each frame to RGB (a 10000x10000 mono8 frame: a 300 MB array).",
         read_only=True,
     ),
 )
