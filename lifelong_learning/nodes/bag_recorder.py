@@ -23,6 +23,9 @@ closed files; it is read by ``rosbags`` (``Reader``, ``AnyReader``), by
   a publisher whose type hash differs from the known definition, a topic with several types or
   whose type changes, and storage errors (a file that fails is given up and counted in
   ``messages lost``; closed files are never touched).
+- Messages a publisher sent that never reached the writer (lost by DDS, or overwritten in the
+  subscription's queue while the node was busy) are counted per topic from the publishers'
+  sequence numbers (``<topic> lost`` in diagnostics, WARN while it rises).
 """
 
 from __future__ import annotations
@@ -253,7 +256,10 @@ class BagRecorderNode(NodeBase):
             self._refuse(topic, (msgtype,), "unrecordable topic", str(exc))
             return
         qos = subscription_qos([i.qos_profile for i in infos])
-        sub = self.create_subscription(cls, topic, partial(self._on_message, topic), qos, raw=True)
+        # counted: messages published on the topic that never reached the writer show as "<topic> lost"
+        sub = self.create_counted_subscription(
+            cls, topic, partial(self._on_message, topic), qos, stream=topic, raw=True
+        )
         reliable = qos.reliability == ReliabilityPolicy.RELIABLE
         self.recorded[topic] = _Recorded(msgtype, sub, reliable)
         self._refused.pop(topic, None)
