@@ -11,7 +11,9 @@ and exports the model tuned with the first objective to the online learners' mod
   tuned residual λ (``--residual-regularization``) that best predict the most recent part of the
   bags (the test split).
 
-``--init MODEL`` continues from the serving model instead of starting over (see
+Samples that no robot produces or that the rigid-body model finds to be outliers are left out and
+counted (``--limit-margin``, ``--outlier-k``; ``skipped`` in the report), as are malformed
+messages in the bags. ``--init MODEL`` continues from the serving model instead of starting over (see
 :class:`~lifelong_learning.retraining.pipeline.TuningJob`). A report (markdown and JSON, next
 to the model) lists per objective the test metrics, the time and the chosen hyperparameters.
 """
@@ -79,7 +81,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar=("A", "B"),
         help="bound every length-scale to [A, B] x its input's range (max - min); default: unbounded",
     )
-    parser.add_argument("--out", required=True, help="model file to write")
+    parser.add_argument(
+        "--limit-margin",
+        type=float,
+        default=None,
+        help="inverse-dynamics: drop samples beyond the URDF's limits widened by this margin before "
+        "tuning (default 1.0: twice the velocity and effort limits; inf: keep every sample)",
+    )
+    parser.add_argument(
+        "--outlier-k",
+        type=float,
+        default=None,
+        help="inverse-dynamics: drop samples whose rigid-body residual exceeds this many robust "
+        "standard deviations (default 6; inf: keep every sample); counts are in the report",
+    )
+    parser.add_argument("--out", required=True, help="model file to write (never over a non-model file)")
     parser.add_argument("--report", default=None, help="report path without suffix (default: OUT.report)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -90,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     from lifelong_learning.io.bags import BagError
     from lifelong_learning.retraining.pipeline import (
         DEFAULT_FORGETTING,
+        DEFAULT_LIMIT_MARGIN,
+        DEFAULT_OUTLIER_K,
         DEFAULT_RESIDUAL_REGULARIZATION,
         TuningJob,
         run_job,
@@ -124,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
         residual_regularization=scales,
         lengthscale_range=tuple(args.lengthscale_range) if args.lengthscale_range else None,
         init=args.init,
+        limit_margin=DEFAULT_LIMIT_MARGIN if args.limit_margin is None else args.limit_margin,
+        outlier_k=DEFAULT_OUTLIER_K if args.outlier_k is None else args.outlier_k,
         report=args.report,
         seed=args.seed,
         progress=not args.no_progress,

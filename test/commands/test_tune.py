@@ -122,3 +122,10 @@ def test_tune_reports_bad_input(tmp_path, capsys):
         assert "residual λ multipliers must be finite and > 0" in capsys.readouterr().err
     assert main([*bad_forgetting, "--lengthscale-range", "2", "1"]) == 2
     assert "lengthscale_range must be (a, b)" in capsys.readouterr().err
+    assert main([*bad_forgetting, "--outlier-k", "0"]) == 2
+    assert "outlier_k > 0" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("mine")  # --out never replaces a file that is not a model
+    notes = ["tune", str(tmp_path / "a"), "--task", "classification", "--out", str(tmp_path / "notes.txt")]
+    assert main(notes) == 2
+    assert "not a file this writer made" in capsys.readouterr().err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
