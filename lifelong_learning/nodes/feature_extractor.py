@@ -133,7 +133,10 @@ class FeatureExtractorNode(NodeBase):
         self.processed = 0
         self.features_pub = self.create_publisher(Features, p["features_topic"], 10)
         self.labeled_pub = self.create_publisher(LabeledFeatures, p["labeled_features_topic"], 100)
-        self.create_subscription(Image, p["image_topic"], self._on_image, qos_profile_sensor_data)
+        # counted: images published but never reaching the queue show as "images lost" in diagnostics
+        self.create_counted_subscription(
+            Image, p["image_topic"], self._on_image, qos_profile_sensor_data, stream="images"
+        )
         self.create_subscription(String, p["label_topic"], self._on_label, 10)
         self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
         self._worker.start()

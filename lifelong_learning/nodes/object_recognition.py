@@ -171,10 +171,18 @@ class ObjectRecognitionNode(LearnerNode):
         with self.model_lock:
             self.gate.seed(self.model)
         self.prediction_pub = self.create_publisher(Prediction, p["prediction_topic"], 10)
-        self.create_subscription(Features, p["features_topic"], self._on_features, qos_profile_sensor_data)
+        # counted: features published but never processed show as "features lost" in diagnostics
+        self.create_counted_subscription(
+            Features, p["features_topic"], self._on_features, qos_profile_sensor_data, stream="features"
+        )
         # raw: the label is checked against the bytes that arrived (rclpy would cut it at NUL)
-        self.create_subscription(
-            LabeledFeatures, p["labeled_features_topic"], self._on_labeled, QoSProfile(depth=100), raw=True
+        self.create_counted_subscription(
+            LabeledFeatures,
+            p["labeled_features_topic"],
+            self._on_labeled,
+            QoSProfile(depth=100),
+            stream="labeled_features",
+            raw=True,
         )
         self.create_service(Predict, "~/predict", self._on_predict, callback_group=self.service_group)
         self.create_service(GetClassifierInfo, "~/info", self._on_info, callback_group=self.service_group)
