@@ -15,8 +15,8 @@ What the offline tuner needs:
 
 Missing or corrupt bags, missing topics and bags of another dimension raise :class:`BagError`.
 One bad recorded message does not: a message that does not deserialize, lacks a joint, has arrays
-of the wrong length, non-finite values, an empty label or a stamp out of order is skipped and
-counted per reason (:class:`Skipped`, the ``skipped`` of what the readers return); only a bag with
+of the wrong length, non-finite values, an empty or unprintable label or a stamp out of order is
+skipped and counted per reason (:class:`Skipped`, the ``skipped`` of what the readers return); only a bag with
 no usable message left is an error.
 """
 
@@ -52,6 +52,7 @@ WRONG_LENGTH = "wrong array lengths"
 NON_FINITE = "non-finite values"
 OUT_OF_ORDER = "stamp out of order"
 EMPTY_LABEL = "empty label"
+UNPRINTABLE_LABEL = "unprintable label"  # control characters, NUL: refused by IncrementalRLSC
 WRONG_DIMENSION = "wrong feature length"
 
 
@@ -212,7 +213,9 @@ def read_labeled_features(
     """Every usable LabeledFeatures message of ``topic`` (default: all topics of that type), in bag order.
 
     Skipped and counted (``skipped``): messages that do not deserialize, with non-finite values,
-    an empty label, or a length other than the bag's most common one.
+    an empty label or one with unprintable characters (labels are stripped of surrounding
+    whitespace, as the object_recognition node does), or a length other than the bag's most
+    common one.
 
     Raises:
         BagError: unreadable bag, no such topic, no usable message, or bags whose vectors have
@@ -226,12 +229,15 @@ def read_labeled_features(
         part: list[tuple[int, np.ndarray, str]] = []
         for stamp, msg in _messages(path, LABELED_FEATURES_TYPE, topic, skipped=skipped):
             v = np.asarray(msg.data, dtype=np.float64)
+            label = str(msg.label).strip()  # as the object_recognition node learns it
             if not np.all(np.isfinite(v)):
                 skipped.add(NON_FINITE, f"{path}: feature vector with NaN or Inf at {stamp}")
-            elif not msg.label:
+            elif not label:
                 skipped.add(EMPTY_LABEL, f"{path}: empty label at {stamp}")
+            elif not label.isprintable():
+                skipped.add(UNPRINTABLE_LABEL, f"{path}: label {label!r} at {stamp}")
             else:
-                part.append((stamp, v, str(msg.label)))
+                part.append((stamp, v, label))
         if not part:
             continue
         d = _modal_length([v.size for _, v, _ in part])

@@ -101,6 +101,10 @@ def test_mismatched_feature_dimensions(tmp_path):
     assert data.X.shape == (1, 4) and data.labels == ["x"]
     assert dict(data.skipped) == {"non-finite values": 1, "empty label": 1}
     assert "NaN" in data.skipped.details["non-finite values"]
+    # labels as the node learns them: stripped; unprintable ones (a NUL, a control character) skipped
+    write_labeled_features(tmp_path / "e", np.zeros((4, 4)), [" mug ", "mu\x00g", "a\tb", "duck"])
+    data = read_labeled_features(tmp_path / "e")
+    assert data.labels == ["mug", "duck"] and dict(data.skipped) == {"unprintable label": 2}
     write_labeled_features(tmp_path / "d", np.full((2, 4), np.nan), ["x"] * 2)
     with pytest.raises(BagError, match=r"no usable LabeledFeatures message.*2 non-finite values"):
         read_labeled_features(tmp_path / "d")
