@@ -37,6 +37,7 @@ lasting change of the robot (a payload) is an outlier only until it fills half t
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -279,3 +280,34 @@ class ResidualOutlierTest:
         self._count += 1
         self.outliers += outlier
         return outlier
+
+
+def local_spikes(X: Any, starts: Sequence[int] = (0,), half_window: int = 3, k: float = 6.0) -> np.ndarray:
+    """Rows of a recorded signal ``X`` (``(n, c)``, rows in time order) holding a spike in some
+    column, by the Hampel identifier (offline, non-causal: for logs, not streams).
+
+    Row ``i`` of column ``j`` is a spike when ``|x_ij − m_ij| > k · max(1.4826 · MAD_ij, s_j)``,
+    with ``m_ij`` and ``MAD_ij`` the median and median absolute deviation of the ``2h + 1`` samples
+    around ``i`` (``h = half_window``; windows do not cross the segment boundaries ``starts``,
+    e.g. bags) and ``s_j = 1.4826 · median_i |x_{i+1,j} − x_ij|`` the typical change per sample,
+    so that a smooth signal's own motion (whose local MAD is about one step) is never a spike.
+    A glitched effort or velocity, or two joints' values swapped, is a spike; a repeated sample
+    (a stuck driver) is not.
+    """
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    n = X.shape[0]
+    out = np.zeros(n, dtype=bool)
+    bounds = [*sorted({int(s) for s in starts if 0 <= s < n} | {0}), n]
+    for a, b in itertools.pairwise(bounds):
+        seg = X[a:b]
+        if seg.shape[0] < 2 * half_window + 1:
+            continue
+        padded = np.pad(seg, ((half_window, half_window), (0, 0)), mode="reflect")
+        windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half_window + 1, axis=0)
+        median = np.median(windows, axis=2)
+        mad = MAD_TO_SIGMA * np.median(np.abs(windows - median[:, :, None]), axis=2)
+        step = MAD_TO_SIGMA * np.median(np.abs(np.diff(seg, axis=0)), axis=0)
+        scale = np.maximum(mad, step)
+        with np.errstate(invalid="ignore"):
+            out[a:b] = np.any(np.abs(seg - median) > k * np.where(scale > 0, scale, np.inf), axis=1)
+    return out

@@ -31,7 +31,12 @@ from lifelong_learning.core.files import UnsafePathError, atomic_write_text, che
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.core.model_file import ModelFileError, read_model_kind
 from lifelong_learning.dynamics.acceleration import estimate_accelerations
-from lifelong_learning.dynamics.plausibility import JointLimits, PlausibilityGate, robust_outliers
+from lifelong_learning.dynamics.plausibility import (
+    JointLimits,
+    PlausibilityGate,
+    local_spikes,
+    robust_outliers,
+)
 from lifelong_learning.dynamics.regressor import kinematic_difference
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
 from lifelong_learning.io.bags import BagError, JointStateSet, read_joint_states, read_labeled_features
@@ -289,6 +294,15 @@ class _Classification:
         export_classifier(model, self.X, self.labels, out, classes=self.known)
 
 
+def _rows(js: JointStateSet, ok: np.ndarray) -> JointStateSet:
+    """The rows ``ok`` of ``js`` (its bag starts moved to the rows kept)."""
+    if ok.all():
+        return js
+    kept_before = np.concatenate([[0], np.cumsum(ok)])
+    starts = sorted({int(kept_before[s]) for s in js.starts} - {int(ok.sum())})
+    return JointStateSet(js.joint_names, js.t[ok], js.q[ok], js.qd[ok], js.tau[ok], starts or [0], js.skipped)
+
+
 class _InverseDynamics:
     """Joint states: a chronological split (the test part is the most recent one), the torque nMSE
     of the semiparametric model replayed on the training part with each residual λ multiplier and
@@ -303,8 +317,9 @@ class _InverseDynamics:
         names = self.warm.joint_names if self.warm is not None else None
         raw = read_joint_states(job.bags, topic=job.topic, joint_names=names)
         self.skipped: dict[str, int] = dict(raw.skipped)
+        self.outliers_k = float(job.outlier_k)
         limits = JointLimits.from_urdf(self.urdf, raw.joint_names)
-        self.js = self._plausible(raw, PlausibilityGate(limits, float(job.limit_margin)))
+        self.js = self._despiked(self._plausible(raw, PlausibilityGate(limits, float(job.limit_margin))))
         self.qdd = estimate_accelerations(self.js.t, self.js.qd, starts=self.js.starts)
         tr, te = _split(self.js.t.size, job.test_fraction, rng, chronological=True)
         self.forgetting = tuple(job.forgetting)
@@ -334,15 +349,20 @@ class _InverseDynamics:
         ok, counts = gate.mask(js.q, js.qd, js.tau)
         for reason, n in counts.items():
             self.skipped[reason] = self.skipped.get(reason, 0) + n
-        if ok.all():
-            return js
         if not ok.any():
             raise BagError(f"no joint state within the URDF's limits (margin {gate.margin:g}): {counts}")
-        kept_before = np.concatenate([[0], np.cumsum(ok)])
-        starts = sorted({int(kept_before[s]) for s in js.starts} - {int(ok.sum())})
-        return JointStateSet(
-            js.joint_names, js.t[ok], js.q[ok], js.qd[ok], js.tau[ok], starts or [0], js.skipped
-        )
+        return _rows(js, ok)
+
+    def _despiked(self, js: JointStateSet) -> JointStateSet:
+        """Without the samples that are spikes in q, q̇ or τ against their neighbours (Hampel,
+        :func:`~lifelong_learning.dynamics.plausibility.local_spikes`; within the limits, but a
+        glitch all the same), before q̈ is estimated from them; counted."""
+        if not np.isfinite(self.outliers_k):
+            return js
+        spikes = local_spikes(np.hstack([js.q, js.qd, js.tau]), js.starts, k=self.outliers_k)
+        if spikes.any():
+            self.skipped["spike (against its neighbours)"] = int(spikes.sum())
+        return _rows(js, ~spikes)
 
     def _outliers(self, residuals: np.ndarray, part: str) -> np.ndarray:
         """Rows of rigid-body residuals beyond ``k`` robust scales (at least the floor); counted."""

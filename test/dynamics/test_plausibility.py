@@ -128,3 +128,20 @@ def test_streaming_scale_has_a_floor():
     assert test.scale[0] == 0.5
     assert not test.check([2.9]) and test.check([3.1])
     assert MAD_TO_SIGMA == pytest.approx(1.4826, abs=1e-4)
+
+
+def test_local_spikes_finds_glitches_in_a_smooth_log_not_its_motion():
+    from lifelong_learning.dynamics.plausibility import local_spikes
+
+    t = np.linspace(0.0, 10.0, 1001)
+    X = np.column_stack([np.sin(t), 5.0 * np.cos(3 * t), 0.01 * t])
+    assert not local_spikes(X).any()
+    bad = X.copy()
+    bad[100, 1] += 1.5  # a glitch within any limit (10 typical steps of this column)
+    bad[[500, 501], 0] = bad[[500, 501], 0][::-1] + np.array([0.3, -0.3])  # two values swapped and off
+    bad[700, 2] = bad[699, 2]  # a repeated (stuck) sample is not a spike
+    found = np.flatnonzero(local_spikes(bad))
+    assert 100 in found and {500, 501} & set(found) and 700 not in found
+    # windows stop at segment boundaries: a jump between two bags is not a spike
+    two = np.vstack([X[:500], X[:500] + 10.0])
+    assert not local_spikes(two, starts=[0, 500]).any()
