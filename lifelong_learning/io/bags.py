@@ -23,6 +23,7 @@ no usable message left is an error.
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import stat
 from collections import Counter
@@ -51,6 +52,7 @@ DUPLICATE_JOINT = "duplicate joint names"
 WRONG_LENGTH = "wrong array lengths"
 NON_FINITE = "non-finite values"
 OUT_OF_ORDER = "stamp out of order"
+STAMP_JUMP = "stamp jump"
 EMPTY_LABEL = "empty label"
 UNPRINTABLE_LABEL = "unprintable label"  # control characters, NUL: refused by IncrementalRLSC
 WRONG_DIMENSION = "wrong feature length"
@@ -74,6 +76,24 @@ class Skipped(Counter):
         return "; ".join(
             f"{n} {reason} (first: {self.details[reason]})" for reason, n in sorted(self.items())
         )
+
+
+def _stretches(ns: np.ndarray, max_gap_s: float, min_len: int, where: str, skipped: Skipped) -> list[slice]:
+    """The runs of stamps ``ns`` (integer ns) without a step above ``max_gap_s``, of at least
+    ``min_len`` rows; the rows of shorter runs are counted as skipped ("stamp jump")."""
+    t = ns * 1e-9
+    cuts = [0, *(np.flatnonzero(np.diff(ns) > round(max_gap_s * 1e9)) + 1).tolist(), ns.size]
+    if len(cuts) == 2:
+        return [slice(0, ns.size)]  # no jump: the bag is one stretch, however short
+    kept = []
+    for a, b in itertools.pairwise(cuts):
+        if b - a >= min_len:
+            kept.append(slice(a, b))
+        else:
+            skipped.add(
+                STAMP_JUMP, f"{where}: {b - a} message(s) from {t[a]:.3f} s cut off by stamp jumps", b - a
+            )
+    return kept
 
 
 def increasing_rows(t: Any) -> np.ndarray:
@@ -304,6 +324,8 @@ def read_joint_states(
     bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     topic: str | None = None,
     joint_names: Sequence[str] | None = None,
+    max_gap_s: float = 1.0,
+    min_stretch: int = 10,
 ) -> JointStateSet:
     """JointState messages → raw arrays (no ``q̈``: see the module docstring).
 
@@ -316,6 +338,12 @@ def read_joint_states(
     joint name, have arrays of another length than their names, or non-finite values, and the
     fewest messages whose stamps break the strictly increasing order of a bag
     (:func:`increasing_rows`: a stamp far in the future costs one sample, not the rest).
+
+    A step of more than ``max_gap_s`` between stamps (a paused driver, a corrupt stamp that is still
+    in order) starts a new stretch, as a new bag does (``starts``: ``q̈`` is never estimated across
+    it); where a bag has such jumps, its stretches of fewer than ``min_stretch`` messages are
+    skipped ("stamp jump": too short for a ``q̈`` window; one message with a far-future stamp at the
+    end of a bag is one).
 
     Raises:
         BagError: unreadable bag, no such topic, or no usable message in a bag.
@@ -358,7 +386,12 @@ def read_joint_states(
         t0 = int(ns[0]) if t0 is None else t0
         ta = (ns - t0) * 1e-9
         qa, qda, taua = (np.asarray(a, dtype=np.float64)[keep] for a in (q, qd, tau))
-        parts.append((ta, qa, qda, taua))
+        for part in _stretches(ns, max_gap_s, min_stretch, f"{path}", skipped):
+            parts.append((ta[part], qa[part], qda[part], taua[part]))
+    if not parts:
+        raise BagError(
+            f"no stretch of {min_stretch} joint states without a stamp jump; skipped: {skipped.summary()}"
+        )
     assert names is not None
     starts = np.cumsum([0] + [p[0].size for p in parts[:-1]]).tolist()
     t, q_all, qd_all, tau_all = (np.concatenate([p[i] for p in parts]) for i in range(4))

@@ -221,3 +221,21 @@ def test_special_files_in_a_bag_are_refused(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(BagError, match="not a bag directory"):
         read_labeled_features(tmp_path / "file")
+
+
+def test_stamp_jumps_cut_a_bag_into_stretches_and_drop_short_ones(tmp_path):
+    t = np.arange(100) * 0.01
+    t[[40, 41]] += 5.0  # two corrupt stamps 5 s ahead (written, and read, after the others)
+    t[60:] += 3.0  # a driver pause of 3 s
+    t = np.concatenate([t, [t[-1] + 1e6]])  # and one far-future stamp at the end
+    q = np.column_stack([np.arange(t.size), np.zeros(t.size)]).astype(float)
+    write_joint_states(tmp_path / "b", t, ["a", "b"], q, q, q)
+    js = read_joint_states(tmp_path / "b")
+    # the pause starts a second stretch (q̈ is not estimated across it); the corrupt stamps make
+    # stretches of two and of one, too short for a q̈ window: skipped
+    assert js.starts == [0, 58]
+    assert js.q[:, 0].tolist() == [*range(40), *range(42, 100)]
+    assert dict(js.skipped) == {"stamp jump": 3}
+    # without jumps a bag is one stretch, however short
+    write_joint_states(tmp_path / "short", t[:5], ["a", "b"], q[:5], q[:5], q[:5])
+    assert read_joint_states(tmp_path / "short").starts == [0]
