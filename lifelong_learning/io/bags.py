@@ -79,10 +79,15 @@ class Skipped(Counter):
 
 
 def _stretches(ns: np.ndarray, max_gap_s: float, min_len: int, where: str, skipped: Skipped) -> list[slice]:
-    """The runs of stamps ``ns`` (integer ns) without a step above ``max_gap_s``, of at least
-    ``min_len`` rows; the rows of shorter runs are counted as skipped ("stamp jump")."""
+    """The runs of stamps ``ns`` (integer ns) without a step above ``max_gap_s`` or ten times the
+    median step, of at least ``min_len`` rows; the rows of shorter runs are counted as skipped
+    ("stamp jump")."""
     t = ns * 1e-9
-    cuts = [0, *(np.flatnonzero(np.diff(ns) > round(max_gap_s * 1e9)) + 1).tolist(), ns.size]
+    steps = np.diff(ns)
+    limit = round(max_gap_s * 1e9)
+    if steps.size:  # a step of ten periods is a gap too: q̈ across it would not be one
+        limit = min(limit, 10 * int(np.median(steps)))
+    cuts = [0, *(np.flatnonzero(steps > limit) + 1).tolist(), ns.size]
     if len(cuts) == 2:
         return [slice(0, ns.size)]  # no jump: the bag is one stretch, however short
     kept = []
@@ -339,11 +344,11 @@ def read_joint_states(
     fewest messages whose stamps break the strictly increasing order of a bag
     (:func:`increasing_rows`: a stamp far in the future costs one sample, not the rest).
 
-    A step of more than ``max_gap_s`` between stamps (a paused driver, a corrupt stamp that is still
-    in order) starts a new stretch, as a new bag does (``starts``: ``q̈`` is never estimated across
-    it); where a bag has such jumps, its stretches of fewer than ``min_stretch`` messages are
-    skipped ("stamp jump": too short for a ``q̈`` window; one message with a far-future stamp at the
-    end of a bag is one).
+    A step of more than ``max_gap_s`` or ten times the bag's median step between stamps (a paused
+    driver, lost messages, a corrupt stamp that is still in order) starts a new stretch, as a new
+    bag does (``starts``: ``q̈`` is never estimated across it); where a bag has such jumps, its
+    stretches of fewer than ``min_stretch`` messages are skipped ("stamp jump": too short for a
+    ``q̈`` window; one message with a far-future stamp at the end of a bag is one).
 
     Raises:
         BagError: unreadable bag, no such topic, or no usable message in a bag.
