@@ -257,7 +257,7 @@ def markdown(results: list[dict], args: argparse.Namespace, total: float) -> str
             delta = max(r["max |Δτ| vs clean [N·m]"] for r in sel)
             lines.append(f"| {share:.0%} | {np.mean(nmse):.4g} | {per_seed} | {delta:.3g} |")
         worst = max(r["corrupted"] for r in bags)
-        lines += ["", f"Skipped by the pipeline (first seed, {worst:.0%}): {bags[-1]['skipped']}"]
+        lines += ["", f"Skipped by the pipeline (last seed, {worst:.0%}): {bags[-1]['skipped']}"]
     return "\n".join(lines) + "\n"
 
 
