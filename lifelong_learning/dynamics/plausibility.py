@@ -311,3 +311,26 @@ def local_spikes(X: Any, starts: Sequence[int] = (0,), half_window: int = 3, k: 
         with np.errstate(invalid="ignore"):
             out[a:b] = np.any(np.abs(seg - median) > k * np.where(scale > 0, scale, np.inf), axis=1)
     return out
+
+
+def velocity_mismatch(
+    t: Any, q: Any, qd: Any, starts: Sequence[int] = (0,), k: float = 6.0, floor: Any = 0.0
+) -> np.ndarray:
+    """Rows of a recorded joint log whose velocities disagree with their positions (offline).
+
+    The positions give the velocity independently of the reported one: the central difference
+    ``v_i = (q_{i+1} − q_{i−1}) / (t_{i+1} − t_{i−1})`` (second-order one-sided at the ends of each segment
+    ``starts``). Rows whose mismatch ``q̇_i − v_i`` is a :func:`robust_outliers` row (``k`` robust
+    scales, at least ``floor`` per joint) are returned: a glitched velocity too small to be a
+    spike against its neighbours still spoils ``q̈`` for a whole filter window, and a drive's own
+    velocity filtering (a lag) only widens the robust scale.
+    """
+    t, q, qd = np.asarray(t, dtype=np.float64), np.atleast_2d(q), np.atleast_2d(qd)
+    n = t.size
+    mismatch = np.zeros_like(qd, dtype=np.float64)
+    bounds = [*sorted({int(s) for s in starts if 0 <= s < n} | {0}), n]
+    for a, b in itertools.pairwise(bounds):
+        if b - a < 3:
+            continue
+        mismatch[a:b] = qd[a:b] - np.gradient(q[a:b], t[a:b], axis=0, edge_order=2)
+    return robust_outliers(mismatch, k=k, floor=floor)

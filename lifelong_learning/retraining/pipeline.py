@@ -36,6 +36,7 @@ from lifelong_learning.dynamics.plausibility import (
     PlausibilityGate,
     local_spikes,
     robust_outliers,
+    velocity_mismatch,
 )
 from lifelong_learning.dynamics.regressor import kinematic_difference
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
@@ -318,7 +319,7 @@ class _InverseDynamics:
         raw = read_joint_states(job.bags, topic=job.topic, joint_names=names)
         self.skipped: dict[str, int] = dict(raw.skipped)
         self.outliers_k = float(job.outlier_k)
-        limits = JointLimits.from_urdf(self.urdf, raw.joint_names)
+        self.limits = limits = JointLimits.from_urdf(self.urdf, raw.joint_names)
         self.js = self._despiked(self._plausible(raw, PlausibilityGate(limits, float(job.limit_margin))))
         self.qdd = estimate_accelerations(self.js.t, self.js.qd, starts=self.js.starts)
         tr, te = _split(self.js.t.size, job.test_fraction, rng, chronological=True)
@@ -362,7 +363,11 @@ class _InverseDynamics:
         spikes = local_spikes(np.hstack([js.q, js.qd, js.tau]), js.starts, k=self.outliers_k)
         if spikes.any():
             self.skipped["spike (against its neighbours)"] = int(spikes.sum())
-        return _rows(js, ~spikes)
+        floor = 0.01 * np.where(np.isfinite(self.limits.velocity), self.limits.velocity, 0.0)
+        mismatch = velocity_mismatch(js.t, js.q, js.qd, js.starts, k=self.outliers_k, floor=floor) & ~spikes
+        if mismatch.any():
+            self.skipped["velocity inconsistent with the positions"] = int(mismatch.sum())
+        return _rows(js, ~(spikes | mismatch))
 
     def _outliers(self, residuals: np.ndarray, part: str) -> np.ndarray:
         """Rows of rigid-body residuals beyond ``k`` robust scales (at least the floor); counted."""

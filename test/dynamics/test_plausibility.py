@@ -145,3 +145,18 @@ def test_local_spikes_finds_glitches_in_a_smooth_log_not_its_motion():
     # windows stop at segment boundaries: a jump between two bags is not a spike
     two = np.vstack([X[:500], X[:500] + 10.0])
     assert not local_spikes(two, starts=[0, 500]).any()
+
+
+def test_velocity_mismatch_finds_a_small_velocity_glitch_that_is_no_spike():
+    from lifelong_learning.dynamics.plausibility import local_spikes, velocity_mismatch
+
+    t = np.arange(500) * 0.01
+    q = np.column_stack([np.sin(t), 0.5 * np.sin(2 * t)])
+    qd = np.column_stack([np.cos(t), np.cos(2 * t)])
+    assert not velocity_mismatch(t, q, qd).any()
+    bad = qd.copy()
+    bad[250, 1] += 0.08  # small: within the local variation of the velocity
+    assert not local_spikes(np.hstack([q, bad]))[250]
+    assert np.flatnonzero(velocity_mismatch(t, q, bad)).tolist() == [250]
+    # a floor hides mismatches below k * floor (a drive's own velocity filtering)
+    assert not velocity_mismatch(t, q, bad, floor=0.02).any()
