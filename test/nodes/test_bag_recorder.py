@@ -132,9 +132,13 @@ def test_records_everything_splits_by_size_and_closes_on_sigint(
     assert spin(executor, peer.subscribed, 30), process.log()
     peer.publish(0, 40)
     assert spin(executor, peer.written(120), 30), (peer.diag, process.log())
+
     # /mixed is refused once: with both types at once, or as a type change if one was seen first
-    refused = [peer.diag.get(f"rejected: {r}", "0") for r in ("several types", "type changed")]
-    assert sorted(refused) == ["0", "1"], peer.diag
+    # (discovery of the second participant's type may come after the messages: wait for it)
+    def refused():
+        return sorted(peer.diag.get(f"rejected: {r}", "0") for r in ("several types", "type changed"))
+
+    assert spin(executor, lambda: refused() == ["0", "1"], 20), peer.diag
     assert peer.diag["/joint_states recorded"] == "40"
     assert process.stop(signal.SIGINT) == 0, process.log()
 
@@ -298,6 +302,6 @@ def test_a_flood_is_recorded_or_counted_lost(executor, spin, rclpy_context, star
         return (count("recorded") - recorded) + (count("lost") - lost)
 
     assert spin(executor, lambda: accounted() >= sent, 30), (accounted(), diag, process.log())
-    spin(executor, lambda: False, 0.5)
-    assert accounted() == sent, diag
+    # at most the k warm-up messages may still have been on their way at the snapshot
+    assert sent <= accounted() <= sent + k, (accounted(), diag)
     print(f"flood of {sent}: {count('recorded') - recorded} recorded, {count('lost') - lost} counted lost")
