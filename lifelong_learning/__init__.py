@@ -41,3 +41,27 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("commands",),
     ("cli",),
 )
+
+
+def _find_generated_interfaces() -> None:
+    """Imported from a source checkout (e.g. ``python -c ...`` in the repository root, where the
+    working directory comes first on ``sys.path``), this package lacks the interfaces colcon
+    generates (``msg``, ``srv``, ``action`` and their type-support libraries); take those from the
+    built copy further down ``sys.path`` (the install space ``scripts/env.sh`` sources). The rest
+    of the package still comes from the checkout. Nothing changes for the installed package."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.path.isdir(os.path.join(here, "msg")):
+        return
+    for entry in sys.path:
+        candidate = os.path.join(os.path.abspath(entry or os.curdir), __name__)
+        if os.path.isdir(os.path.join(candidate, "msg")) and os.path.realpath(candidate) != os.path.realpath(
+            here
+        ):
+            __path__.append(candidate)
+            return
+
+
+_find_generated_interfaces()

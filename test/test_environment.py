@@ -1,0 +1,48 @@
+"""The README's manual environment: ``source scripts/env.sh`` then Python, from the repository
+root (where the source tree comes first on ``sys.path``) and from any other folder."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SNIPPET = (
+    "import rclpy, lifelong_learning.msg, lifelong_learning.srv\n"
+    "from lifelong_learning.msg import Features\n"
+    "rclpy.init()\n"
+    "node = rclpy.create_node('environment_check')\n"
+    "node.create_publisher(Features, 'environment_check', 1)\n"
+    "print(lifelong_learning.__file__)\n"
+)
+
+
+@pytest.mark.parametrize("folder", ["root", "elsewhere"])
+def test_env_sh_then_the_generated_interfaces_import(folder, tmp_path):
+    if not (REPO / "install" / "setup.bash").exists():
+        pytest.fail("no colcon install space: run scripts/bootstrap.sh first")
+    cwd = REPO if folder == "root" else tmp_path
+    script = f'source {REPO / "scripts" / "env.sh"} && python -c "$SNIPPET"'
+    out = subprocess.run(
+        ["bash", "-c", script],
+        cwd=cwd,
+        env={
+            "SNIPPET": SNIPPET,
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            # the test session's isolated graph (conftest), not domain 0 of the network
+            **{
+                k: os.environ[k]
+                for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")
+                if k in os.environ
+            },
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    where = Path(out.stdout.strip().splitlines()[-1])
+    # from the root the checkout's modules are used, with the generated interfaces of the build
+    assert (where.parent == REPO / "lifelong_learning") == (folder == "root")
