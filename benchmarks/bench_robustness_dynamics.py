@@ -149,8 +149,7 @@ def bag_rows(seed: int, log: dict, new: dict, qdd_new: np.ndarray, shares: list[
                 {
                     "seed": seed,
                     "corrupted": share,
-                    "nMSE new trajectory": float(normalized_mse(new["tau"], pred).mean()),
-                    "max |Δτ| vs clean [N·m]": float(np.max(np.abs(pred - reference))),
+                    **scores(new, pred, reference),
                     "corruptions": counts,
                     "skipped": skipped,
                     "seconds": time.perf_counter() - t0,
@@ -165,7 +164,7 @@ def bag_rows(seed: int, log: dict, new: dict, qdd_new: np.ndarray, shares: list[
     return rows
 
 
-def one_seed(seed: int, seconds: float, shares: list[float], k: float, bags: bool) -> dict:
+def one_seed(seed: int, seconds: float, shares: list[float], outlier_k: float, bags: bool) -> dict:
     urdf = panda_urdf_text()
     limits = JointLimits.from_urdf(urdf, JOINT_NAMES)
     log = PandaSimulation().run(seconds, seed=seed, log_every=5, payload_mass=1.0, payload_at=0.6 * seconds)
@@ -177,7 +176,7 @@ def one_seed(seed: int, seconds: float, shares: list[float], k: float, bags: boo
         return model.predict(new["q"], new["qd"], qdd_new)
 
     rows = []
-    clean, clean_events = learn(log, urdf, limits, gates=True, k=k)
+    clean, clean_events = learn(log, urdf, limits, gates=True, k=outlier_k)
     reference = predict(clean)
     for share in [0.0, *shares]:
         stream, counts = corrupt(log, share, limits, seed=seed + 7) if share else (log, {})
@@ -186,15 +185,14 @@ def one_seed(seed: int, seconds: float, shares: list[float], k: float, bags: boo
             if share == 0 and gates:
                 model, events = clean, clean_events
             else:
-                model, events = learn(stream, urdf, limits, gates, k)
+                model, events = learn(stream, urdf, limits, gates, outlier_k)
             pred = predict(model)
             rows.append(
                 {
                     "seed": seed,
                     "corrupted": share,
                     "gates": "on" if gates else "off",
-                    "nMSE new trajectory": float(normalized_mse(new["tau"], pred).mean()),
-                    "max |Δτ| vs clean [N·m]": float(np.max(np.abs(pred - reference))),
+                    **scores(new, pred, reference),
                     "corruptions": counts,
                     "guard": events,
                     "seconds": time.perf_counter() - t0,
@@ -209,13 +207,33 @@ def one_seed(seed: int, seconds: float, shares: list[float], k: float, bags: boo
     return {"rows": rows, "bags": bag_rows(seed, log, new, qdd_new, shares, limits) if bags else []}
 
 
+def command(args: argparse.Namespace) -> str:
+    """The flags of this run, as they would be typed."""
+    flags = [f"--seeds {' '.join(map(str, args.seeds))}"]
+    if args.seconds != 60.0 and not args.quick:
+        flags.append(f"--seconds {args.seconds:g}")
+    if args.shares != [0.01, 0.05]:
+        flags.append(f"--shares {' '.join(f'{x:g}' for x in args.shares)}")
+    if args.outlier_k != 6.0:
+        flags.append(f"--outlier-k {args.outlier_k:g}")
+    flags += [f for f, on in (("--bags", args.bags), ("--quick", args.quick)) if on]
+    return " ".join(flags)
+
+
+def scores(new: dict, pred: np.ndarray, reference: np.ndarray) -> dict:
+    """Mean torque nMSE of ``pred`` on the new trajectory and its largest difference to ``reference``."""
+    return {
+        "nMSE new trajectory": float(normalized_mse(new["tau"], pred).mean()),
+        "max |Δτ| vs clean [N·m]": float(np.max(np.abs(pred - reference))),
+    }
+
+
 def markdown(results: list[dict], args: argparse.Namespace, total: float) -> str:
     rows = [r for res in results for r in res["rows"]]
     lines = [
         "# Robustness: corrupted joint states and the online inverse-dynamics model",
         "",
-        f"Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_robustness_dynamics.py --seeds "
-        f"{' '.join(map(str, args.seeds))}{' --quick' if args.quick else ''}`  ",
+        f"Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_robustness_dynamics.py {command(args)}`  ",
         f"Machine: {describe_machine()}. Total time {total:.0f} s.",
         "",
         f"Panda, {args.seconds:.0f} s at 100 Hz per stream (payload at 60 %), the node's learner and "

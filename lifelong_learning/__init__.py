@@ -6,7 +6,7 @@ subpackage). ``test/test_layers.py`` checks every import against :data:`LAYERS`.
 0. :mod:`~lifelong_learning.core`: what every layer shares: atomic writes (``files``), the
    versioned model file (``model_file``), the persistence contract of the learners
    (``persistence``), the input check (``checks``), error measures (``metrics``), jittered
-   Cholesky (``linalg``).
+   Cholesky (``linalg``), messages sent but never processed (``losses``).
 1. :mod:`~lifelong_learning.learners`: the one recursive regularized least squares engine
    (:class:`~lifelong_learning.learners.RecursiveRLS`), feature maps, the incremental classifier;
    :mod:`~lifelong_learning.vision`: images → CNN features; :mod:`~lifelong_learning.sim`: the

@@ -14,6 +14,6 @@ export LL_REQUIRE_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1
 # One BLAS thread per process: tests start several processes on few cores, and oversubscribed
 # OpenBLAS threads made small solves ~15x slower here. Nothing tested depends on it.
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
-# The `pytest` executable, not `python -m pytest`: the latter would put the source tree
-# (which lacks the generated lifelong_learning.msg) first on sys.path.
+# The `pytest` executable, not `python -m pytest`: the latter would put the source tree first
+# on sys.path, and the tests must exercise the built package (LL_REQUIRE_INSTALLED checks it).
 exec pytest -p no:cacheprovider --durations=15 "$@"
