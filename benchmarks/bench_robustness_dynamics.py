@@ -105,7 +105,7 @@ def learn(log: dict[str, np.ndarray], urdf: str, limits: JointLimits, gates: boo
         except RefusedSampleError as exc:
             events[exc.reason] = events.get(exc.reason, 0) + 1
             continue
-        reason = admitted.not_learned or guard.learnable(tau, model.predict(q, qd, admitted.qdd))
+        reason = admitted.not_learned or guard.residual_refusal(tau, model.predict(q, qd, admitted.qdd))
         if reason is not None:
             events[reason] = events.get(reason, 0) + 1
             continue

@@ -240,6 +240,15 @@ def _read(
     return header, arrays
 
 
+def is_model_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a readable model file of this format (any kind): one a save may replace."""
+    try:
+        read_model_kind(path)
+    except (ModelFileError, OSError):
+        return False
+    return True
+
+
 def read_model_kind(path: str | os.PathLike[str], max_bytes: int = MAX_MODEL_BYTES) -> str:
     """The kind of learner that wrote the model file ``path``, reading only its header.
 

@@ -10,7 +10,7 @@ robustness benchmark use it the same way, per sample (test-then-update):
    one; else estimates ``q̈`` (unless given) and says whether ``τ`` may be learned. Refused
    samples never reach the acceleration filter, so one glitched velocity cannot spoil the next ``q̈``.
 2. the caller predicts ``τ̂`` (and answers with it);
-3. :meth:`SampleGuard.learnable` ``(τ, τ̂)``: the residual outlier test; only then the caller
+3. :meth:`SampleGuard.residual_refusal` ``(τ, τ̂)``: the residual outlier test; only then the caller
    updates the model.
 
 Stamps (a simulator reset, a looping bag, a paused driver, one corrupt stamp): a stamp more than
@@ -195,8 +195,8 @@ class SampleGuard:
             raise RefusedSampleError("array lengths", f"expected {n} values per array")
         if not (np.isfinite(t) and all(np.all(np.isfinite(a)) for a in arrays)):
             raise RefusedSampleError("non-finite values", "NaN or Inf in the stamp, q, q̇, q̈ or τ")
-        implausible = self.gate.explain(q, qd)
-        if implausible is not None:
+        implausible = self.gate.explain(q, qd, tau)  # position, velocity, then effort: one pass
+        if implausible is not None and implausible[0] != EFFORT:
             raise RefusedSampleError(*implausible)
         try:
             cause = self._check_stamp(t)
@@ -211,7 +211,7 @@ class SampleGuard:
         why = None
         if tau is None:
             why = "no effort"
-        elif self.gate.explain(q, qd, tau) is not None:
+        elif implausible is not None:
             why = EFFORT
         elif given is None and len(self.estimator) < self.estimator.window:
             why = WARMING_UP
@@ -219,8 +219,9 @@ class SampleGuard:
             self._previous_outlier = False
         return Admitted(acc, why is None, why)
 
-    def learnable(self, tau: Any, predicted: Any) -> str | None:
-        """The residual outlier test on ``τ − τ̂`` (recorded either way); the reason when not learnable.
+    def residual_refusal(self, tau: Any, predicted: Any) -> str | None:
+        """The residual outlier test on ``τ − τ̂`` (the error is recorded either way): the reason the
+        sample must not be learned, or None when it may be.
 
         The velocity of an isolated outlier (the sample before it was not one) is taken out of the
         acceleration filter again (it was in it for its own ``q̈``): one glitched sample must not

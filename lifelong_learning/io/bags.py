@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_LABEL_LENGTH, label_problem
+
 LABELED_FEATURES_TYPE = "lifelong_learning/msg/LabeledFeatures"
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 STORAGES = ("mcap", "sqlite3")
@@ -54,7 +56,9 @@ NON_FINITE = "non-finite values"
 OUT_OF_ORDER = "stamp out of order"
 STAMP_JUMP = "stamp jump"
 EMPTY_LABEL = "empty label"
-UNPRINTABLE_LABEL = "unprintable label"  # control characters, NUL: refused by IncrementalRLSC
+# labels object_recognition refuses (learners.recognition_gate.label_problem, its default length)
+UNPRINTABLE_LABEL = "unprintable label"
+LONG_LABEL = "label too long"
 WRONG_DIMENSION = "wrong feature length"
 
 
@@ -238,9 +242,9 @@ def read_labeled_features(
     """Every usable LabeledFeatures message of ``topic`` (default: all topics of that type), in bag order.
 
     Skipped and counted (``skipped``): messages that do not deserialize, with non-finite values,
-    an empty label or one with unprintable characters (labels are stripped of surrounding
-    whitespace, as the object_recognition node does), or a length other than the bag's most
-    common one.
+    an empty label or one the object_recognition node refuses with its defaults (unprintable
+    characters, more than 64 characters; labels are stripped of surrounding whitespace, as the
+    node does), or a length other than the bag's most common one.
 
     Raises:
         BagError: unreadable bag, no such topic, no usable message, or bags whose vectors have
@@ -255,12 +259,14 @@ def read_labeled_features(
         for stamp, msg in _messages(path, LABELED_FEATURES_TYPE, topic, skipped=skipped):
             v = np.asarray(msg.data, dtype=np.float64)
             label = str(msg.label).strip()  # as the object_recognition node learns it
+            problem = label_problem(label, DEFAULT_MAX_LABEL_LENGTH)  # the node's rule
             if not np.all(np.isfinite(v)):
                 skipped.add(NON_FINITE, f"{path}: feature vector with NaN or Inf at {stamp}")
             elif not label:
                 skipped.add(EMPTY_LABEL, f"{path}: empty label at {stamp}")
-            elif not label.isprintable():
-                skipped.add(UNPRINTABLE_LABEL, f"{path}: label {label!r} at {stamp}")
+            elif problem is not None:
+                reason = LONG_LABEL if len(label) > DEFAULT_MAX_LABEL_LENGTH else UNPRINTABLE_LABEL
+                skipped.add(reason, f"{path}: {problem} ({label[:80]!r}) at {stamp}")
             else:
                 part.append((stamp, v, label))
         if not part:

@@ -41,6 +41,10 @@ from lifelong_learning.learners.rlsc import IncrementalRLSC
 #: how many recent accepted labeled norms the median is taken over
 NORM_WINDOW = 200
 
+#: defaults of the object_recognition node's limits; retraining applies the same to bags
+DEFAULT_MAX_CLASSES = 256
+DEFAULT_MAX_LABEL_LENGTH = 64
+
 
 @dataclass(frozen=True)
 class Refusal:
@@ -84,8 +88,8 @@ class RecognitionGate:
         max_feature_norm: float = 1000.0,
         feature_norm_factor: float = 10.0,
         norm_min_samples: int = 20,
-        max_classes: int = 256,
-        max_label_length: int = 64,
+        max_classes: int = DEFAULT_MAX_CLASSES,
+        max_label_length: int = DEFAULT_MAX_LABEL_LENGTH,
     ):
         if not (np.isfinite(max_feature_norm) and max_feature_norm > 0):
             raise ValueError(f"max_feature_norm must be a positive number, got {max_feature_norm!r}")

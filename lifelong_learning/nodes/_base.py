@@ -45,6 +45,7 @@ from lifelong_learning.core.files import (
 from lifelong_learning.core.losses import SequenceLossCounter
 from lifelong_learning.core.model_file import (
     ModelFileError,
+    is_model_file,
     load_model_file,
     read_model_kind,
     save_model_file,
@@ -57,15 +58,6 @@ DEFAULT_MODEL_DIRECTORY = "~/.ros/lifelong_learning"
 #: temporary files in the model directory younger than this may belong to a writer in another
 #: process (the tuner) and are left alone at start
 STALE_TEMPORARY_AGE_S = 60.0
-
-
-def _is_model_file(path: Path) -> bool:
-    """A readable model file of this package's format (any kind): one a save may replace."""
-    try:
-        read_model_kind(path)
-    except ModelFileError:
-        return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -186,6 +178,7 @@ class NodeBase(Node):
         self._published_counts: dict[str, int] = {}
         self._published_dropped = 0
         self._published_lost: dict[str, int] = {}
+        self._judged: tuple[dict[str, int], int, dict[str, int]] = ({}, 0, {})
         self._published_at = time.monotonic()
         self._diag_pub = None
         period = float(self.params["diagnostics_period_s"])
@@ -240,7 +233,8 @@ class NodeBase(Node):
         publication. The published status takes the highest level and joins the texts.
         """
         problems: list[tuple[bytes, str]] = []
-        counts = self.rejections.snapshot()
+        counts, dropped_now, lost_now = self.rejections.snapshot(), self.dropped, self.losses.snapshot()
+        self._judged = (counts, dropped_now, lost_now)  # the next baselines, once published
         elapsed = max(0.0, time.monotonic() - self._published_at)
         rose = {r: n - self._published_counts.get(r, 0) for r, n in sorted(counts.items())}
         rose = {r: n for r, n in rose.items() if n > 0}
@@ -251,7 +245,7 @@ class NodeBase(Node):
             problems.append(
                 (DiagnosticStatus.WARN, f"{total} {inputs} rejected in the last {elapsed:.1f} s ({reasons})")
             )
-        dropped = self.dropped - self._published_dropped
+        dropped = dropped_now - self._published_dropped
         if dropped > 0:
             problems.append(
                 (
@@ -259,7 +253,7 @@ class NodeBase(Node):
                     f"{dropped} message{'s' if dropped != 1 else ''} dropped in the last {elapsed:.1f} s",
                 )
             )
-        lost = {k: n - self._published_lost.get(k, 0) for k, n in sorted(self.losses.snapshot().items())}
+        lost = {k: n - self._published_lost.get(k, 0) for k, n in sorted(lost_now.items())}
         lost = {k: n for k, n in lost.items() if n > 0}
         if lost:
             streams = ", ".join(f"{k}: {n}" for k, n in lost.items())
@@ -280,14 +274,14 @@ class NodeBase(Node):
         )
 
     def _publish_diagnostics(self) -> None:
-        counts, dropped, lost = self.rejections.snapshot(), self.dropped, self.losses.snapshot()
-        status = self.diagnostic_status()
+        status = self.diagnostic_status()  # judges what rose against the last published counts
         msg = DiagnosticArray()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.status = [status]
         if self._diag_pub is not None:
             self._diag_pub.publish(msg)
-        self._published_counts, self._published_dropped, self._published_lost = counts, dropped, lost
+        # the counts that status judged become the baselines: what came in meanwhile is judged next time
+        self._published_counts, self._published_dropped, self._published_lost = self._judged
         self._published_at = time.monotonic()
 
 
@@ -456,8 +450,8 @@ class LearnerNode(NodeBase):
         resolved = confined_path(path, self.model_directory, self.allow_outside)
         if for_writing:
             named = self.model_directory / Path(path).expanduser()  # as named: a symlink is refused
-            check_replaceable(named, _is_model_file)
-            check_replaceable(resolved, _is_model_file)
+            check_replaceable(named, is_model_file)
+            check_replaceable(resolved, is_model_file)
         return resolved
 
     def refuse_path(self, message: str) -> str:

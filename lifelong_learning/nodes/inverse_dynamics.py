@@ -360,7 +360,7 @@ class InverseDynamicsNode(LearnerNode):
         self, q: np.ndarray, qd: np.ndarray, admitted: Admitted, tau: np.ndarray, predicted: np.ndarray
     ) -> None:
         """Learn one admitted sample unless the guard says otherwise (called with the lock held)."""
-        reason = admitted.not_learned or self.guard.learnable(tau, predicted)
+        reason = admitted.not_learned or self.guard.residual_refusal(tau, predicted)
         if reason is not None:
             if reason in (OUTLIER, WARMING_UP):
                 self.not_learned[reason] = self.not_learned.get(reason, 0) + 1

@@ -46,7 +46,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import String
 
 from lifelong_learning.core.files import UnsafePathError, confined_path
-from lifelong_learning.nodes._base import NodeBase, ParamSpec, run_node
+from lifelong_learning.nodes._base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec, run_node
 from lifelong_learning.srv import TuneModel
 
 #: seconds destroy_node waits for a stopped job before it logs that the process waits on
@@ -130,9 +130,7 @@ class NystromTunerNode(NodeBase):
         if not 1 <= int(p["default_centers"]) <= int(p["max_centers"]):
             raise ValueError(f"default_centers must be in [1, max_centers={p['max_centers']}]")
         base = str(p["output_dir"])
-        self.output_dir = (
-            Path(os.path.expanduser(base)) if base else Path.home() / ".ros" / "lifelong_learning"
-        )
+        self.output_dir = Path(os.path.expanduser(base or DEFAULT_MODEL_DIRECTORY))
         self.progress_pub = self.create_publisher(String, p["progress_topic"], 10)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.model_pub = self.create_publisher(String, p["model_topic"], latched)
@@ -220,9 +218,6 @@ class NystromTunerNode(NodeBase):
             return self._refuse(response, "unsafe output path", str(exc))
         except (ValueError, OSError) as exc:
             return self._refuse(response, "invalid request", str(exc))
-        bad = [b for b in job.bags if not Path(os.path.expanduser(b)).is_dir()]
-        if bad:
-            return self._refuse(response, "invalid request", f"not a bag directory: {', '.join(bad)}")
         with self._lock:
             if self._worker is not None and self._worker.is_alive():
                 return self._refuse(response, "busy", "a tuning run is already in progress")

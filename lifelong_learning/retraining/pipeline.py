@@ -29,7 +29,7 @@ import numpy as np
 
 from lifelong_learning.core.files import UnsafePathError, atomic_write_text, check_replaceable
 from lifelong_learning.core.metrics import normalized_mse
-from lifelong_learning.core.model_file import ModelFileError, read_model_kind
+from lifelong_learning.core.model_file import is_model_file, read_model_kind
 from lifelong_learning.dynamics.acceleration import estimate_accelerations
 from lifelong_learning.dynamics.plausibility import (
     JointLimits,
@@ -41,6 +41,7 @@ from lifelong_learning.dynamics.plausibility import (
 from lifelong_learning.dynamics.regressor import kinematic_difference
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
 from lifelong_learning.io.bags import BagError, JointStateSet, read_joint_states, read_labeled_features
+from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_CLASSES
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.nystrom.export import (
     export_classifier,
@@ -113,7 +114,7 @@ class TuningJob:
     outlier_floor: float = DEFAULT_OUTLIER_FLOOR
 
     def validate(self) -> None:
-        """ValueError on an unknown task/objective or out-of-range sizes."""
+        """ValueError on an unknown task/objective, out-of-range sizes or a bag that is not a directory."""
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
         bad = [o for o in self.objectives if o not in OBJECTIVES]
@@ -125,18 +126,13 @@ class TuningJob:
             raise ValueError("centers and epochs must be >= 1")
         if not self.bags:
             raise ValueError("no bag given")
+        for bag in (Path(os.path.expanduser(str(b))) for b in self.bags):
+            if not bag.is_dir():
+                why = "not a bag directory" if bag.exists() else "no such bag (not a bag directory)"
+                raise ValueError(f"{why}: {bag}")
         if self.task == "inverse-dynamics" and not (self.urdf or self.init):
             raise ValueError("inverse-dynamics needs a URDF (or a model to continue from)")
-        if self.init is not None:
-            self.init = os.path.expanduser(self.init)
-            if not Path(self.init).is_file():
-                raise ValueError(f"no model file {self.init} to continue from")
-            want = (IncrementalRLSC if self.task == "classification" else SemiparametricInverseDynamics).kind
-            found = read_model_kind(self.init)  # the header only; ModelFileError (a ValueError) if corrupt
-            if found != want:
-                raise ValueError(
-                    f"{self.init} holds a {found!r} model; a {self.task} job continues from {want!r}"
-                )
+        self._validate_init()
         if not self.forgetting or not all(0.0 < float(b) <= 1.0 for b in self.forgetting):
             raise ValueError(f"forgetting factors must be in (0, 1], got {list(self.forgetting)}")
         if not self.residual_regularization or not all(
@@ -154,6 +150,19 @@ class TuningJob:
         self._validate_sample_tests()
         check_outputs(self)
 
+    def _validate_init(self) -> None:
+        if self.init is None:
+            return
+        self.init = os.path.expanduser(self.init)
+        if not Path(self.init).is_file():
+            raise ValueError(f"no model file {self.init} to continue from")
+        want = (IncrementalRLSC if self.task == "classification" else SemiparametricInverseDynamics).kind
+        found = read_model_kind(self.init)  # the header only; ModelFileError (a ValueError) if corrupt
+        if found != want:
+            raise ValueError(
+                f"{self.init} holds a {found!r} model; a {self.task} job continues from {want!r}"
+            )
+
     def _validate_sample_tests(self) -> None:
         if not float(self.limit_margin) >= 0 or not float(self.outlier_k) > 0:
             raise ValueError("limit_margin must be >= 0 and outlier_k > 0 (inf disables either test)")
@@ -165,14 +174,6 @@ class TuningJob:
         out = Path(os.path.expanduser(str(self.out)))
         base = Path(os.path.expanduser(self.report)) if self.report else out.with_name(out.name + ".report")
         return out, base.with_name(base.name + ".md"), base.with_name(base.name + ".json")
-
-
-def _is_model_file(path: Path) -> bool:
-    try:
-        read_model_kind(path)
-    except (ModelFileError, OSError):
-        return False
-    return True
 
 
 def _is_report(path: Path) -> bool:
@@ -194,7 +195,7 @@ def check_outputs(job: TuningJob) -> None:
     model, md, js = job.output_paths()
     if not model.name:
         raise UnsafePathError("empty output path")
-    for path, ours in ((model, _is_model_file), (md, _is_report), (js, _is_report)):
+    for path, ours in ((model, is_model_file), (md, _is_report), (js, _is_report)):
         check_replaceable(path, is_ours=ours)
         for parent in path.parents:
             if parent.exists() or parent.is_symlink():
@@ -264,6 +265,11 @@ class _Classification:
         train = np.concatenate([self.tr, np.arange(len(data.labels), len(labels))])
         self.X, self.labels = X, labels
         self.classes, self.Y_tr = one_hot([labels[i] for i in train])
+        if len(self.classes) > DEFAULT_MAX_CLASSES:
+            self.warnings.append(
+                f"{len(self.classes)} classes: an object_recognition node with the default max_classes "
+                f"({DEFAULT_MAX_CLASSES}) will refuse to load this model; raise its max_classes"
+            )
         self.X_tr = X[train]
         self.X_te = X[self.te]
         self.labels_te = np.array([labels[i] for i in self.te], dtype=object)

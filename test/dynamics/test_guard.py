@@ -84,13 +84,13 @@ def test_isolated_outlier_leaves_the_filter_but_a_run_of_them_stays():
     rng = np.random.default_rng(0)
     for k in range(60):
         feed(guard, 0.01 * k)
-        assert guard.learnable(rng.normal(0, 0.5, 7), np.zeros(7)) is None
+        assert guard.residual_refusal(rng.normal(0, 0.5, 7), np.zeros(7)) is None
     n = len(guard.estimator)
     feed(guard, 0.60)
-    assert guard.learnable(np.full(7, 40.0), np.zeros(7)) == OUTLIER
+    assert guard.residual_refusal(np.full(7, 40.0), np.zeros(7)) == OUTLIER
     assert len(guard.estimator) == n - 1  # taken out again
     feed(guard, 0.61)
-    assert guard.learnable(np.full(7, 40.0), np.zeros(7)) == OUTLIER
+    assert guard.residual_refusal(np.full(7, 40.0), np.zeros(7)) == OUTLIER
     assert len(guard.estimator) == n  # the second of a run stays
 
 
@@ -98,7 +98,7 @@ def test_reset_forgets_the_stream():
     guard = SampleGuard(LIMITS)
     for k in range(60):
         feed(guard, 10.0 + 0.01 * k)
-        guard.learnable(np.zeros(7), np.zeros(7))
+        guard.residual_refusal(np.zeros(7), np.zeros(7))
     guard.reset()
     assert guard.last_stamp is None and len(guard.estimator) == 0 and guard.missed == 0
     feed(guard, 1.0)  # earlier than before the reset: accepted, no restart counted

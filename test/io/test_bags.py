@@ -105,6 +105,8 @@ def test_mismatched_feature_dimensions(tmp_path):
     write_labeled_features(tmp_path / "e", np.zeros((4, 4)), [" mug ", "mu\x00g", "a\tb", "duck"])
     data = read_labeled_features(tmp_path / "e")
     assert data.labels == ["mug", "duck"] and dict(data.skipped) == {"unprintable label": 2}
+    write_labeled_features(tmp_path / "f", np.zeros((2, 4)), ["x" * 65, "x" * 64])  # the node's 64
+    assert dict(read_labeled_features(tmp_path / "f").skipped) == {"label too long": 1}
     write_labeled_features(tmp_path / "d", np.full((2, 4), np.nan), ["x"] * 2)
     with pytest.raises(BagError, match=r"no usable LabeledFeatures message.*2 non-finite values"):
         read_labeled_features(tmp_path / "d")
