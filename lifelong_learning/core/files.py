@@ -106,10 +106,13 @@ def confined_path(
     candidate = Path(path).expanduser()
     if not candidate.is_absolute():
         candidate = base / candidate
-    resolved = candidate.resolve()
+    try:
+        resolved = candidate.resolve()
+        root = base.resolve()
+    except (OSError, RuntimeError) as exc:  # a loop of links, a name too long
+        raise UnsafePathError(f"{os.fspath(path)!r} cannot be resolved: {exc}") from exc
     if allow_outside:
         return resolved
-    root = base.resolve()
     if resolved != root and root not in resolved.parents:
         raise UnsafePathError(f"{os.fspath(path)!r} resolves to {resolved}, outside the directory {root}")
     return resolved
@@ -138,6 +141,8 @@ def check_replaceable(path: str | os.PathLike[str], is_ours: Callable[[Path], bo
         return
     except NotADirectoryError as exc:
         raise UnsafePathError(f"{path}: a parent is not a directory") from exc
+    except OSError as exc:  # a name too long, a loop of links, no permission: not writable here
+        raise UnsafePathError(f"{path}: {exc.strerror or exc}") from exc
     if stat.S_ISLNK(mode):
         raise UnsafePathError(f"{path} is a symbolic link; refusing to write over it")
     if stat.S_ISDIR(mode):

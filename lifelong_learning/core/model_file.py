@@ -191,7 +191,11 @@ def _read(
     max_inflation: float = MAX_INFLATION,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The validated header and (unless ``header_only``) the arrays of the model file ``path``."""
-    if not path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError as exc:  # a name too long, a loop of links
+        raise ModelFileError(f"{path}: {exc.strerror or exc}") from exc
+    if not is_file:
         raise ModelFileError(f"{path}: no such model file")
     try:
         with zipfile.ZipFile(path) as zf:
@@ -240,13 +244,14 @@ def _read(
     return header, arrays
 
 
-def is_model_file(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a readable model file of this format (any kind): one a save may replace."""
+def is_model_file(path: str | os.PathLike[str], kind: str | None = None) -> bool:
+    """Whether ``path`` is a readable model file of this format (of ``kind``, when given): one a
+    save of that kind may replace (a learner never overwrites another learner's model)."""
     try:
-        read_model_kind(path)
+        found = read_model_kind(path)
     except (ModelFileError, OSError):
         return False
-    return True
+    return kind is None or found == kind
 
 
 def read_model_kind(path: str | os.PathLike[str], max_bytes: int = MAX_MODEL_BYTES) -> str:

@@ -35,9 +35,12 @@ import numpy as np
 from lifelong_learning.dynamics.acceleration import AccelerationEstimator
 from lifelong_learning.dynamics.plausibility import EFFORT, JointLimits, PlausibilityGate, ResidualOutlierTest
 
-#: the residual test's scale before it has 50 errors, as a fraction of each joint's effort limit
-#: (with k = 6 an error beyond 60 % of the limit is an outlier from the first sample on)
+#: the residual test's scale before it has WARMUP_ERRORS errors, as a fraction of each joint's effort
+#: limit (with k = 6 an error beyond 60 % of the limit is an outlier from the first sample on)
 WARMUP_SCALE = 0.1
+#: errors after which the robust scale of the recorded ones takes over (after a start, a reset or a
+#: model swap): few, so that a glitch in the first samples of a model meets a scale of its own errors
+WARMUP_ERRORS = 10
 
 #: why a sample was not learned, beyond the plausibility reasons
 OUTLIER = "residual outlier"
@@ -107,7 +110,12 @@ class SampleGuard:
         if outlier_k > 0:
             warmup = np.where(effort > 0, WARMUP_SCALE * effort, np.inf)
             self.outliers = ResidualOutlierTest(
-                n, outlier_k, outlier_window, min(50, outlier_window), outlier_floor * effort, warmup
+                n,
+                outlier_k,
+                outlier_window,
+                min(WARMUP_ERRORS, outlier_window),
+                outlier_floor * effort,
+                warmup,
             )
         self.reset()
 

@@ -47,6 +47,9 @@ import numpy as np
 #: 1 / Φ⁻¹(3/4): the median absolute deviation of a Gaussian times this is its standard deviation
 MAD_TO_SIGMA = 1.482602218505602
 
+#: the most errors the streaming test keeps (a window is a few seconds of a control loop)
+MAX_WINDOW = 100_000
+
 #: the streaming test recomputes its scale (a median over the window) every this many errors
 SCALE_REFRESH = 10
 
@@ -223,6 +226,8 @@ class ResidualOutlierTest:
     ):
         if not (np.isfinite(k) and k > 0):
             raise ValueError(f"k must be finite and > 0, got {k}")
+        if not 1 <= window <= MAX_WINDOW:
+            raise ValueError(f"window must be in [1, {MAX_WINDOW}], got {window}")
         if not 1 <= min_samples <= window:
             raise ValueError(f"need 1 ≤ min_samples ≤ window, got {min_samples}, {window}")
         floor = np.broadcast_to(np.asarray(floor, dtype=np.float64), (n_outputs,)).copy()

@@ -442,7 +442,8 @@ class LearnerNode(NodeBase):
 
         Relative paths are taken under ``model_directory``; one that resolves outside it is refused
         unless ``allow_paths_outside_model_directory``. For writing, the path must also be
-        missing or a model file (not a symlink, directory, special or other file).
+        missing or a model file of this node's kind (not a symlink, directory, special or other
+        file, nor another learner's model, e.g. its checkpoint).
 
         Raises:
             UnsafePathError: the path is refused (not counted here: see :meth:`refuse_path`).
@@ -450,8 +451,9 @@ class LearnerNode(NodeBase):
         resolved = confined_path(path, self.model_directory, self.allow_outside)
         if for_writing:
             named = self.model_directory / Path(path).expanduser()  # as named: a symlink is refused
-            check_replaceable(named, is_model_file)
-            check_replaceable(resolved, is_model_file)
+            kind = self.model_class.kind
+            check_replaceable(named, lambda p: is_model_file(p, kind))
+            check_replaceable(resolved, lambda p: is_model_file(p, kind))
         return resolved
 
     def refuse_path(self, message: str) -> str:
@@ -525,6 +527,10 @@ class LearnerNode(NodeBase):
             path = self.confine(text)
         except UnsafePathError as exc:
             self.refuse_path(f"announced model refused: {exc}")
+            return
+        if self.checkpoint_path is not None and path == self.checkpoint_path.resolve():
+            # an announcement is a new model; rolling back to the checkpoint is ~/load_model's job
+            self.refuse_path(f"announced model refused: {path} is this node's own checkpoint")
             return
         try:
             file_kind = read_model_kind(path)

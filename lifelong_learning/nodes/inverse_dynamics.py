@@ -47,7 +47,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profi
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
-from lifelong_learning.dynamics import AccelerationEstimator, SemiparametricInverseDynamics
+from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.dynamics.guard import OUTLIER, WARMING_UP, Admitted, RefusedSampleError, SampleGuard
 from lifelong_learning.dynamics.plausibility import JointLimits
 from lifelong_learning.dynamics.regressor import kinematic_difference
@@ -177,7 +177,6 @@ class InverseDynamicsNode(LearnerNode):
         }
         self.learning = bool(p["learning"])
         self._window, self._degree = int(p["acceleration_window"]), int(p["acceleration_degree"])
-        AccelerationEstimator(1, self._window, self._degree)  # fail at start on bad parameters
         self._guard_kwargs = {
             "margin": float(p["limit_margin"]),
             "window": self._window,
@@ -186,6 +185,9 @@ class InverseDynamicsNode(LearnerNode):
             "outlier_k": float(p["outlier_k"]),
             "outlier_window": int(p["outlier_window"]),
         }
+        # fail at start on bad parameters, also when the URDF is to come from a topic later
+        one = np.ones(1)
+        SampleGuard(JointLimits(("check",), -one, one, one, one), **self._guard_kwargs)
         self._accelerations: dict[str, float] = {}
         self.not_learned: dict[str, int] = {}
         self._learned_since = 0  # samples learned and outliers since the last diagnostics

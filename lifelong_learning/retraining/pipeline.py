@@ -120,16 +120,13 @@ class TuningJob:
         bad = [o for o in self.objectives if o not in OBJECTIVES]
         if not self.objectives or bad:
             raise ValueError(f"unknown objective(s) {bad}; known: {', '.join(OBJECTIVES)}")
+        if len(set(self.objectives)) != len(self.objectives):
+            raise ValueError(f"an objective is named twice: {list(self.objectives)}")
         if not 0.0 < self.test_fraction < 1.0:
             raise ValueError("test_fraction must be in (0, 1)")
         if self.centers < 1 or self.epochs < 1:
             raise ValueError("centers and epochs must be >= 1")
-        if not self.bags:
-            raise ValueError("no bag given")
-        for bag in (Path(os.path.expanduser(str(b))) for b in self.bags):
-            if not bag.is_dir():
-                why = "not a bag directory" if bag.exists() else "no such bag (not a bag directory)"
-                raise ValueError(f"{why}: {bag}")
+        self._validate_bags()
         if self.task == "inverse-dynamics" and not (self.urdf or self.init):
             raise ValueError("inverse-dynamics needs a URDF (or a model to continue from)")
         self._validate_init()
@@ -149,6 +146,17 @@ class TuningJob:
             raise ValueError("replay_block must be >= 1")
         self._validate_sample_tests()
         check_outputs(self)
+
+    def _validate_bags(self) -> None:
+        if not self.bags:
+            raise ValueError("no bag given")
+        bags = [Path(os.path.expanduser(str(b))) for b in self.bags]
+        for bag in bags:
+            if not bag.is_dir():
+                why = "not a bag directory" if bag.exists() else "no such bag (not a bag directory)"
+                raise ValueError(f"{why}: {bag}")
+        if len({b.resolve() for b in bags}) != len(bags):  # its samples would be in both splits
+            raise ValueError(f"a bag is named twice: {[str(b) for b in self.bags]}")
 
     def _validate_init(self) -> None:
         if self.init is None:
@@ -189,13 +197,19 @@ def _is_report(path: Path) -> bool:
 
 def check_outputs(job: TuningJob) -> None:
     """ValueError (:class:`~lifelong_learning.core.files.UnsafePathError`) unless each of the job's
-    outputs is absent or a file it may replace: a model file for the model, an earlier report for
+    outputs is absent or a file it may replace: a model file of the job's kind for the model, an
+    earlier report for
     the reports; never a directory, a symlink, a FIFO or socket, or any other file. A path whose
     parent is a regular file is refused too."""
     model, md, js = job.output_paths()
     if not model.name:
         raise UnsafePathError("empty output path")
-    for path, ours in ((model, is_model_file), (md, _is_report), (js, _is_report)):
+    kind = (IncrementalRLSC if job.task == "classification" else SemiparametricInverseDynamics).kind
+
+    def model_of_this_kind(path: Path) -> bool:  # never a learner's model of another kind (a checkpoint)
+        return is_model_file(path, kind)
+
+    for path, ours in ((model, model_of_this_kind), (md, _is_report), (js, _is_report)):
         check_replaceable(path, is_ours=ours)
         for parent in path.parents:
             if parent.exists() or parent.is_symlink():

@@ -143,3 +143,12 @@ def test_remove_stale_temporaries_keeps_recent_files_when_asked(tmp_path):
     old = time.time() - 120
     os.utime(fresh, (old, old))
     assert remove_stale_temporaries(tmp_path, min_age_s=60.0) == [fresh]
+
+
+def test_a_name_too_long_is_refused_not_raised(tmp_path):
+    from lifelong_learning.core.files import UnsafePathError, check_replaceable, confined_path
+
+    long = "a" * 300 + ".llm"
+    with pytest.raises(UnsafePathError, match="too long"):
+        check_replaceable(tmp_path / long)
+    assert confined_path(long, tmp_path) == (tmp_path / long).resolve()  # resolving is fine

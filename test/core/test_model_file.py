@@ -235,3 +235,16 @@ def test_a_1_mb_member_inflating_to_1_gib_is_refused(tmp_path):
     # the same construction, small and honest, loads: the helper makes valid files
     ok = _zero_bomb(tmp_path / "ok.llm", inflated=2**20 + 128)
     assert load_model_file(ok, max_inflation=1e6).arrays["x"].shape == (2**17,)
+
+
+def test_is_model_file_of_a_kind_and_names_too_long(tmp_path):
+    from lifelong_learning.core.model_file import ModelFile, ModelFileError, is_model_file, load_model_file
+
+    path = tmp_path / "m.llm"
+    save_model_file(path, ModelFile(kind="incremental_rlsc"))
+    assert is_model_file(path) and is_model_file(path, "incremental_rlsc")
+    assert not is_model_file(path, "semiparametric_inverse_dynamics")  # never replaced by that writer
+    (tmp_path / "notes.txt").write_text("x")
+    assert not is_model_file(tmp_path / "notes.txt")
+    with pytest.raises(ModelFileError, match="too long"):
+        load_model_file(tmp_path / ("a" * 300))

@@ -27,10 +27,20 @@ from conftest import (
     write_oversized_model_file,
 )
 
+from lifelong_learning.core.model_file import ModelFile, save_model_file
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.nodes.supervisor import NodeProcess
 
 pytestmark = pytest.mark.graph
+
+
+def _latched() -> Any:
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(
+        depth=5, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
+
 
 DIM = 8
 CLASSES = ("mug", "duck", "teddy")
@@ -229,3 +239,28 @@ def test_load_of_a_file_whose_header_claims_8_tib_is_refused_at_once(target):
 def test_load_from_outside_the_model_directory_is_refused(target):
     IncrementalRLSC(lambdas=[1.0], alpha=0.0).save(target.folder / "foreign.llm")  # a valid model
     target.refused(lambda: target.load(str(target.folder / "foreign.llm")), "path refused", "outside")
+
+
+def test_save_over_another_learners_model_is_refused(target):
+    """E.g. the inverse_dynamics checkpoint beside this node's in a shared model_directory."""
+    other = target.models / "inverse_dynamics.llm"
+    save_model_file(other, ModelFile(kind="semiparametric_inverse_dynamics", meta={"x": 1}))
+    before = other.read_bytes()
+    target.refused(lambda: target.save("inverse_dynamics.llm"), "path refused", "not a file this writer made")
+    assert other.read_bytes() == before
+
+
+def test_announcing_the_nodes_own_checkpoint_is_refused(target):
+    """One String on model_topic naming the checkpoint would roll the model back to it."""
+    from std_msgs.msg import String
+
+    # a checkpoint that differs from the serving model (as one from a minute ago would)
+    IncrementalRLSC(lambdas=[1.0], alpha=0.0).save(target.models / "checkpoint.llm")
+    before = target.count("path refused")
+    announce = target.peer.create_publisher(String, "tuned_model", _latched())
+    assert spin_until(target.executor, lambda: announce.get_subscription_count() > 0, 10)
+    announce.publish(String(data="checkpoint.llm"))
+    assert spin_until(target.executor, lambda: target.count("path refused") == before + 1, 10), (
+        target.proc.log()
+    )
+    assert target.answers() == target.baseline

@@ -233,3 +233,14 @@ def test_one_effort_spike_is_skipped_counted_and_not_learned(tmp_path):
     saved = json.loads((tmp_path / "spike.llm.report.json").read_text())
     assert saved["skipped"]["effort beyond limit"] == 1
     assert "1 effort beyond limit" in reports["spike"]["markdown"]
+
+
+def test_a_bag_or_objective_named_twice_is_refused(tmp_path):
+    (tmp_path / "bag").mkdir()
+    base = {"task": "classification", "out": str(tmp_path / "m.llm")}
+    with pytest.raises(ValueError, match="a bag is named twice"):
+        TuningJob(bags=[str(tmp_path / "bag"), str(tmp_path / "bag") + "/"], **base).validate()
+    with pytest.raises(ValueError, match="an objective is named twice"):
+        TuningJob(bags=[str(tmp_path / "bag")], objectives=["proposed", "proposed"], **base).validate()
+    with pytest.raises(ValueError, match="no such bag"):
+        TuningJob(bags=[str(tmp_path / "none")], **base).validate()
