@@ -155,6 +155,14 @@ def call_service(
     pytest.fail(f"service {client.service_name} did not answer ({attempts} request(s), {wait:g} s each)")
 
 
+def first_call(executor: Any, client: Any, request: Any, timeout: float = 60.0) -> Any:
+    """The first call to a server in a process that just started: :func:`call_service` that sends
+    again every 3 s (up to ``timeout``). ``service_is_ready`` says the server's request reader has
+    matched, not that its reply writer has matched our reader: a reply sent before that is lost.
+    Use it for a request that may be repeated (a query, a refusal), before the test's own calls."""
+    return call_service(executor, client, request, timeout, answer_timeout=3.0, attempts=int(timeout // 3))
+
+
 @pytest.fixture
 def call(executor: object) -> Callable[..., Any]:
     """:func:`call_service` on the test's executor: ``call(client, request, timeout=20.0, ...)``."""

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from conftest import (
     call_service,
+    first_call,
     new_context,
     new_executor,
     node_argv,
@@ -156,7 +157,7 @@ def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> 
         t = Target(folder, executor, peer, proc, probes=np.vstack([sample(rng, c, 2) for c in CLASSES]))
         peer.on_diagnostics = lambda m: t.diagnostics.extend(s for s in m.status if s.name == NODE)
         try:
-            assert t.call(peer.info, GetClassifierInfo.Request()).success
+            assert first_call(executor, peer.info, GetClassifierInfo.Request()).success
             assert spin_until(executor, lambda: peer.labeled.get_subscription_count() > 0, 20)
             for label in CLASSES:
                 for x in sample(rng, label, 6):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import call_service, new_context, new_executor, node_argv, spin_until
+from conftest import call_service, first_call, new_context, new_executor, node_argv, spin_until
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 
@@ -132,6 +132,7 @@ def make_peer(context: Any) -> Any:
 def node(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """One object_recognition process, taught three classes (max_classes = 3), and its probe answers."""
     from lifelong_learning.msg import LabeledFeatures
+    from lifelong_learning.srv import GetClassifierInfo
 
     folder = tmp_path_factory.mktemp("attacks_recognition")
     argv = node_argv(
@@ -147,7 +148,7 @@ def node(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> It
         proc = NodeProcess(argv, log_path=folder / "object_recognition.log")
         n = Node(folder, executor, peer, proc, probes)
         try:
-            n.info()  # the node is up
+            first_call(executor, peer.info, GetClassifierInfo.Request())  # the node is up and answers
             assert n.spin(lambda: peer.labeled.get_subscription_count() > 0, 20)
             for label in CLASSES:
                 for x in sample(rng, label, 30):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import call_service, new_context, new_executor, node_argv, spin_until
+from conftest import call_service, first_call, new_context, new_executor, node_argv, spin_until
 
 from lifelong_learning.io.bags import LABELED_FEATURES_TYPE, typestore, write_labeled_features
 from lifelong_learning.nodes.supervisor import NodeProcess
@@ -113,6 +113,7 @@ def graph(built_interfaces, tmp_path_factory):
             peer.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
             executor.add_node(peer)
             assert spin_until(executor, client.service_is_ready, 60), process.log()
+            first_call(executor, client, TuneModel.Request(task="classification"))  # refused: no bag
             assert spin_until(executor, lambda: "jobs done" in g.diag, 20), process.log()
             yield g
     finally:
