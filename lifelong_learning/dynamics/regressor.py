@@ -54,17 +54,8 @@ class RigidBodyRegressor(Stateful):
         rank_tolerance: float = 1e-9,
         base: tuple[np.ndarray, np.ndarray] | None = None,
     ):
-        if not isinstance(urdf, str) or "<robot" not in urdf:
-            raise ValueError("urdf must be the URDF text (an XML string with a <robot> element)")
-        try:
-            full = pin.buildModelFromXML(urdf)
-        except Exception as exc:  # Pinocchio raises plain RuntimeError/ValueError
-            raise ValueError(f"cannot parse URDF: {exc}") from exc
-        moving = [full.names[i] for i in range(1, full.njoints) if full.joints[i].nv > 0]
-        for name in moving:
-            jid = full.getJointId(name)
-            if full.joints[jid].nv != 1 or full.joints[jid].nq != 1:
-                raise ValueError(f"joint {name!r} is not a 1-DoF revolute/prismatic joint")
+        full = _parse(urdf)
+        moving = _moving(full)
         if joint_names is None:
             joint_names = moving
         joint_names = [str(n) for n in joint_names]
@@ -200,6 +191,34 @@ class RigidBodyRegressor(Stateful):
         if not isinstance(names, list):
             raise ValueError("regressor state: joint_names must be a list")
         return cls(urdf, names, base=base)
+
+
+def _parse(urdf: str) -> Any:
+    if not isinstance(urdf, str) or "<robot" not in urdf:
+        raise ValueError("urdf must be the URDF text (an XML string with a <robot> element)")
+    try:
+        return pin.buildModelFromXML(urdf)
+    except Exception as exc:  # Pinocchio raises plain RuntimeError/ValueError
+        raise ValueError(f"cannot parse URDF: {exc}") from exc
+
+
+def _moving(full: Any) -> list[str]:
+    moving = [full.names[i] for i in range(1, full.njoints) if full.joints[i].nv > 0]
+    for name in moving:
+        jid = full.getJointId(name)
+        if full.joints[jid].nv != 1 or full.joints[jid].nq != 1:
+            raise ValueError(f"joint {name!r} is not a 1-DoF revolute/prismatic joint")
+    return moving
+
+
+def moving_joints(urdf: str) -> list[str]:
+    """The URDF's moving (1-DoF revolute or prismatic) joints, in the URDF's kinematic order: the
+    joints a model of it can use (fixed joints are not joints to Pinocchio).
+
+    Raises:
+        ValueError: not URDF text, unparsable, or a moving joint with more than one DoF.
+    """
+    return _moving(_parse(urdf))
 
 
 def kinematic_difference(urdf_a: str, urdf_b: str, tol: float = 1e-9) -> str:

@@ -29,10 +29,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.service import Service
+from rclpy.subscription import Subscription
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
@@ -62,12 +66,37 @@ STALE_TEMPORARY_AGE_S = 60.0
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """One declared ROS parameter: name, default (its type is the parameter's), description."""
+    """One declared ROS parameter: name, default (its type is the parameter's), description.
+
+    ``bounds``: the inclusive range of a numeric parameter (an int or float range in its
+    descriptor: rclpy refuses a value outside it, from a params file at start and at run time).
+    ``at_run_time``: the node applies a change while it runs (:meth:`NodeBase.apply_parameter`);
+    every other parameter is read-only, so that setting it at run time is refused with a reason
+    instead of succeeding and changing nothing.
+    """
 
     name: str
     default: Any
     description: str
-    read_only: bool = False
+    read_only: bool = True
+    bounds: tuple[float, float] | None = None
+    at_run_time: bool = False
+
+    def descriptor(self) -> ParameterDescriptor:
+        """The parameter's descriptor: description, read-only unless applied at run time, range."""
+        desc = ParameterDescriptor(description=self.description, read_only=not self.at_run_time)
+        if self.bounds is not None:
+            low, high = self.bounds
+            if isinstance(self.default, bool) or not isinstance(self.default, int | float):
+                raise TypeError(f"parameter {self.name}: bounds need a numeric default")
+            if isinstance(self.default, int):
+                desc.integer_range = [IntegerRange(from_value=int(low), to_value=int(high), step=1)]
+            else:
+                desc.floating_point_range = [
+                    FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)
+                ]
+            desc.additional_constraints = f"in [{low:g}, {high:g}]"
+        return desc
 
 
 class RejectionCounter:
@@ -75,7 +104,7 @@ class RejectionCounter:
 
     def __init__(self, logger: Any, warn_period_s: float = 5.0):
         self._logger = logger
-        self._period = float(warn_period_s)
+        self.period = float(warn_period_s)
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {}
         self._last_warn: dict[str, float] = {}
@@ -102,7 +131,7 @@ class RejectionCounter:
             if not warn:
                 return
             self._since_warn[reason] = self._since_warn.get(reason, 0) + 1
-            if now - self._last_warn.get(reason, -1e18) < self._period:
+            if now - self._last_warn.get(reason, -1e18) < self.period:
                 return
             n = self._since_warn[reason]
             self._since_warn[reason] = 0
@@ -126,6 +155,17 @@ class NodeStats:
         with self._lock:
             self._arrivals.setdefault(stream, deque(maxlen=self._window)).append(time.monotonic())
             self.counts[stream] = self.counts.get(stream, 0) + 1
+
+    def last_arrival(self, stream: str) -> float | None:
+        """``time.monotonic()`` of the latest message on ``stream``; None before the first."""
+        with self._lock:
+            ts = self._arrivals.get(stream)
+            return ts[-1] if ts else None
+
+    def arrivals(self) -> dict[str, int]:
+        """Messages per stream so far."""
+        with self._lock:
+            return dict(self.counts)
 
     def timed(self, what: str, seconds: float) -> None:
         """Record one duration of ``what`` (e.g. an update)."""
@@ -159,17 +199,37 @@ class NodeBase(Node):
 
     #: parameters every node of this package has
     COMMON_PARAMS: tuple[ParamSpec, ...] = (
-        ParamSpec("warn_period_s", 5.0, "At most one warning per this many seconds per rejection reason."),
+        ParamSpec(
+            "warn_period_s",
+            5.0,
+            "At most one warning per this many seconds per rejection reason (settable at run time).",
+            bounds=(0.0, 3600.0),
+            at_run_time=True,
+        ),
         ParamSpec(
             "diagnostics_period_s",
             1.0,
-            "Period of diagnostic_msgs/DiagnosticArray on /diagnostics; 0 disables.",
+            "Period of diagnostic_msgs/DiagnosticArray on /diagnostics; 0 disables (settable at run time).",
+            bounds=(0.0, 3600.0),
+            at_run_time=True,
+        ),
+        ParamSpec(
+            "input_timeout_s",
+            5.0,
+            "Diagnostics WARN when a stream that had messages (joint states, images, features) has had "
+            "none for this long; 0 disables (settable at run time).",
+            bounds=(0.0, 3600.0),
+            at_run_time=True,
         ),
     )
 
+    #: streams whose silence is a problem once they have started (see ``input_timeout_s``)
+    MAIN_STREAMS: ClassVar[tuple[str, ...]] = ()
+
     def __init__(self, node_name: str, params: Sequence[ParamSpec] = (), **kwargs: Any):
         super().__init__(node_name, **kwargs)
-        self.params = self.declare_specs((*self.COMMON_PARAMS, *params))
+        self.specs = {spec.name: spec for spec in (*self.COMMON_PARAMS, *params)}
+        self.params = self.declare_specs(list(self.specs.values()))
         self.rejections = RejectionCounter(self.get_logger(), self.params["warn_period_s"])
         self.stats = NodeStats()
         self.dropped = 0
@@ -178,36 +238,79 @@ class NodeBase(Node):
         self._published_counts: dict[str, int] = {}
         self._published_dropped = 0
         self._published_lost: dict[str, int] = {}
-        self._judged: tuple[dict[str, int], int, dict[str, int]] = ({}, 0, {})
+        self._published_arrivals: dict[str, int] = {}
+        self._judged: tuple[dict[str, int], int, dict[str, int], dict[str, int]] = ({}, 0, {}, {})
         self._published_at = time.monotonic()
-        self._diag_pub = None
-        period = float(self.params["diagnostics_period_s"])
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diag_timer: Any = None
+        self._schedule_diagnostics(float(self.params["diagnostics_period_s"]))
+        self.add_post_set_parameters_callback(self._on_parameters_set)
+
+    def _schedule_diagnostics(self, period: float) -> None:
+        if self._diag_timer is not None:
+            self.destroy_timer(self._diag_timer)
+            self._diag_timer = None
         if period > 0:
-            self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-            self.create_timer(period, self._publish_diagnostics)
+            self._diag_timer = self.create_timer(period, self._publish_diagnostics)
+
+    def apply_parameter(self, name: str, value: Any) -> None:
+        """Apply a run-time change of the parameter ``name`` (one declared ``at_run_time``).
+
+        Subclasses extend it for their own run-time parameters (call super() for the others).
+        The value is already checked (type and ``bounds``, by rclpy).
+        """
+        self.params[name] = value
+        if name == "warn_period_s":
+            self.rejections.period = float(value)
+        elif name == "diagnostics_period_s":
+            self._schedule_diagnostics(float(value))
+
+    def _on_parameters_set(self, params: list[Any]) -> None:
+        for prm in params:
+            if prm.name in self.specs and self.specs[prm.name].at_run_time:
+                self.apply_parameter(prm.name, prm.value)
+                self.get_logger().info(f"parameter {prm.name} set to {prm.value!r} at run time")
 
     def create_counted_subscription(
         self, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any, stream: str, **kwargs: Any
     ) -> Any:
-        """``create_subscription`` that also counts the messages of ``topic`` this node never
-        processed, from the publishers' sequence numbers (:mod:`lifelong_learning.core.losses`): lost
-        by DDS, or overwritten in the subscription's queue while the node was busy. Shown in
-        diagnostics as ``<stream> lost``, WARN while it rises."""
+        """``create_subscription`` for an input stream: its QoS can be overridden by parameters, it
+        counts the messages it never processed, and it ignores input while the node is not
+        :meth:`accepting` (a deactivated lifecycle node).
+
+        - QoS overrides (rclpy's ``QoSOverridingOptions.with_default_policies()``): reliability,
+          durability, history and depth of ``topic`` are read-only parameters
+          ``qos_overrides.<topic>.subscription.<policy>``, set in a params file or on the command
+          line (e.g. a camera driver that publishes reliable only).
+        - Losses (:mod:`lifelong_learning.core.losses`): from the publishers' sequence numbers, the
+          messages lost by DDS or overwritten in the subscription's queue while the node was busy;
+          shown in diagnostics as ``<stream> lost``, WARN while it rises.
+        """
 
         def on_message(msg: Any, info: Any) -> None:
             gid = info.get("publisher_gid") if isinstance(info, dict) else None
             key = bytes(gid["data"]) if isinstance(gid, dict) and "data" in gid else None
             self.losses.record(stream, key, info.get("publication_sequence_number") if key else None)
-            callback(msg)
+            if self.accepting():
+                callback(msg)
 
+        kwargs.setdefault("qos_overriding_options", QoSOverridingOptions.with_default_policies())
         return self.create_subscription(msg_type, topic, on_message, qos, **kwargs)
+
+    def create_overridable_publisher(self, msg_type: Any, topic: str, qos: Any, **kwargs: Any) -> Any:
+        """``create_publisher`` whose QoS can be overridden by parameters (as for subscriptions)."""
+        kwargs.setdefault("qos_overriding_options", QoSOverridingOptions.with_default_policies())
+        return self.create_publisher(msg_type, topic, qos, **kwargs)
+
+    def accepting(self) -> bool:
+        """Whether input messages are processed now (a lifecycle node: only while active)."""
+        return True
 
     def declare_specs(self, specs: Sequence[ParamSpec]) -> dict[str, Any]:
         """Declare ``specs`` (with descriptions) and return their current values by name."""
         values: dict[str, Any] = {}
         for spec in specs:
-            desc = ParameterDescriptor(description=spec.description, read_only=spec.read_only)
-            values[spec.name] = self.declare_parameter(spec.name, spec.default, desc).value
+            values[spec.name] = self.declare_parameter(spec.name, spec.default, spec.descriptor()).value
         return values
 
     def reject(self, reason: str, detail: str = "", warn: bool = True) -> None:
@@ -229,21 +332,33 @@ class NodeBase(Node):
     def diagnostic_problems(self) -> list[tuple[bytes, str]]:
         """What is wrong now, as ``(DiagnosticStatus level, short text)``; subclasses extend it (super()).
 
-        Here: WARN when inputs were rejected or messages dropped since the previous diagnostics
-        publication. The published status takes the highest level and joins the texts.
+        The rules (documented in docs/diagnostics.md), judged over the time since the previous
+        diagnostics publication:
+
+        - rejected inputs: WARN; ERROR when they are at least half of the inputs that arrived
+          (and at least 10): the node is answering little of what it is sent;
+        - messages dropped from a full queue, or lost before the node processed them: WARN;
+        - a stream of :attr:`MAIN_STREAMS` that had messages and has had none for
+          ``input_timeout_s``: WARN (a driver stopped, a remapping broke).
+
+        The published status takes the highest level and joins the texts.
         """
         problems: list[tuple[bytes, str]] = []
         counts, dropped_now, lost_now = self.rejections.snapshot(), self.dropped, self.losses.snapshot()
-        self._judged = (counts, dropped_now, lost_now)  # the next baselines, once published
+        arrivals = self.stats.arrivals()
+        self._judged = (counts, dropped_now, lost_now, arrivals)  # the next baselines, once published
         elapsed = max(0.0, time.monotonic() - self._published_at)
         rose = {r: n - self._published_counts.get(r, 0) for r, n in sorted(counts.items())}
         rose = {r: n for r, n in rose.items() if n > 0}
         if rose:
             reasons = ", ".join(f"{r}: {n}" for r, n in rose.items())
             total = sum(rose.values())
+            arrived = sum(arrivals.values()) - sum(self._published_arrivals.values())
             inputs = "input" if total == 1 else "inputs"
+            level = DiagnosticStatus.ERROR if total >= 10 and 2 * total >= arrived else DiagnosticStatus.WARN
+            share = f" of {arrived}" if arrived >= total else ""
             problems.append(
-                (DiagnosticStatus.WARN, f"{total} {inputs} rejected in the last {elapsed:.1f} s ({reasons})")
+                (level, f"{total}{share} {inputs} rejected in the last {elapsed:.1f} s ({reasons})")
             )
         dropped = dropped_now - self._published_dropped
         if dropped > 0:
@@ -260,32 +375,54 @@ class NodeBase(Node):
             problems.append(
                 (DiagnosticStatus.WARN, f"messages never processed in the last {elapsed:.1f} s ({streams})")
             )
+        problems += self._silent_streams()
         return problems
+
+    def _silent_streams(self) -> list[tuple[bytes, str]]:
+        timeout = float(self.params["input_timeout_s"])
+        problems: list[tuple[bytes, str]] = []
+        now = time.monotonic()
+        for stream in self.MAIN_STREAMS if timeout > 0 else ():
+            last = self.stats.last_arrival(stream)
+            if last is not None and now - last >= timeout:
+                problems.append((DiagnosticStatus.WARN, f"no {stream} for {now - last:.1f} s"))
+        return problems
+
+    @property
+    def diagnostic_name(self) -> str:
+        """The status name: the node's fully qualified name (namespace included, as
+        diagnostic_updater prefixes it), so that two robots' nodes do not collide in an aggregator."""
+        return f"{self.get_fully_qualified_name().lstrip('/')}: health"
 
     def diagnostic_status(self) -> DiagnosticStatus:
         """This node's status now: its values, the highest level of its problems and their texts."""
         problems = self.diagnostic_problems()
         return DiagnosticStatus(
             level=max((level for level, _ in problems), default=DiagnosticStatus.OK),
-            name=f"{self.get_name()}",
+            name=self.diagnostic_name,
             hardware_id=self.get_fully_qualified_name(),
-            message="; ".join(text for _, text in problems) or "running",
+            message="; ".join(text for _, text in problems) or self.idle_message(),
             values=[KeyValue(key=k, value=v) for k, v in self.diagnostic_values().items()],
         )
+
+    def idle_message(self) -> str:
+        """The status message when nothing is wrong."""
+        return "running"
 
     def _publish_diagnostics(self) -> None:
         status = self.diagnostic_status()  # judges what rose against the last published counts
         msg = DiagnosticArray()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.status = [status]
-        if self._diag_pub is not None:
-            self._diag_pub.publish(msg)
+        self._diag_pub.publish(msg)
         # the counts that status judged become the baselines: what came in meanwhile is judged next time
-        self._published_counts, self._published_dropped, self._published_lost = self._judged
+        (self._published_counts, self._published_dropped, self._published_lost, self._published_arrivals) = (
+            self._judged
+        )
         self._published_at = time.monotonic()
 
 
-class LearnerNode(NodeBase):
+class LearnerNode(LifecycleNodeMixin, NodeBase):
     """A node holding a learned model, with save/load/reset services and checkpoints.
 
     Subclasses set :attr:`model_class` (a :class:`~lifelong_learning.core.persistence.PersistentModel`:
@@ -321,14 +458,31 @@ class LearnerNode(NodeBase):
             "Model file written every checkpoint_interval_s and on shutdown, and restored on start; "
             "'' disables checkpoints. '~' expands to the home directory.",
         ),
-        ParamSpec("checkpoint_interval_s", 30.0, "Seconds between checkpoints (0: only on shutdown)."),
-        ParamSpec("restore_on_start", True, "Load checkpoint_path at start when it exists."),
+        ParamSpec(
+            "checkpoint_interval_s",
+            30.0,
+            "Seconds between checkpoints (0: only on shutdown and cleanup; settable at run time).",
+            bounds=(0.0, 86400.0),
+            at_run_time=True,
+        ),
+        ParamSpec(
+            "restore_on_start",
+            True,
+            "Load checkpoint_path when the node is configured (at start with autostart) if it exists; "
+            "the checkpoint's hyperparameters win over conflicting parameters (logged as a conflict).",
+        ),
+        ParamSpec(
+            "autostart",
+            True,
+            "Configure and activate at start (true: works without a lifecycle manager); false: stay "
+            "unconfigured until a lifecycle manager (nav2_lifecycle_manager, ros2 lifecycle set) "
+            "configures and activates the node.",
+        ),
         ParamSpec(
             "model_topic",
             "tuned_model",
             "std_msgs/String (reliable, transient local): paths of model files to hot-reload, e.g. "
             "from nystrom_tuner; files of another kind are ignored; '' disables.",
-            read_only=True,
         ),
         ParamSpec(
             "model_directory",
@@ -338,19 +492,17 @@ class LearnerNode(NodeBase):
             "it (symlinks and '..' followed) is refused and counted ('path refused'). '~' expands; "
             "'' = ~/.ros/lifelong_learning (the nystrom_tuner's default output_dir). Stale temporary "
             "files of killed writes in it are removed at start.",
-            read_only=True,
         ),
         ParamSpec(
             "allow_paths_outside_model_directory",
             False,
             "Let ~/save_model, ~/load_model and model_topic use paths outside model_directory. "
             "Saves still never replace a symlink, a directory, a special file or a non-model file.",
-            read_only=True,
         ),
     )
 
     def __init__(self, node_name: str, params: Sequence[ParamSpec] = (), **kwargs: Any):
-        super().__init__(node_name, (*self.LEARNER_PARAMS, *params), **kwargs)
+        NodeBase.__init__(self, node_name, (*self.LEARNER_PARAMS, *params), **kwargs)
         self.model_lock = threading.RLock()
         self.model: Any = None
         self.model_version = 0  # bumped on every swap (reload or reset)
@@ -369,6 +521,16 @@ class LearnerNode(NodeBase):
         self.allow_outside = bool(self.params["allow_paths_outside_model_directory"])
         # the failure of the last checkpoint attempt; None when it succeeded
         self.checkpoint_error: str | None = None
+        # what the restored checkpoint holds that differs from the parameters (the checkpoint wins)
+        self.checkpoint_conflicts: list[str] = []
+        self.checkpoint_bytes: int | None = None  # size of the last checkpoint written
+        # lifecycle (rclpy's managed-node state machine and its services ~/change_state, ~/get_state)
+        self.active = False
+        self.ignored_inactive = 0  # input messages that arrived while the node was not active
+        self._configured: list[Any] = []  # services, timers and subscriptions made by configure
+        self._checkpoint_timer: Any = None
+        self._configure_error: Exception | None = None
+        LifecycleNodeMixin.__init__(self, callback_group=self.service_group)
 
     # ---------------------------------------------------------------- subclass hooks
     def new_model(self) -> PersistentModel:
@@ -378,51 +540,178 @@ class LearnerNode(NodeBase):
     def check_model(self, model: PersistentModel) -> None:
         """Raise ValueError if ``model`` (of the right kind, read from a file) does not fit this node."""
 
-    # ---------------------------------------------------------------- set-up
-    def start_learner(self) -> None:
-        """Create or restore the model, then the services and the checkpoint timer.
+    def parameter_conflicts(self, model: PersistentModel) -> list[str]:
+        """How a restored ``model``'s hyperparameters differ from this node's parameters, one text per
+        difference (``"mode: checkpoint 'parametric', parameter 'semiparametric'"``); none by default."""
+        return []
 
-        Call at the end of the subclass ``__init__``, after its own parameters are read.
+    def configure_learner(self) -> None:
+        """Subclass hook of the configure transition, after the model services exist: build or
+        restore the model (default :meth:`build_model`) and create the node's own services with
+        :meth:`create_configured_service`. Raise ValueError/OSError to fail the transition."""
+        self.build_model()
+
+    # ---------------------------------------------------------------- lifecycle
+    def start_learner(self) -> None:
+        """Call at the end of the subclass ``__init__``: with ``autostart`` (the default), configure
+        and activate now, as a lifecycle manager would; otherwise wait, unconfigured, for one.
 
         Raises:
-            UnsafePathError: ``checkpoint_path`` is a directory, a symlink or a special file
-                (a ValueError: the node does not start, exit status 2).
+            ValueError / OSError: the configuration failed (e.g. ``checkpoint_path`` is a directory
+                or a symlink): the node does not start, exit status 2.
         """
-        self._prepare_files()
-        restored = False
-        if (
-            self.checkpoint_path is not None
-            and self.params["restore_on_start"]
-            and self.checkpoint_path.exists()
-        ):
-            try:
-                self.model = self.read_model(self.checkpoint_path)
-                restored = True
-                self.last_checkpoint = f"restored from {self.checkpoint_path}"
-                self.get_logger().info(f"restored model from checkpoint {self.checkpoint_path}")
-            except (ModelFileError, ValueError) as exc:
-                aside = self.checkpoint_path.with_name(
-                    f"{self.checkpoint_path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}"
+        if not self.params["autostart"]:
+            self.get_logger().info("autostart is false: unconfigured, waiting for a lifecycle manager")
+            return
+        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            error = self._configure_error
+            raise error if isinstance(error, ValueError | OSError) else ValueError("configure failed")
+        self.trigger_activate()
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Configure: files checked, model services, checkpoint timer, model topic, then the model."""
+        self._configure_error = None
+        try:
+            self._prepare_files()
+            self.create_configured_service(SaveModel, "~/save_model", self._on_save)
+            self.create_configured_service(LoadModel, "~/load_model", self._on_load)
+            self.create_configured_service(Trigger, "~/reset", self._on_reset)
+            self._schedule_checkpoints(float(self.params["checkpoint_interval_s"]))
+            topic = str(self.params["model_topic"])
+            if topic:
+                # transient local: a model announced before this node started is still delivered
+                qos = QoSProfile(
+                    depth=5,
+                    reliability=ReliabilityPolicy.RELIABLE,
+                    durability=DurabilityPolicy.TRANSIENT_LOCAL,
                 )
-                os.replace(self.checkpoint_path, aside)
-                self.get_logger().error(f"checkpoint could not be restored ({exc}); moved aside to {aside}")
-        if not restored:
-            self.model = self.new_model()
-        self.create_service(SaveModel, "~/save_model", self._on_save, callback_group=self.service_group)
-        self.create_service(LoadModel, "~/load_model", self._on_load, callback_group=self.service_group)
-        self.create_service(Trigger, "~/reset", self._on_reset, callback_group=self.service_group)
-        interval = float(self.params["checkpoint_interval_s"])
+                self._configured.append(
+                    self.create_subscription(
+                        String, topic, self._on_model_announced, qos, callback_group=self.reload_group
+                    )
+                )
+            self.configure_learner()
+        except (ValueError, OSError) as exc:
+            self._configure_error = exc
+            self.get_logger().error(f"configure failed: {exc}")
+            self._destroy_configured()
+            return TransitionCallbackReturn.FAILURE
+        self.get_logger().info("configured")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Activate: serve and learn from the input topics."""
+        self.active = True
+        self.get_logger().info("active: serving and learning")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Deactivate: input messages are ignored (counted), the model is kept, services answer."""
+        self.active = False
+        self.get_logger().info("inactive: input topics ignored, model kept")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Clean up: final checkpoint, then the model and what configure created are dropped."""
+        self.shutdown()
+        self._destroy_configured()
+        with self.model_lock:
+            self.model = None
+            self.forget_inputs()
+        self.get_logger().info("cleaned up: model released (the checkpoint keeps it)")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Shut down (from any state): the final checkpoint, if there is a model."""
+        self.active = False
+        self.shutdown()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """A transition raised: back to unconfigured, model kept on disk by the last checkpoint."""
+        self.active = False
+        self.get_logger().error("a lifecycle transition failed; the node is unconfigured")
+        self._destroy_configured()
+        return TransitionCallbackReturn.SUCCESS
+
+    def accepting(self) -> bool:
+        """Only while active; messages that arrive otherwise are counted (``ignored while inactive``)."""
+        if not self.active:
+            self.ignored_inactive += 1
+        return self.active
+
+    def create_configured_service(self, srv_type: Any, name: str, callback: Callable[..., Any]) -> Any:
+        """A service that exists while the node is configured (destroyed by cleanup)."""
+        service = self.create_service(srv_type, name, callback, callback_group=self.service_group)
+        self._configured.append(service)
+        return service
+
+    def _schedule_checkpoints(self, interval: float) -> None:
+        if self._checkpoint_timer is not None:
+            self.destroy_timer(self._checkpoint_timer)
+            self._checkpoint_timer = None
         if self.checkpoint_path is not None and interval > 0:
-            self.create_timer(interval, self.checkpoint, callback_group=self.service_group)
-        topic = str(self.params["model_topic"])
-        if topic:
-            # transient local: a model announced before this node started is still delivered
-            qos = QoSProfile(
-                depth=5, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+            self._checkpoint_timer = self.create_timer(
+                interval, self.checkpoint, callback_group=self.service_group
             )
-            self.create_subscription(
-                String, topic, self._on_model_announced, qos, callback_group=self.reload_group
+
+    def _destroy_configured(self) -> None:
+        self._schedule_checkpoints(0.0)
+        for entity in self._configured:
+            if isinstance(entity, Service):
+                self.destroy_service(entity)
+            elif isinstance(entity, Subscription):
+                self.destroy_subscription(entity)
+        self._configured.clear()
+
+    def apply_parameter(self, name: str, value: Any) -> None:
+        super().apply_parameter(name, value)
+        if name == "checkpoint_interval_s" and self._checkpoint_timer is not None:
+            self._schedule_checkpoints(float(value))
+
+    def build_model(self) -> None:
+        """Restore the checkpoint (``restore_on_start``) or create a new model, and serve it.
+
+        A checkpoint that cannot be read (corrupt, another format) or does not fit this node
+        (:meth:`check_model`: other joints, robot, dimension) is moved aside with the reason in
+        its name (``.unreadable-<time>`` / ``.incompatible-<time>``) and logged as an error; a
+        fresh model serves. A readable, fitting checkpoint whose hyperparameters differ from the
+        parameters is restored (it holds what was learned) and the conflicts are logged as
+        warnings and shown in diagnostics: set ``restore_on_start`` false, or ``~/reset``, to
+        start afresh with the parameters.
+        """
+        model = self.restore_checkpoint()
+        with self.model_lock:
+            self.model = model if model is not None else self.new_model()
+
+    def restore_checkpoint(self) -> PersistentModel | None:
+        """The checkpoint's model, or None (none, not wanted, or moved aside: see :meth:`build_model`)."""
+        path = self.checkpoint_path
+        if path is None or not self.params["restore_on_start"] or not path.exists():
+            return None
+        try:
+            model = self.model_class.from_model_file(load_model_file(path, kind=self.model_class.kind))
+        except (ModelFileError, ValueError) as exc:
+            self._move_aside(path, "unreadable", exc)
+            return None
+        try:
+            self.check_model(model)
+        except ValueError as exc:
+            self._move_aside(path, "incompatible", exc)
+            return None
+        self.checkpoint_conflicts = self.parameter_conflicts(model)
+        for conflict in self.checkpoint_conflicts:
+            self.get_logger().warning(
+                f"checkpoint {path} conflicts with the parameters, the checkpoint wins: {conflict}"
             )
+        self.last_checkpoint = f"restored from {path}"
+        self.get_logger().info(f"restored model from checkpoint {path}")
+        return model
+
+    def _move_aside(self, path: Path, why: str, exc: Exception) -> None:
+        aside = path.with_name(f"{path.name}.{why}-{time.strftime('%Y%m%d-%H%M%S')}")
+        os.replace(path, aside)
+        self.get_logger().error(f"checkpoint {path} is {why} ({exc}); moved aside to {aside}")
 
     def _prepare_files(self) -> None:
         """Refuse a checkpoint path that is not a (possible) regular file; remove stale temporaries."""
@@ -563,6 +852,8 @@ class LearnerNode(NodeBase):
         if self.checkpoint_path is None:
             return False
         with self.model_lock:
+            if self.model is None:  # not configured (or the model is still to come)
+                return False
             pending = self.updates_since_checkpoint
             if pending == 0 and self.checkpoint_error is None and self.checkpoint_path.exists():
                 return False
@@ -581,6 +872,10 @@ class LearnerNode(NodeBase):
             self.get_logger().info(f"checkpoint to {self.checkpoint_path} written again")
         self.checkpoint_error = None
         self.last_checkpoint = time.strftime("%Y-%m-%d %H:%M:%S")
+        try:
+            self.checkpoint_bytes = self.checkpoint_path.stat().st_size
+        except OSError:
+            self.checkpoint_bytes = None
         return True
 
     def _request_path(self, path: str, for_writing: bool) -> tuple[Path | None, str]:
@@ -628,6 +923,13 @@ class LearnerNode(NodeBase):
 
     def diagnostic_values(self) -> dict[str, str]:
         values = super().diagnostic_values()
+        values["lifecycle state"] = self._state_machine.current_state[1]
+        values["ignored while inactive"] = str(self.ignored_inactive)
+        values["checkpoint size [MB]"] = (
+            "none written" if self.checkpoint_bytes is None else f"{self.checkpoint_bytes / 1e6:.2f}"
+        )
+        if self.checkpoint_conflicts:
+            values["checkpoint conflicts (checkpoint wins)"] = "; ".join(self.checkpoint_conflicts)
         values["last checkpoint"] = self.last_checkpoint
         values["last checkpoint error"] = self.checkpoint_error or "none"
         values["last reload"] = self.last_reload
@@ -642,6 +944,10 @@ class LearnerNode(NodeBase):
             text = f"checkpoint failing ({error}); last written: {self.last_checkpoint}"
             problems.append((DiagnosticStatus.ERROR, text))
         return problems
+
+    def idle_message(self) -> str:
+        state = self._state_machine.current_state[1]
+        return "running" if state == "active" else f"{state} (lifecycle)"
 
     def shutdown(self) -> None:
         """Final checkpoint; called by :func:`run_node` on exit."""

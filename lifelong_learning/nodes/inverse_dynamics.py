@@ -42,103 +42,102 @@ from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
+from std_msgs.msg import Float64MultiArray, String
 
+from lifelong_learning.core.model_file import ModelFileError
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.dynamics.guard import OUTLIER, WARMING_UP, Admitted, RefusedSampleError, SampleGuard
 from lifelong_learning.dynamics.plausibility import JointLimits
-from lifelong_learning.dynamics.regressor import kinematic_difference
+from lifelong_learning.dynamics.regressor import kinematic_difference, moving_joints
 from lifelong_learning.nodes._base import LearnerNode, ParamSpec, run_node
 from lifelong_learning.srv import PredictTorques
 
 PARAMS: tuple[ParamSpec, ...] = (
-    ParamSpec(
-        "joint_states_topic",
-        "joint_states",
-        "sensor_msgs/JointState input (best effort, depth 100).",
-        read_only=True,
-    ),
+    ParamSpec("joint_states_topic", "joint_states", "sensor_msgs/JointState input (best effort, depth 100)."),
     ParamSpec(
         "predicted_torque_topic",
         "predicted_torque",
         "sensor_msgs/JointState output: name + effort (predicted torque), stamped like the input.",
-        read_only=True,
+    ),
+    ParamSpec(
+        "torque_array_topic",
+        "predicted_torque_array",
+        "std_msgs/Float64MultiArray output: the predicted torques in the model's joint order, what a "
+        "ros2_control forward_command_controller (effort) takes as commands; '' disables.",
     ),
     ParamSpec(
         "acceleration_topic",
         "",
         "Optional sensor_msgs/JointState carrying accelerations in its velocity field; '' estimates "
         "them from the joint velocities (causal Savitzky-Golay).",
-        read_only=True,
     ),
-    ParamSpec(
-        "robot_description", "", "URDF text (standard parameter); used when non-empty.", read_only=True
-    ),
-    ParamSpec("urdf_path", "", "URDF file, used when robot_description is empty.", read_only=True),
+    ParamSpec("robot_description", "", "URDF text (standard parameter); used when non-empty."),
+    ParamSpec("urdf_path", "", "URDF file, used when robot_description is empty."),
     ParamSpec(
         "robot_description_topic",
         "robot_description",
         "std_msgs/String topic (transient local, as robot_state_publisher publishes) the URDF is "
         "taken from when robot_description and urdf_path are empty.",
-        read_only=True,
     ),
     ParamSpec(
         "joint_names",
         [""],
-        "Joints modelled, in output order; [''] = every 1-DoF joint of the URDF (others locked at 0).",
-        read_only=True,
+        "Joints modelled, in output order. [''] = the URDF's moving joints that the incoming joint states "
+        "carry, decided from the first messages (logged, stored in the model; a restored checkpoint's "
+        "joints win); joints not modelled are locked at 0.",
     ),
-    ParamSpec("mode", "semiparametric", "semiparametric | parametric | nonparametric.", read_only=True),
-    ParamSpec("prior", "urdf", "Parametric prior: 'urdf' inertial parameters or 'zero'.", read_only=True),
-    ParamSpec("n_features", 500, "Random Fourier features of the residual model.", read_only=True),
-    ParamSpec("bandwidth", 8.0, "Gaussian kernel bandwidth on the normalized inputs.", read_only=True),
-    ParamSpec("lam_parametric", 0.01, "Ridge λ of the parametric part.", read_only=True),
-    ParamSpec("lam_residual", 0.1, "Ridge λ of the residual part.", read_only=True),
+    ParamSpec("mode", "semiparametric", "semiparametric | parametric | nonparametric."),
+    ParamSpec("prior", "urdf", "Parametric prior: 'urdf' inertial parameters or 'zero'."),
+    ParamSpec("n_features", 500, "Random Fourier features of the residual model.", bounds=(0, 100000)),
+    ParamSpec("bandwidth", 8.0, "Gaussian kernel bandwidth on the normalized inputs.", bounds=(1e-6, 1e6)),
+    ParamSpec("lam_parametric", 0.01, "Ridge λ of the parametric part.", bounds=(1e-12, 1e12)),
+    ParamSpec("lam_residual", 0.1, "Ridge λ of the residual part.", bounds=(1e-12, 1e12)),
     ParamSpec(
         "friction_terms",
         ["viscous", "coulomb"],
         "Per-joint friction terms of the parametric part: viscous, coulomb, offset; [''] = none.",
-        read_only=True,
     ),
     ParamSpec(
         "coulomb_smoothing_velocity",
         0.05,
         "v_s of the Coulomb term tanh(qd / v_s) [rad/s].",
-        read_only=True,
+        bounds=(1e-6, 100.0),
     ),
-    ParamSpec("lam_friction", 0.01, "Ridge λ of the friction parameters (prior zero).", read_only=True),
-    ParamSpec("forgetting", 1.0, "Forgetting factor per sample in (0, 1]; 1 = none.", read_only=True),
-    ParamSpec("seed", 0, "Seed of the random features.", read_only=True),
-    ParamSpec("acceleration_window", 9, "Samples per acceleration fit.", read_only=True),
-    ParamSpec("acceleration_degree", 2, "Polynomial degree of the acceleration fit.", read_only=True),
-    ParamSpec("learning", True, "Learn from the measured effort (settable at run time)."),
+    ParamSpec("lam_friction", 0.01, "Ridge λ of the friction parameters (prior zero).", bounds=(1e-12, 1e12)),
+    ParamSpec("forgetting", 1.0, "Forgetting factor per sample in (0, 1]; 1 = none.", bounds=(0.5, 1.0)),
+    ParamSpec("seed", 0, "Seed of the random features.", bounds=(0, 2**31 - 1)),
+    ParamSpec("acceleration_window", 9, "Samples per acceleration fit.", bounds=(3, 1001)),
+    ParamSpec("acceleration_degree", 2, "Polynomial degree of the acceleration fit.", bounds=(1, 5)),
+    ParamSpec("learning", True, "Learn from the measured effort (settable at run time).", at_run_time=True),
     ParamSpec(
         "limit_margin",
         1.0,
         "Joint states beyond the URDF's position range widened by this fraction of it, or beyond "
         "(1 + margin) x the velocity limits, are refused; efforts beyond (1 + margin) x the effort "
         "limits are not learned. Wide on purpose: it is for glitches, finer errors are outlier_k's.",
-        read_only=True,
+        bounds=(0.0, 100.0),
     ),
     ParamSpec(
         "outlier_k",
         6.0,
         "A sample whose prediction error exceeds this many robust standard deviations (1.4826 x the "
         "median absolute error of the last outlier_window samples, per joint) is not learned; 0 = off.",
-        read_only=True,
+        bounds=(0.0, 1000.0),
     ),
     ParamSpec(
-        "outlier_window", 200, "Recent prediction errors the outlier scale is taken from.", read_only=True
+        "outlier_window",
+        200,
+        "Recent prediction errors the outlier scale is taken from.",
+        bounds=(10, 100000),
     ),
     ParamSpec(
         "stamp_jump_s",
         1.0,
         "A stamp this much before or after the previous one restarts the acceleration filter (simulator "
         "reset, looping bag, paused driver) instead of being refused.",
-        read_only=True,
+        bounds=(0.001, 3600.0),
     ),
 )
 
@@ -151,6 +150,7 @@ class InverseDynamicsNode(LearnerNode):
     """JointState → predicted torques; measured effort → online update."""
 
     model_class = SemiparametricInverseDynamics
+    MAIN_STREAMS = ("joint_states",)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("inverse_dynamics", PARAMS, **kwargs)
@@ -160,6 +160,7 @@ class InverseDynamicsNode(LearnerNode):
             with open(str(p["urdf_path"]), encoding="utf-8") as f:
                 urdf = f.read()
         names = [n for n in p["joint_names"] if n]
+        self.auto_joints = not names  # decided from the first joint states (or the restored model)
         self._model_kwargs = {
             "urdf": "",
             "joint_names": names or None,
@@ -188,15 +189,23 @@ class InverseDynamicsNode(LearnerNode):
         # fail at start on bad parameters, also when the URDF is to come from a topic later
         one = np.ones(1)
         SampleGuard(JointLimits(("check",), -one, one, one, one), **self._guard_kwargs)
+        self._urdf = urdf if urdf.strip() else ""
         self._accelerations: dict[str, float] = {}
         self.not_learned: dict[str, int] = {}
+        self.other_joints = 0  # messages that carry none of the modelled joints (another source's)
         self._learned_since = 0  # samples learned and outliers since the last diagnostics
         self._outliers_since = 0
         self._restarts_published: dict[str, int] = {}
         self._missed_published = 0
-        self.ready = False  # a model exists (the URDF is known)
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.torque_pub = self.create_publisher(JointState, p["predicted_torque_topic"], 100)
+        self._discovered_at: float | None = None  # when the joints were taken from a message
+        self.joint_names: list[str] = []
+        self.ready = False  # a model serves (URDF and joints known)
+        self.torque_pub = self.create_overridable_publisher(JointState, p["predicted_torque_topic"], 100)
+        self.torque_array_pub = (
+            self.create_overridable_publisher(Float64MultiArray, p["torque_array_topic"], 100)
+            if p["torque_array_topic"]
+            else None
+        )
         # Best effort like sensor-data QoS (matches reliable and best-effort drivers), but 100 deep:
         # at 100-1000 Hz a depth of 5 drops whole bursts whenever the process is briefly descheduled.
         self.create_counted_subscription(
@@ -210,9 +219,7 @@ class InverseDynamicsNode(LearnerNode):
             self.create_subscription(
                 JointState, p["acceleration_topic"], self._on_acceleration, qos_profile_sensor_data
             )
-        if urdf.strip():
-            self._start(urdf)
-        else:
+        if not self._urdf:
             latched = QoSProfile(
                 depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
             )
@@ -222,51 +229,159 @@ class InverseDynamicsNode(LearnerNode):
             self.get_logger().info(
                 f"robot_description and urdf_path are empty: waiting for the URDF on {topic}"
             )
-
-    def _start(self, urdf: str) -> None:
-        """Build or restore the model for ``urdf``, then offer the services; ValueError if unusable."""
-        self._model_kwargs["urdf"] = urdf
         self.start_learner()
+
+    def configure_learner(self) -> None:
+        """Configure: with the URDF known, restore the checkpoint or build the model (in ``auto``
+        joint mode without a checkpoint, the model waits for the first joint states)."""
+        if self._urdf:
+            self._setup(self._urdf)
+
+    def _setup(self, urdf: str) -> None:
+        """Take ``urdf``: serve the restored or a new model, or wait for the joints (ValueError: unusable)."""
+        moving = moving_joints(urdf)  # ValueError: not a usable URDF
+        if not self.auto_joints:
+            unknown = [j for j in self._model_kwargs["joint_names"] if j not in moving]
+            if unknown:
+                raise ValueError(f"joint_names {unknown} are not moving joints of the URDF ({moving})")
+        self._model_kwargs["urdf"] = urdf
+        model = self.restore_checkpoint()
+        if model is None and not self.auto_joints:
+            model = self.new_model()
+        if model is not None:
+            self._serve(model)
+        else:
+            self.get_logger().info(
+                f"joints modelled: the URDF's moving joints {moving} that the first joint states carry"
+            )
+
+    def _serve(self, model: SemiparametricInverseDynamics) -> None:
+        """Serve ``model``: its joints become the node's (limits, guard, ~/predict)."""
         with self.model_lock:
-            self.joint_names = self.model.joint_names
-        limits = JointLimits.from_urdf(urdf, self.joint_names)
-        self.guard = SampleGuard(limits, **self._guard_kwargs)  # ValueError on bad parameters
-        self.create_service(PredictTorques, "~/predict", self._on_predict, callback_group=self.service_group)
+            self.model = model
+            self._take_joints(model.joint_names)
+        if not self.ready:
+            self.create_configured_service(PredictTorques, "~/predict", self._on_predict)
         self.ready = True
-        self.get_logger().info(f"inverse dynamics ready: {self.model!r}")
+        self.get_logger().info(f"inverse dynamics ready: {model!r}")
+
+    def _take_joints(self, names: list[str]) -> None:
+        """The node's joints, their limits and a fresh guard (model lock held)."""
+        self.joint_names = list(names)
+        if self.auto_joints:  # ~/reset builds the same joints
+            self._model_kwargs["joint_names"] = list(names)
+        limits = JointLimits.from_urdf(self._model_kwargs["urdf"], self.joint_names)
+        self.guard = SampleGuard(limits, **self._guard_kwargs)
+
+    def _discover_joints(self, msg: JointState) -> bool:
+        """``auto`` joints: model the URDF's moving joints this message carries; True if a model serves.
+
+        Within a second of the decision, a message that carries more of the URDF's joints (a
+        merged stream whose first message was one source's) decides again, with a new model.
+        """
+        carried = set(msg.name)
+        found = [j for j in moving_joints(self._model_kwargs["urdf"]) if j in carried]
+        if not found:
+            return False
+        if self.ready:
+            if self._discovered_at is not None and time.monotonic() - self._discovered_at > 1.0:
+                self._discovered_at = None  # decided for good: no more checks per message
+            if self._discovered_at is None or not set(found) > set(self.joint_names):
+                return True
+        self._model_kwargs["joint_names"] = found
+        first = not self.ready
+        self._serve(self.new_model())
+        self._discovered_at = time.monotonic()
+        how = "from the first joint states" if first else "again: a joint state carried more of them"
+        self.get_logger().info(f"joints modelled {how}: {found} (set joint_names to choose them)")
+        return True
 
     def _on_robot_description(self, msg: String) -> None:
-        if self.ready:
-            if msg.data != self._model_kwargs["urdf"]:
+        if self._urdf:
+            if msg.data != self._urdf:
                 self.reject("robot description changed", "restart the node to use the new URDF")
             return
         try:
-            self._start(msg.data)
-        except ValueError as exc:  # nothing was created: wait for a usable description
+            moving_joints(msg.data)
+        except ValueError as exc:
             self.reject("cannot build the model from the robot description", str(exc))
+            return
+        self._urdf = msg.data
+        if self._state_machine.current_state[1] in ("inactive", "active"):
+            try:
+                self._setup(msg.data)
+            except ValueError as exc:  # e.g. joint_names not in this URDF
+                self._urdf = ""
+                self.reject("cannot build the model from the robot description", str(exc))
 
     # ---------------------------------------------------------------- LearnerNode hooks
     def new_model(self) -> SemiparametricInverseDynamics:
         return SemiparametricInverseDynamics(**self._model_kwargs)
 
     def check_model(self, model: SemiparametricInverseDynamics) -> None:
-        current = getattr(self, "joint_names", None) or (self._model_kwargs["joint_names"])
-        if current is not None and sorted(model.joint_names) != sorted(current):
-            raise ValueError(f"model joints {model.joint_names} differ from this node's {current}")
-        if current is not None and model.joint_names != list(current):
-            raise ValueError(f"model joint order {model.joint_names} differs from this node's {current}")
+        """The model must be for this URDF's kinematics; with ``joint_names`` given, for those joints
+        in that order (in ``auto`` mode a model brings its joints: they must be the URDF's)."""
+        if not self._model_kwargs["urdf"]:
+            raise ValueError("no robot description yet: a model cannot be checked against it")
+        if not self.auto_joints:
+            current = self._model_kwargs["joint_names"]
+            if sorted(model.joint_names) != sorted(current):
+                raise ValueError(f"model joints {model.joint_names} differ from this node's {current}")
+            if model.joint_names != list(current):
+                raise ValueError(f"model joint order {model.joint_names} differs from this node's {current}")
         difference = kinematic_difference(self._model_kwargs["urdf"], model.regressor.urdf)
         if difference:
             raise ValueError(f"model is for another robot than this node's URDF: {difference}")
 
+    def parameter_conflicts(self, model: SemiparametricInverseDynamics) -> list[str]:
+        wanted = self._model_kwargs
+        saved: dict[str, Any] = {"mode": model.mode, "prior": model.prior, "forgetting": model.forgetting}
+        if model.feature_map is not None and wanted["mode"] != "parametric":
+            saved["n_features"] = model.feature_map.n_features
+        saved["friction"] = tuple(sorted(model.friction.terms)) if model.friction is not None else ()
+        wanted = {**wanted, "friction": tuple(sorted(wanted["friction"]))}
+        return [
+            f"{name}: checkpoint {value!r}, parameter {wanted[name]!r}"
+            for name, value in saved.items()
+            if value != wanted[name]
+        ]
+
+    def swap_model(self, model: Any, loaded_file: tuple[str, int] | None = None) -> None:
+        with self.model_lock:
+            super().swap_model(model, loaded_file)
+            if not self.ready:
+                return
+            if model.joint_names != self.joint_names:  # auto mode: a model brings its joints
+                self._take_joints(model.joint_names)
+                self.get_logger().info(f"joints modelled now: {self.joint_names} (from the loaded model)")
+            else:  # another model: the last model's errors say nothing about it
+                self.guard.forget_errors()
+
+    def reload(self, path: Any) -> tuple[bool, str]:
+        if not self.ready:
+            if not self._model_kwargs["urdf"]:
+                return False, self._reload_failed("no robot description yet: cannot load a model")
+            try:  # auto joints not decided yet: the model decides them
+                model = self.read_model(path)
+            except (ModelFileError, ValueError, OSError) as exc:
+                return False, self._reload_failed(f"model reload from {path} failed: {exc}")
+            self._serve(model)
+            return True, f"loaded {path}: joints {model.joint_names}"
+        return super().reload(path)
+
+    def on_cleanup(self, state: Any) -> Any:
+        result = super().on_cleanup(state)
+        self.ready = False
+        self.joint_names = []
+        if self.auto_joints:
+            self._model_kwargs["joint_names"] = None
+        return result
+
     # ---------------------------------------------------------------- parameters
-    def _on_set_parameters(self, params: list[Any]) -> SetParametersResult:
-        for prm in params:
-            if prm.name == "learning":
-                if not isinstance(prm.value, bool):
-                    return SetParametersResult(successful=False, reason="learning must be a bool")
-                self.learning = prm.value
-        return SetParametersResult(successful=True)
+    def apply_parameter(self, name: str, value: Any) -> None:
+        super().apply_parameter(name, value)
+        if name == "learning":
+            self.learning = bool(value)
 
     # ---------------------------------------------------------------- inputs
     def _pick(self, names: list[str], values: Any, what: str, required: bool = True) -> np.ndarray | None:
@@ -316,11 +431,21 @@ class InverseDynamicsNode(LearnerNode):
 
     def _on_joint_state(self, msg: JointState) -> None:
         self.stats.arrived("joint_states")
-        if not self.ready:
+        if not self._model_kwargs["urdf"]:
             self.reject(
                 "no robot description yet",
                 f"waiting for the URDF on {self.params['robot_description_topic']}",
             )
+            return
+        if not self.ready or self._discovered_at is not None:
+            with self.model_lock:
+                if not self._discover_joints(msg) and not self.ready:
+                    self.reject(
+                        "no modelled joints", f"none of {list(msg.name)[:8]} is a moving joint of the URDF"
+                    )
+                    return
+        if self.joint_names and not set(self.joint_names).intersection(msg.name):
+            self.other_joints += 1  # partial joint states of another source (e.g. the gripper's)
             return
         t0 = time.perf_counter()
         stamp, learning = _stamp_seconds(msg), self.learning
@@ -351,9 +476,10 @@ class InverseDynamicsNode(LearnerNode):
                 self.reject("model rejected input", str(exc))
                 return
             # answer first, then learn (under the same lock: one model answers and learns)
-            self.torque_pub.publish(
-                JointState(header=msg.header, name=self.joint_names, effort=predicted.tolist())
-            )
+            effort = predicted.tolist()
+            self.torque_pub.publish(JointState(header=msg.header, name=self.joint_names, effort=effort))
+            if self.torque_array_pub is not None:
+                self.torque_array_pub.publish(Float64MultiArray(data=effort))
             if learning and tau is not None:
                 self._learn(q, qd, admitted, tau, predicted)
         self.stats.timed("predict+update", time.perf_counter() - t0)
@@ -382,12 +508,6 @@ class InverseDynamicsNode(LearnerNode):
         if self.ready:
             self.guard.reset()
         self._accelerations.clear()
-
-    def swap_model(self, model: Any, loaded_file: tuple[str, int] | None = None) -> None:
-        with self.model_lock:
-            super().swap_model(model, loaded_file)
-            if self.ready:  # another model: the last model's errors say nothing about it
-                self.guard.forget_errors()
 
     # ---------------------------------------------------------------- services
     def _on_predict(

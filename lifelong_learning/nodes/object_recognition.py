@@ -144,6 +144,7 @@ class ObjectRecognitionNode(LearnerNode):
     """Features → Prediction; LabeledFeatures → incremental RLSC update."""
 
     model_class = IncrementalRLSC
+    MAIN_STREAMS = ("features",)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("object_recognition", PARAMS, **kwargs)
@@ -167,10 +168,7 @@ class ObjectRecognitionNode(LearnerNode):
             max_classes=int(p["max_classes"]),
             max_label_length=int(p["max_label_length"]),
         )
-        self.start_learner()
-        with self.model_lock:
-            self.gate.seed(self.model)
-        self.prediction_pub = self.create_publisher(Prediction, p["prediction_topic"], 10)
+        self.prediction_pub = self.create_overridable_publisher(Prediction, p["prediction_topic"], 10)
         # counted: features published but never processed show as "features lost" in diagnostics
         self.create_counted_subscription(
             Features, p["features_topic"], self._on_features, qos_profile_sensor_data, stream="features"
@@ -184,13 +182,34 @@ class ObjectRecognitionNode(LearnerNode):
             stream="labeled_features",
             raw=True,
         )
-        self.create_service(Predict, "~/predict", self._on_predict, callback_group=self.service_group)
-        self.create_service(GetClassifierInfo, "~/info", self._on_info, callback_group=self.service_group)
-        with self.model_lock:
-            n = len(self.model.classes_)
-        self.get_logger().info(f"object recognition ready, {n} classes known")
+        self.start_learner()
 
     # ---------------------------------------------------------------- LearnerNode hooks
+    def configure_learner(self) -> None:
+        self.build_model()
+        with self.model_lock:
+            self.gate.seed(self.model)
+            n = len(self.model.classes_)
+        self.create_configured_service(Predict, "~/predict", self._on_predict)
+        self.create_configured_service(GetClassifierInfo, "~/info", self._on_info)
+        self.get_logger().info(f"object recognition ready, {n} classes known")
+
+    def parameter_conflicts(self, model: IncrementalRLSC) -> list[str]:
+        wanted = self._model_kwargs
+        saved = {
+            "lambdas": model.lambdas.tolist(),
+            "alpha": model.alpha,
+            "n_features": model.n_features_in_,
+        }
+        conflicts = []
+        for name, value in saved.items():
+            want = wanted[name]
+            if name == "n_features" and (want is None or value is None):
+                continue
+            if value != want:
+                conflicts.append(f"{name}: checkpoint {value!r}, parameter {want!r}")
+        return conflicts
+
     def new_model(self) -> IncrementalRLSC:
         return IncrementalRLSC(**self._model_kwargs)
 
