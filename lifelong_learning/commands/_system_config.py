@@ -75,6 +75,8 @@ def value_error(spec: Any, value: Any) -> str | None:
     if isinstance(value, list) and not value:
         return f"is an empty list; ROS 2 cannot tell its type (the parameter is {want})"
     if want == got:
+        if spec.bounds is not None and not spec.bounds[0] <= value <= spec.bounds[1]:
+            return f"is {value!r}, outside the parameter's range [{spec.bounds[0]:g}, {spec.bounds[1]:g}]"
         return None
     hint = ""
     if want == "double" and got == "integer":
@@ -200,11 +202,10 @@ def _check_node(path: Path, name: str, params: Params, specs: Specs) -> None:
 
 def _check_parameters(parsed: ParsedFiles, nodes: list[str]) -> None:
     """Every entry of every file against the parameters its nodes declare (rclpy's own skipped)."""
-    builtin = set(catalog.BUILTIN_PARAMETERS)
     specs: Specs = {n: _declared(n) for n in nodes}
     for path, entries in parsed:
         for key, params in entries.items():
-            own = {pname: value for pname, value in params.items() if pname not in builtin}
+            own = {pname: value for pname, value in params.items() if not catalog.is_builtin_parameter(pname)}
             if "*" in key:
                 _check_pattern(path, key, own, nodes, specs)
             else:

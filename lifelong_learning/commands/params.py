@@ -80,22 +80,33 @@ def render_markdown() -> str:
         "",
         "Every parameter each node declares, with its type and default. The defaults equal the",
         "shipped `config/<node>.yaml`. Parameters are set at start: in a params file (see",
-        "`config/robot.yaml`), with `--ros-args -p name:=value`, or in a launch file. Read-only ones",
-        "cannot be changed afterwards; of the others, those whose description says so (settable at",
-        "run time) take effect when changed with `ros2 param set`. `lifelong-learning up` checks the",
-        "parameter names and types of params files against this list before it starts anything.",
+        "`config/robot.yaml`), with `--ros-args -p name:=value`, or in a launch file. Only those",
+        "marked settable at run time take effect when changed with `ros2 param set`; setting any",
+        "other is refused (read-only), as is a value outside a parameter's range (also at start: the",
+        "node exits with status 2). `lifelong-learning up` checks the parameter names and types of",
+        "params files against this list before it starts anything.",
         "",
     ]
     for title, text, specs in _sections():
         lines += [f"## {title}", "", text, ""]
-        lines += ["| Parameter | Type | Default | Read-only | Description |", "|---|---|---|---|---|"]
+        lines += [
+            "| Parameter | Type | Default | Range | Run time | Description |",
+            "|---|---|---|---|---|---|",
+        ]
         for s in specs:
             lines.append(
                 f"| `{s.name}` | {type_name(s.default)} | `{_cell(default_text(s.default))}` | "
-                f"{'yes' if s.read_only else 'no'} | {_cell(s.description)} |"
+                f"{_range(s)} | {'settable' if s.at_run_time else 'read-only'} | {_cell(s.description)} |"
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def _range(spec: Any) -> str:
+    if spec.bounds is None:
+        return ""
+    low, high = spec.bounds
+    return f"[{low:g}, {high:g}]"
 
 
 def render_text(nodes: list[str]) -> str:
@@ -106,7 +117,7 @@ def render_text(nodes: list[str]) -> str:
     for name in nodes:
         rows = [f"{name}: {catalog.node_summary(name)}"]
         for s in catalog.declared_parameters(name):
-            flag = " (read-only)" if s.read_only else ""
+            flag = (f" in {_range(s)}" if s.bounds else "") + ("" if s.at_run_time else " (read-only)")
             rows.append(f"  {s.name}: {type_name(s.default)} = {default_text(s.default)}{flag}")
             rows.append(f"      {s.description}")
         blocks.append("\n".join(rows))

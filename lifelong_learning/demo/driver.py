@@ -27,6 +27,7 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 
 from lifelong_learning.msg import Prediction
+from lifelong_learning.nodes._base import status_node
 from lifelong_learning.vision.image_conversion import numpy_to_image
 
 # Topic names (relative, remappable), as in config/*.yaml.
@@ -85,7 +86,7 @@ class DemoDriver(Node):
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         with self.lock:
             for status in msg.status:
-                self.diagnostics[status.name] = {kv.key: kv.value for kv in status.values}
+                self.diagnostics[status_node(status.name)] = {kv.key: kv.value for kv in status.values}
 
     def _on_progress(self, msg: String) -> None:
         try:

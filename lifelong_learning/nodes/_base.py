@@ -57,6 +57,15 @@ from lifelong_learning.core.model_file import (
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.srv import LoadModel, SaveModel
 
+#: the task part of every node's diagnostic status name, ``<node's fully qualified name>: health``
+DIAGNOSTIC_TASK = "health"
+
+
+def status_node(status_name: str) -> str:
+    """The node's fully qualified name (without the leading '/') in a status name of this package."""
+    return status_name.rsplit(f": {DIAGNOSTIC_TASK}", 1)[0]
+
+
 #: where model files go unless a node is told otherwise (the nystrom_tuner writes there too)
 DEFAULT_MODEL_DIRECTORY = "~/.ros/lifelong_learning"
 #: temporary files in the model directory younger than this may belong to a writer in another
@@ -392,7 +401,7 @@ class NodeBase(Node):
     def diagnostic_name(self) -> str:
         """The status name: the node's fully qualified name (namespace included, as
         diagnostic_updater prefixes it), so that two robots' nodes do not collide in an aggregator."""
-        return f"{self.get_fully_qualified_name().lstrip('/')}: health"
+        return f"{self.get_fully_qualified_name().lstrip('/')}: {DIAGNOSTIC_TASK}"
 
     def diagnostic_status(self) -> DiagnosticStatus:
         """This node's status now: its values, the highest level of its problems and their texts."""

@@ -65,33 +65,31 @@ PARAMS: tuple[ParamSpec, ...] = (
         "",
         "Bag directory to create ('' = ~/.ros/lifelong_learning/bags/bag_<UTC date-time>); "
         "an existing directory is never appended to: the node refuses to start.",
-        read_only=True,
     ),
     ParamSpec(
         "topics",
         DEFAULT_TOPICS,
         "Topics to record (relative names resolve in the node's namespace). No images by default (too big).",
-        read_only=True,
     ),
-    ParamSpec("storage", "mcap", "'mcap' (.mcap files) or 'sqlite3' (.db3 files).", read_only=True),
+    ParamSpec("storage", "mcap", "'mcap' (.mcap files) or 'sqlite3' (.db3 files)."),
     ParamSpec(
         "max_bagfile_size",
         0,
         "Close a file and start the next once its message bytes reach this many (0: no limit).",
-        read_only=True,
+        bounds=(0, 10**15),
     ),
     ParamSpec(
         "max_bagfile_duration_s",
         30.0,
         "Close a file this many seconds after its first message (0: no limit). A crash (SIGKILL) "
         "loses at most the messages of the open file: this bounds it.",
-        read_only=True,
+        bounds=(0.0, 86400.0),
     ),
     ParamSpec(
         "discovery_period_s",
         1.0,
         "Seconds between looks at the graph for the configured topics' types and publishers.",
-        read_only=True,
+        bounds=(0.01, 3600.0),
     ),
 )
 

@@ -24,6 +24,14 @@ PACKAGE = "lifelong_learning"
 
 #: parameters every rclpy node declares by itself (not in any PARAMS)
 BUILTIN_PARAMETERS: tuple[str, ...] = ("use_sim_time", "start_type_description_service")
+#: prefixes of parameters rclpy declares for a node's topics: QoS overrides of every input and
+#: output stream (``qos_overrides./image.subscription.reliability``, read-only, set at start)
+BUILTIN_PREFIXES: tuple[str, ...] = ("qos_overrides.",)
+
+
+def is_builtin_parameter(name: str) -> bool:
+    """Whether rclpy, not this package, declares the parameter ``name``."""
+    return name in BUILTIN_PARAMETERS or name.startswith(BUILTIN_PREFIXES)
 
 
 def _is_node_module(module: ModuleType) -> bool:

@@ -574,6 +574,8 @@ class InverseDynamicsNode(LearnerNode):
                     values[f"acceleration filter restarts: {cause}"] = str(n)
             for reason, n in sorted(self.not_learned.items()):
                 values[f"not learned: {reason}"] = str(n)
+        values["joint states without modelled joints"] = str(self.other_joints)
+        values["joints modelled"] = ", ".join(self.joint_names) or "not yet decided"
         values["learning"] = str(self.learning)
         return values
 

@@ -58,62 +58,59 @@ PARAMS: tuple[ParamSpec, ...] = (
         "",
         "Directory of the model files ('' = ~/.ros/lifelong_learning): a request without out_path "
         "writes here, a relative out_path is taken under it, and one that leads outside is refused.",
-        read_only=True,
     ),
     ParamSpec(
         "allow_paths_outside_output_dir",
         False,
         "Accept a request's out_path outside output_dir (any participant on the ROS domain can call "
         "~/tune: off by default). Paths over anything but a model file are refused even so.",
-        read_only=True,
     ),
     ParamSpec(
         "default_objective",
         "proposed",
         "Objective(s) when a request gives none (comma-separated).",
-        read_only=True,
     ),
-    ParamSpec("default_centers", 200, "Nyström centres when a request gives 0.", read_only=True),
+    ParamSpec("default_centers", 200, "Nyström centres when a request gives 0.", bounds=(1, 1000000)),
     ParamSpec(
         "default_epochs",
         100,
         "Adam steps when a request gives 0 (early stop when the objective rises).",
-        read_only=True,
+        bounds=(1, 100000),
     ),
     ParamSpec(
         "max_epochs",
         1000,
         "Largest epochs a request may ask for (refused above): 10x the default; with early stopping "
         "real jobs stop far earlier, and one absurd request must not occupy the tuner for days.",
-        read_only=True,
+        bounds=(1, 100000),
     ),
     ParamSpec(
         "max_centers",
         20000,
         "Largest centres a request may ask for (refused above): one 20000x20000 float64 kernel matrix "
         "is 3.2 GB and a job holds several, about what one large GPU or host can spare.",
-        read_only=True,
+        bounds=(1, 1000000),
     ),
-    ParamSpec("learning_rate", 0.05, "Adam learning rate.", read_only=True),
-    ParamSpec("device", "auto", "'auto' (CUDA if available), 'cpu' or 'cuda'.", read_only=True),
-    ParamSpec("dtype", "float64", "'float64' or 'float32'.", read_only=True),
-    ParamSpec("test_fraction", 0.2, "Share of the samples held out for the test metrics.", read_only=True),
-    ParamSpec("urdf_path", "", "URDF for inverse-dynamics requests without urdf_path.", read_only=True),
+    ParamSpec("learning_rate", 0.05, "Adam learning rate.", bounds=(1e-06, 10.0)),
+    ParamSpec("device", "auto", "'auto' (CUDA if available), 'cpu' or 'cuda'."),
+    ParamSpec("dtype", "float64", "'float64' or 'float32'."),
+    ParamSpec(
+        "test_fraction", 0.2, "Share of the samples held out for the test metrics.", bounds=(0.01, 0.9)
+    ),
+    ParamSpec("urdf_path", "", "URDF for inverse-dynamics requests without urdf_path."),
     ParamSpec(
         "joint_states_topic",
         "/joint_states",
         "Bag topic of sensor_msgs/JointState for inverse-dynamics requests without topic "
         "('' = every JointState topic: wrong when predicted torques were recorded too).",
-        read_only=True,
     ),
     ParamSpec(
         "labeled_features_topic",
         "",
         "Bag topic of LabeledFeatures for classification requests without topic ('' = every one).",
-        read_only=True,
     ),
-    ParamSpec("progress_topic", "tuning_progress", "std_msgs/String (JSON) progress output.", read_only=True),
-    ParamSpec("model_topic", "tuned_model", "std_msgs/String: path of each new model file.", read_only=True),
+    ParamSpec("progress_topic", "tuning_progress", "std_msgs/String (JSON) progress output."),
+    ParamSpec("model_topic", "tuned_model", "std_msgs/String: path of each new model file."),
 )
 
 

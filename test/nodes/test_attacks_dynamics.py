@@ -132,7 +132,7 @@ def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> 
         peer.create_subscription(
             DiagnosticArray,
             "/diagnostics",
-            lambda m: t.diagnostics.extend(s for s in m.status if s.name == NODE),
+            lambda m: t.diagnostics.extend(s for s in m.status if s.name == f"{NODE}: health"),
             50,
         )
         try:

@@ -155,7 +155,9 @@ def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> 
         executor.add_node(peer)
         proc = NodeProcess(argv, log_path=folder / "object_recognition.log")
         t = Target(folder, executor, peer, proc, probes=np.vstack([sample(rng, c, 2) for c in CLASSES]))
-        peer.on_diagnostics = lambda m: t.diagnostics.extend(s for s in m.status if s.name == NODE)
+        peer.on_diagnostics = lambda m: t.diagnostics.extend(
+            s for s in m.status if s.name == f"{NODE}: health"
+        )
         try:
             assert first_call(executor, peer.info, GetClassifierInfo.Request()).success
             assert spin_until(executor, lambda: peer.labeled.get_subscription_count() > 0, 20)

@@ -123,7 +123,9 @@ def make_peer(context: Any) -> Any:
 
         def _on_diagnostics(self, msg: Any) -> None:
             for status in msg.status:
-                self.diagnostics[status.name] = {kv.key: kv.value for kv in status.values}
+                self.diagnostics[status.name.removesuffix(": health")] = {
+                    kv.key: kv.value for kv in status.values
+                }
 
     return Peer()
 

@@ -106,7 +106,7 @@ def graph(built_interfaces, tmp_path_factory):
 
             def on_diag(msg: Any) -> None:
                 for status in msg.status:
-                    if status.name == "nystrom_tuner":
+                    if status.name == "nystrom_tuner: health":
                         g.diag.update({kv.key: kv.value for kv in status.values})
                         g.level, g.message = int.from_bytes(status.level, "little"), status.message
 

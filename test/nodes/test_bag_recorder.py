@@ -56,7 +56,7 @@ class Peer:
 
     def _on_diag(self, msg):
         for status in msg.status:
-            if status.name == "bag_recorder":
+            if status.name == "bag_recorder: health":
                 self.diag = {kv.key: kv.value for kv in status.values}
 
     def subscribed(self):
@@ -275,7 +275,7 @@ def test_a_flood_is_recorded_or_counted_lost(executor, spin, rclpy_context, star
 
     def on_diag(msg):
         for status in msg.status:
-            if status.name == "bag_recorder":
+            if status.name == "bag_recorder: health":
                 diag.clear()
                 diag.update({kv.key: kv.value for kv in status.values})
 

@@ -49,4 +49,8 @@ def test_declared_parameters_are_what_a_running_node_declares(rclpy_context):
     finally:
         node.destroy_node()
     expected = {s.name for s in catalog.declared_parameters("object_recognition")}
-    assert declared == expected | set(catalog.BUILTIN_PARAMETERS)
+    ours = {name for name in declared if not name.startswith(catalog.BUILTIN_PREFIXES)}
+    assert ours == expected | set(catalog.BUILTIN_PARAMETERS)
+    # every input and output stream's QoS can be overridden from a params file
+    assert "qos_overrides./features.subscription.reliability" in declared
+    assert "qos_overrides./prediction.publisher.depth" in declared

@@ -182,7 +182,7 @@ def test_huge_and_malformed_images_are_refused_before_conversion_in_its_own_proc
 
     def on_diag(msg):
         for status in msg.status:
-            if status.name == "feature_extractor":
+            if status.name == "feature_extractor: health":
                 diag.update({kv.key: kv.value for kv in status.values})
 
     peer.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)

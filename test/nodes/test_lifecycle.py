@@ -1,0 +1,127 @@
+"""Learner nodes are managed (lifecycle) nodes (issue 14): with ``autostart`` false an
+object_recognition process waits unconfigured; a lifecycle manager's transitions over
+``~/change_state`` configure it (the model services appear), activate it (features answered),
+deactivate it (features ignored, counted, model kept) and clean it up (final checkpoint, model
+services gone). And a checkpoint whose hyperparameters differ from the parameters is restored
+and reported as a conflict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import call_service, first_call, node_argv, spin_until
+
+pytestmark = pytest.mark.graph
+
+NODE = "object_recognition"
+DIM = 8
+
+
+def features(rng: np.random.Generator, label: str | None = None) -> Any:
+    from lifelong_learning.msg import Features, LabeledFeatures
+
+    data = rng.normal(size=DIM).tolist()
+    return Features(data=data) if label is None else LabeledFeatures(data=data, label=label)
+
+
+def test_lifecycle_transitions_from_a_manager(tmp_path: Path, start_process, rclpy_context, executor):
+    from lifecycle_msgs.msg import State, Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
+    from lifelong_learning.msg import Features, LabeledFeatures, Prediction
+    from lifelong_learning.srv import GetClassifierInfo
+    from rclpy.node import Node
+
+    checkpoint = tmp_path / "recognition.llm"
+    proc = start_process(
+        node_argv(
+            NODE,
+            *("-p", "autostart:=false", "-p", f"checkpoint_path:={checkpoint}", "-p", "lambdas:=[1.0]"),
+            *("-p", "alpha:=0.0", "-p", "model_directory:=" + str(tmp_path)),
+        )
+    )
+    peer = Node("lifecycle_peer", context=rclpy_context)
+    executor.add_node(peer)
+    get_state = peer.create_client(GetState, f"/{NODE}/get_state")
+    change = peer.create_client(ChangeState, f"/{NODE}/change_state")
+    info = peer.create_client(GetClassifierInfo, f"/{NODE}/info")
+    feats = peer.create_publisher(Features, "features", 10)
+    labeled = peer.create_publisher(LabeledFeatures, "labeled_features", 100)
+    predictions: list[Any] = []
+    peer.create_subscription(Prediction, "prediction", predictions.append, 100)
+
+    def state() -> int:
+        return first_call(executor, get_state, GetState.Request()).current_state.id
+
+    def transition(tid: int) -> None:
+        res = call_service(executor, change, ChangeState.Request(transition=Transition(id=tid)), 30.0)
+        assert res.success, proc.log()
+
+    assert state() == State.PRIMARY_STATE_UNCONFIGURED, proc.log()
+    assert not info.service_is_ready()  # no model, no model services, before configure
+    transition(Transition.TRANSITION_CONFIGURE)
+    assert state() == State.PRIMARY_STATE_INACTIVE
+    assert first_call(executor, info, GetClassifierInfo.Request()).success
+    transition(Transition.TRANSITION_ACTIVATE)
+    assert state() == State.PRIMARY_STATE_ACTIVE
+    assert spin_until(
+        executor, lambda: labeled.get_subscription_count() > 0 and feats.get_subscription_count() > 0, 30
+    )
+    rng = np.random.default_rng(0)
+    for i in range(6):  # reliable: every labeled sample arrives
+        labeled.publish(features(rng, "cup" if i % 2 else "ball"))
+    assert spin_until(
+        executor, lambda: call_service(executor, info, GetClassifierInfo.Request()).samples_seen == 6, 20
+    ), proc.log()
+    # best effort: publish until answered
+    assert spin_until(executor, lambda: feats.publish(features(rng)) or bool(predictions), 20), proc.log()
+
+    transition(Transition.TRANSITION_DEACTIVATE)
+    assert state() == State.PRIMARY_STATE_INACTIVE
+    spin_until(executor, lambda: False, 0.5)
+    predictions.clear()
+    for _ in range(10):
+        feats.publish(features(rng))
+        labeled.publish(features(rng, "plate"))
+    spin_until(executor, lambda: False, 1.5)
+    assert predictions == []  # inactive: nothing answered
+    res = call_service(executor, info, GetClassifierInfo.Request())
+    assert res.samples_seen == 6 and sorted(res.classes) == ["ball", "cup"]  # nothing learned, model kept
+
+    transition(Transition.TRANSITION_CLEANUP)
+    assert state() == State.PRIMARY_STATE_UNCONFIGURED
+    assert checkpoint.exists()  # cleanup wrote the final checkpoint
+    assert spin_until(executor, lambda: not info.service_is_ready(), 10)
+    transition(Transition.TRANSITION_CONFIGURE)  # configure again: the checkpoint comes back
+    res = first_call(executor, info, GetClassifierInfo.Request())
+    assert res.samples_seen == 6, proc.log()
+    assert proc.alive()
+
+
+def test_a_checkpoint_that_conflicts_with_the_parameters_is_restored_and_reported(
+    tmp_path: Path, rclpy_context
+):
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.learners.rlsc import IncrementalRLSC
+    from lifelong_learning.nodes.object_recognition import ObjectRecognitionNode
+
+    checkpoint = tmp_path / "recognition.llm"
+    rng = np.random.default_rng(1)
+    saved = IncrementalRLSC(lambdas=[3.0], alpha=0.0)
+    saved.partial_fit(rng.normal(size=(4, DIM)), ["a", "b", "a", "b"])
+    saved.save(checkpoint)
+    params = {"checkpoint_path": str(checkpoint), "diagnostics_period_s": 0.0, "lambdas": [0.1, 1.0]}
+    node = ObjectRecognitionNode(
+        context=rclpy_context, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]
+    )
+    try:
+        assert node.model.lambdas.tolist() == [3.0]  # the checkpoint wins: it holds what was learned
+        assert node.model.n_samples == 4
+        conflicts = node.diagnostic_values()["checkpoint conflicts (checkpoint wins)"]
+        assert "lambdas: checkpoint [3.0], parameter [0.1, 1.0]" in conflicts
+        assert checkpoint.exists()  # not moved aside as "unreadable"
+    finally:
+        node.destroy_node()
