@@ -13,22 +13,29 @@ Arguments:
 Parameters come from this package's config/inverse_dynamics.yaml (docs/parameters.md lists
 them). (`launch` has no PyPI wheel: on machines set up with the PyPI wheels use
 `lifelong-learning up config/robot.yaml --nodes inverse_dynamics` instead.)
+
+Every node started here gets FASTDDS_DEFAULT_PROFILES_FILE = this package's
+config/fastdds_large_messages.xml (camera-sized messages), unless it is set already.
 """
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
+
+from lifelong_learning.nodes.supervisor import middleware_environment
 
 
 def generate_launch_description() -> LaunchDescription:
     config = os.path.join(get_package_share_directory("lifelong_learning"), "config")
     return LaunchDescription(
         [
+            # large camera frames: the shipped Fast DDS profile, unless FASTDDS_DEFAULT_PROFILES_FILE is set
+            *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
             DeclareLaunchArgument(
                 "joint_states", default_value="joint_states", description="sensor_msgs/JointState topic"
             ),

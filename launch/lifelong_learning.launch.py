@@ -5,6 +5,7 @@
 
 Arguments:
     image               camera image topic (sensor_msgs/Image) [default: image]
+    image_transport     raw | compressed (CompressedImage on <image>/compressed) [default: raw]
     joint_states        sensor_msgs/JointState topic with measured effort [default: joint_states]
     robot_description   std_msgs/String URDF topic (robot_state_publisher), used when urdf_path
                         is empty [default: robot_description]
@@ -20,16 +21,21 @@ them); the per-learner files object_recognition.launch.py, inverse_dynamics.laun
 nystrom_tuner.launch.py start one learner each, bag_recorder.launch.py the recorder.
 (`launch` has no PyPI wheel: on machines set up with the PyPI wheels use
 `lifelong-learning up config/robot.yaml` instead.)
+
+Every node started here gets FASTDDS_DEFAULT_PROFILES_FILE = this package's
+config/fastdds_large_messages.xml (camera-sized messages), unless it is set already.
 """
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, SetEnvironmentVariable
 from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
+
+from lifelong_learning.nodes.supervisor import middleware_environment
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -37,7 +43,12 @@ def generate_launch_description() -> LaunchDescription:
     arg = LaunchConfiguration
     return LaunchDescription(
         [
+            # large camera frames: the shipped Fast DDS profile, unless FASTDDS_DEFAULT_PROFILES_FILE is set
+            *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
             DeclareLaunchArgument("image", default_value="image", description="camera image topic"),
+            DeclareLaunchArgument(
+                "image_transport", default_value="raw", description="raw | compressed (<image>/compressed)"
+            ),
             DeclareLaunchArgument(
                 "joint_states", default_value="joint_states", description="sensor_msgs/JointState topic"
             ),
@@ -56,7 +67,7 @@ def generate_launch_description() -> LaunchDescription:
             DeclareLaunchArgument("bag", default_value="", description="bag directory for bag_recorder"),
             IncludeLaunchDescription(
                 PythonLaunchDescriptionSource(os.path.join(here, "object_recognition.launch.py")),
-                launch_arguments={"image": arg("image")}.items(),
+                launch_arguments={"image": arg("image"), "image_transport": arg("image_transport")}.items(),
                 condition=IfCondition(arg("enable_recognition")),
             ),
             IncludeLaunchDescription(

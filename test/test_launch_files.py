@@ -5,12 +5,19 @@ starts (scripts/nodes/*), their parameter files (config/*.yaml, configuring that
 parameter names it sets inline (declared by that node), the topics it remaps (ones the node
 uses: the defaults of its *_topic parameters), the launch arguments it reads (declared in the
 file) and the launch files it includes (in launch/, with arguments they declare). Anything the
-checker cannot resolve statically is an error too, so the launch files stay checkable.
+checker cannot resolve statically is an error too, so the launch files stay checkable. Every
+launch file that starts or includes nodes gives them the middleware environment
+(SetEnvironmentVariable for each item of lifelong_learning.nodes.supervisor.middleware_environment(),
+the rule scripts/env.sh and `up` apply too); run against stand-ins of the launch modules, the
+files set FASTDDS_DEFAULT_PROFILES_FILE to the shipped profile, or keep the user's.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -155,6 +162,31 @@ def _check_include(call: ast.Call, where: str, errors: list[str]) -> None:
             errors.append(f"{where}: passes {name!r} to {target.name}, which declares {sorted(accepted)}")
 
 
+MIDDLEWARE_MODULE = "lifelong_learning.nodes.supervisor"
+
+
+def _check_middleware_environment(tree: ast.AST, filename: str, errors: list[str]) -> None:
+    """The file imports middleware_environment from the supervisor and sets each of its variables."""
+    imported = any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == MIDDLEWARE_MODULE
+        and any(a.name == "middleware_environment" and a.asname is None for a in n.names)
+        for n in ast.walk(tree)
+    )
+    applied = any(
+        isinstance(n, (ast.GeneratorExp, ast.ListComp))
+        and isinstance(n.elt, ast.Call)
+        and _call_name(n.elt) == "SetEnvironmentVariable"
+        and _calls(n.generators[0].iter, "middleware_environment")
+        for n in ast.walk(tree)
+    )
+    if not (imported and applied):
+        errors.append(
+            f"{filename}: does not give its nodes the middleware environment (SetEnvironmentVariable "
+            f"for each item of {MIDDLEWARE_MODULE}.middleware_environment())"
+        )
+
+
 def check_launch_text(text: str, filename: str = "test.launch.py") -> list[str]:
     """Everything wrong in a launch file's text (empty when it is fine)."""
     tree = ast.parse(text, filename)
@@ -170,6 +202,8 @@ def check_launch_text(text: str, filename: str = "test.launch.py") -> list[str]:
         _check_node(call, f"{filename}:{call.lineno}", errors)
     for call in includes:
         _check_include(call, f"{filename}:{call.lineno}", errors)
+    if nodes or includes:
+        _check_middleware_environment(tree, filename, errors)
     declared = declared_arguments(tree)
     for call in _calls(tree, "LaunchConfiguration"):
         name = _string(call.args[0]) if call.args else None
@@ -246,13 +280,64 @@ def test_the_checker_finds_each_kind_of_mistake(built_interfaces):
         "object_recognition: no config/missing.yaml",
         "includes launch/absent.launch.py, which does not exist",
         "passes 'joint_state' to inverse_dynamics.launch.py, which declares",
+        "bad.launch.py: does not give its nodes the middleware environment",
     ):
         assert expected in errors, f"{expected!r} not found in:\n{errors}"
     assert "remaps 'features'" not in errors  # a topic feature_extractor does use
     assert "bad.launch.py:14: object_recognizer" not in errors
-    assert len(errors.splitlines()) == 8
+    assert len(errors.splitlines()) == 9
     assert check_launch_text("x = 1\n") == [
         "test.launch.py: no generate_launch_description()",
         "test.launch.py: the docstring shows no example `ros2 launch lifelong_learning ...` line",
         "test.launch.py: starts no node",
     ]
+
+
+class _Action:
+    """Stand-in for every class the launch files use from launch / launch_ros: records its arguments."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+def _stand_in_modules() -> dict[str, types.ModuleType]:
+    modules = {}
+    for name in (
+        "launch",
+        "launch.actions",
+        "launch.conditions",
+        "launch.launch_description_sources",
+        "launch.substitutions",
+        "launch_ros",
+        "launch_ros.actions",
+        "launch_ros.parameter_descriptions",
+    ):
+        module = types.ModuleType(name)
+        module.__getattr__ = lambda attr, _n=name: type(attr, (_Action,), {})  # type: ignore[method-assign]
+        modules[name] = module
+    return modules
+
+
+def _environment_actions(path: Path, monkeypatch) -> dict[str, str]:
+    """The SetEnvironmentVariable actions of a launch file's description, as {name: value}."""
+    for name, module in _stand_in_modules().items():
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = importlib.util.spec_from_file_location(path.name.replace(".", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (actions,) = module.generate_launch_description().args
+    return {a.args[0]: a.args[1] for a in actions if type(a).__name__ == "SetEnvironmentVariable"}
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_file_gives_its_nodes_the_shipped_fastdds_profile_or_keeps_the_users(
+    path, monkeypatch, built_interfaces
+):
+    from lifelong_learning.nodes.supervisor import FASTDDS_PROFILES_VARIABLE, fastdds_profile_path
+
+    monkeypatch.delenv(FASTDDS_PROFILES_VARIABLE, raising=False)
+    profile = fastdds_profile_path()
+    assert profile is not None and profile.name == "fastdds_large_messages.xml"
+    assert _environment_actions(path, monkeypatch) == {FASTDDS_PROFILES_VARIABLE: str(profile)}
+    monkeypatch.setenv(FASTDDS_PROFILES_VARIABLE, "/robot/own_profile.xml")
+    assert _environment_actions(path, monkeypatch) == {}

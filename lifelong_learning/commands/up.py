@@ -18,6 +18,11 @@ Modes:
   that exits is reported with its exit status, the others keep running (the processes and
   signals: :mod:`lifelong_learning.nodes.supervisor`).
 
+Large messages: unless ``FASTDDS_DEFAULT_PROFILES_FILE`` is set already (then it is kept),
+``up`` sets it to the shipped Fast DDS profile ``config/fastdds_large_messages.xml`` for the
+nodes it starts, in this process and in the children alike
+(:func:`lifelong_learning.nodes.supervisor.middleware_environment`).
+
 Ctrl-C, SIGTERM or SIGHUP (unless ignored) stops every node with a final checkpoint of each
 learner (in ``--processes`` mode: one SIGINT to each child, then a wait of ``--stop-timeout``
 seconds before SIGKILL; the children run in their own session, so that a terminal's Ctrl-C
@@ -29,12 +34,20 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shlex
 import sys
 
 from lifelong_learning.commands._system_config import ConfigError, SystemConfig, load_system
 from lifelong_learning.nodes import catalog
-from lifelong_learning.nodes.supervisor import NodeProcess, StopSignals, node_command, stop_all
+from lifelong_learning.nodes.supervisor import (
+    FASTDDS_PROFILES_VARIABLE,
+    NodeProcess,
+    StopSignals,
+    middleware_environment,
+    node_command,
+    stop_all,
+)
 
 __all__ = [
     "ConfigError",
@@ -92,6 +105,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- running
 def _say(text: str) -> None:
     print(f"[up] {text}", file=sys.stderr, flush=True)
+
+
+def apply_middleware_environment(dry_run: bool = False) -> dict[str, str]:
+    """Give this process (and so the nodes it starts) the shipped Fast DDS profile for large
+    messages unless a profiles file is set already; say which one the nodes use. Must run before
+    ``rclpy.init``. With ``dry_run`` only says it. Returns the variables set."""
+    added = middleware_environment()
+    if not dry_run:
+        os.environ.update(added)
+    variable = FASTDDS_PROFILES_VARIABLE
+    if added:
+        _say(f"Fast DDS profile: {variable}={added[variable]} (shipped, for large messages)")
+    elif os.environ.get(variable):
+        _say(f"Fast DDS profile: {variable}={os.environ[variable]} (yours, kept)")
+    return added
 
 
 def run_in_one_process(system: SystemConfig, ros_args: list[str]) -> int:
@@ -163,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
     if not math.isfinite(args.stop_timeout) or args.stop_timeout < 0:
         print("error: --stop-timeout must be a finite number of seconds >= 0", file=sys.stderr)
         return 2
+    apply_middleware_environment(dry_run=args.dry_run)
     if args.dry_run:
         if args.processes:
             for name in system.nodes:

@@ -46,7 +46,7 @@ from lifelong_learning.demo.report import write_report
 from lifelong_learning.demo.scenarios import Stage
 from lifelong_learning.io.bags import typestore
 from lifelong_learning.nodes.catalog import default_config_file
-from lifelong_learning.nodes.supervisor import NodeProcess, node_command, stop_all
+from lifelong_learning.nodes.supervisor import NodeProcess, middleware_environment, node_command, stop_all
 from lifelong_learning.sim.objects import ObjectRenderer
 from lifelong_learning.sim.panda import JOINT_NAMES, panda_urdf_path
 
@@ -199,6 +199,9 @@ class DemoRun:
             "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             "notes": self.notes,
         }
+        # the shipped Fast DDS profile for camera-sized frames (unless one is set), as `up` and
+        # scripts/env.sh apply it: for the node processes and this one's driver (before rclpy.init)
+        os.environ.update(middleware_environment())
         try:
             self.start_nodes()
             with running_driver(self.say) as driver:

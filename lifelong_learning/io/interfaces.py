@@ -25,8 +25,12 @@ MESSAGE_DEFINITIONS: dict[str, str] = {
     "Prediction": (
         "# A classifier's answer for one feature vector.\n"
         "std_msgs/Header header  # copied from the Features message it answers\n"
-        'string label            # the predicted class ("" while the model knows no class)\n'
-        "float32 confidence      # score of the predicted class, in [0, 1] (softmax of the scores)\n"
+        'string label            # the answer: top_label, or "" (unknown) when confidence < the node\'s '
+        "unknown_threshold or no class is known\n"
+        'string top_label        # the highest-scoring class, also when label is "" ("" while the model '
+        "knows no class)\n"
+        "float32 confidence      # calibrated probability that top_label is right, in [0, 1] "
+        "(temperature-scaled softmax of the scores, fitted on held-out samples)\n"
         "string[] labels         # every known class, in the model's order\n"
         "float32[] scores        # raw decision value of each class in `labels`\n"
     ),

@@ -27,20 +27,50 @@ O(1). A caller that updates several engines (one per λ) updates drafts, checks 
 commits all or none. Without forgetting no ``d × d`` copy is made: the draft's first update
 writes the new factor into a spare buffer that the engine keeps (the previous factor becomes
 the next spare), so an engine that is drafted holds two factors.
+
+Compact storage (the model file of a checkpoint): the factor is upper triangular, so
+:meth:`RecursiveRLS.to_state` with ``packed=True`` stores only its upper triangle, row by row
+(``d(d+1)/2`` numbers instead of ``d²``, bit for bit; :func:`pack_upper`, :func:`unpack_upper`).
+Without forgetting, engines that saw the same rows with other λ's need no factor of their own:
+``A' = ZᵀZ + λ'I = RᵀR + (λ' − λ)I``, refactored by one Cholesky decomposition
+(:meth:`RecursiveRLS.regularized`, O(d³/3) each after one O(d³/3) product ``RᵀR``). The refactored
+factor is backward stable (its ``RᵀR`` equals ``A'`` up to about ``d·ε·‖A'‖``), the same order
+as the rounding that the rank-1 updates leave in an incrementally built factor; predictions change
+by about ``ε·κ(A')`` relative (:meth:`RecursiveRLS.rebuild_error_bound` bounds ``κ``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg import blas, cho_solve, cholesky, solve_triangular
 
 from lifelong_learning.core.checks import as_rows, same_rows
 from lifelong_learning.core.persistence import Stateful
 from lifelong_learning.learners._cholesky import chol_update_rows, chol_update_rows_into, warm_up
 
 _RESCALE_BELOW = 1e-100  # fold the forgetting scale into the state below this s²
+
+
+def pack_upper(R: np.ndarray) -> np.ndarray:
+    """The upper triangle of the square ``R``, row by row: ``d(d+1)/2`` entries (no rounding)."""
+    return np.ascontiguousarray(R[np.triu_indices(R.shape[0])])
+
+
+def unpack_upper(packed: np.ndarray, d: int) -> np.ndarray:
+    """The ``d × d`` upper-triangular matrix stored by :func:`pack_upper` (zero lower triangle).
+
+    Raises:
+        ValueError: ``packed`` is not one-dimensional with ``d(d+1)/2`` entries.
+    """
+    packed = np.asarray(packed)
+    if packed.ndim != 1 or packed.size != d * (d + 1) // 2:
+        raise ValueError(f"a packed {d} × {d} triangle has {d * (d + 1) // 2} entries, got {packed.shape}")
+    R = np.zeros((d, d))
+    R[np.triu_indices(d)] = packed
+    return R
 
 
 class RecursiveRLS(Stateful):
@@ -243,9 +273,9 @@ class RecursiveRLS(Stateful):
         return Z2 @ self.weights
 
     # ------------------------------------------------------------------ persistence
-    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Scalars and arrays that :meth:`from_state` restores exactly."""
-        meta = {
+    def scalar_state(self) -> dict[str, Any]:
+        """The scalars of :meth:`to_state` (dimensions, λ, β, samples, scale), without the arrays."""
+        return {
             "n_features": self.n_features,
             "n_outputs": self.n_outputs,
             "lam": self.lam,
@@ -253,15 +283,25 @@ class RecursiveRLS(Stateful):
             "n_samples": self.n_samples,
             "scale2": self._scale2,
         }
-        return meta, {"R": self._R.copy(), "B": self._B.copy()}
+
+    def to_state(self, packed: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Scalars and arrays that :meth:`from_state` restores exactly; ``packed``: the factor's
+        upper triangle only (``R_upper``, :func:`pack_upper`: half the bytes, the same numbers)."""
+        meta = self.scalar_state()
+        factor = {"R_upper": pack_upper(self._R)} if packed else {"R": self._R.copy()}
+        return meta, {**factor, "B": self._B.copy()}
 
     @classmethod
     def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> RecursiveRLS:
-        """Rebuild an engine saved by :meth:`to_state`; validates shapes and values."""
+        """Rebuild an engine saved by :meth:`to_state` (full or packed factor); validates shapes and
+        values."""
         try:
             d, c = int(meta["n_features"]), int(meta["n_outputs"])
             rls = cls(d, c, lam=float(meta["lam"]), forgetting=float(meta["forgetting"]))
-            R = np.asarray(arrays["R"], dtype=np.float64)
+            if "R" in arrays:
+                R = np.asarray(arrays["R"], dtype=np.float64)
+            else:
+                R = unpack_upper(np.asarray(arrays["R_upper"], dtype=np.float64), d)
             B = np.asarray(arrays["B"], dtype=np.float64)
             scale2 = float(meta["scale2"])
             n_samples = int(meta["n_samples"])
@@ -275,6 +315,52 @@ class RecursiveRLS(Stateful):
             raise ValueError("RecursiveRLS state: R is not an upper-triangular Cholesky factor")
         rls._R, rls._B, rls._scale2, rls.n_samples = R.copy(), B.copy(), scale2, n_samples
         return rls
+
+    # ------------------------------------------------------------------ other regularizations
+    def rebuild_error_bound(self, lam: float) -> float:
+        """A bound on the relative change of predictions when the engine of regularization ``lam`` is
+        refactored from this one (:meth:`regularized`) rather than updated row by row:
+        ``ε · κ(A')`` with ``κ(A') ≤ 1 + tr(ZᵀZ)/λ'`` and ``tr(ZᵀZ) = ‖R‖²_F − dλ`` (worst case;
+        measured changes are orders of magnitude smaller). ``inf`` under forgetting."""
+        if self.forgetting != 1.0 or self._scale2 != 1.0:
+            return float("inf")
+        gram_trace = max(float(np.einsum("ij,ij->", self._R, self._R)) - self.n_features * self.lam, 0.0)
+        return float(np.finfo(np.float64).eps * (1.0 + gram_trace / float(lam)))
+
+    def regularized(self, lams: Sequence[float]) -> list[RecursiveRLS]:
+        """Engines that saw the same rows (and targets) as this one with regularizations ``lams``:
+        ``A' = RᵀR + (λ' − λ)I`` (module docstring), one product ``RᵀR`` and one Cholesky factor
+        each. A ``lam`` equal to this engine's gives a copy of its factor.
+
+        Raises:
+            ValueError: forgetting (the regularizer decays with the samples: not rebuilt here), a
+                ``lam`` that is not positive, or a matrix that is not positive definite.
+        """
+        if self.forgetting != 1.0 or self._scale2 != 1.0:
+            raise ValueError("an engine with forgetting cannot be refactored for another λ")
+        d = self.n_features
+        gram: np.ndarray | None = None
+        out = []
+        for lam in lams:
+            lam = float(lam)
+            if not np.isfinite(lam) or lam <= 0:
+                raise ValueError(f"lam must be a positive number, got {lam!r}")
+            rls = type(self)(d, self.n_outputs, lam=lam)
+            if lam == self.lam:
+                R = self._R.copy()
+            else:
+                if gram is None:  # upper triangle of RᵀR, lower triangle zero
+                    gram = blas.dsyrk(1.0, np.asfortranarray(self._R), trans=1, lower=0)
+                A = gram + (lam - self.lam) * np.eye(d)
+                try:
+                    R = np.ascontiguousarray(cholesky(A, lower=False, overwrite_a=True, check_finite=False))
+                except np.linalg.LinAlgError as exc:
+                    raise ValueError(f"refactoring for λ = {lam:g} failed: {exc}") from exc
+            if not (np.all(np.isfinite(R)) and np.all(np.diagonal(R) > 0)):
+                raise ValueError(f"refactoring for λ = {lam:g} gave a non-finite factor")
+            rls._R, rls._B, rls.n_samples = R, self._B.copy(), self.n_samples
+            out.append(rls)
+        return out
 
     def __repr__(self) -> str:
         return (

@@ -38,6 +38,28 @@ the old ones, no ``d × d`` copy) and on new arrays for the counts, the class li
 validation buffer; only when every λ's new state exists and is finite is it committed (O(1)
 per engine). Anything that fails on the way (a bad row, an overflow, an exception in any
 engine) leaves the whole model as it was.
+
+Calibrated confidence (:mod:`~lifelong_learning.learners.calibration`, temperature scaling of
+Guo et al. 2017): the probabilities are ``softmax(t · s)`` of the recoded scores ``s`` of the
+selected λ and α, with one inverse temperature ``t`` fitted by minimising the (Platt-smoothed)
+negative log-likelihood of the validation buffer's scores. It is refitted whenever the model
+selection runs (lazily, after any update), on the same held-out samples. While the buffer holds
+fewer than :data:`MIN_CALIBRATION_SAMPLES` samples (or no model selection keeps one, or a single
+class is known), ``t = 1``: the plain softmax of the scores, which is underconfident for RLSC
+(scores of order 1: 0.14 for a correct top class of 8), so a threshold then errs towards
+"unknown". :attr:`IncrementalRLSC.calibration_` says which.
+
+Model file (state version 2; version 1 files still load): every engine is trained on the same rows
+without forgetting, so only the smallest λ's factor is stored, as its packed upper triangle
+(:func:`~lifelong_learning.learners.recursive_rls.pack_upper`, bit for bit), with the common
+right-hand side; the factors of the other λ's are rebuilt on load by
+:meth:`RecursiveRLS.regularized` (``RᵀR + (λ' − λ_min)I``, one Cholesky each; starting from the
+smallest λ only adds to the diagonal, so the rebuilt matrix stays positive definite). An engine
+whose rebuild cannot be trusted to :data:`REBUILD_TOLERANCE` (worst-case bound
+:meth:`RecursiveRLS.rebuild_error_bound`), or that does not share the rows, keeps its own packed
+factor. Validation features are stored as float32 when that is exact (features that came as
+float32, e.g. from a Features message), else as float64. For d = 1280 and 5 λ's this is ~8 MB
+instead of ~69 MB (docs/benchmarks/checkpoint.md).
 """
 
 from __future__ import annotations
@@ -52,6 +74,7 @@ import numpy as np
 from lifelong_learning.core.checks import as_rows
 from lifelong_learning.core.model_file import prefixed, unprefixed
 from lifelong_learning.core.persistence import PersistentModel
+from lifelong_learning.learners.calibration import T_DEFAULT, fit_inverse_temperature, softmax
 from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 
@@ -64,6 +87,13 @@ Label = int | str
 #: rounding errors scale with ‖A‖): bound magnitudes where the data come from
 #: (:class:`~lifelong_learning.learners.recognition_gate.RecognitionGate`).
 MAX_ROW_NORM = 1e100
+
+#: validation samples the confidence calibration needs; with fewer, the plain softmax (t = 1)
+MIN_CALIBRATION_SAMPLES = 10
+
+#: an engine is rebuilt from another's factor on load only if the worst-case relative change of its
+#: predictions (:meth:`RecursiveRLS.rebuild_error_bound`) is at most this; else its factor is stored
+REBUILD_TOLERANCE = 1e-6
 
 #: the model state that :meth:`IncrementalRLSC._transaction` restores when an update fails
 _STATE = (
@@ -130,12 +160,16 @@ class IncrementalRLSC(PersistentModel):
         class_counts_: training samples per class (what Γ uses); ``seen_counts_`` also
             counts held-out samples.
         lambda_, alpha_: the λ and α used for prediction.
+        calibration_: the inverse temperature of the confidence and the validation samples it
+            was fitted on (0: uncalibrated, plain softmax).
         validation_accuracy_: per λ candidate, validation accuracy at ``alpha_`` (NaN
             before any validation sample).
         n_samples: labeled samples seen (held-out ones included).
     """
 
     kind = "incremental_rlsc"
+    state_version = 2
+    older_state_versions = (1,)
 
     def __init__(
         self,
@@ -211,7 +245,8 @@ class IncrementalRLSC(PersistentModel):
         self._val_y = np.zeros(0, dtype=np.int64)
         self._val_age = np.zeros(0, dtype=np.int64)  # sample number when held out
         self._val_S: list[np.ndarray] = []  # per λ: X_val A⁻¹ B  (V × T)
-        self._selection: tuple[int, float, np.ndarray] | None = None
+        # (λ index, α, per-λ validation accuracy, inverse temperature, its validation samples)
+        self._selection: tuple[int, float, np.ndarray, float, int] | None = None
         if d is not None:
             self._make_engines(d)
 
@@ -505,8 +540,9 @@ class IncrementalRLSC(PersistentModel):
         acc_wr = hit[:, :, wr].mean(axis=2) if wr.any() else np.full((L, A), np.nan)
         return acc_all, acc_wr
 
-    def _select(self) -> tuple[int, float, np.ndarray]:
-        """(λ index, α, per-λ validation accuracy at α) — cached until the next update."""
+    def _select(self) -> tuple[int, float, np.ndarray, float, int]:
+        """(λ index, α, per-λ validation accuracy at α, inverse temperature, samples it was fitted
+        on) — cached until the next update."""
         if self._selection is not None:
             return self._selection
         acc_all, acc_wr = self._validation_grid()
@@ -525,8 +561,17 @@ class IncrementalRLSC(PersistentModel):
             alpha = float(self.alpha)
             lam_idx = self._best_lambda(self._accuracy_at(alpha) if L > 1 else np.full(1, np.nan))
         per_lambda = self._accuracy_at(alpha)
-        self._selection = (lam_idx, alpha, per_lambda)
+        self._selection = (lam_idx, alpha, per_lambda, *self._calibrate(lam_idx, alpha))
         return self._selection
+
+    def _calibrate(self, lam_idx: int, alpha: float) -> tuple[float, int]:
+        """Inverse temperature fitted on the validation scores of (λ, α), and the number of samples;
+        ``(T_DEFAULT, 0)`` with fewer than :data:`MIN_CALIBRATION_SAMPLES` or a single class."""
+        V = int(self._val_y.size)
+        if V < MIN_CALIBRATION_SAMPLES or len(self._labels) < 2:
+            return T_DEFAULT, 0
+        scores = self._val_S[lam_idx] * self._gamma(alpha)[None, :]
+        return fit_inverse_temperature(scores, self._val_y), V
 
     def _accuracy_at(self, alpha: float) -> np.ndarray:
         if self._val_y.size == 0:
@@ -565,6 +610,13 @@ class IncrementalRLSC(PersistentModel):
         return self._select()[2].copy()
 
     @property
+    def calibration_(self) -> tuple[float, int]:
+        """``(t, n)``: the inverse temperature of :meth:`predict_proba` and the validation samples it
+        was fitted on; ``(1.0, 0)`` while uncalibrated (plain softmax, module docstring)."""
+        _, _, _, t, n = self._select()
+        return t, n
+
+    @property
     def validation_accuracy_grid_(self) -> np.ndarray:
         """Validation accuracy per (λ candidate, α of ``alpha_grid``)."""
         return self._validation_grid()[0]
@@ -579,8 +631,17 @@ class IncrementalRLSC(PersistentModel):
         if not self._labels:
             raise ValueError("the classifier has not learned any class yet")
         Z = self._features(X)
-        lam_idx, alpha, _ = self._select()
+        lam_idx, alpha = self._select()[:2]
         return self._engines[lam_idx].predict(Z) * self._gamma(alpha)[None, :]
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Calibrated class probabilities ``softmax(t · s)`` of the recoded scores (module docstring),
+        columns in ``classes_`` order; the top one is the confidence of :meth:`predict`'s answer."""
+        return self.proba_from_scores(self.decision_function(X))
+
+    def proba_from_scores(self, scores: np.ndarray) -> np.ndarray:
+        """:meth:`predict_proba` for scores already computed by :meth:`decision_function`."""
+        return softmax(scores, self.calibration_[0])
 
     def predict(self, X: Any) -> np.ndarray:
         """The class with the highest recoded score, for each row of ``X``."""
@@ -588,7 +649,11 @@ class IncrementalRLSC(PersistentModel):
 
     # ------------------------------------------------------------------ persistence
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Hyperparameters, classes, counts, engines, validation buffer (and feature map)."""
+        """Hyperparameters, classes, counts, engines, validation buffer, calibration (and feature map).
+
+        State version 2 (module docstring): ``factor_of[j]`` is ``None`` when engine ``j``'s packed
+        factor and right-hand side are stored under ``engine<j>/``, or the index of the engine whose
+        factor and right-hand side it is rebuilt from; ``val_X`` is float32 where that is exact."""
         meta: dict[str, Any] = {
             "lambdas": self.lambdas.tolist(),
             "alpha": self.alpha,
@@ -603,20 +668,48 @@ class IncrementalRLSC(PersistentModel):
             "engines": [],
             "feature_map": None,
         }
+        val_X32 = self._val_X.astype(np.float32)
+        exact32 = bool(np.array_equal(val_X32, self._val_X))
         arrays: dict[str, np.ndarray] = {
             "train_counts": self._train_counts.copy(),
             "seen_counts": self._seen_counts.copy(),
-            "val_X": self._val_X.copy(),
+            "val_X": val_X32 if exact32 else self._val_X.copy(),
             "val_y": self._val_y.copy(),
             "val_age": self._val_age.copy(),
         }
+        factor_of = self._factor_sources()
+        meta["factor_of"] = factor_of
         for j, rls in enumerate(self._engines):
-            m, a = rls.to_state()
-            meta["engines"].append(m)
-            arrays.update(prefixed(f"engine{j}", a))
+            meta["engines"].append(rls.scalar_state())
+            if factor_of[j] is None:
+                arrays.update(prefixed(f"engine{j}", rls.to_state(packed=True)[1]))
+        if self._labels:
+            t, n = self.calibration_
+            meta["calibration"] = {"method": "temperature", "inverse_temperature": t, "validation_samples": n}
         if self.feature_map is not None:
             store_feature_map(self.feature_map, meta, arrays)
         return meta, arrays
+
+    def _factor_sources(self) -> list[int | None]:
+        """Per engine, ``None`` (its factor is stored) or the engine its factor is rebuilt from: the
+        smallest λ's engine, when both saw the same rows without forgetting (same count, the same
+        right-hand side bit for bit) and the rebuild's worst-case error is within
+        :data:`REBUILD_TOLERANCE`."""
+        if not self._engines:
+            return []
+        base = int(np.argmin([rls.lam for rls in self._engines]))
+        src = self._engines[base]
+        sources: list[int | None] = []
+        for j, rls in enumerate(self._engines):
+            shares = (
+                j != base
+                and rls.forgetting == 1.0
+                and rls.n_samples == src.n_samples
+                and np.array_equal(rls.rhs, src.rhs)
+                and src.rebuild_error_bound(rls.lam) <= REBUILD_TOLERANCE
+            )
+            sources.append(base if shares else None)
+        return sources
 
     @classmethod
     def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> IncrementalRLSC:
@@ -637,7 +730,10 @@ class IncrementalRLSC(PersistentModel):
         train_counts, seen_counts = _saved_counts(arrays, len(labels), int(meta["n_samples_seen"]))
         if not labels and not seen_counts.sum() and not meta["engines"]:
             return clf
-        engines = _saved_engines(meta["engines"], arrays, clf, len(labels), int(train_counts.sum()))
+        factor_of = meta.get("factor_of") if meta.get("state_version", 1) >= 2 else None
+        engines = _saved_engines(
+            meta["engines"], arrays, clf, len(labels), int(train_counts.sum()), factor_of
+        )
         val_X, val_y, val_age = _saved_validation(
             arrays, engines[0].n_features, len(labels), clf.max_validation
         )
@@ -692,24 +788,59 @@ def _saved_counts(
     return train, seen
 
 
+def _factor_sources(factor_of: Any, n_engines: int) -> list[int | None]:
+    """``factor_of`` of a saved state (state version 2; ``None``: every factor stored) checked: each
+    entry ``None`` or the index of another engine whose factor is stored."""
+    if factor_of is None:
+        return [None] * n_engines
+    if not isinstance(factor_of, list) or len(factor_of) != n_engines:
+        raise ValueError("factor_of must name a source (or null) per engine")
+    for j, b in enumerate(factor_of):
+        if b is None:
+            continue
+        if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b < n_engines or b == j:
+            raise ValueError(f"factor_of[{j}] = {b!r} is not another engine")
+        if factor_of[b] is not None:
+            raise ValueError(f"engine {j} is rebuilt from engine {b}, whose factor is not stored")
+    return factor_of
+
+
 def _saved_engines(
-    entries: Any, arrays: dict[str, np.ndarray], clf: IncrementalRLSC, n_classes: int, n_trained: int
+    entries: Any,
+    arrays: dict[str, np.ndarray],
+    clf: IncrementalRLSC,
+    n_classes: int,
+    n_trained: int,
+    factor_of: Any = None,
 ) -> list[RecursiveRLS]:
-    """One engine per λ candidate, each matching λ, the classes, the dimension and the counts."""
-    if len(entries) != clf.lambdas.size:
+    """One engine per λ candidate, each matching λ, the classes, the dimension and the counts; the
+    stored ones read, the others rebuilt from their source's factor (one Gram matrix per source)."""
+    if not isinstance(entries, list) or len(entries) != clf.lambdas.size:
         raise ValueError("one engine per λ candidate expected")
+    sources = _factor_sources(factor_of, len(entries))
     d = clf.n_model_features
-    engines = []
-    for j, em in enumerate(entries):
-        rls = RecursiveRLS.from_state(em, unprefixed(f"engine{j}", arrays))
+    engines: list[RecursiveRLS | None] = [
+        RecursiveRLS.from_state(em, unprefixed(f"engine{j}", arrays)) if sources[j] is None else None
+        for j, em in enumerate(entries)
+    ]
+    for b in sorted({b for b in sources if b is not None}):
+        rebuilt = [j for j, src in enumerate(sources) if src == b]
+        for em in (entries[j] for j in rebuilt):
+            if float(em["forgetting"]) != 1.0 or int(em["n_samples"]) != engines[b].n_samples:
+                raise ValueError("a rebuilt engine must share its source's samples, without forgetting")
+        lams = [float(entries[j]["lam"]) for j in rebuilt]
+        for j, rls in zip(rebuilt, engines[b].regularized(lams), strict=True):
+            engines[j] = rls
+    out = []
+    for j, rls in enumerate(engines):
         if rls.lam != clf.lambdas[j] or rls.n_outputs != n_classes or rls.forgetting != 1.0:
             raise ValueError(f"engine {j} does not match λ, classes or forgetting")
         if d is not None and rls.n_features != d:
             raise ValueError(f"engine {j} has dimension {rls.n_features}, expected {d}")
         if rls.n_samples != n_trained:
             raise ValueError(f"engine {j} saw {rls.n_samples} samples, counts say {n_trained}")
-        engines.append(rls)
-    return engines
+        out.append(rls)
+    return out
 
 
 def _saved_validation(

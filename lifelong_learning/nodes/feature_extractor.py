@@ -1,11 +1,19 @@
 """ROS 2 node: camera images → CNN features (and teacher-labelled training samples).
 
 Subscribes (topic names relative, remappable):
-- ``image`` (sensor_msgs/Image, sensor-data QoS): rgb8, bgr8, rgba8, bgra8, mono8 (8UC3 as
-  BGR). Other encodings and malformed messages are counted and warned about (rate-limited).
-  An image above ``max_image_pixels`` (``image too large``), of zero size or whose data does
-  not match ``height * step`` (``malformed image``) is refused in the subscription callback,
-  from its header fields alone, before it is queued or any conversion allocates.
+- ``image`` (sensor_msgs/Image, sensor-data QoS), with ``image_transport: raw`` (the default):
+  rgb8, bgr8, rgba8, bgra8, mono8 (8UC3 as BGR), yuv422 / uyvy, yuv422_yuy2 / yuyv and
+  bayer_{rggb,bggr,gbrg,grbg}{8,16} (:mod:`lifelong_learning.vision.image_conversion`). Other
+  encodings and malformed messages are counted and warned about (rate-limited). An image
+  above ``max_image_pixels`` (``image too large``), of zero size or whose data does not match
+  ``height * step`` (``malformed image``) is refused in the subscription callback, from its
+  header fields alone, before it is queued or any conversion allocates.
+- ``image/compressed`` (sensor_msgs/CompressedImage, sensor-data QoS) instead, with
+  ``image_transport: compressed``, as image_transport names it: the ``image`` topic after
+  remapping, then ``/compressed``. JPEG or PNG; the picture's size is read from the header
+  bytes in the subscription callback and ``max_image_pixels`` applied before anything is
+  decoded (a decompression bomb is an ``image too large``); other data, or data that does not
+  decode, is a ``malformed image``. Decoding (OpenCV) runs on the worker thread.
 - ``teacher_label`` (std_msgs/String): what the camera sees now; an empty string clears it.
 
 Publishes:
@@ -28,19 +36,36 @@ from collections import deque
 from typing import Any
 
 from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import String
 
 from lifelong_learning.msg import Features, LabeledFeatures
 from lifelong_learning.nodes._base import NodeBase, ParamSpec, run_node
 from lifelong_learning.vision import FeatureExtractor, Preprocessing, to_rgb8
+from lifelong_learning.vision.compressed import compressed_image_size, decode_compressed
 from lifelong_learning.vision.image_conversion import ImageTooLargeError, check_image_fields
 
 #: default of ``max_image_pixels``: 4096 x 4096 = 16.8 Mpx, above common robot cameras (4K UHD is 8.3 Mpx)
 MAX_IMAGE_PIXELS = 4096 * 4096
 
+#: values of ``image_transport``: image_transport's plugin names for what this node can read
+IMAGE_TRANSPORTS = ("raw", "compressed")
+
 PARAMS: tuple[ParamSpec, ...] = (
-    ParamSpec("image_topic", "image", "sensor_msgs/Image input (sensor-data QoS).", read_only=True),
+    ParamSpec(
+        "image_topic",
+        "image",
+        "sensor_msgs/Image input (sensor-data QoS); with image_transport 'compressed' the node reads "
+        "<image_topic>/compressed instead.",
+        read_only=True,
+    ),
+    ParamSpec(
+        "image_transport",
+        "raw",
+        "'raw': sensor_msgs/Image on image_topic; 'compressed': sensor_msgs/CompressedImage (JPEG or "
+        "PNG) on <image_topic>/compressed, as image_transport's compressed plugin publishes it.",
+        read_only=True,
+    ),
     ParamSpec(
         "label_topic",
         "teacher_label",
@@ -105,6 +130,12 @@ class FeatureExtractorNode(NodeBase):
             raise ValueError("queue_size and max_batch must be >= 1")
         if int(p["max_image_pixels"]) < 1:
             raise ValueError("max_image_pixels must be >= 1")
+        if p["image_transport"] not in IMAGE_TRANSPORTS:
+            raise ValueError(
+                f"image_transport must be one of {IMAGE_TRANSPORTS}, got {p['image_transport']!r}"
+            )
+        if p["image_transport"] == "compressed":
+            import cv2  # noqa: F401  (fail at start, not on every frame, when OpenCV is missing)
         self._max_pixels = int(p["max_image_pixels"])
         preprocessing = Preprocessing(
             input_size=tuple(int(v) for v in p["input_size"]),
@@ -124,7 +155,7 @@ class FeatureExtractorNode(NodeBase):
             f"{p['backend']} on {p['device']}: {p['model_path'] or 'EfficientNet-Lite0'}, "
             f"{self.extractor.dim}-d features"
         )
-        self._queue: deque[tuple[Image, str, float]] = deque()
+        self._queue: deque[tuple[Image | CompressedImage, str, float]] = deque()
         self._queue_size = int(p["queue_size"])
         self._max_batch = int(p["max_batch"])
         self._condition = threading.Condition()
@@ -134,9 +165,18 @@ class FeatureExtractorNode(NodeBase):
         self.features_pub = self.create_publisher(Features, p["features_topic"], 10)
         self.labeled_pub = self.create_publisher(LabeledFeatures, p["labeled_features_topic"], 100)
         # counted: images published but never reaching the queue show as "images lost" in diagnostics
-        self.create_counted_subscription(
-            Image, p["image_topic"], self._on_image, qos_profile_sensor_data, stream="images"
-        )
+        if p["image_transport"] == "compressed":
+            # image_transport's rule: the base topic is resolved (remapped) first, then /compressed
+            topic = self.resolve_topic_name(p["image_topic"]) + "/compressed"
+            self.create_counted_subscription(
+                CompressedImage, topic, self._on_compressed, qos_profile_sensor_data, stream="images"
+            )
+        else:
+            topic = p["image_topic"]
+            self.create_counted_subscription(
+                Image, topic, self._on_image, qos_profile_sensor_data, stream="images"
+            )
+        self.get_logger().info(f"images: {p['image_transport']} on {self.resolve_topic_name(topic)}")
         self.create_subscription(String, p["label_topic"], self._on_label, 10)
         self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
         self._worker.start()
@@ -158,6 +198,26 @@ class FeatureExtractorNode(NodeBase):
         except ValueError as error:
             self.reject("malformed image", str(error))
             return
+        self._enqueue(msg)
+
+    def _on_compressed(self, msg: CompressedImage) -> None:
+        self.stats.arrived("image")
+        try:
+            width, height, _ = compressed_image_size(msg.data)  # header bytes only: nothing decoded
+        except ValueError as error:
+            self.reject("malformed image", str(error))
+            return
+        if width * height > self._max_pixels:
+            self.reject(
+                "image too large",
+                f"compressed image of {width}x{height} = {width * height} pixels is above the limit of "
+                f"{self._max_pixels}",
+            )
+            return
+        self._enqueue(msg)
+
+    def _enqueue(self, msg: Image | CompressedImage) -> None:
+        """Queue a checked frame for the worker; when the queue is full its oldest frame is dropped."""
         with self._condition:
             if len(self._queue) >= self._queue_size:
                 self._queue.popleft()
@@ -179,11 +239,17 @@ class FeatureExtractorNode(NodeBase):
             except Exception as error:  # keep the node alive whatever one batch does
                 self.reject("extraction failed", repr(error))
 
-    def _process(self, batch: list[tuple[Image, str, float]]) -> None:
+    def _process(self, batch: list[tuple[Image | CompressedImage, str, float]]) -> None:
         pictures, kept = [], []
         for msg, label, arrived in batch:
             try:
-                pictures.append(to_rgb8(msg))
+                if isinstance(msg, CompressedImage):
+                    pictures.append(decode_compressed(msg.data, self._max_pixels))
+                else:
+                    pictures.append(to_rgb8(msg))
+            except ImageTooLargeError as error:  # checked on arrival: only if a header lied
+                self.reject("image too large", str(error))
+                continue
             except ValueError as error:
                 self.reject("malformed image", str(error))
                 continue

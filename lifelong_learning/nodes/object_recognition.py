@@ -6,8 +6,11 @@ Subscribes (topic names relative, remappable):
 - ``labeled_features`` (lifelong_learning/LabeledFeatures, reliable): training samples; a
   label never seen before adds a class at once, without retraining.
 
-Publishes ``prediction`` (lifelong_learning/Prediction): the predicted label ("" while no
-class is known), a softmax confidence, every known label and its raw (recoded) score.
+Publishes ``prediction`` (lifelong_learning/Prediction): the highest-scoring class
+(``top_label``), its calibrated confidence (the probability that it is right: temperature scaling
+fitted on the classifier's held-out validation samples, see ``learners/rlsc.py``), the answer
+``label`` (``top_label``, or "" = unknown when the confidence is below ``unknown_threshold``; ""
+while no class is known), every known label and its raw (recoded) score.
 
 Services (besides ``~/save_model``, ``~/load_model``, ``~/reset`` of the learner base):
 ``~/predict`` (lifelong_learning/Predict) and ``~/info`` (lifelong_learning/GetClassifierInfo:
@@ -120,6 +123,13 @@ PARAMS: tuple[ParamSpec, ...] = (
         "Most characters of a label (after stripping surrounding whitespace); longer ones are refused.",
         read_only=True,
     ),
+    ParamSpec(
+        "unknown_threshold",
+        0.0,
+        "Answers whose calibrated confidence is below this get label '' (unknown; top_label still names "
+        "the best class); 0 always answers the best class. In [0, 1].",
+        read_only=True,
+    ),
 )
 
 
@@ -135,9 +145,12 @@ def label_arrived_whole(raw: bytes, label: str) -> bool:
     return any(raw.endswith(encoded, 4, len(raw) - pad) for pad in range(4))
 
 
-def _softmax_confidence(scores: np.ndarray) -> float:
-    e = np.exp(scores - scores.max())
-    return float(e.max() / e.sum())
+def _calibration_text(model: IncrementalRLSC) -> str:
+    """How the confidence is calibrated now, for diagnostics."""
+    t, n = model.calibration_
+    if n == 0:
+        return f"none yet (plain softmax; {model.n_validation_} validation samples)"
+    return f"temperature {1.0 / t:.3g} on {n} validation samples"
 
 
 class ObjectRecognitionNode(LearnerNode):
@@ -161,6 +174,9 @@ class ObjectRecognitionNode(LearnerNode):
             "n_features": int(p["n_features"]) or None,
         }
         IncrementalRLSC(**self._model_kwargs)  # fail at start on bad parameters
+        self.unknown_threshold = float(p["unknown_threshold"])
+        if not 0.0 <= self.unknown_threshold <= 1.0:
+            raise ValueError(f"unknown_threshold must be in [0, 1], got {self.unknown_threshold}")
         self.gate = RecognitionGate(
             max_feature_norm=float(p["max_feature_norm"]),
             feature_norm_factor=float(p["feature_norm_factor"]),
@@ -223,8 +239,9 @@ class ObjectRecognitionNode(LearnerNode):
             raise ValueError(f"model has {model.n_features_in_} input features, this node expects {want}")
 
     # ---------------------------------------------------------------- classification
-    def _classify(self, data: Any) -> tuple[str, float, list[str], list[float]] | Refusal:
-        """(label, confidence, labels, scores), or why the input is refused."""
+    def _classify(self, data: Any) -> tuple[str, str, float, list[str], list[float]] | Refusal:
+        """(label, top label, calibrated confidence, labels, scores), or why the input is refused;
+        the label is "" (unknown) when the confidence is below ``unknown_threshold``."""
         x = np.asarray(data, dtype=np.float64)
         with self.model_lock:
             model = self.model
@@ -232,14 +249,16 @@ class ObjectRecognitionNode(LearnerNode):
             if refusal is not None:
                 return refusal
             if len(model.classes_) == 0:
-                return "", 0.0, [], []
+                return "", "", 0.0, [], []
             try:
                 scores = model.decision_function(x)[0]
             except ValueError as exc:  # the model's own checks (e.g. a feature map's output)
                 return Refusal("bad features", str(exc))
+            confidence = float(model.proba_from_scores(scores).max())
             labels = [str(c) for c in model.classes_.tolist()]
-        best = int(np.argmax(scores))
-        return labels[best], _softmax_confidence(scores), labels, scores.tolist()
+        top = labels[int(np.argmax(scores))]
+        label = top if confidence >= self.unknown_threshold else ""
+        return label, top, confidence, labels, scores.tolist()
 
     def _on_features(self, msg: Features) -> None:
         self.stats.arrived("features")
@@ -248,9 +267,16 @@ class ObjectRecognitionNode(LearnerNode):
         if isinstance(answer, Refusal):
             self.reject(answer.reason, f"Features: {answer.detail}")
             return
-        label, confidence, labels, scores = answer
+        label, top, confidence, labels, scores = answer
         self.prediction_pub.publish(
-            Prediction(header=msg.header, label=label, confidence=confidence, labels=labels, scores=scores)
+            Prediction(
+                header=msg.header,
+                label=label,
+                top_label=top,
+                confidence=confidence,
+                labels=labels,
+                scores=scores,
+            )
         )
         self.stats.timed("predict", time.perf_counter() - t)
 
@@ -291,15 +317,11 @@ class ObjectRecognitionNode(LearnerNode):
             self.reject(answer.reason, f"~/predict: {answer.detail}")
             response.success, response.message = False, f"refused ({answer.reason}): {answer.detail}"
             return response
-        label, confidence, labels, scores = answer
+        label, top, confidence, labels, scores = answer
         response.success = True
         response.message = "" if labels else "no class learned yet"
-        response.label, response.confidence, response.labels, response.scores = (
-            label,
-            confidence,
-            labels,
-            scores,
-        )
+        response.label, response.top_label, response.confidence = label, top, confidence
+        response.labels, response.scores = labels, scores
         return response
 
     def _on_info(
@@ -336,7 +358,19 @@ class ObjectRecognitionNode(LearnerNode):
             values["classes"] = str(len(self.model.classes_))
             values["samples seen"] = str(self.model.n_samples)
             values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
+            values["confidence calibration"] = _calibration_text(self.model)
+        values["unknown threshold"] = f"{self.unknown_threshold:g}"
+        values["checkpoint size [MB]"] = self._checkpoint_size()
         return values
+
+    def _checkpoint_size(self) -> str:
+        """The size of the checkpoint file as last written (or restored), in MB; "none yet" without one."""
+        if self.checkpoint_path is None:
+            return "no checkpoint_path"
+        try:
+            return f"{self.checkpoint_path.stat().st_size / 1e6:.2f}"
+        except OSError:
+            return "none yet"
 
 
 def main(args: list[str] | None = None) -> int:

@@ -12,7 +12,11 @@ nodes in their own processes (importing this module imports neither rclpy nor to
   SIGINT (Ctrl-C) and kills after a timeout; :func:`stop_all` does that for several at once;
 - :class:`StopSignals`: SIGINT, SIGTERM and SIGHUP (unless ignored, as under ``nohup``) →
   one stop request (a :class:`threading.Event`); repeats while stopping are reported and
-  otherwise ignored.
+  otherwise ignored;
+- :func:`middleware_environment`: the environment that gives ROS 2 processes this package's
+  Fast DDS profile for large messages (``config/fastdds_large_messages.xml``), unless the user
+  named a profiles file already. The one rule that ``scripts/env.sh``, ``up``, the demo and the
+  launch files apply.
 
 Children never import the source tree from their working directory: they run with
 ``PYTHONSAFEPATH=1`` (``python -m`` does not put the current directory on ``sys.path``), and
@@ -28,7 +32,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
@@ -38,6 +42,42 @@ STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
 
 #: serializes the lines that processes forward to a shared stream
 _OUTPUT_LOCK = threading.Lock()
+
+#: the environment variable through which Fast DDS reads an XML profiles file
+FASTDDS_PROFILES_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"
+
+#: this package's Fast DDS profile for camera-sized messages, in its config/ folder
+FASTDDS_PROFILE_NAME = "fastdds_large_messages.xml"
+
+
+def fastdds_profile_path() -> Path | None:
+    """The shipped ``config/fastdds_large_messages.xml``: the installed share directory's, else the
+    source tree's (a checkout not rebuilt since the file was added); None if neither has it."""
+    from lifelong_learning.nodes.catalog import config_dir
+
+    source = Path(__file__).resolve().parents[2] / "config"
+    for folder in (config_dir(), source):
+        if folder is not None and (folder / FASTDDS_PROFILE_NAME).is_file():
+            return folder / FASTDDS_PROFILE_NAME
+    return None
+
+
+def middleware_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables to add to ``environ`` (default: this process's) so that the ROS 2 processes
+    started with it use this package's Fast DDS profile for large messages.
+
+    ``{"FASTDDS_DEFAULT_PROFILES_FILE": <config>/fastdds_large_messages.xml}``, or ``{}`` when
+    ``environ`` names a profiles file already (the user's choice is kept: a profile of theirs
+    should add a large shared-memory segment itself) or the profile is not found. Other RMW
+    implementations ignore the variable, so it is set whatever ``RMW_IMPLEMENTATION`` says.
+    Fast DDS reads the file when a process creates its first participant: apply the result
+    before ``rclpy.init`` in this process, or pass it to the children.
+    """
+    env = os.environ if environ is None else environ
+    if env.get(FASTDDS_PROFILES_VARIABLE, ""):
+        return {}
+    path = fastdds_profile_path()
+    return {FASTDDS_PROFILES_VARIABLE: str(path)} if path is not None else {}
 
 
 def node_command(

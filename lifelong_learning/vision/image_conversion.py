@@ -6,10 +6,22 @@ Works on any object with the fields of ``sensor_msgs/msg/Image`` (``height``, ``
 dropped and ``is_bigendian`` is honoured for multi-byte pixel types.
 
 Encodings follow ``sensor_msgs/image_encodings.hpp``: ``rgb8``, ``bgr8``, ``rgba8``,
-``bgra8``, ``rgb16``, ``bgr16``, ``rgba16``, ``bgra16``, ``mono8``, ``mono16`` and the
-OpenCV-style ``{8,16}{U,S}C{1,2,3,4}``, ``32SC*``, ``32FC*``, ``64FC*``. Arrays come back
-as (H, W) for one channel and (H, W, C) otherwise, in the message's own channel order
-(use :func:`to_rgb8` for a 3-channel uint8 RGB picture a CNN can take).
+``bgra8``, ``rgb16``, ``bgr16``, ``rgba16``, ``bgra16``, ``mono8``, ``mono16``, the packed
+4:2:2 YUV encodings (``yuv422`` = ``uyvy``: bytes U Y0 V Y1; ``yuv422_yuy2`` = ``yuyv``:
+bytes Y0 U Y1 V; two bytes per pixel, an even width), the Bayer mosaics
+``bayer_{rggb,bggr,gbrg,grbg}{8,16}`` (one sample per pixel; the pattern names the colours
+of the top-left 2x2 block, row by row) and the OpenCV-style ``{8,16}{U,S}C{1,2,3,4}``,
+``32SC*``, ``32FC*``, ``64FC*``. Arrays come back as (H, W) for one channel and (H, W, C)
+otherwise, in the message's own channel order (a YUV 4:2:2 image as (H, W, 2) bytes, a
+mosaic as (H, W)); use :func:`to_rgb8` for a 3-channel uint8 RGB picture a CNN can take.
+
+YUV 4:2:2 and Bayer pictures are converted to RGB by OpenCV (imported only for them), with
+the conversion codes cv_bridge uses for these encodings: ``COLOR_YUV2RGB_UYVY`` /
+``COLOR_YUV2RGB_YUYV`` (ITU-R BT.601, video range: Y in 16..235) and, because OpenCV names a
+Bayer pattern after the second row's second and third samples, ``bayer_rggb`` →
+``COLOR_BayerBG2RGB``, ``bayer_bggr`` → ``COLOR_BayerRG2RGB``, ``bayer_gbrg`` →
+``COLOR_BayerGR2RGB``, ``bayer_grbg`` → ``COLOR_BayerGB2RGB`` (bilinear demosaicing).
+16-bit mosaics keep their 8 most significant bits.
 """
 
 from __future__ import annotations
@@ -32,6 +44,27 @@ _NAMED_ENCODINGS: dict[str, tuple[np.dtype, int]] = {
     "mono8": (np.dtype(np.uint8), 1),
     "mono16": (np.dtype(np.uint16), 1),
 }
+
+#: packed YUV 4:2:2 encodings (two bytes per pixel) → the OpenCV conversion code's name
+_YUV422_CODES: dict[str, str] = {
+    "yuv422": "COLOR_YUV2RGB_UYVY",
+    "uyvy": "COLOR_YUV2RGB_UYVY",
+    "yuv422_yuy2": "COLOR_YUV2RGB_YUYV",
+    "yuyv": "COLOR_YUV2RGB_YUYV",
+}
+
+#: Bayer pattern (sensor_msgs naming) → OpenCV's name for it (the second row's 2nd and 3rd samples)
+_BAYER_CODES: dict[str, str] = {
+    "rggb": "COLOR_BayerBG2RGB",
+    "bggr": "COLOR_BayerRG2RGB",
+    "gbrg": "COLOR_BayerGR2RGB",
+    "grbg": "COLOR_BayerGB2RGB",
+}
+
+_NAMED_ENCODINGS.update({name: (np.dtype(np.uint8), 2) for name in _YUV422_CODES})
+_NAMED_ENCODINGS.update(
+    {f"bayer_{pattern}{bits}": (np.dtype(f"uint{bits}"), 1) for pattern in _BAYER_CODES for bits in (8, 16)}
+)
 
 _CV_TYPES = {
     "8U": np.uint8,
@@ -86,8 +119,8 @@ def check_image_fields(msg: Any, max_pixels: int | None = None) -> tuple[np.dtyp
 
     Raises:
         ImageTooLargeError: ``height * width`` above ``max_pixels``.
-        ValueError: unknown encoding, zero size, a ``step`` shorter than one row, or a
-            ``data`` buffer whose size is not ``height * step``.
+        ValueError: unknown encoding, zero size, an odd width in a YUV 4:2:2 encoding, a
+            ``step`` shorter than one row, or a ``data`` buffer whose size is not ``height * step``.
     """
     dtype, channels = encoding_layout(msg.encoding)
     height, width, step = int(msg.height), int(msg.width), int(msg.step)
@@ -96,6 +129,10 @@ def check_image_fields(msg: Any, max_pixels: int | None = None) -> tuple[np.dtyp
     if max_pixels is not None and height * width > max_pixels:
         raise ImageTooLargeError(
             f"image of {width}x{height} = {height * width} pixels is above the limit of {max_pixels}"
+        )
+    if msg.encoding in _YUV422_CODES and width % 2:
+        raise ValueError(
+            f"a {msg.encoding} image needs an even width (two pixels share U and V), got {width}"
         )
     row_bytes = width * channels * dtype.itemsize
     if step < row_bytes:
@@ -131,11 +168,17 @@ def image_to_numpy(msg: Any) -> np.ndarray:
 
 
 def to_rgb8(msg: Any) -> np.ndarray:
-    """A colour or mono8 sensor_msgs/Image as an (H, W, 3) uint8 RGB array.
+    """A colour, mono8, YUV 4:2:2 or Bayer sensor_msgs/Image as an (H, W, 3) uint8 RGB array.
 
     Accepted: rgb8, bgr8, rgba8, bgra8 (alpha dropped), 8UC3 (taken as BGR, OpenCV's
-    order), 8UC4 (BGRA) and mono8 / 8UC1 (the grey value repeated in all three channels).
-    Other encodings (16-bit, float depth) have no canonical colour mapping: ValueError.
+    order), 8UC4 (BGRA), mono8 / 8UC1 (the grey value repeated in all three channels),
+    yuv422 / uyvy, yuv422_yuy2 / yuyv and bayer_{rggb,bggr,gbrg,grbg}{8,16} (through OpenCV:
+    see the module docstring). Other encodings (16-bit colour, float depth) have no
+    canonical colour mapping: ValueError.
+
+    Raises:
+        ValueError: an encoding without a colour mapping, a malformed message, or OpenCV
+            missing or refusing the picture.
     """
     encoding = msg.encoding
     pixels = image_to_numpy(msg)
@@ -149,9 +192,29 @@ def to_rgb8(msg: Any) -> np.ndarray:
         return np.ascontiguousarray(pixels[:, :, 2::-1])
     if encoding in ("mono8", "8UC1"):
         return np.repeat(pixels[:, :, None], 3, axis=2)
+    if encoding in _YUV422_CODES:
+        return _opencv_convert(pixels, _YUV422_CODES[encoding], encoding)
+    if encoding.startswith("bayer_") and encoding[6:10] in _BAYER_CODES:
+        rgb = _opencv_convert(pixels, _BAYER_CODES[encoding[6:10]], encoding)
+        return rgb if rgb.dtype == np.uint8 else (rgb >> 8).astype(np.uint8)
     raise ValueError(
-        f"cannot convert a {encoding!r} image to rgb8 (supported: rgb8, bgr8, rgba8, bgra8, mono8)"
+        f"cannot convert a {encoding!r} image to rgb8 (supported: rgb8, bgr8, rgba8, bgra8, mono8, "
+        "yuv422, uyvy, yuv422_yuy2, yuyv, bayer_{rggb,bggr,gbrg,grbg}{8,16})"
     )
+
+
+def _opencv_convert(pixels: np.ndarray, code_name: str, encoding: str) -> np.ndarray:
+    """``cv2.cvtColor`` with the code named ``code_name``; its failures and a missing OpenCV as ValueError."""
+    try:
+        import cv2
+    except ImportError as error:
+        raise ValueError(
+            f"{encoding} images need OpenCV (pip install opencv-python-headless): {error}"
+        ) from error
+    try:
+        return np.ascontiguousarray(cv2.cvtColor(pixels, getattr(cv2, code_name)))
+    except cv2.error as error:
+        raise ValueError(f"OpenCV could not convert the {encoding} image: {error}") from error
 
 
 def numpy_to_image(

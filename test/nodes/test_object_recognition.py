@@ -160,6 +160,7 @@ def test_predictions_on_the_stream_are_answered_with_the_same_header(recognizer)
     assert len({p.header.frame_id for p in peer.predictions}) >= 6, recognizer.proc.log()
     for p in peer.predictions:
         assert p.label == truth[p.header.frame_id]
+        assert p.top_label == p.label  # unknown_threshold 0 (the default): always the top class
         assert list(p.labels) == list(CLASSES) and len(p.scores) == 3 and 0.0 < p.confidence <= 1.0
 
 
@@ -217,3 +218,98 @@ def test_restart_restores_the_final_checkpoint_written_on_sigint(recognizer):
     assert list(info.classes) == list(CLASSES) and info.samples_seen == recognizer.taught
     res = recognizer.predict("mug")
     assert res.success and res.label == "mug"
+
+
+def test_unknown_threshold_answers_unknown_far_from_every_taught_class(built_interfaces, tmp_path):
+    """With unknown_threshold set, a feature far from every taught class is answered label "" (with
+    its top_label and a low calibrated confidence); a taught view is answered with its label. The
+    diagnostics report the calibration and the checkpoint's size."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from lifelong_learning.msg import Features, LabeledFeatures, Prediction
+    from lifelong_learning.srv import GetClassifierInfo, Predict
+    from rclpy.qos import QoSProfile, qos_profile_sensor_data
+
+    ns = "/unknown_test"  # beside the module's node: its own names
+    checkpoint = tmp_path / "recognizer.model"
+    argv = node_argv(
+        "object_recognition",
+        "-r",
+        f"__ns:={ns}",
+        "-p",
+        "unknown_threshold:=0.7",
+        "-p",
+        f"checkpoint_path:={checkpoint}",
+        "-p",
+        "checkpoint_interval_s:=1.0",
+        "-p",
+        f"model_directory:={tmp_path}",
+    )
+    far = np.zeros(DIM, dtype=np.float32)
+    far[12:] = 3.0  # no taught class excites dimensions 12-15
+    proc = NodeProcess(argv, log_path=tmp_path / "object_recognition.log")
+    with new_context() as context, new_executor(context) as executor:
+        from conftest import first_call
+        from rclpy.node import Node
+
+        peer = Node("unknown_test_peer", context=context)
+        executor.add_node(peer)
+        labeled = peer.create_publisher(LabeledFeatures, f"{ns}/labeled_features", QoSProfile(depth=100))
+        features = peer.create_publisher(Features, f"{ns}/features", qos_profile_sensor_data)
+        predictions: list[Any] = []
+        peer.create_subscription(Prediction, f"{ns}/prediction", predictions.append, 10)
+        diagnostics: dict[str, dict[str, str]] = {}
+
+        def on_diagnostics(msg: Any) -> None:  # by hardware_id: the node's fully qualified name
+            for status in msg.status:
+                diagnostics[status.hardware_id] = {kv.key: kv.value for kv in status.values}
+
+        peer.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+        info = peer.create_client(GetClassifierInfo, f"{ns}/object_recognition/info")
+        predict = peer.create_client(Predict, f"{ns}/object_recognition/predict")
+        try:
+            assert first_call(executor, info, GetClassifierInfo.Request()).success, proc.log()
+            assert spin_until(executor, lambda: labeled.get_subscription_count() > 0, 20)
+            rng = np.random.default_rng(1)
+            taught = 0
+            for label, n in zip(CLASSES, COUNTS, strict=True):
+                for x in sample(rng, label, n):
+                    labeled.publish(LabeledFeatures(data=x.astype(np.float32).tolist(), label=label))
+                    taught += 1
+                    executor.spin_once(timeout_sec=0.002)
+            assert spin_until(
+                executor,
+                lambda: call_service(executor, info, GetClassifierInfo.Request()).samples_seen == taught,
+                20,
+            ), proc.log()
+            for label in CLASSES:
+                x = sample(rng, label)[0].astype(np.float32).tolist()
+                res = call_service(executor, predict, Predict.Request(data=x))
+                assert res.success and res.label == res.top_label == label and res.confidence >= 0.7
+            res = call_service(executor, predict, Predict.Request(data=far.tolist()))
+            assert res.success and res.label == "" and res.top_label in CLASSES and res.confidence < 0.7
+            # The stream too (best effort: send until answered).
+            assert spin_until(executor, lambda: features.get_subscription_count() > 0, 20)
+            deadline = time.monotonic() + 30.0
+            while not predictions and time.monotonic() < deadline:
+                features.publish(Features(data=far.tolist()))
+                spin_until(executor, lambda: bool(predictions), 0.2)
+            assert predictions, proc.log()
+            p = predictions[0]
+            assert p.label == "" and p.top_label in CLASSES and p.confidence < 0.7
+            # Diagnostics: the calibration in use, and the checkpoint's size once one is written.
+            name = f"{ns}/object_recognition"
+
+            def reported() -> bool:  # a status published after the checkpoint of what was taught
+                values = diagnostics.get(name, {})
+                size = values.get("checkpoint size [MB]", "")
+                return (
+                    values.get("confidence calibration", "").startswith("temperature")
+                    and checkpoint.exists()
+                    and size == f"{checkpoint.stat().st_size / 1e6:.2f}"
+                )
+
+            assert spin_until(executor, reported, 20), diagnostics
+            values = diagnostics[name]
+            assert values["unknown threshold"] == "0.7"
+        finally:
+            proc.stop()
