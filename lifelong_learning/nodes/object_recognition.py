@@ -355,10 +355,11 @@ class ObjectRecognitionNode(LearnerNode):
             median = self.gate.median_norm
             values["feature norm median"] = "none yet" if median is None else f"{median:.3g}"
             values["feature norm limit"] = f"{self.gate.norm_limit:.3g}"
-            values["classes"] = str(len(self.model.classes_))
-            values["samples seen"] = str(self.model.n_samples)
-            values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
-            values["confidence calibration"] = _calibration_text(self.model)
+            if self.model is not None:  # None while unconfigured (lifecycle)
+                values["classes"] = str(len(self.model.classes_))
+                values["samples seen"] = str(self.model.n_samples)
+                values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
+                values["confidence calibration"] = _calibration_text(self.model)
         values["unknown threshold"] = f"{self.unknown_threshold:g}"
         values["checkpoint size [MB]"] = self._checkpoint_size()
         return values

@@ -39,7 +39,7 @@ def test_lifecycle_transitions_from_a_manager(tmp_path: Path, start_process, rcl
         node_argv(
             NODE,
             *("-p", "autostart:=false", "-p", f"checkpoint_path:={checkpoint}", "-p", "lambdas:=[1.0]"),
-            *("-p", "alpha:=0.0", "-p", "model_directory:=" + str(tmp_path)),
+            *("-p", "alpha:='0.0'", "-p", "model_directory:=" + str(tmp_path)),
         )
     )
     peer = Node("lifecycle_peer", context=rclpy_context)
