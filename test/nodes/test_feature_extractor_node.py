@@ -218,3 +218,65 @@ def test_huge_and_malformed_images_are_refused_before_conversion_in_its_own_proc
             break
     assert peer.features, process.log()
     assert "image too large" in process.log() and process.alive()
+
+
+def test_compressed_transport_decodes_jpeg_and_png_and_refuses_bombs_and_garbage(
+    executor, spin, rclpy_context
+):
+    """image_transport 'compressed': CompressedImage on <image_topic>/compressed after remapping
+    (image_transport's rule); JPEG and PNG give features; a PNG header claiming 10^10 pixels is
+    'image too large' before decoding, data that is no picture or does not decode 'malformed image';
+    the node keeps serving."""
+    import struct
+    import zlib
+
+    import cv2
+    from rclpy.node import Node
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import CompressedImage
+
+    node = make_node(rclpy_context, image_transport="compressed", image_topic="camera/color", queue_size=10)
+    peer = Peer(rclpy_context)
+    sender = Node("compressed_sender", context=rclpy_context)
+    pub = sender.create_publisher(CompressedImage, "camera/color/compressed", qos_profile_sensor_data)
+    for n in (node, peer.node, sender):
+        executor.add_node(n)
+    assert spin(executor, lambda: pub.get_subscription_count() > 0, 10)
+
+    def compressed(payload, stamp_sec=0):
+        msg = CompressedImage(format="jpeg")
+        msg.data = bytes(payload)
+        msg.header.stamp.sec = stamp_sec
+        return msg
+
+    def chunk(kind, payload):
+        return (
+            struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+        )
+
+    bomb = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 100_000, 100_000, 8, 2, 0, 0, 0))
+    bomb += chunk(b"IDAT", zlib.compress(b"\x00" * 4)) + chunk(b"IEND", b"")
+    png = cv2.imencode(".png", PICTURE[:, :, ::-1])[1].tobytes()
+    for payload in (bomb, b"not a picture", png[:40] + bytes(len(png) - 40)):
+        pub.publish(compressed(payload))
+        executor.spin_once(timeout_sec=0.0)
+    assert spin(
+        executor,
+        lambda: (
+            node.rejections.counts.get("image too large", 0) == 1
+            and node.rejections.counts.get("malformed image", 0) == 2
+        ),
+        20,
+    ), node.rejections.counts
+    jpeg = cv2.imencode(".jpg", PICTURE[:, :, ::-1])[1].tobytes()
+    pub.publish(compressed(jpeg, stamp_sec=1))
+    assert spin(executor, lambda: len(peer.features) == 1, 20)
+    pub.publish(compressed(png, stamp_sec=2))
+    assert spin(executor, lambda: len(peer.features) == 2, 20)
+    assert [m.header.stamp.sec for m in peer.features] == [1, 2]
+    assert len(peer.features[0].data) == node.extractor.dim
+
+
+def test_unknown_image_transport_is_refused_at_start(rclpy_context):
+    with pytest.raises(ValueError, match="image_transport must be one of"):
+        make_node(rclpy_context, image_transport="theora")

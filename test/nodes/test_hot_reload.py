@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
+import zipfile
 from collections import Counter
 from contextlib import contextmanager
 
@@ -274,7 +276,11 @@ def test_broken_incompatible_and_foreign_files_leave_the_old_model_serving(
     old = save_classifier(tmp_path / "old.npz", OLD_CLASSES, seed=5)
     data = (tmp_path / "old.npz").read_bytes()
     flipped = bytearray(data)
-    flipped[len(data) // 2] ^= 0xFF  # in the arrays: the header still reads fine
+    with zipfile.ZipFile(tmp_path / "old.npz") as zf:
+        member = zf.getinfo("engine0/B.npy")
+    name_len, extra_len = struct.unpack_from("<HH", data, member.header_offset + 26)  # local header
+    data_end = member.header_offset + 30 + name_len + extra_len + member.file_size
+    flipped[data_end - 1] ^= 0xFF  # in the arrays (the last byte of B): the header still reads fine
     (tmp_path / "corrupt.npz").write_bytes(bytes(flipped))
     (tmp_path / "truncated.npz").write_bytes(data[: len(data) // 2])
     (tmp_path / "not_a_model.npz").write_text("hello")
