@@ -87,7 +87,6 @@ class ParamSpec:
     name: str
     default: Any
     description: str
-    read_only: bool = True
     bounds: tuple[float, float] | None = None
     at_run_time: bool = False
 
@@ -713,6 +712,7 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             self.get_logger().warning(
                 f"checkpoint {path} conflicts with the parameters, the checkpoint wins: {conflict}"
             )
+        self.checkpoint_bytes = path.stat().st_size
         self.last_checkpoint = f"restored from {path}"
         self.get_logger().info(f"restored model from checkpoint {path}")
         return model
@@ -964,7 +964,7 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             self.get_logger().info(f"final checkpoint written to {self.checkpoint_path}")
 
 
-def run_node(factory: Callable[..., Node], args: Sequence[str] | None = None, threads: int = 2) -> int:
+def run_node(factory: Callable[..., Node], args: Sequence[str] | None = None, threads: int = 1) -> int:
     """Run one node until Ctrl-C/SIGTERM; learner nodes write a final checkpoint on the way out.
 
     The ``main()`` of every node executable: :func:`lifelong_learning.nodes._runner.run_nodes`

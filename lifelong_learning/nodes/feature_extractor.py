@@ -57,71 +57,64 @@ PARAMS: tuple[ParamSpec, ...] = (
         "image",
         "sensor_msgs/Image input (sensor-data QoS); with image_transport 'compressed' the node reads "
         "<image_topic>/compressed instead.",
-        read_only=True,
     ),
     ParamSpec(
         "image_transport",
         "raw",
         "'raw': sensor_msgs/Image on image_topic; 'compressed': sensor_msgs/CompressedImage (JPEG or "
         "PNG) on <image_topic>/compressed, as image_transport's compressed plugin publishes it.",
-        read_only=True,
     ),
     ParamSpec(
         "label_topic",
         "teacher_label",
         "std_msgs/String: current teacher label; '' clears it.",
-        read_only=True,
     ),
-    ParamSpec("features_topic", "features", "lifelong_learning/Features output.", read_only=True),
+    ParamSpec("features_topic", "features", "lifelong_learning/Features output."),
     ParamSpec(
         "labeled_features_topic",
         "labeled_features",
         "lifelong_learning/LabeledFeatures output while a teacher label is set "
         "(object_recognition's training input).",
-        read_only=True,
     ),
-    ParamSpec("backend", "onnxruntime", "CNN backend: 'onnxruntime' or 'torch'.", read_only=True),
-    ParamSpec(
-        "device", "cpu", "'cpu' or 'cuda' (an error at start if CUDA is not available).", read_only=True
-    ),
+    ParamSpec("backend", "onnxruntime", "CNN backend: 'onnxruntime' or 'torch'."),
+    ParamSpec("device", "cpu", "'cpu' or 'cuda' (an error at start if CUDA is not available)."),
     ParamSpec(
         "model_path",
         "",
         "'' for EfficientNet-Lite0 (shipped weights), "
         "else a .onnx (onnxruntime) or TorchScript .pt (torch) file.",
-        read_only=True,
     ),
-    ParamSpec(
-        "input_size", [224, 224], "Network input [height, width] (for model_path models).", read_only=True
-    ),
-    ParamSpec(
-        "mean", [127.0, 127.0, 127.0], "Per-channel mean (RGB, 0..255 units) subtracted.", read_only=True
-    ),
-    ParamSpec("std", [128.0, 128.0, 128.0], "Per-channel divisor (RGB, 0..255 units).", read_only=True),
+    ParamSpec("input_size", [224, 224], "Network input [height, width] (for model_path models)."),
+    ParamSpec("mean", [127.0, 127.0, 127.0], "Per-channel mean (RGB, 0..255 units) subtracted."),
+    ParamSpec("std", [128.0, 128.0, 128.0], "Per-channel divisor (RGB, 0..255 units)."),
     ParamSpec(
         "crop_fraction",
         0.875,
         "Centre square (fraction of the shorter side) cut before resizing.",
-        read_only=True,
+        bounds=(0.05, 1.0),
     ),
-    ParamSpec("num_threads", 2, "CPU threads of the CNN backend.", read_only=True),
+    ParamSpec("num_threads", 2, "CPU threads of the CNN backend.", bounds=(1, 256)),
     ParamSpec(
-        "queue_size", 2, "Images waiting for the CNN; when full the oldest is dropped.", read_only=True
+        "queue_size", 2, "Images waiting for the CNN; when full the oldest is dropped.", bounds=(1, 10000)
     ),
-    ParamSpec("max_batch", 4, "Most queued images the worker runs through the CNN at once.", read_only=True),
+    ParamSpec(
+        "max_batch", 4, "Most queued images the worker runs through the CNN at once.", bounds=(1, 1024)
+    ),
     ParamSpec(
         "max_image_pixels",
         MAX_IMAGE_PIXELS,
         "Larger images (height x width) are refused and counted ('image too large') before any "
         "conversion. 4096x4096 is above common robot cameras; the CNN sees 224x224 anyway, and "
         "conversion copies each frame to RGB (a 10000x10000 mono8 frame: a 300 MB array).",
-        read_only=True,
+        bounds=(1, 10**9),
     ),
 )
 
 
 class FeatureExtractorNode(NodeBase):
     """Camera images → lifelong_learning/Features (+ LabeledFeatures while a teacher label is set)."""
+
+    MAIN_STREAMS = ("image",)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("feature_extractor", PARAMS, **kwargs)
@@ -162,8 +155,10 @@ class FeatureExtractorNode(NodeBase):
         self._running = True
         self._label = ""
         self.processed = 0
-        self.features_pub = self.create_publisher(Features, p["features_topic"], 10)
-        self.labeled_pub = self.create_publisher(LabeledFeatures, p["labeled_features_topic"], 100)
+        self.features_pub = self.create_overridable_publisher(Features, p["features_topic"], 10)
+        self.labeled_pub = self.create_overridable_publisher(
+            LabeledFeatures, p["labeled_features_topic"], 100
+        )
         # counted: images published but never reaching the queue show as "images lost" in diagnostics
         if p["image_transport"] == "compressed":
             # image_transport's rule: the base topic is resolved (remapped) first, then /compressed

@@ -199,6 +199,7 @@ class InverseDynamicsNode(LearnerNode):
         self._missed_published = 0
         self._discovered_at: float | None = None  # when the joints were taken from a message
         self.joint_names: list[str] = []
+        self._moving: list[str] = []  # the URDF's moving joints
         self.ready = False  # a model serves (URDF and joints known)
         self.torque_pub = self.create_overridable_publisher(JointState, p["predicted_torque_topic"], 100)
         self.torque_array_pub = (
@@ -239,7 +240,7 @@ class InverseDynamicsNode(LearnerNode):
 
     def _setup(self, urdf: str) -> None:
         """Take ``urdf``: serve the restored or a new model, or wait for the joints (ValueError: unusable)."""
-        moving = moving_joints(urdf)  # ValueError: not a usable URDF
+        moving = self._moving = moving_joints(urdf)  # ValueError: not a usable URDF
         if not self.auto_joints:
             unknown = [j for j in self._model_kwargs["joint_names"] if j not in moving]
             if unknown:
@@ -280,7 +281,7 @@ class InverseDynamicsNode(LearnerNode):
         merged stream whose first message was one source's) decides again, with a new model.
         """
         carried = set(msg.name)
-        found = [j for j in moving_joints(self._model_kwargs["urdf"]) if j in carried]
+        found = [j for j in self._moving if j in carried]
         if not found:
             return False
         if self.ready:

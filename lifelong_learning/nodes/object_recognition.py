@@ -50,85 +50,82 @@ PARAMS: tuple[ParamSpec, ...] = (
         "features_topic",
         "features",
         "lifelong_learning/Features to classify (sensor-data QoS).",
-        read_only=True,
     ),
     ParamSpec(
         "labeled_features_topic",
         "labeled_features",
         "lifelong_learning/LabeledFeatures to learn from (reliable).",
-        read_only=True,
     ),
-    ParamSpec("prediction_topic", "prediction", "lifelong_learning/Prediction output.", read_only=True),
+    ParamSpec("prediction_topic", "prediction", "lifelong_learning/Prediction output."),
     ParamSpec(
         "lambdas",
         [0.1, 1.0, 10.0, 100.0, 1000.0],
         "Regularization λ candidates (one RLS per candidate, best on held-out samples); one value: fixed λ.",
-        read_only=True,
     ),
     ParamSpec(
         "alpha",
         "auto",
         "Recoding exponent: a number in [0, 1] (0 plain RLSC, 1 full recoding) or 'auto' (thesis §7.6.3).",
-        read_only=True,
     ),
     ParamSpec(
         "alpha_grid",
         [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
         "α values the 'auto' heuristic chooses from (must contain 0).",
-        read_only=True,
     ),
     ParamSpec(
         "validation_every",
         6,
         "With several λ or alpha 'auto': every n-th labeled sample is held out for validation.",
-        read_only=True,
+        bounds=(2, 1000),
     ),
     ParamSpec(
         "min_class_count",
         20,
         "Training samples a class needs to count as well-represented in the α heuristic.",
-        read_only=True,
+        bounds=(1, 100000),
     ),
-    ParamSpec("max_validation", 300, "Capacity of the validation buffer (class-balanced).", read_only=True),
-    ParamSpec("n_features", 0, "Feature dimension; 0: set by the first labeled sample.", read_only=True),
+    ParamSpec(
+        "max_validation", 300, "Capacity of the validation buffer (class-balanced).", bounds=(1, 1000000)
+    ),
+    ParamSpec("n_features", 0, "Feature dimension; 0: set by the first labeled sample.", bounds=(0, 100000)),
     ParamSpec(
         "max_feature_norm",
         1000.0,
         "Inputs (labeled or to classify) whose Euclidean norm exceeds this are refused "
         "(EfficientNet-Lite0 features: at most 6·√1280 ≈ 215, 10-22 measured).",
-        read_only=True,
+        bounds=(1e-06, 1e12),
     ),
     ParamSpec(
         "feature_norm_factor",
         10.0,
         "Inputs whose norm exceeds this times the median norm of the recent accepted labeled samples "
         "are refused (once feature_norm_min_samples are known); 0 disables.",
-        read_only=True,
+        bounds=(0.0, 1e6),
     ),
     ParamSpec(
         "feature_norm_min_samples",
         20,
         "Accepted labeled samples needed before feature_norm_factor applies.",
-        read_only=True,
+        bounds=(1, 100000),
     ),
     ParamSpec(
         "max_classes",
         256,
         "Most classes the model may hold; a labeled sample of a new class beyond it is refused.",
-        read_only=True,
+        bounds=(1, 100000),
     ),
     ParamSpec(
         "max_label_length",
         64,
         "Most characters of a label (after stripping surrounding whitespace); longer ones are refused.",
-        read_only=True,
+        bounds=(1, 4096),
     ),
     ParamSpec(
         "unknown_threshold",
         0.0,
         "Answers whose calibrated confidence is below this get label '' (unknown; top_label still names "
         "the best class); 0 always answers the best class. In [0, 1].",
-        read_only=True,
+        bounds=(0.0, 1.0),
     ),
 )
 
@@ -361,17 +358,7 @@ class ObjectRecognitionNode(LearnerNode):
                 values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
                 values["confidence calibration"] = _calibration_text(self.model)
         values["unknown threshold"] = f"{self.unknown_threshold:g}"
-        values["checkpoint size [MB]"] = self._checkpoint_size()
         return values
-
-    def _checkpoint_size(self) -> str:
-        """The size of the checkpoint file as last written (or restored), in MB; "none yet" without one."""
-        if self.checkpoint_path is None:
-            return "no checkpoint_path"
-        try:
-            return f"{self.checkpoint_path.stat().st_size / 1e6:.2f}"
-        except OSError:
-            return "none yet"
 
 
 def main(args: list[str] | None = None) -> int:

@@ -152,7 +152,16 @@ def robot(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> I
 def test_arm_only_joint_states_with_the_default_joint_names_are_answered(robot):
     sent = robot.stream(5.0)
     answered = robot.answered(sent)
-    assert answered >= 0.9 * len(sent), (answered, len(sent), robot.proc.log())
+    assert answered >= 0.9 * len(sent), (
+        answered,
+        len(sent),
+        {
+            k: v
+            for k, v in robot.values().items()
+            if "lost" in k or "rej" in k or "missed" in k or "without" in k or "p99" in k or "rate" in k
+        },
+        robot.proc.log()[-3000:],
+    )
     assert list(robot.torques[-1].name) == JOINT_NAMES  # the arm's joints: the fingers are not modelled
     assert "joints modelled from the first joint states" in robot.proc.log()
     values = robot.values()
@@ -195,9 +204,8 @@ def test_diagnostics_levels_rejections_and_silence(robot):
         return msg
 
     robot.diagnostics.clear()
-    for _ in range(30):
+    for _ in range(30):  # a burst: most fall in one diagnostics period
         robot.peer.joint_states.publish(bad())
-        spin_until(robot.executor, lambda: False, 0.01)
     assert spin_until(
         robot.executor,
         lambda: any(s.level == DiagnosticStatus.ERROR and "rejected" in s.message for s in robot.diagnostics),
