@@ -275,11 +275,13 @@ class FeatureExtractorNode(NodeBase):
         return values
 
     def destroy_node(self) -> None:
-        with self._condition:
-            self._running = False
-            self._condition.notify_all()
-        if self._worker.is_alive() and threading.current_thread() is not self._worker:
-            self._worker.join(timeout=5.0)
+        worker = getattr(self, "_worker", None)  # None: the constructor failed before it started
+        if worker is not None:
+            with self._condition:
+                self._running = False
+                self._condition.notify_all()
+            if worker.is_alive() and threading.current_thread() is not worker:
+                worker.join(timeout=5.0)
         super().destroy_node()
 
 

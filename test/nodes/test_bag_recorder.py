@@ -214,7 +214,7 @@ def test_existing_output_and_bad_parameters_are_refused(rclpy_context, tmp_path)
     ("params", "message"),
     [
         (["storage:=rosbag1"], "storage must be one of"),
-        (["max_bagfile_size:=-1"], "must be >= 0"),
+        (["max_bagfile_size:=-1"], "max_bagfile_size out of range"),
         (["max_bagfile_size:=big"], "expecting type 'INTEGER'"),
         (["topics:=['']"], "topics is empty"),
         (["topics:=['a b']"], "not a valid topic name"),
