@@ -38,6 +38,7 @@ then learn):
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -258,12 +259,12 @@ class InverseDynamicsNode(LearnerNode):
 
     def _serve(self, model: SemiparametricInverseDynamics) -> None:
         """Serve ``model``: its joints become the node's (limits, guard, ~/predict)."""
-        with self.model_lock:
+        with self.model_lock:  # one step: a reload and a first joint state may both get here (up)
             self.model = model
             self._take_joints(model.joint_names)
-        if not self.ready:
-            self.create_configured_service(PredictTorques, "~/predict", self._on_predict)
-        self.ready = True
+            if not self.ready:
+                self.create_configured_service(PredictTorques, "~/predict", self._on_predict)
+            self.ready = True
         self.get_logger().info(f"inverse dynamics ready: {model!r}")
 
     def _take_joints(self, names: list[str]) -> None:
@@ -366,7 +367,10 @@ class InverseDynamicsNode(LearnerNode):
                 model = self.read_model(path)
             except (ModelFileError, ValueError, OSError) as exc:
                 return False, self._reload_failed(f"model reload from {path} failed: {exc}")
-            self._serve(model)
+            with self.model_lock:
+                self._serve(model)
+                super().swap_model(model, self._file_key(Path(path)))  # version, reload bookkeeping
+            self.last_reload = f"{path} at {time.strftime('%Y-%m-%d %H:%M:%S')}"
             return True, f"loaded {path}: joints {model.joint_names}"
         return super().reload(path)
 
@@ -374,6 +378,7 @@ class InverseDynamicsNode(LearnerNode):
         result = super().on_cleanup(state)
         self.ready = False
         self.joint_names = []
+        self._discovered_at = None
         if self.auto_joints:
             self._model_kwargs["joint_names"] = None
         return result

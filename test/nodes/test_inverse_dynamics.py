@@ -204,3 +204,34 @@ def test_accelerations_from_a_topic(executor, spin, rclpy_context, sim_states):
     expected = fresh.predict(np.array(state["position"]), np.array(state["velocity"]), qdd)
     np.testing.assert_allclose(peer.torques[0].effort, expected, rtol=1e-12, atol=1e-12)
     assert node.model.n_samples == 1
+
+
+def test_default_joints_come_from_a_loaded_model_or_the_first_joint_state(
+    rclpy_context, tmp_path, sim_states
+):
+    """joint_names [''] (the shipped default): before any joint state, a 7-joint model file (what
+    `tune` writes) loads and decides the joints; without one, the first joint state decides them
+    (the URDF's joints it carries: not the fingers a real Panda publishes elsewhere)."""
+    from lifelong_learning.dynamics import SemiparametricInverseDynamics
+
+    urdf = open(panda_urdf_path(), encoding="utf-8").read()
+    path = tmp_path / "arm.llm"
+    SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=50).save(path)
+    node = make_node(rclpy_context, joint_names=[""], model_directory=str(tmp_path))
+    try:
+        assert not node.ready  # nothing decided the joints yet
+        ok, message = node.reload(path)
+        assert ok, message
+        assert node.ready and node.joint_names == JOINT_NAMES and node.model_version == 1
+        assert not node.reload(tmp_path / "missing.llm")[0]  # a failed load keeps the model
+        assert node.ready and node.joint_names == JOINT_NAMES
+    finally:
+        node.destroy_node()
+    node = make_node(rclpy_context, joint_names=[""])
+    try:
+        node._on_joint_state(to_message(sim_states[0], extra=False))
+        assert node.ready and node.joint_names == JOINT_NAMES  # URDF order, the message had ORDER
+        node._on_joint_state(to_message(sim_states[1], extra=False))
+        assert node.rejections.total == 0
+    finally:
+        node.destroy_node()
