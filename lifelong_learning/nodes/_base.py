@@ -31,6 +31,8 @@ from typing import Any, ClassVar
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import JumpThreshold, TimeJump
+from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -64,6 +66,11 @@ DIAGNOSTIC_TASK = "health"
 def status_node(status_name: str) -> str:
     """The node's fully qualified name (without the leading '/') in a status name of this package."""
     return status_name.rsplit(f": {DIAGNOSTIC_TASK}", 1)[0]
+
+
+#: a jump back of the node's clock by more than this (a ``/clock`` reset under ``use_sim_time``:
+#: a simulator reset, a bag replayed again) is logged and counted
+CLOCK_JUMP_BACK_S = 0.1
 
 
 #: where model files go unless a node is told otherwise (the nystrom_tuner writes there too)
@@ -253,6 +260,23 @@ class NodeBase(Node):
         self._diag_timer: Any = None
         self._schedule_diagnostics(float(self.params["diagnostics_period_s"]))
         self.add_post_set_parameters_callback(self._on_parameters_set)
+        self.clock_jumps_back = self._published_clock_jumps = 0
+        self._clock_jump_handle = self.get_clock().create_jump_callback(
+            JumpThreshold(
+                min_forward=None, min_backward=Duration(seconds=-CLOCK_JUMP_BACK_S), on_clock_change=False
+            ),
+            post_callback=self._on_clock_jump,
+        )
+
+    def _on_clock_jump(self, jump: TimeJump) -> None:
+        """A jump back of ROS time (a ``/clock`` reset): logged once per jump and counted. The
+        inputs' stamps go back with it and each stream's own rules take them up again (the
+        inverse_dynamics guard restarts its acceleration filter); nothing learned is lost."""
+        self.clock_jumps_back += 1
+        self.get_logger().warning(
+            f"the clock jumped back by {-jump.delta.nanoseconds * 1e-9:.3f} s (/clock reset: a simulator "
+            "reset or a bag replayed again); inputs stamped with the new time are taken up, the model is kept"
+        )
 
     def _schedule_diagnostics(self, period: float) -> None:
         if self._diag_timer is not None:
@@ -333,6 +357,8 @@ class NodeBase(Node):
         for reason, n in sorted(counts.items()):
             values[f"rejected: {reason}"] = str(n)
         values["dropped"] = str(self.dropped)
+        if self.clock_jumps_back:
+            values["clock jumps back"] = str(self.clock_jumps_back)
         for stream, n in sorted(self.losses.snapshot().items()):
             values[f"{stream} lost"] = str(n)
         return values
@@ -347,7 +373,8 @@ class NodeBase(Node):
           (and at least 10): the node is answering little of what it is sent;
         - messages dropped from a full queue, or lost before the node processed them: WARN;
         - a stream of :attr:`MAIN_STREAMS` that had messages and has had none for
-          ``input_timeout_s``: WARN (a driver stopped, a remapping broke).
+          ``input_timeout_s``: WARN (a driver stopped, a remapping broke);
+        - the node's clock jumped back (a ``/clock`` reset under ``use_sim_time``): WARN, once.
 
         The published status takes the highest level and joins the texts.
         """
@@ -382,6 +409,12 @@ class NodeBase(Node):
             streams = ", ".join(f"{k}: {n}" for k, n in lost.items())
             problems.append(
                 (DiagnosticStatus.WARN, f"messages never processed in the last {elapsed:.1f} s ({streams})")
+            )
+        jumps = self.clock_jumps_back - self._published_clock_jumps
+        self._published_clock_jumps = self.clock_jumps_back
+        if jumps > 0:
+            problems.append(
+                (DiagnosticStatus.WARN, f"the clock jumped back ({jumps}x in the last {elapsed:.1f} s)")
             )
         problems += self._silent_streams()
         return problems

@@ -1,0 +1,126 @@
+"""The inverse_dynamics node under ``use_sim_time`` when the simulator resets (issue 14, "Time").
+
+A peer in this process plays a simulator: it publishes ``/clock`` and joint states stamped with
+that clock, at 100 Hz paced in real time. Then it resets: the clock and the stamps go back 5 s,
+as a simulator reset or a bag replayed again does. The node (another process, the shipped config
+file) must log the jump once, count it in its diagnostics, answer again within 2 s of the reset,
+and keep what it had learned.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import new_context, new_executor, node_argv, spin_until
+
+from lifelong_learning.nodes.supervisor import NodeProcess
+from lifelong_learning.sim.panda import PandaSimulation, joint_states, panda_urdf_path
+
+pytestmark = pytest.mark.graph
+
+RATE_HZ = 100.0
+STATUS = "inverse_dynamics: health"
+
+
+def _stamp_of(msg: Any) -> float:
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
+def test_a_clock_reset_is_logged_once_and_the_node_answers_again_within_two_seconds(
+    built_interfaces: None, tmp_path: Path
+) -> None:
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.node import Node
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+
+    states = list(joint_states(PandaSimulation().run(6.0, seed=2), rate_hz=RATE_HZ))
+    argv = node_argv(
+        "inverse_dynamics",
+        *("-p", "use_sim_time:=true", "-p", f"urdf_path:={panda_urdf_path()}", "-p", "n_features:=50"),
+        *("-p", "diagnostics_period_s:=0.25"),
+    )
+    torques: list[Any] = []
+    diagnostics: list[Any] = []
+    with new_context() as context, new_executor(context) as executor:
+        peer = Node("simulator", context=context)
+        clock = peer.create_publisher(Clock, "/clock", 10)
+        js = peer.create_publisher(JointState, "joint_states", 100)
+        peer.create_subscription(JointState, "predicted_torque", torques.append, 1000)
+        peer.create_subscription(
+            DiagnosticArray,
+            "/diagnostics",
+            lambda m: diagnostics.extend(s for s in m.status if s.name == STATUS),
+            50,
+        )
+        executor.add_node(peer)
+        proc = NodeProcess(argv, log_path=tmp_path / "inverse_dynamics.log")
+        sim = {"t": 100.0, "i": 0}
+
+        def step() -> float:
+            """One simulator step: advance the clock by a period, publish it and a joint state."""
+            sim["t"] += 1.0 / RATE_HZ
+            stamp = sim["t"]
+            tick = Clock()
+            tick.clock.sec, tick.clock.nanosec = int(stamp), round((stamp - int(stamp)) * 1e9)
+            clock.publish(tick)
+            state = states[sim["i"] % len(states)]
+            sim["i"] += 1
+            msg = JointState(
+                name=list(state["name"]),
+                position=list(state["position"]),
+                velocity=list(state["velocity"]),
+                effort=list(state["effort"]),
+            )
+            msg.header.stamp = tick.clock
+            js.publish(msg)
+            return stamp
+
+        def run(seconds: float) -> list[float]:
+            sent, start = [], time.monotonic()
+            for i in range(int(seconds * RATE_HZ)):
+                sent.append(step())
+                due = start + (i + 1) / RATE_HZ
+                while time.monotonic() < due:
+                    executor.spin_once(timeout_sec=max(0.0, due - time.monotonic()))
+            return sent
+
+        try:
+            assert spin_until(
+                executor,
+                lambda: js.get_subscription_count() > 0 and peer.count_publishers("predicted_torque") > 0,
+                60,
+            ), proc.log()
+            while not torques and sim["i"] < 300:  # until both directions have matched
+                run(0.05)
+            assert torques, proc.log()
+            run(2.0)
+            assert spin_until(executor, lambda: bool(diagnostics), 5), proc.log()
+            values = {kv.key: kv.value for kv in diagnostics[-1].values}
+            learned_before = int(values["samples learned"])
+            assert learned_before > 50, values
+
+            sim["t"] -= 5.0  # the simulator resets: clock and stamps 5 s back
+            before = len(torques)
+            sent = run(2.5)
+            after = [m for m in torques[before:] if _stamp_of(m) <= sent[-1]]
+            assert after, proc.log()
+            delay = min(_stamp_of(m) for m in after) - sent[0]  # stamps advance in real time
+            assert delay <= 2.0, (delay, proc.log()[-2000:])
+
+            def counted() -> bool:
+                return bool(diagnostics) and any(
+                    kv.key == "clock jumps back" and kv.value == "1" for kv in diagnostics[-1].values
+                )
+
+            assert spin_until(executor, lambda: (step(), counted())[1], 5), proc.log()[-2000:]
+            values = {kv.key: kv.value for kv in diagnostics[-1].values}
+            assert int(values["samples learned"]) > learned_before, values  # learning went on, nothing lost
+            assert proc.log().count("the clock jumped back by 4.99") == 1, proc.log()[
+                -2000:
+            ]  # 5 s less a step
+        finally:
+            proc.stop()
