@@ -1,10 +1,14 @@
 """The system ``lifelong-learning up`` starts, read from ROS 2 params files and checked before anything runs.
 
-The files are standard ROS 2 parameter files (``node_name: {ros__parameters: {...}}``; a key
-with ``*``, such as ``/**``, applies to every node it matches and starts none). The nodes to
-start are those the files name, or those given explicitly. Checked: YAML syntax, node names,
-parameter names (each must be declared by the node it configures) and value types (a double
-needs ``5.0``, not ``5``); a :class:`ConfigError` names the file, node and parameter.
+The files are standard ROS 2 parameter files (``node_name: {ros__parameters: {...}}``). A key
+names a node by its last part, in any namespace: ``inverse_dynamics``, ``/robot1/inverse_dynamics``
+and ``/**/inverse_dynamics`` (the form the shipped files use: rcl applies a bare
+``inverse_dynamics`` key only to a node outside any namespace) all configure and start
+inverse_dynamics; a key whose last part has a ``*``, such as ``/**``, applies to every node it
+matches and starts none. The nodes to start are those the files name, or those given explicitly.
+Checked: YAML syntax, node names, parameter names (each must be declared by the node it
+configures) and value types (a double needs ``5.0``, not ``5``); a :class:`ConfigError` names
+the file, node and parameter.
 
 (The leading underscore keeps this module out of the sub-commands that ``lifelong-learning``
 finds in :mod:`lifelong_learning.commands`.)
@@ -132,14 +136,20 @@ def _matches(pattern: str, node: str) -> bool:
     return fnmatch.fnmatchcase(f"/{node}", pattern.replace("**", "*"))
 
 
+def node_of_key(key: str) -> str | None:
+    """The node a params-file key names (its last part, any namespace), None for a ``*`` pattern."""
+    name = key.rstrip("/").rsplit("/", 1)[-1]
+    return None if "*" in name or not name else name
+
+
 def _named_nodes(parsed: ParsedFiles, known: Sequence[str]) -> list[str]:
     """The nodes the files name (not the ``*`` keys), in order of appearance; all must be known."""
     named: list[str] = []
     for path, entries in parsed:
         for key in entries:
-            if "*" in key:
+            name = node_of_key(key)
+            if name is None:
                 continue
-            name = key.lstrip("/")
             if name not in known:
                 raise ConfigError(
                     f"{path}: unknown node {key!r}; the nodes of lifelong_learning are: {', '.join(known)}"
@@ -206,10 +216,11 @@ def _check_parameters(parsed: ParsedFiles, nodes: list[str]) -> None:
     for path, entries in parsed:
         for key, params in entries.items():
             own = {pname: value for pname, value in params.items() if not catalog.is_builtin_parameter(pname)}
-            if "*" in key:
+            name = node_of_key(key)
+            if name is None:
                 _check_pattern(path, key, own, nodes, specs)
             else:
-                _check_node(path, key.lstrip("/"), own, specs)
+                _check_node(path, name, own, specs)
 
 
 def load_system(files: Sequence[str | os.PathLike[str]], only: list[str] | None = None) -> SystemConfig:

@@ -1,8 +1,9 @@
 """``lifelong-learning up``: start the nodes configured in ROS 2 params files, stop them with a checkpoint.
 
 The files are standard ROS 2 parameter files (``node_name: {ros__parameters: {...}}``; a key
-with ``*``, such as ``/**``, applies to every node it matches and starts none). The nodes to
-start are those the files name (``--nodes`` picks some, or adds nodes that run on their
+names a node in any namespace, ``/**/inverse_dynamics`` as the shipped files write it; a key
+whose last part has a ``*``, such as ``/**``, applies to every node it matches and starts none).
+The nodes to start are those the files name (``--nodes`` picks some, or adds nodes that run on their
 defaults). Each node is given its shipped defaults ``config/<node>.yaml`` first, then the
 files in order, so a system file holds only what differs (see ``config/robot.yaml``).
 
@@ -68,9 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.description = (
         f"{HELP}.\n\n"
-        "PARAMS_YAML are ROS 2 params files (node_name: {ros__parameters: {...}}; '/**' entries apply\n"
-        "to every node). Each node first gets its shipped defaults config/<node>.yaml, so these\n"
-        "files only need what differs. Names and types are checked before anything starts.\n\n"
+        "PARAMS_YAML are ROS 2 params files (node_name or /**/node_name: {ros__parameters: {...}};\n"
+        "'/**' entries apply to every node). Each node first gets its shipped defaults\n"
+        "config/<node>.yaml, so these files only need what differs. Names and types are checked\n"
+        "before anything starts.\n\n"
         "example: lifelong-learning up config/robot.yaml --nodes object_recognition,feature_extractor"
     )
     parser.add_argument("params_files", nargs="+", metavar="PARAMS_YAML", help="ROS 2 params files")

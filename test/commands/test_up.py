@@ -91,6 +91,25 @@ def test_shipped_robot_yaml_and_every_config_file_are_valid(capsys):
     assert up(*sorted((REPO / "config").glob("*.yaml")), "--dry-run") == 0
 
 
+def test_a_key_names_its_node_in_any_namespace(tmp_path, capsys):
+    from lifelong_learning.commands._system_config import node_of_key
+
+    assert [
+        node_of_key(k) for k in ("inverse_dynamics", "/robot1/inverse_dynamics", "/**/inverse_dynamics")
+    ] == ["inverse_dynamics"] * 3
+    assert node_of_key("/**") is None and node_of_key("/robot1/*") is None
+    cfg = write(
+        tmp_path / "sys.yaml",
+        "/robot1/nystrom_tuner:\n  ros__parameters: {default_centers: 10}\n"
+        "/**/inverse_dynamics:\n  ros__parameters: {n_features: 50}\n",
+    )
+    assert up(cfg, "--dry-run") == 0
+    assert "one process: nystrom_tuner, inverse_dynamics" in capsys.readouterr().out
+    bad = write(tmp_path / "bad.yaml", "/**/inverse_dynamics:\n  ros__parameters: {n_feature: 50}\n")
+    assert up(bad, "--dry-run") == 2
+    assert "node inverse_dynamics declares no parameter 'n_feature'" in capsys.readouterr().err
+
+
 def test_processes_dry_run_gives_each_node_its_files_and_the_ros_args(tmp_path, capsys):
     cfg = write(tmp_path / "sys.yaml", "/**:\n  ros__parameters: {use_sim_time: false}\n")
     argv = [cfg, "--nodes", "nystrom_tuner", "--processes", "--dry-run", "--ros-args", "-r", "a:=b"]
