@@ -1,49 +1,71 @@
 """Record the learners' topics to a rosbag2 bag (MCAP) for offline retraining: bag_recorder.
 
     ros2 launch lifelong_learning bag_recorder.launch.py output:=/data/bags/shift_1
+    ros2 launch lifelong_learning bag_recorder.launch.py namespace:=robot1 use_sim_time:=true
 
 Arguments:
-    output  bag directory to create; '' = ~/.ros/lifelong_learning/bags/bag_<UTC time> [default: '']
+    namespace    namespace of the node (a robot's name): it records that robot's topics [default: '']
+    params_file  ROS 2 params file applied after the shipped config/bag_recorder.yaml (key the
+                 node /**/bag_recorder) [default: '']
+    use_sim_time true: time from /clock (simulator, bag replay) [default: false]
+    log_level    debug | info | warn | error | fatal [default: info]
+    output       bag directory to create; '' = the params file's (the shipped default: a new
+                 ~/.ros/lifelong_learning/bags/bag_<UTC time>) [default: '']
 
-Parameters come from this package's config/bag_recorder.yaml (docs/parameters.md lists them:
-topics, storage, max_bagfile_size, max_bagfile_duration_s). On a robot with rosbag2,
-`ros2 bag record` does the same job; this node is for machines without it, and it closes a
-file every max_bagfile_duration_s so that a crash loses at most that much. Call
-`/bag_recorder/split_bagfile` before retraining from the bag while it records. (`launch` has
-no PyPI wheel: without it use `lifelong-learning up config/robot.yaml --nodes bag_recorder`.)
+Parameters: docs/parameters.md lists them (topics, storage, max_bagfile_size,
+max_bagfile_duration_s); the order in which the files and arguments apply is in
+lifelong_learning/nodes/launch_support.py. On a robot with rosbag2, `ros2 bag record` does the
+same job; this node is for machines without it, and it closes a file every
+max_bagfile_duration_s so that a crash loses at most that much. Call
+`~/split_bagfile` before retraining from the bag while it records. (`launch` has no PyPI wheel:
+without it use `lifelong-learning up config/robot.yaml --nodes bag_recorder`.)
 
 Every node started here gets FASTDDS_DEFAULT_PROFILES_FILE = this package's
 config/fastdds_large_messages.xml (camera-sized messages), unless it is set already.
 """
 
-import os
-
-from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
+from launch import LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
 
+from lifelong_learning.nodes.launch_support import log_level, node_parameters
 from lifelong_learning.nodes.supervisor import middleware_environment
 
 
+def _nodes(context: LaunchContext) -> list[Node]:
+    return [
+        Node(
+            package="lifelong_learning",
+            executable="bag_recorder",
+            name="bag_recorder",
+            namespace=LaunchConfiguration("namespace").perform(context),
+            parameters=node_parameters(
+                "bag_recorder",
+                LaunchConfiguration("params_file").perform(context),
+                LaunchConfiguration("use_sim_time").perform(context),
+                {"output": LaunchConfiguration("output").perform(context)},
+            ),
+            ros_arguments=["--log-level", log_level(LaunchConfiguration("log_level").perform(context))],
+            output="screen",
+        )
+    ]
+
+
 def generate_launch_description() -> LaunchDescription:
-    config = os.path.join(get_package_share_directory("lifelong_learning"), "config")
     return LaunchDescription(
         [
             # large camera frames: the shipped Fast DDS profile, unless FASTDDS_DEFAULT_PROFILES_FILE is set
             *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
-            DeclareLaunchArgument("output", default_value="", description="bag directory to create"),
-            Node(
-                package="lifelong_learning",
-                executable="bag_recorder",
-                name="bag_recorder",
-                parameters=[
-                    os.path.join(config, "bag_recorder.yaml"),
-                    {"output": ParameterValue(LaunchConfiguration("output"), value_type=str)},
-                ],
-                output="screen",
+            DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),
+            DeclareLaunchArgument(
+                "params_file", default_value="", description="params file applied after the shipped one"
             ),
+            DeclareLaunchArgument("use_sim_time", default_value="false", description="time from /clock"),
+            DeclareLaunchArgument(
+                "log_level", default_value="info", description="debug|info|warn|error|fatal"
+            ),
+            DeclareLaunchArgument("output", default_value="", description="bag directory to create"),
+            OpaqueFunction(function=_nodes),
         ]
     )

@@ -1,41 +1,80 @@
 """Inverse dynamics learned online: joint states in, predicted torques out (`predicted_torque`).
 
     ros2 launch lifelong_learning inverse_dynamics.launch.py joint_states:=/franka/joint_states
-    ros2 launch lifelong_learning inverse_dynamics.launch.py urdf_path:=/path/robot.urdf
+    ros2 launch lifelong_learning inverse_dynamics.launch.py namespace:=robot1 use_sim_time:=true \
+        joint_names:=panda_joint1,panda_joint2,panda_joint3,panda_joint4,panda_joint5,panda_joint6,panda_joint7
 
 Arguments:
+    namespace          namespace of the node (a robot's name); its topics and services follow [default: '']
+    params_file        ROS 2 params file applied after the shipped config/inverse_dynamics.yaml
+                       (key the node /**/inverse_dynamics); '' = the shipped defaults only [default: '']
+    use_sim_time       true: time from /clock (simulator, bag replay) [default: false]
+    log_level          debug | info | warn | error | fatal [default: info]
     joint_states       sensor_msgs/JointState topic (with measured effort), remapped onto the
                        node's `joint_states` [default: joint_states]
     robot_description  std_msgs/String topic with the URDF (robot_state_publisher's, transient
                        local), used when urdf_path is empty [default: robot_description]
-    urdf_path          URDF file; '' takes the URDF from the robot_description topic [default: '']
+    urdf_path          URDF file; '' = the params file's (the shipped default: the
+                       robot_description topic) [default: '']
+    joint_names        joints to model, `a,b,c` or `[a, b, c]`; '' = the params file's (the shipped
+                       default: the URDF's moving joints that the first joint states carry) [default: '']
 
-Parameters come from this package's config/inverse_dynamics.yaml (docs/parameters.md lists
-them). (`launch` has no PyPI wheel: on machines set up with the PyPI wheels use
-`lifelong-learning up config/robot.yaml --nodes inverse_dynamics` instead.)
+Parameters: docs/parameters.md lists them; the order in which the files and arguments apply is
+in lifelong_learning/nodes/launch_support.py. (`launch` has no PyPI wheel: on machines set up
+with the PyPI wheels use `lifelong-learning up config/robot.yaml --nodes inverse_dynamics`.)
 
 Every node started here gets FASTDDS_DEFAULT_PROFILES_FILE = this package's
 config/fastdds_large_messages.xml (camera-sized messages), unless it is set already.
 """
 
-import os
-
-from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
+from launch import LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
 
+from lifelong_learning.nodes.launch_support import log_level, node_parameters
 from lifelong_learning.nodes.supervisor import middleware_environment
 
 
+def _nodes(context: LaunchContext) -> list[Node]:
+    return [
+        Node(
+            package="lifelong_learning",
+            executable="inverse_dynamics",
+            name="inverse_dynamics",
+            namespace=LaunchConfiguration("namespace").perform(context),
+            parameters=node_parameters(
+                "inverse_dynamics",
+                LaunchConfiguration("params_file").perform(context),
+                LaunchConfiguration("use_sim_time").perform(context),
+                {
+                    "urdf_path": LaunchConfiguration("urdf_path").perform(context),
+                    "joint_names": LaunchConfiguration("joint_names").perform(context),
+                },
+            ),
+            remappings=[
+                ("joint_states", LaunchConfiguration("joint_states")),
+                ("robot_description", LaunchConfiguration("robot_description")),
+            ],
+            ros_arguments=["--log-level", log_level(LaunchConfiguration("log_level").perform(context))],
+            output="screen",
+        )
+    ]
+
+
 def generate_launch_description() -> LaunchDescription:
-    config = os.path.join(get_package_share_directory("lifelong_learning"), "config")
     return LaunchDescription(
         [
             # large camera frames: the shipped Fast DDS profile, unless FASTDDS_DEFAULT_PROFILES_FILE is set
             *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
+            DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),
+            DeclareLaunchArgument(
+                "params_file", default_value="", description="params file applied after the shipped one"
+            ),
+            DeclareLaunchArgument("use_sim_time", default_value="false", description="time from /clock"),
+            DeclareLaunchArgument(
+                "log_level", default_value="info", description="debug|info|warn|error|fatal"
+            ),
             DeclareLaunchArgument(
                 "joint_states", default_value="joint_states", description="sensor_msgs/JointState topic"
             ),
@@ -45,21 +84,11 @@ def generate_launch_description() -> LaunchDescription:
                 description="std_msgs/String URDF topic (used when urdf_path is empty)",
             ),
             DeclareLaunchArgument(
-                "urdf_path", default_value="", description="URDF file ('' = the robot_description topic)"
+                "urdf_path", default_value="", description="URDF file ('' = the params file's)"
             ),
-            Node(
-                package="lifelong_learning",
-                executable="inverse_dynamics",
-                name="inverse_dynamics",
-                parameters=[
-                    os.path.join(config, "inverse_dynamics.yaml"),
-                    {"urdf_path": ParameterValue(LaunchConfiguration("urdf_path"), value_type=str)},
-                ],
-                remappings=[
-                    ("joint_states", LaunchConfiguration("joint_states")),
-                    ("robot_description", LaunchConfiguration("robot_description")),
-                ],
-                output="screen",
+            DeclareLaunchArgument(
+                "joint_names", default_value="", description="joints to model, a,b,c ('' = the params file's)"
             ),
+            OpaqueFunction(function=_nodes),
         ]
     )

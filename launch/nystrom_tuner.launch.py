@@ -1,50 +1,70 @@
-"""Offline retraining on request: the nystrom_tuner node (service `/nystrom_tuner/tune`).
+"""Offline retraining on request: the nystrom_tuner node (service `~/tune`).
 
     ros2 launch lifelong_learning nystrom_tuner.launch.py urdf_path:=/path/robot.urdf
+    ros2 launch lifelong_learning nystrom_tuner.launch.py namespace:=robot1 log_level:=debug
 
 Arguments:
-    urdf_path  URDF for inverse-dynamics requests that give none [default: '']
+    namespace    namespace of the node (a robot's name) [default: '']
+    params_file  ROS 2 params file applied after the shipped config/nystrom_tuner.yaml (key the
+                 node /**/nystrom_tuner) [default: '']
+    use_sim_time true: time from /clock (simulator, bag replay) [default: false]
+    log_level    debug | info | warn | error | fatal [default: info]
+    urdf_path    URDF for inverse-dynamics requests that give none; '' = the params file's [default: '']
 
-Parameters come from this package's config/nystrom_tuner.yaml (docs/parameters.md lists
-them). Each tuned model's path is published on `tuned_model` (latched); the learner nodes
-listening there (their `model_topic`) hot-reload the models of their kind. (`launch` has no
-PyPI wheel: on machines set up with the PyPI wheels use
+Parameters: docs/parameters.md lists them; the order in which the files and arguments apply is
+in lifelong_learning/nodes/launch_support.py. Each tuned model's path is published on
+`tuned_model` (latched); the learner nodes listening there (their `model_topic`) hot-reload the
+models of their kind. (`launch` has no PyPI wheel: on machines set up with the PyPI wheels use
 `lifelong-learning up config/robot.yaml --nodes nystrom_tuner` instead.)
 
 Every node started here gets FASTDDS_DEFAULT_PROFILES_FILE = this package's
 config/fastdds_large_messages.xml (camera-sized messages), unless it is set already.
 """
 
-import os
-
-from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
+from launch import LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
 
+from lifelong_learning.nodes.launch_support import log_level, node_parameters
 from lifelong_learning.nodes.supervisor import middleware_environment
 
 
+def _nodes(context: LaunchContext) -> list[Node]:
+    return [
+        Node(
+            package="lifelong_learning",
+            executable="nystrom_tuner",
+            name="nystrom_tuner",
+            namespace=LaunchConfiguration("namespace").perform(context),
+            parameters=node_parameters(
+                "nystrom_tuner",
+                LaunchConfiguration("params_file").perform(context),
+                LaunchConfiguration("use_sim_time").perform(context),
+                {"urdf_path": LaunchConfiguration("urdf_path").perform(context)},
+            ),
+            ros_arguments=["--log-level", log_level(LaunchConfiguration("log_level").perform(context))],
+            output="screen",
+        )
+    ]
+
+
 def generate_launch_description() -> LaunchDescription:
-    config = os.path.join(get_package_share_directory("lifelong_learning"), "config")
     return LaunchDescription(
         [
             # large camera frames: the shipped Fast DDS profile, unless FASTDDS_DEFAULT_PROFILES_FILE is set
             *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
+            DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),
+            DeclareLaunchArgument(
+                "params_file", default_value="", description="params file applied after the shipped one"
+            ),
+            DeclareLaunchArgument("use_sim_time", default_value="false", description="time from /clock"),
+            DeclareLaunchArgument(
+                "log_level", default_value="info", description="debug|info|warn|error|fatal"
+            ),
             DeclareLaunchArgument(
                 "urdf_path", default_value="", description="URDF for inverse-dynamics tuning requests"
             ),
-            Node(
-                package="lifelong_learning",
-                executable="nystrom_tuner",
-                name="nystrom_tuner",
-                parameters=[
-                    os.path.join(config, "nystrom_tuner.yaml"),
-                    {"urdf_path": ParameterValue(LaunchConfiguration("urdf_path"), value_type=str)},
-                ],
-                output="screen",
-            ),
+            OpaqueFunction(function=_nodes),
         ]
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import sys
 import types
 from pathlib import Path
@@ -70,10 +71,68 @@ def _topics_of(node: str) -> set[str]:
     }
 
 
-def _check_node(call: ast.Call, where: str, errors: list[str]) -> None:
+def _check_config_file(path: Path, name: str, where: str, errors: list[str]) -> None:
     from lifelong_learning.commands.up import ConfigError, load_system
-    from lifelong_learning.nodes.catalog import declared_parameters
 
+    if not path.is_file():
+        errors.append(f"{where}: no config/{path.name}")
+        return
+    try:
+        system = load_system([path])
+    except ConfigError as exc:
+        errors.append(f"{where}: {exc}")
+        return
+    if name not in system.nodes:
+        errors.append(f"{where}: config/{path.name} does not configure node {name!r}")
+
+
+def _check_inline_names(item: ast.expr, exe: str, where: str, errors: list[str]) -> None:
+    """The literal keys of an inline parameters dict: parameters ``exe`` (or rclpy) declares."""
+    from lifelong_learning.nodes.catalog import declared_parameters, is_builtin_parameter
+
+    declared = {s.name for s in declared_parameters(exe)}
+    if not isinstance(item, ast.Dict):
+        errors.append(f"{where}: inline parameters must be a literal dict, not {ast.unparse(item)!r}")
+        return
+    for key in item.keys:
+        pname = _string(key) if key is not None else None
+        if pname is None:
+            errors.append(f"{where}: inline parameter names must be string literals")
+        elif pname not in declared and not is_builtin_parameter(pname):
+            errors.append(f"{where}: parameter {pname!r} is not declared by {exe}")
+
+
+def _check_parameters(call: ast.Call, exe: str, name: str, where: str, errors: list[str]) -> None:
+    """``parameters=``: node_parameters("<exe>", params_file, use_sim_time, {given}) (the shipped
+    config/<exe>.yaml, see lifelong_learning.nodes.launch_support) or a literal list of files and dicts."""
+    parameters = _keyword(call, "parameters")
+    if parameters is None:
+        errors.append(f"{where}: does not load its config/{exe}.yaml")
+        return
+    if isinstance(parameters, ast.Call) and _call_name(parameters) == "node_parameters":
+        if len(parameters.args) != 4 or _string(parameters.args[0]) != exe:
+            errors.append(f"{where}: node_parameters() must name {exe!r} and take four arguments")
+            return
+        _check_config_file(REPO / "config" / f"{exe}.yaml", name, where, errors)
+        _check_inline_names(parameters.args[3], exe, where, errors)
+        return
+    if not isinstance(parameters, ast.List):
+        errors.append(f"{where}: parameters= must be node_parameters(...) or a literal list")
+        return
+    if not any(_strings_in(item, ".yaml") for item in parameters.elts):
+        errors.append(f"{where}: does not load its config/{exe}.yaml")
+    for item in parameters.elts:
+        if isinstance(item, ast.Dict):
+            _check_inline_names(item, exe, where, errors)
+            continue
+        files = _strings_in(item, ".yaml")
+        if len(files) != 1:
+            errors.append(f"{where}: cannot resolve parameters item {ast.unparse(item)!r}")
+            continue
+        _check_config_file(REPO / "config" / Path(files[0]).name, name, where, errors)
+
+
+def _check_node(call: ast.Call, where: str, errors: list[str]) -> None:
     executables = {p.name for p in (REPO / "scripts" / "nodes").iterdir()}
     if _string(_keyword(call, "package")) != "lifelong_learning":
         errors.append(f"{where}: Node without package='lifelong_learning'")
@@ -86,40 +145,7 @@ def _check_node(call: ast.Call, where: str, errors: list[str]) -> None:
         return
     where = f"{where}: {exe}"
     name = _string(_keyword(call, "name")) or exe
-    declared = {s.name for s in declared_parameters(exe)}
-    parameters = _keyword(call, "parameters")
-    if parameters is None:
-        errors.append(f"{where}: does not load its config/{exe}.yaml")
-        return
-    if not isinstance(parameters, ast.List):
-        errors.append(f"{where}: parameters= must be a literal list")
-        return
-    if not any(_strings_in(item, ".yaml") for item in parameters.elts):
-        errors.append(f"{where}: does not load its config/{exe}.yaml")
-    for item in parameters.elts:
-        if isinstance(item, ast.Dict):
-            for key in item.keys:
-                pname = _string(key)
-                if pname is None:
-                    errors.append(f"{where}: inline parameter names must be string literals")
-                elif pname not in declared:
-                    errors.append(f"{where}: parameter {pname!r} is not declared by {exe}")
-            continue
-        files = _strings_in(item, ".yaml")
-        if len(files) != 1:
-            errors.append(f"{where}: cannot resolve parameters item {ast.unparse(item)!r}")
-            continue
-        path = REPO / "config" / Path(files[0]).name
-        if not path.is_file():
-            errors.append(f"{where}: no config/{path.name}")
-            continue
-        try:
-            system = load_system([path])
-        except ConfigError as exc:
-            errors.append(f"{where}: {exc}")
-            continue
-        if name not in system.nodes:
-            errors.append(f"{where}: config/{path.name} does not configure node {name!r}")
+    _check_parameters(call, exe, name, where, errors)
     remappings = _keyword(call, "remappings")
     if remappings is not None:
         if not isinstance(remappings, ast.List):
@@ -134,7 +160,28 @@ def _check_node(call: ast.Call, where: str, errors: list[str]) -> None:
                 errors.append(f"{where}: remaps {source!r}, not a topic of {exe} ({sorted(topics)})")
 
 
-def _check_include(call: ast.Call, where: str, errors: list[str]) -> None:
+def _assigned_dict(tree: ast.AST, name: str) -> ast.Dict | None:
+    """The literal dict assigned to ``name`` in the file, if there is exactly one."""
+    found = [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Dict)
+        and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _dict_keys(tree: ast.AST, node: ast.Dict) -> list[ast.expr | None]:
+    """The keys of a dict literal, ``**name`` expanded when ``name`` is a dict literal of the file."""
+    keys: list[ast.expr | None] = []
+    for key, value in zip(node.keys, node.values, strict=True):
+        inner = _assigned_dict(tree, value.id) if key is None and isinstance(value, ast.Name) else None
+        keys += _dict_keys(tree, inner) if inner is not None else [key]
+    return keys
+
+
+def _check_include(call: ast.Call, where: str, errors: list[str], tree: ast.AST) -> None:
     targets = _strings_in(call, ".launch.py")
     if len(targets) != 1:
         errors.append(f"{where}: cannot resolve the included launch file")
@@ -150,14 +197,14 @@ def _check_include(call: ast.Call, where: str, errors: list[str]) -> None:
     if isinstance(args, ast.Call) and _call_name(args) == "items" and isinstance(args.func, ast.Attribute):
         args = args.func.value
     if isinstance(args, ast.Dict):
-        keys = args.keys
+        keys = _dict_keys(tree, args)
     elif isinstance(args, ast.List):
         keys = [e.elts[0] if isinstance(e, ast.Tuple) and e.elts else e for e in args.elts]
     else:
         errors.append(f"{where}: cannot resolve launch_arguments of {target.name}")
         return
     for key in keys:
-        name = _string(key)
+        name = _string(key) if key is not None else None
         if name not in accepted:
             errors.append(f"{where}: passes {name!r} to {target.name}, which declares {sorted(accepted)}")
 
@@ -201,11 +248,18 @@ def check_launch_text(text: str, filename: str = "test.launch.py") -> list[str]:
     for call in nodes:
         _check_node(call, f"{filename}:{call.lineno}", errors)
     for call in includes:
-        _check_include(call, f"{filename}:{call.lineno}", errors)
+        _check_include(call, f"{filename}:{call.lineno}", errors, tree)
     if nodes or includes:
         _check_middleware_environment(tree, filename, errors)
     declared = declared_arguments(tree)
-    for call in _calls(tree, "LaunchConfiguration"):
+    aliases = {  # arg = LaunchConfiguration
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id == "LaunchConfiguration"
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    for call in [c for alias in ("LaunchConfiguration", *sorted(aliases)) for c in _calls(tree, alias)]:
         name = _string(call.args[0]) if call.args else None
         if name is None:
             errors.append(f"{filename}:{call.lineno}: LaunchConfiguration of a non-literal name")
@@ -341,3 +395,101 @@ def test_launch_file_gives_its_nodes_the_shipped_fastdds_profile_or_keeps_the_us
     assert _environment_actions(path, monkeypatch) == {FASTDDS_PROFILES_VARIABLE: str(profile)}
     monkeypatch.setenv(FASTDDS_PROFILES_VARIABLE, "/robot/own_profile.xml")
     assert _environment_actions(path, monkeypatch) == {}
+
+
+class _LaunchConfiguration(_Action):
+    """Stand-in of launch.substitutions.LaunchConfiguration: ``perform`` reads the context dict."""
+
+    def perform(self, context: dict[str, str]) -> str:
+        return context[self.args[0]]
+
+
+def _nodes_started(path: Path, monkeypatch, given: dict[str, str]) -> list[_Action]:
+    """The Node stand-ins a launch file's OpaqueFunction returns for the arguments ``given`` (the
+    others at their declared defaults)."""
+    modules = _stand_in_modules()
+    modules["launch.substitutions"].LaunchConfiguration = _LaunchConfiguration
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = importlib.util.spec_from_file_location(path.name.replace(".", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (actions,) = module.generate_launch_description().args
+    context = {
+        a.args[0]: a.kwargs["default_value"] for a in actions if type(a).__name__ == "DeclareLaunchArgument"
+    }
+    assert set(given) <= set(context), f"{path.name} declares no {set(given) - set(context)}"
+    context.update(given)
+    (function,) = [a.kwargs["function"] for a in actions if type(a).__name__ == "OpaqueFunction"]
+    return function(context)
+
+
+PER_NODE_FILES = [p for p in LAUNCH_FILES if p.name != "lifelong_learning.launch.py"]
+
+
+@pytest.mark.parametrize("path", PER_NODE_FILES, ids=lambda p: p.name)
+def test_defaults_start_the_nodes_on_their_shipped_files_outside_any_namespace(
+    path, monkeypatch, built_interfaces
+):
+    from lifelong_learning.nodes.catalog import default_config_file
+
+    nodes = _nodes_started(path, monkeypatch, {})
+    assert nodes
+    for node in nodes:
+        exe = node.kwargs["executable"]
+        assert node.kwargs["namespace"] == ""
+        assert node.kwargs["parameters"] == [str(default_config_file(exe)), {"use_sim_time": False}]
+        assert node.kwargs["ros_arguments"] == ["--log-level", "info"]
+
+
+def test_inverse_dynamics_arguments_reach_the_node_in_order(monkeypatch, built_interfaces):
+    from lifelong_learning.nodes.catalog import default_config_file
+
+    given = {
+        "namespace": "robot1",
+        "params_file": "/robot/lifelong_learning.yaml",
+        "use_sim_time": "True",
+        "log_level": "WARN",
+        "joint_names": "[panda_joint1, panda_joint2]",
+        "urdf_path": "/robot/panda.urdf",
+    }
+    (node,) = _nodes_started(REPO / "launch" / "inverse_dynamics.launch.py", monkeypatch, given)
+    assert node.kwargs["namespace"] == "robot1"
+    assert node.kwargs["parameters"] == [
+        str(default_config_file("inverse_dynamics")),  # shipped defaults first
+        "/robot/lifelong_learning.yaml",  # then the user's file
+        {"use_sim_time": True},
+        {"urdf_path": "/robot/panda.urdf", "joint_names": ["panda_joint1", "panda_joint2"]},
+    ]
+    assert node.kwargs["ros_arguments"] == ["--log-level", "warn"]
+    (node,) = _nodes_started(
+        REPO / "launch" / "inverse_dynamics.launch.py", monkeypatch, {"joint_names": "a, b ,c"}
+    )
+    assert node.kwargs["parameters"][-1] == {"joint_names": ["a", "b", "c"]}  # urdf_path: the file's
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"log_level": "verbose"}, "log_level:='verbose': expected one of debug, info, warn, error, fatal"),
+        ({"use_sim_time": "yes"}, "use_sim_time:='yes': expected true or false"),
+        ({"joint_names": "a,,b"}, "joint_names:='a,,b' has an empty name"),
+        ({"joint_names": "[a, 3]"}, "expected a list of names"),
+    ],
+)
+def test_bad_launch_arguments_are_clear_errors(given, message, monkeypatch, built_interfaces):
+    from lifelong_learning.nodes.launch_support import LaunchArgumentError
+
+    with pytest.raises(LaunchArgumentError, match=re.escape(message)):
+        _nodes_started(REPO / "launch" / "inverse_dynamics.launch.py", monkeypatch, given)
+
+
+def test_the_bring_up_passes_the_common_arguments_to_every_file(built_interfaces):
+    tree = ast.parse((REPO / "launch" / "lifelong_learning.launch.py").read_text())
+    common = {"namespace", "params_file", "use_sim_time", "log_level"}
+    for call in _calls(tree, "IncludeLaunchDescription"):
+        args = _keyword(call, "launch_arguments").func.value
+        passed = {_string(k) for k in _dict_keys(tree, args)}
+        assert common <= passed, (call.lineno, common - passed)
+    for path in PER_NODE_FILES:
+        assert common <= declared_arguments(ast.parse(path.read_text())), path.name

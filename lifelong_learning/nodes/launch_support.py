@@ -1,0 +1,104 @@
+"""What the launch files in ``launch/`` share: from launch arguments (strings) to a node's parameters.
+
+It imports nothing from ``launch`` (which has no PyPI wheel, so the launch files cannot run on
+machines set up from the wheels): the rules are tested here, and ``test/test_launch_files.py``
+checks the launch files that use them.
+
+Every node a launch file starts gets, in this order (later wins, as in ``lifelong-learning up``):
+
+1. its shipped defaults, ``config/<node>.yaml``;
+2. the user's ``params_file`` argument, when one is given (a standard ROS 2 params file; key
+   the nodes ``/**/<node>`` so that it applies in any namespace);
+3. ``use_sim_time`` from the launch argument (the ROS 2 convention: the argument wins);
+4. each parameter whose own launch argument was given (``urdf_path:=...``, ``joint_names:=...``):
+   an argument left at ``''`` overrides nothing, so the params file keeps its value.
+
+The namespace and ``log_level`` go to the ``Node`` itself (``namespace=``, ``ros_arguments=``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+#: the levels rcutils accepts for ``--log-level``
+LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+
+
+class LaunchArgumentError(ValueError):
+    """A launch argument that cannot become the parameter it sets (the message says which)."""
+
+
+def flag(name: str, text: str) -> bool:
+    """A boolean launch argument: ``true``/``false`` (any case, as launch writes them)."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise LaunchArgumentError(f"launch argument {name}:={text!r}: expected true or false")
+    return value == "true"
+
+
+def name_list(name: str, text: str) -> list[str]:
+    """A list of names from a launch argument: ``a,b,c`` or the YAML list ``[a, b, c]``."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise LaunchArgumentError(f"launch argument {name}:={text!r} is not a YAML list: {exc}") from exc
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise LaunchArgumentError(f"launch argument {name}:={text!r}: expected a list of names")
+        names = [v.strip() for v in value]
+    else:
+        names = [part.strip() for part in text.split(",")]
+    if not all(names):
+        raise LaunchArgumentError(f"launch argument {name}:={text!r} has an empty name")
+    return names
+
+
+def log_level(text: str) -> str:
+    """The ``--log-level`` value of a ``log_level`` argument (refused unless rcutils knows it)."""
+    level = text.strip().lower()
+    if level not in LOG_LEVELS:
+        raise LaunchArgumentError(
+            f"launch argument log_level:={text!r}: expected one of {', '.join(LOG_LEVELS)}"
+        )
+    return level
+
+
+def _converted(spec: Any, text: str) -> Any:
+    """A launch argument's text as the value of the parameter ``spec`` declares (its default's type)."""
+    if isinstance(spec.default, bool):
+        return flag(spec.name, text)
+    if isinstance(spec.default, list):
+        return name_list(spec.name, text)
+    if isinstance(spec.default, str):
+        return text.strip()
+    raise LaunchArgumentError(f"parameter {spec.name} ({type(spec.default).__name__}) has no launch argument")
+
+
+def node_parameters(
+    node: str, params_file: str, use_sim_time: str, given: dict[str, str]
+) -> list[str | dict[str, Any]]:
+    """The ``parameters=`` of a launch_ros ``Node`` for this package's node ``node``: its shipped
+    file, the user's params file (if any), ``use_sim_time``, then each parameter of ``given``
+    (name → the launch argument's text) whose argument was not ``''``, converted to the type the
+    node declares (``a,b`` or ``[a, b]`` for a list of names).
+    """
+    from lifelong_learning.nodes.catalog import declared_parameters, default_config_file
+
+    shipped = default_config_file(node)
+    if shipped is None:
+        raise LaunchArgumentError(f"no shipped config/{node}.yaml: is lifelong_learning installed?")
+    specs = {spec.name: spec for spec in declared_parameters(node)}
+    unknown = sorted(set(given) - set(specs))
+    if unknown:
+        raise LaunchArgumentError(f"node {node} declares no parameter {', '.join(unknown)}")
+    parameters: list[str | dict[str, Any]] = [str(shipped)]
+    if params_file.strip():
+        parameters.append(params_file.strip())
+    parameters.append({"use_sim_time": flag("use_sim_time", use_sim_time)})
+    chosen = {name: _converted(specs[name], text) for name, text in given.items() if text.strip()}
+    if chosen:
+        parameters.append(chosen)
+    return parameters
