@@ -12,8 +12,9 @@
   swap (hot reload: a model file that fails to load leaves the old model serving), the
   ``~/save_model``, ``~/load_model`` and ``~/reset`` services, hot reload of the model files
   announced on ``model_topic`` (e.g. by the ``nystrom_tuner`` node), a checkpoint written
-  atomically every ``checkpoint_interval_s`` and on shutdown (a failed one is retried), restored
-  on start; the paths that requests and announcements name are confined to ``model_directory``.
+  atomically every ``checkpoint_interval_s`` (on a thread of its own, off the callback path)
+  and on shutdown (a failed one is retried), restored on start; the paths that requests and
+  announcements name are confined to ``model_directory``.
 - :func:`run_node`: the ``main()`` of every node executable (Ctrl-C / SIGTERM → final checkpoint).
 """
 
@@ -570,6 +571,9 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         self.ignored_inactive = 0  # input messages that arrived while the node was not active
         self._configured: list[Any] = []  # services, timers and subscriptions made by configure
         self._checkpoint_timer: Any = None
+        # one checkpoint write at a time: the timer's (on its own thread) or the final one
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_writer: threading.Thread | None = None
         self._configure_error: Exception | None = None
         LifecycleNodeMixin.__init__(self, callback_group=self.service_group)
 
@@ -693,8 +697,18 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             self._checkpoint_timer = None
         if self.checkpoint_path is not None and interval > 0:
             self._checkpoint_timer = self.create_timer(
-                interval, self.checkpoint, callback_group=self.service_group
+                interval, self._checkpoint_off_the_callback_path, callback_group=self.service_group
             )
+
+    def _checkpoint_off_the_callback_path(self) -> None:
+        """The checkpoint timer: the snapshot (under the model lock) and the write run on a thread of
+        their own, so that the executor goes on answering inputs meanwhile (a single-threaded
+        executor would otherwise wait for the disk); a tick while the last write runs is skipped."""
+        writer = self._checkpoint_writer
+        if writer is not None and writer.is_alive():
+            return
+        self._checkpoint_writer = threading.Thread(target=self.checkpoint, name="checkpoint", daemon=True)
+        self._checkpoint_writer.start()
 
     def _destroy_configured(self) -> None:
         self._schedule_checkpoints(0.0)
@@ -889,33 +903,38 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         A failed write (disk full, no permission) leaves the model marked as changed: the next
         timer tick and the final checkpoint on shutdown try again; meanwhile
         :attr:`checkpoint_error` holds the failure and diagnostics report it at ERROR.
-        Returns True when written.
+        Returns True when written. One write at a time: a call while the timer's write runs
+        waits for it (the final checkpoint on shutdown then writes what came after).
         """
         if self.checkpoint_path is None:
             return False
+        with self._checkpoint_lock:
+            return self._write_checkpoint(self.checkpoint_path)
+
+    def _write_checkpoint(self, path: Path) -> bool:
         with self.model_lock:
             if self.model is None:  # not configured (or the model is still to come)
                 return False
             pending = self.updates_since_checkpoint
-            if pending == 0 and self.checkpoint_error is None and self.checkpoint_path.exists():
+            if pending == 0 and self.checkpoint_error is None and path.exists():
                 return False
             snap = self.model.to_model_file()
         try:
-            save_model_file(self.checkpoint_path, snap)
+            save_model_file(path, snap)
         except (OSError, ModelFileError) as exc:
             first = self.checkpoint_error is None
             self.checkpoint_error = f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {exc}"
             retry = "will retry" if first else "still failing, will retry"
-            self.get_logger().error(f"checkpoint to {self.checkpoint_path} failed ({retry}): {exc}")
+            self.get_logger().error(f"checkpoint to {path} failed ({retry}): {exc}")
             return False
         with self.model_lock:  # what was learned while writing stays pending
             self.updates_since_checkpoint = max(0, self.updates_since_checkpoint - pending)
         if self.checkpoint_error is not None:
-            self.get_logger().info(f"checkpoint to {self.checkpoint_path} written again")
+            self.get_logger().info(f"checkpoint to {path} written again")
         self.checkpoint_error = None
         self.last_checkpoint = time.strftime("%Y-%m-%d %H:%M:%S")
         try:
-            self.checkpoint_bytes = self.checkpoint_path.stat().st_size
+            self.checkpoint_bytes = path.stat().st_size
         except OSError:
             self.checkpoint_bytes = None
         return True

@@ -370,3 +370,36 @@ def test_a_checkpoint_path_that_is_a_directory_exits_2_and_leaves_the_directory(
     )
     assert "Traceback" not in res.stderr
     assert (directory / "sub").is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints"]
+
+
+def test_checkpoints_are_written_off_the_callback_path(executor, spin, tmp_path, monkeypatch):
+    """A slow disk (each write takes 1 s here) does not hold up the executor: other callbacks run
+    while the timer's checkpoint is being written, and the final checkpoint waits for it."""
+    from lifelong_learning.core import model_file
+    from lifelong_learning.core.model_file import load_model_file
+    from lifelong_learning.nodes import _base
+
+    slow_write = model_file.save_model_file
+
+    def save_slowly(path, snap):
+        time.sleep(1.0)
+        slow_write(path, snap)
+
+    monkeypatch.setattr(_base, "save_model_file", save_slowly)
+    ckpt = tmp_path / "ckpt.llm"
+    node = make_node(executor.context, checkpoint_path=str(ckpt), checkpoint_interval_s=0.2)
+    executor.add_node(node)
+    ticks: list[float] = []
+    timer = node.create_timer(0.02, lambda: ticks.append(time.monotonic()))
+    node.learn(np.ones(3), [1.0])
+    assert spin(
+        executor, lambda: node._checkpoint_writer is not None and node._checkpoint_writer.is_alive(), 5
+    )
+    writing_since, before = time.monotonic(), len(ticks)
+    spin(executor, lambda: False, 0.6)  # while the write runs
+    assert node._checkpoint_writer.is_alive() or time.monotonic() - writing_since >= 1.0
+    assert len(ticks) - before >= 10, "the executor waited for the disk"
+    node.learn(np.ones(3), [2.0])  # learned during the write: pending for the final checkpoint
+    node.destroy_timer(timer)
+    node.shutdown()  # waits for the timer's write, then writes what came after
+    assert int(load_model_file(ckpt).meta["n_samples"]) == 2
