@@ -14,13 +14,18 @@
   announced on ``model_topic`` (e.g. by the ``nystrom_tuner`` node), a checkpoint written
   atomically every ``checkpoint_interval_s`` (on a thread of its own, off the callback path)
   and on shutdown (a failed one is retried), restored on start; the paths that requests and
-  announcements name are confined to ``model_directory``.
+  announcements name are confined to ``model_directory``. Every replacement of the serving model
+  (hot reload, a model received as bytes on ``model_data_topic``, ``~/reset``) first keeps the
+  replaced one on disk (:class:`ModelHistory`, at most ``keep_previous_models``), and
+  ``~/rollback`` brings the most recent one back.
 - :func:`run_node`: the ``main()`` of every node executable (Ctrl-C / SIGTERM → final checkpoint).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -45,12 +50,15 @@ from std_srvs.srv import Trigger
 
 from lifelong_learning.core.files import (
     UnsafePathError,
+    atomic_write_bytes,
     check_replaceable,
     confined_path,
     remove_stale_temporaries,
 )
 from lifelong_learning.core.losses import SequenceLossCounter
 from lifelong_learning.core.model_file import (
+    MAX_MODEL_BYTES,
+    ModelFile,
     ModelFileError,
     is_model_file,
     load_model_file,
@@ -58,6 +66,7 @@ from lifelong_learning.core.model_file import (
     save_model_file,
 )
 from lifelong_learning.core.persistence import PersistentModel
+from lifelong_learning.msg import ModelFile as ModelFileMessage
 from lifelong_learning.srv import LoadModel, SaveModel
 
 #: the task part of every node's diagnostic status name, ``<node's fully qualified name>: health``
@@ -464,6 +473,80 @@ class NodeBase(Node):
         self._published_at = time.monotonic()
 
 
+#: the default of ``max_model_bytes``: the largest model file a learner takes from ``model_data_topic``
+DEFAULT_MAX_RECEIVED_MODEL_BYTES = 512 * 1024**2
+
+_RECEIVED_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def received_file_name(name: str, sha256: str) -> str:
+    """The file name a model received as bytes is stored under: the last component of the sender's
+    ``name``, characters other than ``[A-Za-z0-9._-]`` replaced by ``_``, leading dots removed (no
+    hidden file, no ``..``), at most 100 characters; ``model-<sha256 prefix>.model`` when nothing is
+    left. It never names anything but a file directly in the folder it is joined to."""
+    base = _RECEIVED_NAME_UNSAFE.sub("_", name.replace("\\", "/").rsplit("/", 1)[-1])[:100].lstrip(".")
+    return base or f"model-{sha256[:16]}.model"
+
+
+class ModelHistory:
+    """The models a learner node served before, newest last: files in one folder, at most ``keep``.
+
+    Each is a model file written atomically, named ``<seq>.before-<why>.<YYYYmmdd-HHMMSS>.model``:
+    ``seq`` (one more than the newest's) orders them, ``why`` says what replaced the model
+    (``reload``: a hot reload, a received model or ``~/load_model``; ``reset``). :meth:`push`
+    adds one, :meth:`prune` removes the oldest beyond ``keep``; ``~/rollback`` loads the newest and
+    removes it. The model a rollback replaces is written to :attr:`rolled_back` (one file, the last
+    rollback's), which is not a rollback target: ``~/load_model`` brings it back. Files of other
+    names in the folder are never touched. Not thread-safe: the node serializes its replacements.
+    """
+
+    ROLLED_BACK_NAME = "rolled-back.model"
+    _NAME = re.compile(r"(\d{6,})\.before-([a-z]+)\.(\d{8}-\d{6})\.model")
+
+    def __init__(self, folder: Path, keep: int) -> None:
+        self.folder = folder
+        self.keep = int(keep)
+
+    @property
+    def rolled_back(self) -> Path:
+        """Where the model replaced by the last rollback is kept."""
+        return self.folder / self.ROLLED_BACK_NAME
+
+    def files(self) -> list[Path]:
+        """The previous models (regular files named as :meth:`push` names them), oldest first."""
+        try:
+            entries = list(os.scandir(self.folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        found: list[tuple[int, Path]] = []
+        for entry in entries:
+            match = self._NAME.fullmatch(entry.name)
+            if match is not None and entry.is_file(follow_symlinks=False):
+                found.append((int(match.group(1)), Path(entry.path)))
+        return [path for _, path in sorted(found)]
+
+    def push(self, snapshot: ModelFile, why: str) -> Path:
+        """Write ``snapshot`` as the newest previous model (atomically); its path.
+
+        Raises:
+            OSError / ModelFileError: not written (disk full, no permission); nothing changed.
+        """
+        files = self.files()
+        last = self._NAME.fullmatch(files[-1].name) if files else None
+        seq = int(last.group(1)) + 1 if last is not None else 1
+        path = self.folder / f"{seq:06d}.before-{why}.{time.strftime('%Y%m%d-%H%M%S')}.model"
+        save_model_file(path, snapshot)
+        return path
+
+    def prune(self) -> list[Path]:
+        """Remove the oldest previous models beyond ``keep``; the paths removed."""
+        files = self.files()
+        removed = files[: max(0, len(files) - self.keep)]
+        for path in removed:
+            path.unlink(missing_ok=True)
+        return removed
+
+
 class LearnerNode(LifecycleNodeMixin, NodeBase):
     """A node holding a learned model, with save/load/reset services and checkpoints.
 
@@ -488,6 +571,31 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
     special file or a file that is not a model file. A refusal is the counted rejection
     ``"path refused"``. ``checkpoint_path`` (the operator's) may be anywhere but must be a
     regular file or missing; stale temporaries of killed writes are removed at start.
+
+    Models over ROS (``model_data_topic``, lifelong_learning/ModelFile, reliable, transient local,
+    depth 1: a tuner on another machine, no shared filesystem): a file of another kind is ignored
+    (``ignored model files``); one larger than ``max_model_bytes`` or whose SHA-256 is not the
+    message's is refused, counted (``"model too large"``, ``"model checksum mismatch"``) and
+    nothing changes; otherwise the bytes are written atomically to
+    ``<model_directory>/received/<node>/<name>`` (only the name's last component, sanitized:
+    :func:`received_file_name`) and loaded by :meth:`reload`, the hot reload's path: a model
+    that does not fit the node (other joints, another robot, another feature size) is a
+    ``"model reload failed"`` with the reason, its file removed, the serving model kept. The file
+    of the last model loaded this way stays (the others are removed): the same bytes delivered
+    again (a latched message after a restart) are not loaded again.
+
+    Rollback (:class:`ModelHistory` in ``<model_directory>/previous/<node>/``): every replacement
+    of the serving model (:meth:`replace_model`: hot reload, received model, ``~/reset``) first
+    writes the model it replaces there, under the model lock, so that the file is exactly what
+    served; a replacement whose model cannot be written (disk full) is refused and nothing
+    changes (``keep_previous_models`` 0 keeps none). At most ``keep_previous_models`` are kept, the
+    oldest removed. ``~/rollback`` (std_srvs/Trigger) serves the most recent one again (read and
+    checked like a hot reload, swapped under the model lock) and removes it from the history, so
+    that two rollbacks in a row go two steps back, as an editor's undo does; the model it
+    replaced is not a rollback target (a repeated or re-sent request never brings back the model
+    just rolled away from) but is saved as ``rolled-back.model`` in the same folder, which
+    ``~/load_model`` brings back. With nothing to roll back to it answers success false, saying
+    why, and changes nothing.
     """
 
     #: the learner this node serves
@@ -541,6 +649,29 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             "Let ~/save_model, ~/load_model and model_topic use paths outside model_directory. "
             "Saves still never replace a symlink, a directory, a special file or a non-model file.",
         ),
+        ParamSpec(
+            "keep_previous_models",
+            3,
+            "Models kept on disk in <model_directory>/previous/<node>/ when the serving model is "
+            "replaced (hot reload, received model, ~/reset), for ~/rollback; the oldest beyond this "
+            "count are removed. 0 keeps none (and ~/rollback has nothing to roll back to).",
+            bounds=(0, 100),
+        ),
+        ParamSpec(
+            "model_data_topic",
+            "tuned_model_data",
+            "lifelong_learning/ModelFile (reliable, transient local, depth 1): model files as bytes, "
+            "from a tuner without a shared filesystem; the SHA-256 and the model's fit are checked, "
+            "then it is stored in <model_directory>/received/<node>/ and hot-reloaded; files of "
+            "another kind are ignored; '' disables.",
+        ),
+        ParamSpec(
+            "max_model_bytes",
+            DEFAULT_MAX_RECEIVED_MODEL_BYTES,
+            "The largest model file taken from model_data_topic, in bytes (512 MiB); larger ones are "
+            "refused and counted ('model too large').",
+            bounds=(1, MAX_MODEL_BYTES),
+        ),
     )
 
     def __init__(self, node_name: str, params: Sequence[ParamSpec] = (), **kwargs: Any):
@@ -551,7 +682,10 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         self.updates_since_checkpoint = 0
         self.last_checkpoint: str = "never"
         self.last_reload: str = "never"
-        self.ignored_model_files = 0  # announced files of another kind (meant for another node)
+        self.ignored_model_files = 0  # announced or received files of another kind (for another node)
+        self.last_rollback: str = "never"
+        self.models_received = 0  # received as bytes, verified and loaded
+        self.last_model_received: str = "none"
         self._loaded_file: tuple[str, int] | None = None  # (path, mtime_ns) of the serving model's file
         self.service_group = MutuallyExclusiveCallbackGroup()
         self.reload_group = MutuallyExclusiveCallbackGroup()
@@ -561,6 +695,14 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             os.path.expanduser(str(self.params["model_directory"]) or DEFAULT_MODEL_DIRECTORY)
         )
         self.allow_outside = bool(self.params["allow_paths_outside_model_directory"])
+        # the node's own folders under model_directory, by fully qualified name (robots do not collide)
+        own = Path(*self.get_fully_qualified_name().strip("/").split("/"))
+        self.history = ModelHistory(
+            self.model_directory / "previous" / own, int(self.params["keep_previous_models"])
+        )
+        self.received_directory = self.model_directory / "received" / own
+        # one replacement of the serving model at a time (reload, reset, rollback); taken before model_lock
+        self._replace_lock = threading.RLock()
         # the failure of the last checkpoint attempt; None when it succeeded
         self.checkpoint_error: str | None = None
         # what the restored checkpoint holds that differs from the parameters (the checkpoint wins)
@@ -621,6 +763,7 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             self.create_configured_service(SaveModel, "~/save_model", self._on_save)
             self.create_configured_service(LoadModel, "~/load_model", self._on_load)
             self.create_configured_service(Trigger, "~/reset", self._on_reset)
+            self.create_configured_service(Trigger, "~/rollback", self._on_rollback)
             self._schedule_checkpoints(float(self.params["checkpoint_interval_s"]))
             topic = str(self.params["model_topic"])
             if topic:
@@ -633,6 +776,23 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
                 self._configured.append(
                     self.create_subscription(
                         String, topic, self._on_model_announced, qos, callback_group=self.reload_group
+                    )
+                )
+            data_topic = str(self.params["model_data_topic"])
+            if data_topic:
+                # latched by the publisher: the last model sent before this node started is delivered
+                latched = QoSProfile(
+                    depth=1,
+                    reliability=ReliabilityPolicy.RELIABLE,
+                    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                )
+                self._configured.append(
+                    self.create_subscription(
+                        ModelFileMessage,
+                        data_topic,
+                        self._on_model_data,
+                        latched,
+                        callback_group=self.reload_group,
                     )
                 )
             self.configure_learner()
@@ -778,7 +938,8 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             except UnsafePathError as exc:
                 raise UnsafePathError(f"checkpoint_path {self.params['checkpoint_path']!r}: {exc}") from exc
             removed += remove_stale_temporaries(self.checkpoint_path.parent, self.checkpoint_path.name)
-        removed += remove_stale_temporaries(self.model_directory, min_age_s=STALE_TEMPORARY_AGE_S)
+        for folder in (self.model_directory, self.history.folder, self.received_directory):
+            removed += remove_stale_temporaries(folder, min_age_s=STALE_TEMPORARY_AGE_S)
         for path in removed:
             self.get_logger().warning(f"removed {path}, left by a write that was killed")
 
@@ -837,8 +998,48 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         except OSError:
             return None
 
+    def replace_model(
+        self,
+        model: Any,
+        why: str,
+        loaded_file: tuple[str, int] | None = None,
+        before_swap: Callable[[], None] | None = None,
+    ) -> str:
+        """Serve ``model`` in place of the serving model, which is first kept for ``~/rollback``.
+
+        Under the model lock: the serving model (if any, and unless ``keep_previous_models`` is 0)
+        is written to the history (:meth:`ModelHistory.push`: exactly what served, no message in
+        between), then ``before_swap`` runs (``~/reset``: :meth:`forget_inputs`) and the model is
+        swapped in (:meth:`swap_model`); then the oldest previous models beyond the count are
+        removed. ``why`` names the replacement in the file's name (``reload``, ``reset``).
+
+        Returns:
+            A note for the caller's answer: which file keeps the replaced model ('' if none).
+
+        Raises:
+            OSError / ModelFileError: the serving model could not be written; nothing changed.
+        """
+        with self._replace_lock:
+            with self.model_lock:
+                kept = None
+                if self.model is not None and self.history.keep > 0:
+                    kept = self.history.push(self.model.to_model_file(), why)
+                if before_swap is not None:
+                    before_swap()
+                self.swap_model(model, loaded_file)
+            for path in self.history.prune() if kept is not None else ():
+                self.get_logger().info(f"removed the previous model {path} (keep_previous_models)")
+        return "" if kept is None else f"; the model it replaced is kept for ~/rollback as {kept}"
+
+    def _not_kept(self, exc: Exception) -> str:
+        return (
+            f"the serving model could not be kept for ~/rollback in {self.history.folder} ({exc}); "
+            "free space there, or set keep_previous_models to 0 to replace models without keeping them"
+        )
+
     def reload(self, path: str | os.PathLike[str]) -> tuple[bool, str]:
-        """Hot reload: read and build the model in ``path`` outside the lock, then swap it in.
+        """Hot reload: read and build the model in ``path`` outside the lock, then swap it in
+        (:meth:`replace_model`: the replaced model is kept for ``~/rollback``).
 
         Returns ``(success, message)``. On failure the old model keeps serving, the failure
         is counted as the rejection ``"model reload failed"`` and logged as an error.
@@ -849,13 +1050,94 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             model = self.read_model(path)  # outside the lock: the old model keeps serving
         except (ModelFileError, ValueError, OSError) as exc:
             return False, self._reload_failed(f"model reload from {path} failed, previous model kept: {exc}")
-        self.swap_model(model, key)
+        try:
+            kept = self.replace_model(model, "reload", key)
+        except (ModelFileError, OSError) as exc:
+            return False, self._reload_failed(
+                f"model reload from {path} refused, previous model kept: {self._not_kept(exc)}"
+            )
         with self.model_lock:
             version = self.model_version
         self.last_reload = f"{path} at {time.strftime('%Y-%m-%d %H:%M:%S')}"
-        message = f"loaded {path} (model version {version})"
+        message = f"loaded {path} (model version {version}){kept}"
         self.get_logger().info(message)
         return True, message
+
+    def rollback(self) -> tuple[bool, str]:
+        """Serve the most recent previous model again (``~/rollback``); ``(success, message)``.
+
+        The file is read and checked like a hot reload (:meth:`read_model`), outside the model
+        lock; under it, the serving model is written to :attr:`ModelHistory.rolled_back` and the
+        previous one swapped in; then its file leaves the history (the next rollback goes one
+        further back). Nothing changes when there is nothing to roll back to, when no model serves
+        yet, when the file does not fit the node now (other joints or dimension: left in place), is
+        unreadable (moved aside as ``.unreadable-<time>``: the next rollback goes one further
+        back), or when the serving model cannot be written.
+        """
+        with self._replace_lock:
+            files = self.history.files() if self.history.keep > 0 else []
+            if not files:
+                why = (
+                    "keep_previous_models is 0, no previous model is kept"
+                    if self.history.keep == 0
+                    else f"no previous model in {self.history.folder} (one is kept whenever a hot reload, "
+                    "a received model or ~/reset replaces the serving model)"
+                )
+                return False, f"nothing to roll back to: {why}; the serving model is unchanged"
+            newest = files[-1]
+            with self.model_lock:
+                serving = self.model is not None
+            if not serving:
+                return (
+                    False,
+                    f"no model serves yet, nothing to roll back from; ~/load_model can load {newest}",
+                )
+            try:
+                model = self.read_model(newest)
+            except ModelFileError as exc:
+                aside = newest.with_name(f"{newest.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
+                os.replace(newest, aside)
+                message = (
+                    f"the most recent previous model is unreadable ({exc}); moved aside to {aside}, the "
+                    "serving model is unchanged (~/rollback again goes one further back)"
+                )
+                self.get_logger().error(message)
+                return False, message
+            except (ValueError, OSError) as exc:
+                return False, (
+                    f"the most recent previous model {newest} does not fit this node now ({exc}); "
+                    "the serving model is unchanged"
+                )
+            rolled_back = self.history.rolled_back
+            try:
+                with self.model_lock:
+                    save_model_file(rolled_back, self.model.to_model_file())
+                    self.swap_model(model)
+            except (ModelFileError, OSError) as exc:
+                return (
+                    False,
+                    f"rollback refused, the serving model is unchanged: it could not be saved ({exc})",
+                )
+            try:
+                newest.unlink()
+            except OSError as exc:  # it would be rolled back to again: say so
+                self.get_logger().error(f"could not remove {newest} from the previous models: {exc}")
+            with self.model_lock:
+                version = self.model_version
+        left = f"{len(files) - 1} previous model{'s' if len(files) != 2 else ''} left"
+        self.last_rollback = f"{time.strftime('%Y-%m-%d %H:%M:%S')}: to {newest.name}"
+        message = (
+            f"rolled back to {newest} (model version {version}); the model it replaced is saved as "
+            f"{rolled_back} (~/load_model brings it back); {left}"
+        )
+        self.get_logger().info(message)
+        return True, message
+
+    def _on_rollback(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.rollback()
+        if not response.success:
+            self.get_logger().warning(f"~/rollback: {response.message}")
+        return response
 
     def _reload_failed(self, message: str) -> str:
         """Count the failed reload (every one is logged as an error, not rate-limited)."""
@@ -896,6 +1178,75 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             self.get_logger().info(f"announced model {path} is already the serving model")
             return
         self.reload(path)
+
+    def _on_model_data(self, msg: ModelFileMessage) -> None:
+        """A model file as bytes (``model_data_topic``): checked, stored, hot-reloaded (see the class)."""
+        what = f"model {msg.name!r} received on {self.params['model_data_topic']}"
+        if msg.kind != self.model_class.kind:
+            self.ignored_model_files += 1
+            self.get_logger().info(
+                f"ignored {what}: a {msg.kind!r} model, this node loads {self.model_class.kind!r}"
+            )
+            return
+        data = msg.data.tobytes() if hasattr(msg.data, "tobytes") else bytes(msg.data)
+        limit = int(self.params["max_model_bytes"])
+        if len(data) > limit:
+            self._received(msg.name, "", f"refused: {len(data)} bytes, over max_model_bytes ({limit})")
+            self.reject(
+                "model too large", f"{what}: {len(data)} bytes, max_model_bytes is {limit}; model kept"
+            )
+            return
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != msg.sha256.strip().lower():
+            self._received(msg.name, digest, "refused: model checksum mismatch")
+            self.reject(
+                "model checksum mismatch",
+                f"{what}: the SHA-256 of its {len(data)} bytes is {digest}, the message says "
+                f"{msg.sha256[:80]!r} (damaged or incomplete); the serving model is unchanged",
+            )
+            return
+        path = self.received_directory / received_file_name(msg.name, digest)
+        if self._received_before(path, digest):
+            self.get_logger().info(f"{what} was received and loaded before ({path}); not loaded again")
+            return
+        try:
+            check_replaceable(path)
+            atomic_write_bytes(path, data)
+        except (OSError, UnsafePathError) as exc:
+            self._received(msg.name, digest, f"refused: cannot be stored ({exc})")
+            self._reload_failed(f"{what} could not be stored as {path}, previous model kept: {exc}")
+            return
+        ok, message = self.reload(path)
+        if not ok:  # refused: it leaves nothing behind
+            path.unlink(missing_ok=True)
+            self._received(msg.name, digest, f"refused: {message}")
+            return
+        self.models_received += 1
+        self._received(msg.name, digest, "loaded")
+        for other in self.received_directory.iterdir():  # the last one loaded is enough
+            if (
+                other != path
+                and not other.name.startswith(".")
+                and other.is_file()
+                and not other.is_symlink()
+            ):
+                other.unlink(missing_ok=True)
+
+    def _received(self, name: str, digest: str, outcome: str) -> None:
+        """Record the last model received for diagnostics."""
+        sha = f" (sha256 {digest[:12]})" if digest else ""
+        self.last_model_received = f"{name!r}{sha} at {time.strftime('%Y-%m-%d %H:%M:%S')}: {outcome}"
+
+    @staticmethod
+    def _received_before(path: Path, digest: str) -> bool:
+        """Whether ``path`` holds exactly these bytes already (loaded before: a latched re-delivery)."""
+        try:
+            if path.is_symlink() or not path.is_file():
+                return False
+            with open(path, "rb") as f:
+                return hashlib.file_digest(f, "sha256").hexdigest() == digest
+        except OSError:
+            return False
 
     def checkpoint(self) -> bool:
         """Write the checkpoint if anything changed since the last one (or the last attempt failed).
@@ -975,11 +1326,24 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         about its input streams besides the model (filters, stamps, statistics)."""
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        with self.model_lock:  # one step: no message sees the new stream state with the old model
-            self.forget_inputs()
-            self.swap_model(self.new_model())
-        response.success, response.message = True, "model reset"
-        self.get_logger().info("model reset")
+        """A new model from the parameters; the old one is kept for ``~/rollback`` first."""
+        why = kept = ""
+        with self._replace_lock, self.model_lock:  # one step: no message sees the new stream state
+            try:  # with the old model
+                model = self.new_model()
+            except ValueError as exc:  # e.g. no robot description yet
+                why = f"no new model can be built: {exc}"
+            if not why:
+                try:
+                    kept = self.replace_model(model, "reset", before_swap=self.forget_inputs)
+                except (ModelFileError, OSError) as exc:
+                    why = self._not_kept(exc)
+        if why:
+            response.success, response.message = False, f"reset refused, the model is unchanged: {why}"
+            self.get_logger().error(response.message)
+            return response
+        response.success, response.message = True, f"model reset{kept}"
+        self.get_logger().info(response.message)
         return response
 
     def diagnostic_values(self) -> dict[str, str]:
@@ -996,6 +1360,10 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         values["last reload"] = self.last_reload
         values["ignored model files"] = str(self.ignored_model_files)
         values["model version"] = str(self.model_version)
+        values["previous models kept"] = f"{len(self.history.files())} of {self.history.keep}"
+        values["last rollback"] = self.last_rollback
+        values["models received"] = str(self.models_received)
+        values["last model received"] = self.last_model_received
         return values
 
     def diagnostic_problems(self) -> list[tuple[bytes, str]]:
