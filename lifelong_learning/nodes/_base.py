@@ -582,7 +582,9 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
     that does not fit the node (other joints, another robot, another feature size) is a
     ``"model reload failed"`` with the reason, its file removed, the serving model kept. The file
     of the last model loaded this way stays (the others are removed): the same bytes delivered
-    again (a latched message after a restart) are not loaded again.
+    again (the latched message, after a restart or a new configure) are not loaded again when
+    the checkpoint restored at start was written after that file (it holds that model, or what
+    was learned or rolled back since); a node that started afresh loads them.
 
     Rollback (:class:`ModelHistory` in ``<model_directory>/previous/<node>/``): every replacement
     of the serving model (:meth:`replace_model`: hot reload, received model, ``~/reset``) first
@@ -716,6 +718,8 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         # one checkpoint write at a time: the timer's (on its own thread) or the final one
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_writer: threading.Thread | None = None
+        # modification time of the checkpoint restored by the last configure (None: none restored)
+        self._restored_mtime_ns: int | None = None
         self._configure_error: Exception | None = None
         LifecycleNodeMixin.__init__(self, callback_group=self.service_group)
 
@@ -902,9 +906,11 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
     def restore_checkpoint(self) -> PersistentModel | None:
         """The checkpoint's model, or None (none, not wanted, or moved aside: see :meth:`build_model`)."""
         path = self.checkpoint_path
+        self._restored_mtime_ns = None
         if path is None or not self.params["restore_on_start"] or not path.exists():
             return None
         try:
+            mtime_ns = path.stat().st_mtime_ns
             model = self.model_class.from_model_file(load_model_file(path, kind=self.model_class.kind))
         except (ModelFileError, ValueError) as exc:
             self._move_aside(path, "unreadable", exc)
@@ -920,6 +926,7 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
                 f"checkpoint {path} conflicts with the parameters, the checkpoint wins: {conflict}"
             )
         self.checkpoint_bytes = path.stat().st_size
+        self._restored_mtime_ns = mtime_ns
         self.last_checkpoint = f"restored from {path}"
         self.get_logger().info(f"restored model from checkpoint {path}")
         return model
@@ -1206,8 +1213,11 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             )
             return
         path = self.received_directory / received_file_name(msg.name, digest)
-        if self._received_before(path, digest):
-            self.get_logger().info(f"{what} was received and loaded before ({path}); not loaded again")
+        if self._in_restored_checkpoint(path, digest):
+            self.get_logger().info(
+                f"{what} was loaded before ({path}) and the checkpoint restored at start was written after "
+                "it (it holds that model, or what came after it): not loaded again"
+            )
             return
         try:
             check_replaceable(path)
@@ -1237,11 +1247,16 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         sha = f" (sha256 {digest[:12]})" if digest else ""
         self.last_model_received = f"{name!r}{sha} at {time.strftime('%Y-%m-%d %H:%M:%S')}: {outcome}"
 
-    @staticmethod
-    def _received_before(path: Path, digest: str) -> bool:
-        """Whether ``path`` holds exactly these bytes already (loaded before: a latched re-delivery)."""
+    def _in_restored_checkpoint(self, path: Path, digest: str) -> bool:
+        """Whether these bytes are a latched re-delivery (after a restart or a new configure) of the
+        model received last, which the restored checkpoint already holds: ``path`` holds exactly
+        them and the checkpoint was written after it. Without a restored checkpoint the node
+        starts afresh, and loads the model again."""
+        restored = self._restored_mtime_ns
         try:
-            if path.is_symlink() or not path.is_file():
+            if restored is None or path.is_symlink() or not path.is_file():
+                return False
+            if path.stat().st_mtime_ns > restored:
                 return False
             with open(path, "rb") as f:
                 return hashlib.file_digest(f, "sha256").hexdigest() == digest

@@ -1,0 +1,190 @@
+"""~/rollback across processes (issue 13 item 3): an object_recognition process keeps the model
+that a ~/reset or a hot reload replaces, ~/rollback brings it back with exactly the predictions it
+had, two rollbacks go two steps back, the history holds at most keep_previous_models, the model a
+rollback replaced comes back with ~/load_model, and with nothing to roll back to the answer says
+why and nothing changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import call_service, first_call, node_argv, spin_until
+
+from lifelong_learning.learners.rlsc import IncrementalRLSC
+
+pytestmark = pytest.mark.graph
+
+NODE = "object_recognition"
+DIM = 8
+TAUGHT = ("mug", "duck")
+PROBES = np.random.default_rng(99).normal(scale=2.0, size=(6, DIM)).astype(np.float32)
+
+
+def sample(rng: np.random.Generator, label: str, classes: tuple[str, ...], n: int = 1) -> np.ndarray:
+    centre = np.zeros(DIM)
+    k = classes.index(label)
+    centre[2 * k : 2 * k + 2] = 3.0
+    return (centre + rng.normal(scale=0.3, size=(n, DIM))).astype(np.float32)
+
+
+def save_classifier(path: Path, classes: tuple[str, ...], seed: int) -> IncrementalRLSC:
+    """A classifier trained offline on ``classes`` (20 samples each), saved to ``path``."""
+    rng = np.random.default_rng(seed)
+    X = np.vstack([sample(rng, c, classes, 20) for c in classes]).astype(np.float64)
+    clf = IncrementalRLSC(lambdas=[1.0], alpha=0.0)
+    clf.partial_fit(X, [c for c in classes for _ in range(20)])
+    clf.save(path)
+    return clf
+
+
+class Recognizer:
+    """The test's side of the graph: a teacher, the node's services, its diagnostics."""
+
+    def __init__(self, executor: Any, proc: Any) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from lifelong_learning.msg import LabeledFeatures
+        from lifelong_learning.srv import GetClassifierInfo, LoadModel, Predict
+        from rclpy.node import Node
+        from rclpy.qos import QoSProfile
+        from std_srvs.srv import Trigger
+
+        self.executor, self.proc = executor, proc
+        self.node = Node("rollback_test_peer", context=executor.context)
+        executor.add_node(self.node)
+        self.labeled = self.node.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=100))
+        self.clients = {
+            "predict": self.node.create_client(Predict, f"/{NODE}/predict"),
+            "info": self.node.create_client(GetClassifierInfo, f"/{NODE}/info"),
+            "load": self.node.create_client(LoadModel, f"/{NODE}/load_model"),
+            "reset": self.node.create_client(Trigger, f"/{NODE}/reset"),
+            "rollback": self.node.create_client(Trigger, f"/{NODE}/rollback"),
+        }
+        self.diagnostics: dict[str, str] = {}
+
+        def on_diagnostics(msg: Any) -> None:
+            for status in msg.status:
+                if status.name == f"{NODE}: health":
+                    self.diagnostics = {kv.key: kv.value for kv in status.values}
+
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+
+    def call(self, name: str, request: Any = None) -> Any:
+        client = self.clients[name]
+        request = client.srv_type.Request() if request is None else request
+        return call_service(self.executor, client, request, 20.0)
+
+    def predictions(self) -> list[tuple[list[str], list[float]]]:
+        """The node's (labels, scores) for every probe, from ~/predict."""
+        from lifelong_learning.srv import Predict
+
+        out = []
+        for x in PROBES:
+            res = self.call("predict", Predict.Request(data=x.tolist()))
+            assert res.success, res.message
+            out.append((list(res.labels), list(res.scores)))
+        return out
+
+    def rollback(self) -> Any:
+        return self.call("rollback")
+
+    def load(self, path: Path) -> Any:
+        from lifelong_learning.srv import LoadModel
+
+        res = self.call("load", LoadModel.Request(path=str(path)))
+        assert res.success, res.message
+        return res
+
+    def teach(self, rng: np.random.Generator, n_each: int) -> None:
+        from lifelong_learning.msg import LabeledFeatures
+        from lifelong_learning.srv import GetClassifierInfo
+
+        assert spin_until(self.executor, lambda: self.labeled.get_subscription_count() > 0, 30)
+        before = self.call("info", GetClassifierInfo.Request()).samples_seen
+        for label in TAUGHT * n_each:
+            x = sample(rng, label, TAUGHT)[0]
+            self.labeled.publish(LabeledFeatures(data=x.tolist(), label=label))
+        want = before + n_each * len(TAUGHT)
+        learned = lambda: self.call("info", GetClassifierInfo.Request()).samples_seen == want  # noqa: E731
+        assert spin_until(self.executor, learned, 20), self.proc.log()
+
+    def diagnostic(self, key: str, value: str) -> bool:
+        return spin_until(self.executor, lambda: self.diagnostics.get(key) == value, 10)
+
+
+def test_rollback_restores_the_previous_models_exact_predictions(executor, start_process, tmp_path):
+    from std_srvs.srv import Trigger
+
+    models = tmp_path / "models"
+    previous = models / "previous" / NODE
+    proc = start_process(
+        node_argv(
+            NODE,
+            *("-p", f"model_directory:={models}", "-p", "keep_previous_models:=2"),
+            *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'", "-p", "diagnostics_period_s:=0.25"),
+        )
+    )
+    node = Recognizer(executor, proc)
+
+    # Nothing to roll back to: a clear reason, nothing changes (a repeatable request: first_call).
+    res = first_call(executor, node.clients["rollback"], Trigger.Request())
+    assert not res.success and "nothing to roll back to" in res.message, res.message
+    assert "the serving model is unchanged" in res.message
+    assert node.predictions() == [([], [])] * len(PROBES)
+
+    # Learned online, then reset: ~/rollback brings the learned model back, exactly.
+    node.teach(np.random.default_rng(0), 10)
+    learned = node.predictions()
+    assert all(labels == list(TAUGHT) for labels, _ in learned)
+    res = node.call("reset")
+    assert res.success and "kept for ~/rollback" in res.message, res.message
+    assert node.predictions() == [([], [])] * len(PROBES)
+    assert len(list(previous.glob("*.before-reset.*.model"))) == 1
+    res = node.rollback()
+    assert res.success, res.message
+    assert node.predictions() == learned
+    assert node.diagnostic("previous models kept", "0 of 2")
+
+    # A hot reload, then ~/rollback: the learned model again, exactly.
+    cups = models / "cups.model"
+    boxes = models / "boxes.model"
+    cup_model = save_classifier(cups, ("cup", "ball"), seed=1)
+    save_classifier(boxes, ("box", "can", "jar"), seed=2)
+    node.load(cups)
+    with_cups = node.predictions()
+    assert with_cups != learned
+    for (labels, scores), x in zip(with_cups, PROBES, strict=True):
+        assert labels == ["cup", "ball"]
+        expected = cup_model.decision_function(x.astype(np.float64))[0]
+        np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-5)
+    assert node.rollback().success
+    assert node.predictions() == learned
+
+    # Two rollbacks go two steps back; the history holds at most keep_previous_models (2).
+    node.load(boxes)  # history: learned
+    with_boxes = node.predictions()
+    node.load(cups)  # learned, boxes
+    node.load(boxes)  # boxes, cups (learned is the oldest beyond 2: removed)
+    assert len(list(previous.glob("*.before-*.model"))) == 2
+    assert node.diagnostic("previous models kept", "2 of 2")
+    assert node.rollback().success
+    assert node.predictions() == with_cups
+    res = node.rollback()
+    assert res.success and "0 previous models left" in res.message, res.message
+    rolled_back = previous / "rolled-back.model"
+    assert f"saved as {rolled_back}" in res.message, res.message
+    assert node.predictions() == with_boxes
+    res = node.rollback()
+    assert not res.success and "nothing to roll back to" in res.message, res.message
+    assert node.predictions() == with_boxes
+    assert node.diagnostic("previous models kept", "0 of 2")
+    assert node.diagnostics["last rollback"] != "never"
+
+    # The model the last rollback replaced is not lost: ~/load_model brings it back.
+    node.load(rolled_back)
+    assert node.predictions() == with_cups
+    assert node.rollback().success  # and that load, like any, can be rolled back
+    assert node.predictions() == with_boxes
+    assert proc.alive()
