@@ -14,9 +14,17 @@ trajectory (another seed, payload attached) is predicted by
 
 The metric is the mean over joints of the torque nMSE on the new trajectory.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_retraining.py [--robot ur5] [--seeds 0 1 2] [--quick]
+With ``--bags K`` the log is K trajectories of ``--seconds``/K each (seeds ``seed + 100 k``; the
+payload grasped at 60 % of the total time), each its own bag, as a robot logs sessions: the
+retraining job gets the K bags (the ``holdout-bags`` objective then holds each out in turn).
+``--grasp 0`` attaches the payload from the start (a plant that does not change while it logs);
+``--no-batch`` leaves out the one-batch-fit line.
 
-Writes docs/benchmarks/retraining.md (Panda) or retraining-<robot>.md (and .json).
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_retraining.py [--robot ur5] [--seeds 0 1 2] \\
+        [--bags 3] [--quick]
+
+Writes docs/benchmarks/retraining.md (Panda) or retraining-<robot>.md (and .json), with ``--bags K``
+retraining-bags<K>[-<robot>].md.
 """
 
 from __future__ import annotations
@@ -81,13 +89,33 @@ def online(
     return model
 
 
-def one_seed(seed: int, seconds: float, objectives: list[str], centers: int, epochs: int, robot: str) -> dict:
+def logs_of(
+    simulation, seconds: float, seed: int, bags: int, grasp_at: float = 0.6
+) -> list[dict[str, np.ndarray]]:
+    """The logged run: one trajectory, or ``bags`` trajectories of ``seconds / bags`` (seeds
+    ``seed + 100 k``), the payload grasped at ``grasp_at`` (60 %) of the total time."""
+    part, grasp = seconds / bags, grasp_at * seconds
+    out = []
+    for k in range(bags):
+        at = max(0.0, grasp - k * part)
+        out.append(
+            simulation().run(
+                part, seed=seed + 100 * k, log_every=5, payload_mass=1.0, payload_at=at if at < part else None
+            )
+        )
+    return out
+
+
+def one_seed(seed: int, objectives: list[str], args: argparse.Namespace) -> dict:
+    seconds, centers, epochs, robot, bags = args.seconds, args.centers, args.epochs, args.robot, args.bags
     simulation, urdf_path, joints, _ = ROBOTS[robot]
     urdf = Path(urdf_path()).read_text()
-    sim = simulation()
-    log = sim.run(seconds, seed=seed, log_every=5, payload_mass=1.0, payload_at=0.6 * seconds)
+    logs = logs_of(simulation, seconds, seed, bags, args.grasp)
+    log = {k: np.concatenate([x[k] for x in logs]) for k in ("q", "qd", "tau")}
     new = simulation().run(15.0, seed=seed + 1000, log_every=5, payload_mass=1.0, payload_at=0.0)
-    qdd, qdd_new = (estimate_accelerations(x["t"], x["qd"]) for x in (log, new))
+    qdd = np.concatenate([estimate_accelerations(x["t"], x["qd"]) for x in logs])
+    qdd_new = estimate_accelerations(new["t"], new["qd"])
+    log["t"] = np.arange(log["q"].shape[0]) * 0.01  # only its length is used below
 
     def score(model) -> float:
         return float(normalized_mse(new["tau"], model.predict(new["q"], new["qd"], qdd_new)).mean())
@@ -102,15 +130,18 @@ def one_seed(seed: int, seconds: float, objectives: list[str], centers: int, epo
             flush=True,
         )
     with tempfile.TemporaryDirectory() as tmp:
-        write_joint_states(Path(tmp) / "bag", log["t"], joints, log["q"], log["qd"], log["tau"])
+        paths = [str(Path(tmp) / f"bag{k}") for k in range(bags)]
+        for path, x in zip(paths, logs, strict=True):
+            write_joint_states(path, x["t"], joints, x["q"], x["qd"], x["tau"])
         # The last job: one batch fit of every sample, no forgetting (the export before replay).
         jobs = [(f"retrained ({o})", o, {}) for o in objectives]
         batch = {"forgetting": (1.0,), "replay_block": 10**9}
-        jobs.append(("retrained, one batch fit (the previous export)", objectives[0], batch))
+        if not args.no_batch:
+            jobs.append(("retrained, one batch fit (the previous export)", objectives[0], batch))
         for label, objective, extra in jobs:
             t0 = time.perf_counter()
             job = TuningJob(
-                bags=[str(Path(tmp) / "bag")],
+                bags=paths,
                 task="inverse-dynamics",
                 out=str(Path(tmp) / "model.llm"),
                 objectives=[objective],
@@ -138,17 +169,26 @@ def one_seed(seed: int, seconds: float, objectives: list[str], centers: int, epo
 
 
 def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> str:
+    grasp_s = args.grasp * args.seconds
+    split = (
+        f" as {args.bags} trajectories of {args.seconds / args.bags:g} s, one bag each"
+        if args.bags > 1
+        else ""
+    )
     lines = [
         "# Retraining: the robot on motion it has not made yet",
         "",
         "Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_retraining.py "
         f"--robot {args.robot} --seeds "
         f"{' '.join(map(str, args.seeds))} --centers {args.centers} --objectives {args.objectives}"
+        f"{f' --bags {args.bags} --seconds {args.seconds:g}' if args.bags > 1 else ''}"
+        f"{f' --grasp {args.grasp:g}' if args.grasp != 0.6 else ''}{' --no-batch' if args.no_batch else ''}"
         f"{' --quick' if args.quick else ''}`  ",
         f"Machine: {cpu_model()}; torch {torch.__version__}, CPU. Total time {seconds:.0f} s.",
         "",
-        f"Per seed: {ROBOTS[args.robot][3]}, with a 1 kg payload grasped at {0.6 * args.seconds:.0f} s, "
-        f"logs {args.seconds:.0f} s at 100 Hz; a new 15 s "
+        f"Per seed: {ROBOTS[args.robot][3]}, with a 1 kg payload grasped at {grasp_s:.0f} s, "
+        f"logs {args.seconds:.0f} s at 100 Hz{split}"
+        "; a new 15 s "
         "trajectory (seed + 1000, payload attached) is predicted. Mean over joints of the torque nMSE on "
         "that trajectory. Online learners are fed the log one joint state at a time (q̈ from the node's "
         "filter), as the node is; retrained = the tuner's pipeline on a rosbag2 bag of the log "
@@ -184,6 +224,9 @@ def main() -> None:
     ap.add_argument("--objectives", default="proposed,holdout-recent")
     ap.add_argument("--centers", type=int, default=400)
     ap.add_argument("--epochs", type=int, default=40)
+    ap.add_argument("--bags", type=int, default=1, help="the log as this many trajectories, one bag each")
+    ap.add_argument("--grasp", type=float, default=0.6, help="payload grasped at this fraction of the log")
+    ap.add_argument("--no-batch", action="store_true", help="leave out the one-batch-fit line")
     ap.add_argument("--quick", action="store_true", help="30 s logs, one seed")
     ap.add_argument("--out", help="default docs/benchmarks/retraining.md (panda), retraining-ur5.md, ...")
     args = ap.parse_args()
@@ -192,10 +235,10 @@ def main() -> None:
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     objectives = [o for o in args.objectives.split(",") if o]
-    results = [
-        one_seed(s, args.seconds, objectives, args.centers, args.epochs, args.robot) for s in args.seeds
-    ]
-    suffix = "" if args.robot == "panda" else f"-{args.robot}"
+    results = [one_seed(s, objectives, args) for s in args.seeds]
+    suffix = "" if args.bags == 1 else f"-bags{args.bags}"
+    suffix += "" if args.grasp == 0.6 else f"-grasp{args.grasp:g}"
+    suffix += "" if args.robot == "panda" else f"-{args.robot}"
     out = Path(args.out or ROOT / f"docs/benchmarks/retraining{suffix}.md")
     out.write_text(markdown(results, args, time.perf_counter() - t0))
     out.with_suffix(".json").write_text(json.dumps(results, indent=1))

@@ -21,6 +21,13 @@ Exact objectives (small ``n``, autodiff through the Cholesky factorizations):
 - ``"holdout-recent"``: the same without shuffling: for rows in time order (a robot's log), the
   hyperparameters are chosen on how well the older part predicts the most recent block of time,
   i.e. motion the fit has not seen, rather than on points interleaved with the training ones.
+- ``"holdout-bags"``: for rows from several recordings (``groups``: the first row of each, e.g.
+  one per bag), each recording in turn is predicted by the fit on the others (leave one
+  recording out; at most :data:`MAX_FOLDS` folds, adjacent recordings merged into folds of about
+  equal size), and the mean squared error over every held-out row is the objective: the
+  hyperparameters are chosen on whole trajectories the fit has not seen. The fits share one
+  pass over the rows (``K_mn K_nm`` is summed per fold and each fold's fit uses the total minus
+  its own). With one recording (or none given) it is ``"holdout-recent"``.
 
 The stochastic proposed objective (:class:`StochasticProposed`, large ``n``) never
 differentiates through a solver: it solves ``B⁻¹K_nmᵀ[Y, R]`` (``B = K_nmᵀK_nm + nλK_mm``,
@@ -38,7 +45,9 @@ written out in :meth:`StochasticProposed.value_and_grad`.
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -52,8 +61,10 @@ from lifelong_learning.nystrom.kernels import (
 )
 from lifelong_learning.nystrom.krr import NystromKRR
 
-EXACT_OBJECTIVES = ("proposed", "gcv", "creg", "sgpr", "holdout", "holdout-recent")
+EXACT_OBJECTIVES = ("proposed", "gcv", "creg", "sgpr", "holdout", "holdout-recent", "holdout-bags")
 OBJECTIVES = (*EXACT_OBJECTIVES, "proposed-stochastic")
+#: most folds of ``"holdout-bags"`` (each costs one m×m Cholesky factorization per evaluation)
+MAX_FOLDS = 10
 
 
 def _nystrom_terms(X, Y, Z, ls, lam):
@@ -89,10 +100,15 @@ def exact_objective(
     ls: torch.Tensor,
     lam: torch.Tensor,
     holdout_fraction: float = 0.2,
+    groups: Sequence[int] | None = None,
 ) -> torch.Tensor:
-    """Value of the exact objective ``name`` (differentiable in ``Z``, ``ls``, ``lam``)."""
+    """Value of the exact objective ``name`` (differentiable in ``Z``, ``ls``, ``lam``);
+    ``groups``: the first row of each recording, for ``"holdout-bags"`` (ignored by the others)."""
     n, p = Y.shape
-    if name in ("holdout", "holdout-recent"):
+    folds = fold_bounds(n, groups) if name == "holdout-bags" else []
+    if len(folds) > 1:
+        return _leave_one_out_of(folds, X, Y, Z, ls, lam)
+    if name in ("holdout", "holdout-recent", "holdout-bags"):
         n_val = max(1, round(holdout_fraction * n))
         Xt, Yt, Xv, Yv = X[: n - n_val], Y[: n - n_val], X[n - n_val :], Y[n - n_val :]
         beta = _nystrom_terms(Xt, Yt, Z, ls, lam)[-1][2]
@@ -112,6 +128,51 @@ def exact_objective(
     # sgpr: log|K̃ + nλI| = (n − m) log nλ + log|A|
     logdet = (n - Z.shape[0]) * torch.log(nlam) + logdet_A
     return (p * logdet + datafit / nlam + p * trace_gap / nlam) / n
+
+
+def fold_bounds(n: int, groups: Sequence[int] | None, max_folds: int = MAX_FOLDS) -> list[tuple[int, int]]:
+    """``(start, stop)`` row ranges of the folds of ``"holdout-bags"`` for ``n`` rows whose
+    recordings start at rows ``groups`` (0 is always a start; empty recordings are dropped):
+    one fold per recording, or, with more than ``max_folds``, adjacent recordings merged into
+    ``max_folds`` folds of about equal size. One fold: no recording to hold out."""
+    starts = sorted({int(g) for g in (groups or ()) if 0 <= int(g) < n} | {0})
+    bounds = [*starts, n]
+    if len(starts) > max_folds:  # cut at the recording start nearest each multiple of n / max_folds
+        cuts = {min(starts, key=lambda s, q=q: abs(s - q * n / max_folds)) for q in range(max_folds)}
+        bounds = [*sorted(cuts | {0}), n]
+    return [(a, b) for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def _leave_one_out_of(
+    folds: list[tuple[int, int]],
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    Z: torch.Tensor,
+    ls: torch.Tensor,
+    lam: torch.Tensor,
+) -> torch.Tensor:
+    """Mean squared error of each fold predicted by the Nyström KRR fitted on the other folds
+    (``λ`` per training row: ``n_rest λ``), over all rows."""
+    m = Z.shape[0]
+    L, _ = jittered_cholesky(gaussian_kernel(Z, Z, ls))
+    eye = torch.eye(m, dtype=X.dtype, device=X.device)
+    parts = []
+    for a, b in folds:
+        Kmn = gaussian_kernel(Z, X[a:b], ls)
+        parts.append((Kmn, Kmn @ Kmn.T, Kmn @ Y[a:b]))
+    G = sum(p[1] for p in parts)
+    KY = sum(p[2] for p in parts)
+    n = X.shape[0]
+    sse = X.new_zeros(())
+    for (a, b), (Kmn, G_k, KY_k) in zip(folds, parts, strict=True):
+        rest = n - (b - a)
+        Linv_G = torch.linalg.solve_triangular(L, G - G_k, upper=False)
+        M = torch.linalg.solve_triangular(L, Linv_G.T, upper=False)
+        LA = torch.linalg.cholesky(0.5 * (M + M.T) + rest * lam * eye)
+        c = torch.cholesky_solve(torch.linalg.solve_triangular(L, KY - KY_k, upper=False), LA)
+        beta = torch.linalg.solve_triangular(L.T, c, upper=True)
+        sse = sse + ((Kmn.T @ beta - Y[a:b]) ** 2).sum()
+    return sse / n
 
 
 class StochasticProposed:

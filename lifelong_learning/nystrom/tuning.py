@@ -13,7 +13,7 @@ is a :class:`NystromKRR` fitted with them on the (unstandardized) targets.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,7 @@ def tune(
     cg_tol: float = 1e-3,
     cg_max_iter: int = 100,
     holdout_fraction: float = 0.2,
+    groups: Sequence[int] | None = None,
     dtype: str | torch.dtype = "float64",
     device: str = "auto",
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
@@ -80,9 +81,12 @@ def tune(
         X: inputs ``(n, d)``. Y: targets ``(n,)`` or ``(n, p)`` (e.g. one-hot ±1 classes).
         centers: number of centres (a random subset of rows) or initial centres ``(m, d)``.
         objective: one of ``"proposed"``, ``"gcv"``, ``"creg"``, ``"sgpr"``, ``"holdout"``,
-            ``"holdout-recent"``
+            ``"holdout-recent"``, ``"holdout-bags"``
             (exact, autodiff; O(nm²) memory-light but O(nm) memory) or ``"proposed-stochastic"``
             (Hutchinson + CG, for large ``n``).
+        groups: the first row of each recording (rows in recording order), for
+            ``"holdout-bags"``: each recording is held out in turn (see
+            :mod:`~lifelong_learning.nystrom.objectives`); the other objectives ignore it.
         lengthscale_range: ``(a, b)``: each length-scale bounded to ``[a, b]`` × its input
             column's range (see :mod:`~lifelong_learning.nystrom.hyperparameters`); None: unbounded.
         epochs, lr: Adam steps and learning rate. patience: rises in a row before stopping.
@@ -115,7 +119,16 @@ def tune(
     )
     opt = torch.optim.Adam(hp.parameters(), lr=lr)
     step = _objective_step(
-        objective, X_obj, Y_obj, holdout_fraction, num_probes, cg_tol, cg_max_iter, memory_budget, seed
+        objective,
+        X_obj,
+        Y_obj,
+        holdout_fraction,
+        num_probes,
+        cg_tol,
+        cg_max_iter,
+        memory_budget,
+        seed,
+        groups,
     )
     bar = _progress_bar(epochs, objective) if progress else None
     stop = EarlyStopping(patience)
@@ -188,6 +201,7 @@ def _objective_step(
     cg_max_iter: int,
     memory_budget: int,
     seed: int,
+    groups: Sequence[int] | None = None,
 ) -> Step:
     """The objective as a :data:`Step`: exact ones by autodiff, the stochastic one by hand."""
     if objective == "proposed-stochastic":
@@ -203,7 +217,7 @@ def _objective_step(
         return stoch.value_and_grad
 
     def step(Z: torch.Tensor, ls: torch.Tensor, lam: torch.Tensor) -> float:
-        loss = exact_objective(objective, X, Y, Z, ls, lam, holdout_fraction)
+        loss = exact_objective(objective, X, Y, Z, ls, lam, holdout_fraction, groups)
         loss.backward()
         return float(loss.detach())
 

@@ -324,3 +324,50 @@ def test_tune_reproduces_values_recorded_before_the_split():
         np.testing.assert_allclose(t.lam, lam, rtol=1e-9)
         np.testing.assert_allclose(t.lengthscale, lengthscale, rtol=1e-9)
         np.testing.assert_allclose(model.predict(X[:3])[:, 0], pred, rtol=1e-8, atol=1e-12)
+
+
+def test_holdout_bags_is_the_mean_error_of_each_recording_predicted_by_the_others():
+    """Each group (a bag) predicted by the Nyström KRR fitted on the others (λ per training row),
+    squared errors summed over all rows / n; gradients by autodiff match finite differences; one
+    group (or none) is holdout-recent."""
+    X, Y, Z0 = _problem(n=60, d=2, m=8)
+    ls, lam = torch.tensor([0.9, 1.3], dtype=torch.float64), torch.tensor(1e-2, dtype=torch.float64)
+    groups = [0, 25, 40]
+    value = exact_objective("holdout-bags", X, Y, Z0, ls, lam, groups=groups)
+    sse = 0.0
+    for a, b in ((0, 25), (25, 40), (40, 60)):
+        rest = torch.cat([torch.arange(0, a), torch.arange(b, 60)])
+        model = NystromKRR(centers=Z0, lengthscale=ls.numpy(), lam=float(lam), device="cpu")
+        model.fit(X[rest], Y[rest])
+        sse += float(((torch.as_tensor(model.predict(X[a:b])) - Y[a:b]) ** 2).sum())
+    assert float(value) == pytest.approx(sse / 60, rel=1e-8)
+    for none in (None, [0], [0, 60]):
+        torch.testing.assert_close(
+            exact_objective("holdout-bags", X, Y, Z0, ls, lam, groups=none),
+            exact_objective("holdout-recent", X, Y, Z0, ls, lam),
+        )
+    theta0 = torch.cat([Z0.ravel(), ls, lam[None]])
+
+    def f(theta):
+        return exact_objective(
+            "holdout-bags", X, Y, theta[:16].reshape(8, 2), theta[16:18], theta[18], groups=groups
+        )
+
+    theta = theta0.clone().requires_grad_(True)
+    f(theta).backward()
+    fd = torch.empty_like(theta0)
+    for i in range(theta0.numel()):
+        e = torch.zeros_like(theta0)
+        e[i] = 1e-6 * max(1.0, abs(float(theta0[i])))
+        fd[i] = (f(theta0 + e) - f(theta0 - e)) / (2 * e[i])
+    torch.testing.assert_close(theta.grad, fd, rtol=1e-4, atol=1e-6 * float(fd.abs().max()))
+
+
+def test_fold_bounds_merge_many_recordings_into_at_most_max_folds():
+    from lifelong_learning.nystrom.objectives import fold_bounds
+
+    assert fold_bounds(10, [0, 4, 7]) == [(0, 4), (4, 7), (7, 10)]
+    assert fold_bounds(10, [4, 4, 12, -1]) == [(0, 4), (4, 10)]  # 0 added, duplicates and outside dropped
+    folds = fold_bounds(1000, list(range(0, 1000, 10)), max_folds=5)  # 100 bags of 10 rows
+    assert len(folds) == 5 and folds[0][0] == 0 and folds[-1][1] == 1000
+    assert all(b - a == 200 for a, b in folds)
