@@ -82,29 +82,6 @@ class Skipped(Counter):
         )
 
 
-def _stretches(ns: np.ndarray, max_gap_s: float, min_len: int, where: str, skipped: Skipped) -> list[slice]:
-    """The runs of stamps ``ns`` (integer ns) without a step above ``max_gap_s`` or ten times the
-    median step, of at least ``min_len`` rows; the rows of shorter runs are counted as skipped
-    ("stamp jump")."""
-    t = ns * 1e-9
-    steps = np.diff(ns)
-    limit = round(max_gap_s * 1e9)
-    if steps.size:  # a step of ten periods is a gap too: q̈ across it would not be one
-        limit = min(limit, 10 * int(np.median(steps)))
-    cuts = [0, *(np.flatnonzero(steps > limit) + 1).tolist(), ns.size]
-    if len(cuts) == 2:
-        return [slice(0, ns.size)]  # no jump: the bag is one stretch, however short
-    kept = []
-    for a, b in itertools.pairwise(cuts):
-        if b - a >= min_len:
-            kept.append(slice(a, b))
-        else:
-            skipped.add(
-                STAMP_JUMP, f"{where}: {b - a} message(s) from {t[a]:.3f} s cut off by stamp jumps", b - a
-            )
-    return kept
-
-
 def increasing_rows(t: Any) -> np.ndarray:
     """The most rows of ``t`` whose values strictly increase, in order (a longest increasing
     subsequence, O(n log n)): one stamp far in the future or past costs that sample only, not
@@ -294,8 +271,9 @@ def read_labeled_features(
 @dataclass
 class JointStateSet:
     """Joint data in ``joint_names`` order: ``t`` (s since the first message), ``q``, ``qd``,
-    ``tau``, ``starts``, the first row of each bag (time increases within a bag only), and the
-    messages ``skipped`` per reason."""
+    ``tau``, ``starts``, the first row of each stretch (each bag, and within a bag each part
+    after a stamp jump: time increases within a stretch only), the messages ``skipped`` per
+    reason, and ``bag_starts``, the first row of each bag (None: one per entry of ``starts``)."""
 
     joint_names: list[str]
     t: np.ndarray
@@ -304,6 +282,7 @@ class JointStateSet:
     tau: np.ndarray
     starts: list[int]
     skipped: Skipped = field(default_factory=Skipped)
+    bag_starts: list[int] | None = None
 
 
 def _joint_sample(
@@ -331,6 +310,263 @@ def _joint_sample(
     return q, qd, tau
 
 
+#: rows per block of :class:`JointStateStream` (and of the retraining job that reads through it):
+#: 20 000 rows are 200 s of a 100 Hz log, 3.5 MB of ``t, q, q̇, τ`` for 7 joints
+DEFAULT_BLOCK = 20_000
+
+#: joint names recorded per bag (:attr:`JointStateStream.bag_joints`), at most
+_MAX_NAMES = 256
+
+
+@dataclass
+class JointStateBlock:
+    """Consecutive usable joint states of one stretch of bag ``bag`` (its index in the bags given),
+    in :attr:`JointStateStream.joint_names` order; ``new_stretch``: the first block of a stretch
+    (``q̈`` restarts there); ``t`` in seconds since the first message of the first bag."""
+
+    bag: int
+    new_stretch: bool
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    tau: np.ndarray
+
+
+class _Rows:
+    """A growable buffer of rows ``(stamp ns, [q, q̇, τ])`` with a cheap removal from the front."""
+
+    def __init__(self, width: int) -> None:
+        self.n = 0
+        self.ns = np.empty(64, dtype=np.int64)
+        self.x = np.empty((64, width))
+
+    def append(self, ns: int, row: np.ndarray) -> None:
+        if self.n == self.ns.size:
+            self.ns = np.concatenate([self.ns, np.empty_like(self.ns)])
+            self.x = np.concatenate([self.x, np.empty_like(self.x)])
+        self.ns[self.n], self.x[self.n] = ns, row
+        self.n += 1
+
+    def drop_front(self, k: int) -> None:
+        rest = self.n - k
+        self.ns[:rest], self.x[:rest] = self.ns[k : self.n], self.x[k : self.n]
+        self.n = rest
+
+
+class _BagState:
+    """Where one bag's stream stands: the last row kept, its stretch and its rows not yet given."""
+
+    def __init__(self, path: Path, index: int) -> None:
+        self.path, self.index = path, index
+        self.decided = 0  # usable messages decided (in order or not)
+        self.last_ns: int | None = None  # the last row kept (in order)
+        self.jumped = False  # a stamp jump seen in this bag: short stretches are dropped
+        self.stretch_rows = 0  # rows of the current stretch so far
+        self.pending: list[tuple[np.ndarray, np.ndarray]] = []  # its rows while fewer than min_stretch
+        self.joints: set[str] = set()
+
+
+class JointStateStream:
+    """JointState messages of ``bags`` → :class:`JointStateBlock` s of at most ``block`` rows,
+    read lazily (the bags' messages are deserialized as they are needed), with the filtering of
+    :func:`read_joint_states`: bad messages skipped and counted, stamps out of order, stamp jumps
+    starting a new stretch, short stretches dropped.
+
+    Memory is bounded by the block: a bag's messages wait in a window of at most ``2 × block``
+    rows for the decision on their stamps (the longest increasing run of the window whose stamps
+    follow the last row kept: :func:`increasing_rows`), which is made for the older half of the
+    window; a stamp jump is judged against ten times the median step of that half. A run of up
+    to ``block`` far-future stamps therefore costs those messages only, as in a whole-bag read.
+    ``block=None``: the window is the whole bag (what :func:`read_joint_states` does).
+
+    Attributes (filled as the stream is read): ``joint_names`` (the given ones, or those of the
+    first usable message), ``skipped`` (:class:`Skipped`), ``bag_joints`` (the joint names seen in
+    each bag's messages, at most 256 per bag), ``rows`` (rows given so far).
+
+    Raises (while iterating):
+        BagError: unreadable bag, no such topic, no usable message in a bag, or no stretch at all.
+    """
+
+    def __init__(
+        self,
+        bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+        topic: str | None = None,
+        joint_names: Sequence[str] | None = None,
+        max_gap_s: float = 1.0,
+        min_stretch: int = 10,
+        block: int | None = DEFAULT_BLOCK,
+    ) -> None:
+        if block is not None and block < 1:
+            raise ValueError(f"block must be >= 1 (or None), got {block}")
+        self.paths = _paths(bags)
+        self.topic, self.max_gap_s, self.min_stretch, self.block = topic, max_gap_s, min_stretch, block
+        self.joint_names = list(joint_names) if joint_names is not None else None
+        self._given_names = joint_names is not None
+        self.skipped = Skipped()
+        self.bag_joints: list[list[str]] = []
+        self.rows = 0
+        self._t0: int | None = None
+        self._ready: list[JointStateBlock] = []
+        self._out: list[tuple[np.ndarray, np.ndarray]] = []  # rows of the current stretch not yet given
+        self._out_rows = 0
+        self._out_new = True
+
+    def __iter__(self) -> Iterator[JointStateBlock]:
+        for index, path in enumerate(self.paths):
+            state = _BagState(path, index)
+            buffer: _Rows | None = None
+            for ns, row in self._samples(state):
+                if buffer is None:
+                    buffer = _Rows(row.size)
+                buffer.append(ns, row)
+                if self.block is not None and buffer.n >= 2 * self.block:
+                    self._decide(state, buffer, self.block)
+                    yield from self._take_ready()
+            self.bag_joints.append(sorted(state.joints))
+            if buffer is None:
+                raise BagError(self._unusable(state))
+            if buffer.n:
+                self._decide(state, buffer, buffer.n)
+            self._end_stretch(state, bag_end=True)
+            yield from self._take_ready()
+        if not self.rows:
+            raise BagError(
+                f"no stretch of {self.min_stretch} joint states without a stamp jump; "
+                f"skipped: {self.skipped.summary()}"
+            )
+
+    def _unusable(self, state: _BagState) -> str:
+        """Why a bag gave no usable message; in words when its joint states lack joints."""
+        missing = [n for n in self.joint_names or () if state.joints and n not in state.joints]
+        if missing:
+            source = "given" if self._given_names else f"from the first joint state of {self.paths[0]}"
+            return (
+                f"{state.path}: its joint states lack joints {missing} of the joints to learn "
+                f"{self.joint_names} ({source}); it has {sorted(state.joints)[:20]}: a bag of another "
+                "robot, or of a driver that publishes these joints elsewhere? Retrain from bags with the "
+                "same joints"
+            )
+        why = f"; skipped: {self.skipped.summary()}" if self.skipped else ""
+        return f"{state.path}: no usable JointState message{why}"
+
+    def _take_ready(self) -> Iterator[JointStateBlock]:
+        ready, self._ready = self._ready, []
+        for b in ready:
+            self.rows += b.t.size
+            yield b
+
+    def _samples(self, state: _BagState) -> Iterator[tuple[int, np.ndarray]]:
+        """(stamp ns, ``[q, q̇, τ]``) of the bag's usable messages, in the order they are read."""
+        for stamp, msg in _messages(state.path, JOINT_STATE_TYPE, self.topic, True, self.skipped):
+            where = f"{state.path} at {stamp}"
+            if len(state.joints) < _MAX_NAMES:
+                state.joints.update(str(n) for n in msg.name[:_MAX_NAMES])
+            if self.joint_names is None:
+                if not msg.name:
+                    self.skipped.add(NO_NAMES, f"{where}: JointState without joint names")
+                    continue
+                self.joint_names = list(msg.name)
+            sample = _joint_sample(msg, self.joint_names, where, self.skipped)
+            if sample is None:
+                continue
+            hs = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
+            yield (hs if hs else stamp), np.concatenate(sample)
+
+    def _decide(self, state: _BagState, buffer: _Rows, k: int) -> None:
+        """Keep or drop (out of order) the first ``k`` rows of the window, and pass on those kept."""
+        ns = buffer.ns[: buffer.n]
+        eligible = np.ones(ns.size, dtype=bool) if state.last_ns is None else ns > state.last_ns
+        keep = np.zeros(ns.size, dtype=bool)
+        keep[eligible] = increasing_rows(ns[eligible])
+        keep = keep[:k]
+        if not keep.all():
+            first = int(np.flatnonzero(~keep)[0])
+            self.skipped.add(
+                OUT_OF_ORDER,
+                f"{state.path}: stamp {ns[first]} ns of message {state.decided + first} breaks the "
+                "increasing order",
+                int((~keep).sum()),
+            )
+        kept_ns, kept_x = ns[:k][keep].copy(), buffer.x[:k][keep].copy()
+        state.decided += k
+        buffer.drop_front(k)
+        if kept_ns.size:
+            self._stretches(state, kept_ns, kept_x)
+
+    def _stretches(self, state: _BagState, ns: np.ndarray, x: np.ndarray) -> None:
+        """Cut rows kept (in order) at stamp jumps: a step above ``max_gap_s`` or ten times the
+        median step (of these rows and the step into them)."""
+        if self._t0 is None:
+            self._t0 = int(ns[0])
+        joined = ns if state.last_ns is None else np.concatenate([[state.last_ns], ns])
+        steps = np.diff(joined)
+        limit = round(self.max_gap_s * 1e9)
+        if steps.size:  # a step of ten periods is a gap too: q̈ across it would not be one
+            limit = min(limit, 10 * int(np.median(steps)))
+        offset = ns.size - steps.size  # 1 when the first step is the one into ns[1]
+        cuts = [0, *(np.flatnonzero(steps > limit) + offset).tolist(), ns.size]
+        state.last_ns = int(ns[-1])
+        for i, (a, b) in enumerate(itertools.pairwise(cuts)):
+            if i > 0:
+                state.jumped = True
+                self._end_stretch(state, bag_end=False)
+            if b > a:
+                self._add(state, ns[a:b], x[a:b])
+
+    def _add(self, state: _BagState, ns: np.ndarray, x: np.ndarray) -> None:
+        """Rows of the current stretch: held while it is shorter than ``min_stretch``."""
+        state.stretch_rows += ns.size
+        state.pending.append((ns, x))
+        if state.stretch_rows >= self.min_stretch:
+            self._give(state)
+
+    def _give(self, state: _BagState) -> None:
+        for ns, x in state.pending:
+            self._out.append((ns, x))
+            self._out_rows += ns.size
+        state.pending = []
+        while self.block is not None and self._out_rows >= self.block:
+            self._flush(state, self.block)
+
+    def _end_stretch(self, state: _BagState, bag_end: bool) -> None:
+        """The current stretch ends (a jump, or the bag ends): give its rows, or drop them when
+        it is too short and the bag has jumps (a bag without any is one stretch, however short)."""
+        if state.pending and state.stretch_rows < self.min_stretch and (state.jumped or not bag_end):
+            ns = np.concatenate([p[0] for p in state.pending])
+            self.skipped.add(
+                STAMP_JUMP,
+                f"{state.path}: {ns.size} message(s) from {ns[0] * 1e-9:.3f} s cut off by stamp jumps",
+                ns.size,
+            )
+            state.pending = []
+        self._give(state)
+        if self._out_rows:
+            self._flush(state, self._out_rows)
+        state.stretch_rows = 0
+        self._out_new = True
+
+    def _flush(self, state: _BagState, k: int) -> None:
+        """Make a block of the first ``k`` rows given of the current stretch."""
+        ns = np.concatenate([p[0] for p in self._out])
+        x = np.concatenate([p[1] for p in self._out])
+        self._out = [(ns[k:], x[k:])] if k < ns.size else []
+        self._out_rows = ns.size - k
+        assert self._t0 is not None and self.joint_names is not None
+        d = len(self.joint_names)
+        block = x[:k]
+        self._ready.append(
+            JointStateBlock(
+                state.index,
+                self._out_new,
+                (ns[:k] - self._t0) * 1e-9,
+                block[:, :d].copy(),
+                block[:, d : 2 * d].copy(),
+                block[:, 2 * d :].copy(),
+            )
+        )
+        self._out_new = False
+
+
 def read_joint_states(
     bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     topic: str | None = None,
@@ -338,7 +574,8 @@ def read_joint_states(
     max_gap_s: float = 1.0,
     min_stretch: int = 10,
 ) -> JointStateSet:
-    """JointState messages → raw arrays (no ``q̈``: see the module docstring).
+    """JointState messages → raw arrays (no ``q̈``: see the module docstring), all in memory (the
+    retraining job reads through :class:`JointStateStream` instead, block by block).
 
     Time is the message header stamp (the bag receive time if the header stamp is zero). Without
     ``topic`` the bag must hold one JointState topic (a bag with ``joint_states`` and the node's
@@ -359,54 +596,13 @@ def read_joint_states(
     Raises:
         BagError: unreadable bag, no such topic, or no usable message in a bag.
     """
-    skipped = Skipped()
-    parts: list[tuple[np.ndarray, ...]] = []
-    t0: int | None = None  # integer ns of the first message: float seconds since then keep ns resolution
-    names = list(joint_names) if joint_names is not None else None
-    for path in _paths(bags):
-        ns_list: list[int] = []
-        q, qd, tau = [], [], []
-        for stamp, msg in _messages(path, JOINT_STATE_TYPE, topic, single_topic=True, skipped=skipped):
-            where = f"{path} at {stamp}"
-            if names is None:
-                if not msg.name:
-                    skipped.add(NO_NAMES, f"{where}: JointState without joint names")
-                    continue
-                names = list(msg.name)
-            sample = _joint_sample(msg, names, where, skipped)
-            if sample is None:
-                continue
-            hs = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
-            ns_list.append(hs if hs else stamp)
-            q.append(sample[0])
-            qd.append(sample[1])
-            tau.append(sample[2])
-        if not ns_list:
-            why = f"; skipped: {skipped.summary()}" if skipped else ""
-            raise BagError(f"{path}: no usable JointState message{why}")
-        ns = np.asarray(ns_list, dtype=np.int64)
-        keep = increasing_rows(ns)
-        if not keep.all():
-            first = int(np.flatnonzero(~keep)[0])
-            skipped.add(
-                OUT_OF_ORDER,
-                f"{path}: stamp {ns[first]} ns of message {first} breaks the increasing order",
-                int((~keep).sum()),
-            )
-        ns = ns[keep]
-        t0 = int(ns[0]) if t0 is None else t0
-        ta = (ns - t0) * 1e-9
-        qa, qda, taua = (np.asarray(a, dtype=np.float64)[keep] for a in (q, qd, tau))
-        for part in _stretches(ns, max_gap_s, min_stretch, f"{path}", skipped):
-            parts.append((ta[part], qa[part], qda[part], taua[part]))
-    if not parts:
-        raise BagError(
-            f"no stretch of {min_stretch} joint states without a stamp jump; skipped: {skipped.summary()}"
-        )
-    assert names is not None
-    starts = np.cumsum([0] + [p[0].size for p in parts[:-1]]).tolist()
-    t, q_all, qd_all, tau_all = (np.concatenate([p[i] for p in parts]) for i in range(4))
-    return JointStateSet(names, t, q_all, qd_all, tau_all, starts, skipped)
+    stream = JointStateStream(bags, topic, joint_names, max_gap_s, min_stretch, block=None)
+    parts = list(stream)  # one block per stretch
+    starts = np.cumsum([0] + [p.t.size for p in parts[:-1]]).tolist()
+    bag_starts = [s for i, s in enumerate(starts) if i == 0 or parts[i - 1].bag != parts[i].bag]
+    assert stream.joint_names is not None
+    t, q, qd, tau = (np.concatenate([getattr(p, k) for p in parts]) for k in ("t", "q", "qd", "tau"))
+    return JointStateSet(stream.joint_names, t, q, qd, tau, starts, stream.skipped, bag_starts)
 
 
 # ---------------------------------------------------------------------------- writing

@@ -19,7 +19,7 @@ Nyström residual exactly on its training data.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -142,6 +142,72 @@ def rigid_body_residuals(
     return (parametric, *residual_data(parametric, q, qd, qdd, tau))
 
 
+def rechunked(blocks: Iterable[Sequence[Any]], size: int | None) -> Iterator[list[np.ndarray]]:
+    """The rows of ``blocks`` (each a sequence of arrays with the same rows) in chunks of exactly
+    ``size`` rows (the last one shorter), whatever the blocks' sizes; ``None``: each block as it is."""
+    pending: list[list[np.ndarray]] = []
+    held = 0
+    for block in blocks:
+        arrays = [np.asarray(a, dtype=np.float64) for a in block]
+        if not arrays[0].shape[0]:
+            continue
+        if size is None:
+            yield arrays
+            continue
+        pending.append(arrays)
+        held += arrays[0].shape[0]
+        if held < size:
+            continue
+        joined = (
+            [np.concatenate(parts) for parts in zip(*pending, strict=True)] if len(pending) > 1 else arrays
+        )
+        n_full = held - held % size
+        for start in range(0, n_full, size):
+            yield [a[start : start + size] for a in joined]
+        pending = [[a[n_full:] for a in joined]] if n_full < held else []
+        held -= n_full
+    if held:
+        yield [np.concatenate(parts) for parts in zip(*pending, strict=True)]
+
+
+def replay_inverse_dynamics(
+    model: NystromKRR,
+    urdf: str,
+    joint_names: Sequence[str],
+    blocks: Iterable[Sequence[Any]],
+    n_samples: int,
+    path: str | os.PathLike[str] | None = None,
+    forgetting: float = 1.0,
+    block: int | None = 10,
+    warm_start: SemiparametricInverseDynamics | None = None,
+    lam_scale: float = 1.0,
+    check: Callable[[], None] | None = None,
+) -> SemiparametricInverseDynamics:
+    """:func:`export_inverse_dynamics` on samples that come in blocks (``(q, q̇, q̈, τ)`` each, in
+    time order; e.g. read from disk a block at a time), ``n_samples`` of them in all (the residual's
+    ``lam`` is ``lam_scale · n_samples · λ``): replayed ``block`` samples at a time across the
+    blocks' boundaries, or, with ``block=None``, one update per block given."""
+    sp = SemiparametricInverseDynamics(
+        urdf,
+        list(joint_names),
+        mode="semiparametric",
+        feature_map=feature_map_of(model),
+        lam_residual=float(lam_scale) * regularization_of(model, n_samples),
+        forgetting=forgetting,
+    )
+    if warm_start is not None:
+        sp.continue_from(warm_start)
+    for chunk in rechunked(blocks, None if block is None else max(1, int(block))):
+        if check is not None:
+            check()
+        sp.update(*chunk)
+    if check is not None:
+        check()
+    if path is not None:
+        sp.save(path)
+    return sp
+
+
 def export_inverse_dynamics(
     model: NystromKRR,
     urdf: str,
@@ -165,25 +231,18 @@ def export_inverse_dynamics(
     ``model``. With ``warm_start``, its parametric part starts from that model's learned
     parameters. Saved to ``path`` if given. ``check()`` is called before every replayed block and
     before saving: an exception it raises (a request to stop) ends the export, nothing saved."""
-    sp = SemiparametricInverseDynamics(
-        urdf,
-        list(joint_names),
-        mode="semiparametric",
-        feature_map=feature_map_of(model),
-        lam_residual=float(lam_scale) * regularization_of(model, np.shape(q)[0]),
-        forgetting=forgetting,
-    )
-    if warm_start is not None:
-        sp.continue_from(warm_start)
     arrays = [np.asarray(a, dtype=np.float64) for a in (q, qd, qdd, tau)]
     n = arrays[0].shape[0]
-    step = n if block is None else max(1, int(block))
-    for start in range(0, n, step):
-        if check is not None:
-            check()
-        sp.update(*(a[start : start + step] for a in arrays))
-    if check is not None:
-        check()
-    if path is not None:
-        sp.save(path)
-    return sp
+    return replay_inverse_dynamics(
+        model,
+        urdf,
+        joint_names,
+        [arrays],
+        n,
+        path,
+        forgetting=forgetting,
+        block=block,
+        warm_start=warm_start,
+        lam_scale=lam_scale,
+        check=check,
+    )

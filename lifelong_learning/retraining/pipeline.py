@@ -17,10 +17,11 @@ is written. The outputs never replace anything but a model file (the model) or a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,30 +29,37 @@ from typing import Any
 import numpy as np
 
 from lifelong_learning.core.files import UnsafePathError, atomic_write_text, check_replaceable
-from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.core.model_file import is_model_file, read_model_kind
+from lifelong_learning.dynamics.acceleration import DEFAULT_WINDOW as ACCELERATION_WINDOW
 from lifelong_learning.dynamics.acceleration import estimate_accelerations
 from lifelong_learning.dynamics.plausibility import (
     JointLimits,
     PlausibilityGate,
     local_spikes,
-    robust_outliers,
+    robust_scale,
     velocity_mismatch,
 )
 from lifelong_learning.dynamics.regressor import kinematic_difference
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
-from lifelong_learning.io.bags import BagError, JointStateSet, read_joint_states, read_labeled_features
+from lifelong_learning.io.bags import (
+    DEFAULT_BLOCK,
+    MISSING_JOINT,
+    BagError,
+    JointStateBlock,
+    JointStateStream,
+    read_labeled_features,
+)
 from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_CLASSES
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.nystrom.export import (
     export_classifier,
-    export_inverse_dynamics,
     one_hot,
+    replay_inverse_dynamics,
     residual_data,
-    rigid_body_residuals,
 )
 from lifelong_learning.nystrom.objectives import OBJECTIVES
 from lifelong_learning.nystrom.tuning import tune
+from lifelong_learning.retraining.rows import Rows, RowStore
 
 TASKS = ("classification", "inverse-dynamics")
 #: forgetting factors per sample the inverse-dynamics export chooses from, on the most recent block.
@@ -75,6 +83,19 @@ DEFAULT_OUTLIER_K = 6.0
 #: on the clean simulated Panda (12 s, 1200 samples) the rigid-body residuals are so small that
 #: without a floor 171 samples (14 %) were beyond 6 scales, with 0.002 27, with 0.01 6 (0.5 %)
 DEFAULT_OUTLIER_FLOOR = 0.01
+#: most rows of the inverse-dynamics job's log held in memory for tuning the Nyström residual, and
+#: for the robust scales of its residual outlier tests: a uniform random subset of the training
+#: (or test) part, in time order, when it has more (every row otherwise). Exact objectives on
+#: 20 000 rows and 400 centres hold about 0.3 GB; the fits, scores and replays see every row.
+DEFAULT_SAMPLE_ROWS = 20_000
+#: a bag of several whose training rows the rigid-body model of all bags predicts with a torque
+#: nMSE above this ratio times that of a model of the bag alone, and above it by this much, is
+#: reported (:meth:`_InverseDynamics._bag_consistency`). Two 10 s bags of the simulated Panda: of
+#: one robot, 0.0019 vs 0.0019 and 0.0008 vs 0.0009; a second bag of a Panda with link masses and
+#: inertias x 1.2, 0.41 vs 0.0019 and 0.20 vs 0.0008; with a 1 kg payload, 0.29 vs 0.0020 and
+#: 0.21 vs 0.0007 (test/retraining/test_bad_input.py)
+BAG_MISMATCH_RATIO = 3.0
+BAG_MISMATCH_NMSE = 0.02
 #: the first line of every markdown report: what :func:`check_outputs` accepts to replace
 REPORT_TITLE = "# Nyström tuning report"
 
@@ -112,6 +133,8 @@ class TuningJob:
     limit_margin: float = DEFAULT_LIMIT_MARGIN
     outlier_k: float = DEFAULT_OUTLIER_K
     outlier_floor: float = DEFAULT_OUTLIER_FLOOR
+    block: int = DEFAULT_BLOCK
+    sample_rows: int = DEFAULT_SAMPLE_ROWS
 
     def validate(self) -> None:
         """ValueError on an unknown task/objective, out-of-range sizes or a bag that is not a directory."""
@@ -142,8 +165,10 @@ class TuningJob:
             low, high = (float(v) for v in self.lengthscale_range)
             if not 0.0 < low < high < float("inf"):
                 raise ValueError(f"lengthscale_range must be (a, b), 0 < a < b, got {self.lengthscale_range}")
-        if self.replay_block < 1:
-            raise ValueError("replay_block must be >= 1")
+        if self.replay_block < 1 or self.block < 1:
+            raise ValueError("replay_block and block must be >= 1")
+        if self.sample_rows < 4:
+            raise ValueError(f"sample_rows must be >= 4, got {self.sample_rows}")
         self._validate_sample_tests()
         check_outputs(self)
 
@@ -285,6 +310,8 @@ class _Classification:
                 f"({DEFAULT_MAX_CLASSES}) will refuse to load this model; raise its max_classes"
             )
         self.X_tr = X[train]
+        self.n_train, self.n_test = len(self.tr), len(self.te)
+        self.groups: list[int] | None = None  # no bag boundaries: holdout-bags is holdout-recent
         self.X_te = X[self.te]
         self.labels_te = np.array([labels[i] for i in self.te], dtype=object)
 
@@ -314,20 +341,81 @@ class _Classification:
     def export(self, model: Any, choice: dict[str, Any], out: Path) -> None:
         export_classifier(model, self.X, self.labels, out, classes=self.known)
 
+    def close(self) -> None:
+        """Nothing to release (the features are in memory)."""
 
-def _rows(js: JointStateSet, ok: np.ndarray) -> JointStateSet:
-    """The rows ``ok`` of ``js`` (its bag starts moved to the rows kept)."""
-    if ok.all():
-        return js
-    kept_before = np.concatenate([[0], np.cumsum(ok)])
-    starts = sorted({int(kept_before[s]) for s in js.starts} - {int(ok.sum())})
-    return JointStateSet(js.joint_names, js.t[ok], js.q[ok], js.qd[ok], js.tau[ok], starts or [0], js.skipped)
+
+class _Moments:
+    """Count, mean and sum of squared deviations per column, merged block by block (Chan et al.):
+    the variance of rows that are never all in memory."""
+
+    def __init__(self, p: int) -> None:
+        self.n, self.mean, self.m2 = 0, np.zeros(p), np.zeros(p)
+
+    def add(self, x: np.ndarray) -> None:
+        k = x.shape[0]
+        if not k:
+            return
+        mean = x.mean(axis=0)
+        m2 = ((x - mean) ** 2).sum(axis=0)
+        n = self.n + k
+        delta = mean - self.mean
+        self.mean = self.mean + delta * (k / n)
+        self.m2 = self.m2 + m2 + delta**2 * (self.n * k / n)
+        self.n = n
+
+    @property
+    def var(self) -> np.ndarray:
+        return self.m2 / self.n if self.n else np.full(self.m2.shape, np.nan)
+
+
+def _nmse(sse: np.ndarray, n: int, var: np.ndarray) -> float:
+    """Mean over joints of ``sse / n / var`` (:func:`~lifelong_learning.core.metrics.normalized_mse`
+    from sums of squared errors; a joint of zero variance counts its plain MSE; NaN without rows)."""
+    if not n:
+        return float("nan")
+    return float(np.mean(sse / n / np.where(var > 0, var, 1.0)))
+
+
+def _robust_sigma(errors: np.ndarray, floor: Any) -> np.ndarray:
+    """The scale of :func:`~lifelong_learning.dynamics.plausibility.robust_outliers` of ``errors``
+    (of their finite rows; ``inf`` when there is none, so that only non-finite rows are outliers)."""
+    finite = np.all(np.isfinite(errors), axis=1)
+    if not finite.any():
+        return np.full(errors.shape[1], np.inf)
+    return np.maximum(robust_scale(errors[finite]), np.broadcast_to(floor, errors.shape[1:]))
+
+
+def _beyond(errors: np.ndarray, sigma: np.ndarray, k: float) -> np.ndarray:
+    """Rows of ``errors`` beyond ``k`` scales ``sigma`` in some column, or not finite (as
+    :func:`~lifelong_learning.dynamics.plausibility.robust_outliers`)."""
+    finite = np.all(np.isfinite(errors), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(errors) / np.where(sigma > 0, sigma, np.inf)
+    return ~finite | np.any(z > k, axis=1)
+
+
+def _changes(labels: np.ndarray, previous: Any = None) -> np.ndarray:
+    """Positions where ``labels`` differ from the label before (the first one: from ``previous``)."""
+    before = np.concatenate([[previous], labels[:-1]]) if labels.size else labels
+    return np.flatnonzero(labels != before)
 
 
 class _InverseDynamics:
     """Joint states: a chronological split (the test part is the most recent one), the torque nMSE
     of the semiparametric model replayed on the training part with each residual λ multiplier and
-    forgetting factor, and the export replayed on every sample with the best ones."""
+    forgetting factor, and the export replayed on every sample with the best ones.
+
+    Memory is bounded by the block (``job.block`` rows) and the sample (``job.sample_rows`` rows),
+    not by the bags: the bags are read once, a block at a time
+    (:class:`~lifelong_learning.io.bags.JointStateStream`), filtered (plausibility gate, spikes and
+    velocity-consistency per block of at most ``block`` rows, q̈ continued across blocks) and
+    spilled to a temporary file (:class:`~lifelong_learning.retraining.rows.RowStore`); every later
+    pass reads that file a block at a time. The robust scales of the residual outlier tests and
+    the Nyström tuning use a uniform random subset of at most ``sample_rows`` rows (in time order;
+    every row when there are fewer); the rigid-body fits, the scores and the replays see every row.
+    With one block and one sample (at most 20 000 rows by default) this is the whole-log job.
+    """
 
     metric = "test nMSE of the torques (mean over joints)"
 
@@ -335,88 +423,276 @@ class _InverseDynamics:
         self.check = check
         self.warm = SemiparametricInverseDynamics.load(job.init) if job.init else None
         self.urdf = self._urdf(job)
-        names = self.warm.joint_names if self.warm is not None else None
-        raw = read_joint_states(job.bags, topic=job.topic, joint_names=names)
-        self.skipped: dict[str, int] = dict(raw.skipped)
-        self.outliers_k = float(job.outlier_k)
-        self.limits = limits = JointLimits.from_urdf(self.urdf, raw.joint_names)
-        self.js = self._despiked(self._plausible(raw, PlausibilityGate(limits, float(job.limit_margin))))
-        self.qdd = estimate_accelerations(self.js.t, self.js.qd, starts=self.js.starts)
-        tr, te = _split(self.js.t.size, job.test_fraction, rng, chronological=True)
+        self.block, self.sample_rows, self.seed = int(job.block), int(job.sample_rows), job.seed
         self.forgetting = tuple(job.forgetting)
         self.lam_scales = tuple(float(s) for s in job.residual_regularization)
-        self.block = job.replay_block
-        effort = np.where(np.isfinite(limits.effort), limits.effort, 0.0)
-        self.outliers = {"k": float(job.outlier_k), "floor": float(job.outlier_floor) * effort}
-        js = self.js
-        par, self.X_tr, self.Y_tr, self.tr = self._without_outliers(tr, "training part")
-        _, residual_te = residual_data(par, js.q[te], js.qd[te], self.qdd[te], js.tau[te])
-        out_te = self._outliers(residual_te, "test part")
-        self.te = te = te[~out_te]
-        residual_te = residual_te[~out_te]
-        self.var_te = js.tau[te].var(axis=0)  # nMSE of torques, not of residuals
-        rnea = par.regressor.rnea(js.q[te], js.qd[te], self.qdd[te])
-        self.baselines = {
-            "RNEA (URDF)": float(normalized_mse(js.tau[te], rnea).mean()),
-            "rigid body + friction (RLS)": float(
-                normalized_mse(residual_te, np.zeros_like(residual_te), variance=self.var_te).mean()
-            ),
-        }
-        self.warnings = self._warnings()
+        self.replay_block = min(int(job.replay_block), self.block)
+        self.skipped: dict[str, int] = {}
+        self.warnings: list[str] = []
+        self.k = float(job.outlier_k)
+        self.store: RowStore | None = None
+        names = self.warm.joint_names if self.warm is not None else None
+        stream = JointStateStream(job.bags, topic=job.topic, joint_names=names, block=self.block)
+        try:
+            self._read(stream, job)
+            self._fit_and_split(job)
+        except BaseException:
+            self.close()
+            raise
 
-    def _plausible(self, js: JointStateSet, gate: PlausibilityGate) -> JointStateSet:
-        """The samples within the URDF's limits widened by the margin (before q̈ is estimated from
-        them: one velocity spike would spoil the accelerations of its neighbours); counted."""
-        ok, counts = gate.mask(js.q, js.qd, js.tau)
+    def close(self) -> None:
+        """Delete the temporary file of the rows."""
+        if self.store is not None:
+            self.store.close()
+
+    def _check(self) -> None:
+        if self.check is not None:
+            self.check()
+
+    # ------------------------------------------------------------------ reading
+    def _read(self, stream: JointStateStream, job: TuningJob) -> None:
+        """Every row of the bags, filtered, with q̈, into the row store (blocks of whole reads)."""
+        self._carry: tuple[np.ndarray, np.ndarray, int] | None = None  # q̈ window across blocks
+        self._last: tuple[Any, Any] = (None, None)  # stretch and bag of the last row stored
+        self._stretch = -1
+        self._plausible = 0
+        self._gate_counts: dict[str, int] = {}
+        batch: list[JointStateBlock] = []
+        rows = 0
+        for part in stream:
+            if batch and rows + part.t.size > self.block:
+                self._filter(batch, stream, job)
+                self._check()
+                batch, rows = [], 0
+            batch.append(part)
+            rows += part.t.size
+        if batch:
+            self._filter(batch, stream, job)
+        for reason, n in stream.skipped.items():
+            self.skipped[reason] = self.skipped.get(reason, 0) + n
+        self.skipped_detail = dict(stream.skipped.details)
+        self.bag_joints, self.bags = stream.bag_joints, [str(p) for p in stream.paths]
+        if not self._plausible:
+            raise BagError(
+                f"no joint state within the URDF's limits (margin {self.gate.margin:g}): {self._gate_counts}"
+            )
+
+    def _start(self, names: list[str], job: TuningJob) -> RowStore:
+        """At the first block: the joints are known, the limits and the store can be made."""
+        self.joint_names = list(names)
+        self.limits = limits = JointLimits.from_urdf(self.urdf, self.joint_names)
+        self.gate = PlausibilityGate(limits, float(job.limit_margin))
+        effort = np.where(np.isfinite(limits.effort), limits.effort, 0.0)
+        self.floor = float(job.outlier_floor) * effort
+        self.velocity_floor = 0.01 * np.where(np.isfinite(limits.velocity), limits.velocity, 0.0)
+        self.sum_qd2 = np.zeros(len(names))
+        return RowStore(len(names), self.block)
+
+    def _filter(self, batch: list[JointStateBlock], stream: JointStateStream, job: TuningJob) -> None:
+        """One batch of blocks (at most ``block`` rows): the samples within the URDF's limits
+        widened by the margin, then without spikes in q, q̇ or τ against their neighbours (Hampel,
+        :func:`~lifelong_learning.dynamics.plausibility.local_spikes`) and velocities inconsistent
+        with the positions, then q̈ (continued from the previous batch within a stretch); counted,
+        stored. Before q̈: one velocity spike would spoil the accelerations of its neighbours."""
+        if self.store is None:
+            assert stream.joint_names is not None
+            self.store = self._start(stream.joint_names, job)
+        stretch = np.concatenate([np.full(p.t.size, self._next_stretch(p.new_stretch)) for p in batch])
+        bag = np.concatenate([np.full(p.t.size, p.bag) for p in batch])
+        t, q, qd, tau = (np.concatenate([getattr(p, k) for p in batch]) for k in ("t", "q", "qd", "tau"))
+        ok, counts = self.gate.mask(q, qd, tau)
         for reason, n in counts.items():
             self.skipped[reason] = self.skipped.get(reason, 0) + n
-        if not ok.any():
-            raise BagError(f"no joint state within the URDF's limits (margin {gate.margin:g}): {counts}")
-        return _rows(js, ok)
+            self._gate_counts[reason] = self._gate_counts.get(reason, 0) + n
+        self._plausible += int(ok.sum())
+        t, q, qd, tau, stretch, bag = (a[ok] for a in (t, q, qd, tau, stretch, bag))
+        if np.isfinite(self.k) and t.size:
+            starts = _changes(stretch)
+            spikes = local_spikes(np.hstack([q, qd, tau]), starts, k=self.k)
+            mismatch = velocity_mismatch(t, q, qd, starts, k=self.k, floor=self.velocity_floor) & ~spikes
+            for reason, bad in (
+                ("spike (against its neighbours)", spikes),
+                ("velocity inconsistent with the positions", mismatch),
+            ):
+                if bad.any():
+                    self.skipped[reason] = self.skipped.get(reason, 0) + int(bad.sum())
+            keep = ~(spikes | mismatch)
+            t, q, qd, tau, stretch, bag = (a[keep] for a in (t, q, qd, tau, stretch, bag))
+        if not t.size:
+            return
+        qdd = self._accelerations(t, qd, stretch)
+        store = self.store
+        store.starts += (store.n + _changes(stretch, self._last[0])).tolist()
+        new_bag = _changes(bag, self._last[1])
+        store.bag_starts += (store.n + new_bag).tolist()
+        store.bag_of_start += bag[new_bag].tolist()
+        self._last = (stretch[-1], bag[-1])
+        store.append(t, q, qd, qdd, tau)
+        self.sum_qd2 += (qd**2).sum(axis=0)
 
-    def _despiked(self, js: JointStateSet) -> JointStateSet:
-        """Without the samples that are spikes in q, q̇ or τ against their neighbours (Hampel,
-        :func:`~lifelong_learning.dynamics.plausibility.local_spikes`; within the limits, but a
-        glitch all the same), before q̈ is estimated from them; counted."""
-        if not np.isfinite(self.outliers_k):
-            return js
-        spikes = local_spikes(np.hstack([js.q, js.qd, js.tau]), js.starts, k=self.outliers_k)
-        if spikes.any():
-            self.skipped["spike (against its neighbours)"] = int(spikes.sum())
-        floor = 0.01 * np.where(np.isfinite(self.limits.velocity), self.limits.velocity, 0.0)
-        mismatch = velocity_mismatch(js.t, js.q, js.qd, js.starts, k=self.outliers_k, floor=floor) & ~spikes
-        if mismatch.any():
-            self.skipped["velocity inconsistent with the positions"] = int(mismatch.sum())
-        return _rows(js, ~(spikes | mismatch))
+    def _next_stretch(self, new: bool) -> int:
+        if new or self._stretch < 0:
+            self._stretch += 1
+        return self._stretch
 
-    def _outliers(self, residuals: np.ndarray, part: str) -> np.ndarray:
-        """Rows of rigid-body residuals beyond ``k`` robust scales (at least the floor); counted."""
-        if not np.isfinite(self.outliers["k"]):
-            return np.zeros(residuals.shape[0], dtype=bool)
-        out = robust_outliers(residuals, k=self.outliers["k"], floor=self.outliers["floor"])
-        if out.any():
+    def _accelerations(self, t: np.ndarray, qd: np.ndarray, stretch: np.ndarray) -> np.ndarray:
+        """q̈ of the rows by the node's filter, restarted at each stretch and continued from the
+        last rows of the previous batch when the first row continues their stretch."""
+        carry = self._carry
+        n_carry = 0
+        if carry is not None and carry[2] == stretch[0]:
+            t, qd = np.concatenate([carry[0], t]), np.concatenate([carry[1], qd])
+            stretch = np.concatenate([np.full(carry[0].size, carry[2]), stretch])
+            n_carry = carry[0].size
+        qdd = estimate_accelerations(t, qd, starts=_changes(stretch).tolist())[n_carry:]
+        last = stretch == stretch[-1]
+        keep = np.flatnonzero(last)[-(ACCELERATION_WINDOW - 1) :]
+        self._carry = (t[keep], qd[keep], int(stretch[-1]))
+        return qdd
+
+    # ------------------------------------------------------------------ fitting
+    def _fit_and_split(self, job: TuningJob) -> None:
+        """The chronological split, the rigid-body fit on the training part without its residual
+        outliers, the rows to tune on, the test part's outliers and the baselines."""
+        store = self.store
+        assert store is not None
+        n = store.n
+        n_test = max(1, round(job.test_fraction * n))
+        if n - n_test < 4:
+            raise ValueError(f"too few samples ({n}) for a test split of {job.test_fraction}")
+        self.split = split = n - n_test
+        par, own = self._parametric(0, split, kept_only=False, per_bag=len(set(store.bag_of_start)) > 1)
+        n_out = self._flag_outliers(par, 0, split, "training part")
+        self.n_train = split - n_out
+        mismatched = self._bag_consistency(par, own) if len(own) > 1 else []
+        if n_out:  # one bad sample also bends the rigid-body fit: refit without the outliers
+            if self.n_train < 4:
+                raise BagError("too few samples left in the training part after removing residual outliers")
+            par, _ = self._parametric(0, split, kept_only=True)
+        self.parametric = par
+        self._check()
+        self.X_tr, self.Y_tr, self.groups = self._tuning_rows(par)
+        self.n_test = n_test - self._flag_outliers(par, split, n, "test part")
+        self._baselines(par)
+        self.warnings = self._warnings(par) + mismatched
+
+    def _parametric(
+        self, a: int, b: int, kept_only: bool, per_bag: bool = False
+    ) -> tuple[Any, dict[int, Any]]:
+        """The rigid-body model with friction fitted on rows ``a`` to ``b`` (from the URDF prior,
+        or from the model to continue from) and, with ``per_bag``, one fitted on each bag's rows
+        alone (for :meth:`_bag_consistency`)."""
+        assert self.store is not None
+
+        def new() -> SemiparametricInverseDynamics:
+            model = SemiparametricInverseDynamics(self.urdf, self.joint_names, mode="parametric")
+            if self.warm is not None:
+                model.continue_from(self.warm)
+            return model
+
+        par = new()
+        own: dict[int, SemiparametricInverseDynamics] = {}
+        for rows in self.store.blocks(a, b, kept_only):
+            self._check()
+            par.update(*rows.arrays)
+            if per_bag:
+                bag = self.store.bag_of(rows.index)
+                for k in np.unique(bag):
+                    own.setdefault(int(k), new()).update(*rows.take(bag == k).arrays)
+        return par, own
+
+    def _subset(self, n: int) -> np.ndarray:
+        """Positions of at most ``sample_rows`` of ``n`` rows: all, or a uniform random subset (sorted)."""
+        if n <= self.sample_rows:
+            return np.arange(n)
+        return np.sort(np.random.default_rng(self.seed).choice(n, size=self.sample_rows, replace=False))
+
+    def _sampled(self, a: int, b: int, n: int, kept_only: bool) -> Iterator[Rows]:
+        """The rows of :meth:`_subset` of the ``n`` rows ``a`` to ``b`` (those kept, with
+        ``kept_only``), a block at a time."""
+        assert self.store is not None
+        pick = self._subset(n)
+        seen = 0
+        for rows in self.store.blocks(a, b, kept_only):
+            lo, hi = np.searchsorted(pick, [seen, seen + len(rows)])
+            if hi > lo:
+                yield rows.take(pick[lo:hi] - seen)
+            seen += len(rows)
+
+    def _flag_outliers(self, par: Any, a: int, b: int, part: str) -> int:
+        """Mark the rows ``a`` to ``b`` whose rigid-body residuals are beyond ``k`` robust scales
+        (at least the floor; the scale from :meth:`_subset` of the rows) left out; counted."""
+        assert self.store is not None
+        if not np.isfinite(self.k):
+            return 0
+        sample = [r.tau - par.predict(r.q, r.qd, r.qdd) for r in self._sampled(a, b, b - a, kept_only=False)]
+        sigma = _robust_sigma(np.vstack(sample), self.floor)
+        count = 0
+        for rows in self.store.blocks(a, b):
+            out = _beyond(rows.tau - par.predict(rows.q, rows.qd, rows.qdd), sigma, self.k)
+            self.store.set_left_out(int(rows.index[0]), out)
+            count += int(out.sum())
+        if count:
             key = f"residual outlier ({part})"
-            self.skipped[key] = self.skipped.get(key, 0) + int(out.sum())
+            self.skipped[key] = self.skipped.get(key, 0) + count
+        return count
+
+    def _tuning_rows(self, par: Any) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """The residual data (:func:`~lifelong_learning.nystrom.export.residual_data`) of
+        :meth:`_subset` of the training rows kept, and where each bag starts among them."""
+        X, Y, index = [], [], []
+        for rows in self._sampled(0, self.split, self.n_train, kept_only=True):
+            x, y = residual_data(par, *rows.arrays)
+            X.append(x)
+            Y.append(y)
+            index.append(rows.index)
+        assert self.store is not None
+        bags = self.store.bag_of(np.concatenate(index))
+        return np.vstack(X), np.vstack(Y), _changes(bags).tolist()
+
+    def _bag_consistency(self, par: Any, own: dict[int, Any]) -> list[str]:
+        """Warnings for the bags whose training rows the rigid-body model of all bags explains
+        much worse than a rigid-body model of that bag alone (torque nMSE, rows kept): bags of
+        another robot with the same joint names, or of the same robot with another payload or a
+        miscalibrated sensor, which one model of them all cannot fit."""
+        assert self.store is not None
+        d = len(self.joint_names)
+        moments = {k: _Moments(d) for k in own}
+        sse = {k: np.zeros((2, d)) for k in own}
+        for rows in self.store.blocks(0, self.split, kept_only=True):
+            bag = self.store.bag_of(rows.index)
+            for k in np.unique(bag):
+                r = rows.take(bag == k)
+                moments[int(k)].add(r.tau)
+                for i, model in enumerate((par, own[int(k)])):
+                    sse[int(k)][i] += ((r.tau - model.predict(*r.arrays[:3])) ** 2).sum(axis=0)
+        out = []
+        for k, m in moments.items():
+            together, alone = (_nmse(sse[k][i], m.n, m.var) for i in (0, 1))
+            if together > BAG_MISMATCH_RATIO * alone and together - alone > BAG_MISMATCH_NMSE:
+                out.append(
+                    f"bag {self.bags[k]} does not fit one rigid-body model with the other bags (torque "
+                    f"nMSE of the model of all bags on it {together:.3g}, of its own {alone:.3g}): a bag of "
+                    "another robot with the same joint names, or of this one with another payload or sensor "
+                    "calibration? The model learns the bags in order and, with forgetting, follows the most "
+                    "recent ones; leave out bags of another robot"
+                )
         return out
 
-    def _without_outliers(self, tr: np.ndarray, part: str) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        """The rigid-body model fitted on rows ``tr``, refitted without the rows whose residuals it
-        finds to be outliers (one bad sample also bends the rigid-body fit), with the residual data
-        of the rows kept and those rows."""
-        js = self.js
-        fitted = rigid_body_residuals(
-            self.urdf, js.joint_names, js.q[tr], js.qd[tr], self.qdd[tr], js.tau[tr], self.warm
-        )
-        out = self._outliers(fitted[2], part)
-        if not out.any():
-            return (*fitted, tr)
-        tr = tr[~out]
-        if tr.size < 4:
-            raise BagError(f"too few samples left in the {part} after removing residual outliers")
-        refit = rigid_body_residuals(
-            self.urdf, js.joint_names, js.q[tr], js.qd[tr], self.qdd[tr], js.tau[tr], self.warm
-        )
-        return (*refit, tr)
+    def _baselines(self, par: Any) -> None:
+        """RNEA and the rigid body with friction on the test part (kept rows), and its variance."""
+        assert self.store is not None
+        d = len(self.joint_names)
+        moments, sse_rnea, sse_par = _Moments(d), np.zeros(d), np.zeros(d)
+        for rows in self.store.blocks(self.split, self.store.n, kept_only=True):
+            moments.add(rows.tau)
+            sse_rnea += ((rows.tau - par.regressor.rnea(rows.q, rows.qd, rows.qdd)) ** 2).sum(axis=0)
+            sse_par += ((rows.tau - par.predict(rows.q, rows.qd, rows.qdd)) ** 2).sum(axis=0)
+        self.var_te = moments.var  # nMSE of torques, not of residuals
+        self.baselines = {
+            "RNEA (URDF)": _nmse(sse_rnea, self.n_test, self.var_te),
+            "rigid body + friction (RLS)": _nmse(sse_par, self.n_test, self.var_te),
+        }
 
     def _urdf(self, job: TuningJob) -> str:
         """The URDF of ``job`` or, without one, of the model to continue from (it embeds its URDF)."""
@@ -431,37 +707,81 @@ class _InverseDynamics:
             raise ValueError(f"the model to continue from is for another robot than {job.urdf}: {difference}")
         return urdf
 
-    def _warnings(self) -> list[str]:
-        js, out = self.js, []
-        rms = np.sqrt(np.mean(js.qd**2, axis=0))
-        still = [name for name, v in zip(js.joint_names, rms, strict=True) if v < _STILL_RMS_VELOCITY]
-        if still:
+    # ------------------------------------------------------------------ warnings
+    def _warnings(self, par: Any) -> list[str]:
+        """Bad input the job could still learn from, in words: joints that barely move, a short
+        log, joint states that lacked a modelled joint, and joints of the URDF the bags move but
+        the model does not take (they lacked in the message the joints were taken from)."""
+        assert self.store is not None
+        n, out = self.store.n, []
+        rms = np.sqrt(self.sum_qd2 / n)
+        still = [name for name, v in zip(self.joint_names, rms, strict=True) if v < _STILL_RMS_VELOCITY]
+        if len(still) == len(self.joint_names):
+            out.append(
+                f"no joint moves (RMS velocity < {_STILL_RMS_VELOCITY} rad/s on every joint): these bags "
+                "hold static torques only; friction, inertia and the residual's dependence on motion are not "
+                "identifiable from them, so the model is no better than the URDF for motion; log motion"
+            )
+        elif still:
             out.append(
                 f"joints {still} barely move (RMS velocity < {_STILL_RMS_VELOCITY} rad/s): their friction "
                 "and inertia are not identifiable from these bags; the model keeps the URDF there"
             )
-        if js.t.size < 500:
-            out.append(f"only {js.t.size} samples: the tuned model may not generalize; log more motion")
+        if n < 500:
+            out.append(f"only {n} samples: the tuned model may not generalize; log more motion")
+        missing = self.skipped.get(MISSING_JOINT, 0)
+        if missing:
+            out.append(
+                f"{missing} joint state(s) lacked one of the modelled joints {self.joint_names} and were "
+                f"skipped (first: {self.skipped_detail.get(MISSING_JOINT, '')})"
+            )
+        unmodelled = {
+            j: [b for b, seen in zip(self.bags, self.bag_joints, strict=True) if j in seen]
+            for j in par.regressor.locked_joints
+        }
+        unmodelled = {j: bags for j, bags in unmodelled.items() if bags}
+        if unmodelled:
+            out.append(
+                f"joints {sorted(unmodelled)} of the URDF are in the joint states of "
+                f"{sorted({b for bags in unmodelled.values() for b in bags})} but not modelled (the model's "
+                f"joints {self.joint_names} are those of the first joint state, or of the model to continue "
+                "from): the model holds them still, so their motion in those bags is not explained"
+            )
         return out
 
-    def _part(self, rows: Any) -> list[np.ndarray]:
-        return [self.js.q[rows], self.js.qd[rows], self.qdd[rows], self.js.tau[rows]]
-
-    def _replay_error(self, model: Any, forgetting: float, lam_scale: float) -> float:
-        """Torque nMSE on the test (most recent) part of the export replayed on the training part."""
-        sp = export_inverse_dynamics(
+    # ------------------------------------------------------------------ scoring and export
+    def _replay(self, model: Any, forgetting: float, lam_scale: float, path: Path | None = None) -> Any:
+        """The export replayed on the training rows kept (and, with ``path``, then on the test rows
+        kept, and saved there), in time order."""
+        assert self.store is not None
+        store, split = self.store, self.split
+        blocks = (r.arrays for r in store.blocks(0, split, kept_only=True))
+        n = self.n_train
+        if path is not None:
+            test = (r.arrays for r in store.blocks(split, store.n, kept_only=True))
+            blocks, n = itertools.chain(blocks, test), n + self.n_test
+        return replay_inverse_dynamics(
             model,
             self.urdf,
-            self.js.joint_names,
-            *self._part(self.tr),
+            self.joint_names,
+            blocks,
+            n,
+            path,
             forgetting=forgetting,
-            block=self.block,
+            block=self.replay_block,
             warm_start=self.warm,
             lam_scale=lam_scale,
             check=self.check,
         )
-        q, qd, qdd, tau = self._part(self.te)
-        value = float(normalized_mse(tau, sp.predict(q, qd, qdd), variance=self.var_te).mean())
+
+    def _replay_error(self, model: Any, forgetting: float, lam_scale: float) -> float:
+        """Torque nMSE on the test (most recent) part of the export replayed on the training part."""
+        assert self.store is not None
+        sp = self._replay(model, forgetting, lam_scale)
+        sse = np.zeros(len(self.joint_names))
+        for rows in self.store.blocks(self.split, self.store.n, kept_only=True):
+            sse += ((rows.tau - sp.predict(rows.q, rows.qd, rows.qdd)) ** 2).sum(axis=0)
+        value = _nmse(sse, self.n_test, self.var_te)
         return value if np.isfinite(value) else float("inf")
 
     def score(self, model: Any) -> tuple[float, dict[str, Any]]:
@@ -481,18 +801,8 @@ class _InverseDynamics:
         }
 
     def export(self, model: Any, choice: dict[str, Any], out: Path) -> None:
-        export_inverse_dynamics(
-            model,
-            self.urdf,
-            self.js.joint_names,
-            *self._part(np.concatenate([self.tr, self.te])),  # every sample but the outliers, in order
-            out,
-            forgetting=choice["forgetting"],
-            block=self.block,
-            warm_start=self.warm,
-            lam_scale=choice["residual_lam_scale"],
-            check=self.check,
-        )
+        """Every sample but the outliers, in order."""
+        self._replay(model, choice["forgetting"], choice["residual_lam_scale"], path=out)
 
 
 def run_job(
@@ -523,6 +833,20 @@ def run_job(
     check()
     task_class = _Classification if job.task == "classification" else _InverseDynamics
     task = task_class(job, rng, check)
+    try:
+        return _run_task(job, task, objectives, check, callback)
+    finally:
+        task.close()
+
+
+def _run_task(
+    job: TuningJob,
+    task: Any,
+    objectives: list[str],
+    check: Callable[[], None],
+    callback: Callable[[str, int, dict[str, Any]], None] | None,
+) -> dict[str, Any]:
+    """Tune with each objective, score, export the first one's model, write the reports."""
     check()
     report: dict[str, Any] = {
         "task": job.task,
@@ -530,8 +854,8 @@ def run_job(
         "centers": job.centers,
         "model": str(job.out),
         "exported_objective": objectives[0],
-        "n_train": len(task.tr),
-        "n_test": len(task.te),
+        "n_train": task.n_train,
+        "n_test": task.n_test,
         "baselines": task.baselines,
         "warnings": task.warnings,
         "skipped": dict(sorted(task.skipped.items())),
@@ -559,6 +883,7 @@ def run_job(
             seed=job.seed,
             callback=on_epoch,
             lengthscale_range=job.lengthscale_range,
+            groups=task.groups,
         )
         seconds = time.perf_counter() - t0
         check()
@@ -583,7 +908,7 @@ def run_job(
     check_outputs(job)  # again: the paths may have changed while the job ran
     check()
     task.export(exported[0], exported[1], out)
-    report["exported_samples"] = len(task.tr) + len(task.te)
+    report["exported_samples"] = task.n_train + task.n_test
     report["markdown"] = _markdown(report)
     atomic_write_text(md, report["markdown"])
     atomic_write_text(js, json.dumps({k: v for k, v in report.items() if k != "markdown"}, indent=2))
