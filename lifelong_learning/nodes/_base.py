@@ -587,7 +587,8 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
     was learned or rolled back since); a node that started afresh loads them.
 
     Rollback (:class:`ModelHistory` in ``<model_directory>/previous/<node>/``): every replacement
-    of the serving model (:meth:`replace_model`: hot reload, received model, ``~/reset``) first
+    of the serving model (:meth:`replace_model`: hot reload, received model, ``~/reset``, and
+    ``~/load_model`` of the checkpoint, i.e. a restore over a model that serves) first
     writes the model it replaces there, under the model lock, so that the file is exactly what
     served; a replacement whose model cannot be written (disk full) is refused and nothing
     changes (``keep_previous_models`` 0 keeps none). At most ``keep_previous_models`` are kept, the
@@ -1103,10 +1104,14 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
                 model = self.read_model(newest)
             except ModelFileError as exc:
                 aside = newest.with_name(f"{newest.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
-                os.replace(newest, aside)
+                try:
+                    os.replace(newest, aside)
+                    moved = f"moved aside to {aside} (~/rollback again goes one further back)"
+                except OSError as move_error:
+                    moved = f"it could not be moved aside ({move_error})"
                 message = (
-                    f"the most recent previous model is unreadable ({exc}); moved aside to {aside}, the "
-                    "serving model is unchanged (~/rollback again goes one further back)"
+                    f"the most recent previous model is unreadable ({exc}); {moved}; the serving model "
+                    "is unchanged"
                 )
                 self.get_logger().error(message)
                 return False, message

@@ -188,3 +188,78 @@ def test_rollback_restores_the_previous_models_exact_predictions(executor, start
     assert node.rollback().success  # and that load, like any, can be rolled back
     assert node.predictions() == with_boxes
     assert proc.alive()
+
+
+def rls_node(context: Any, **params: Any) -> Any:
+    """The smallest learner node (a RecursiveRLS of dimension 3), in this process."""
+    from conftest import RLSModel
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes._base import LearnerNode
+
+    class RLSNode(LearnerNode):
+        model_class = RLSModel
+
+        def __init__(self) -> None:
+            overrides = [Parameter(k, value=v) for k, v in {"diagnostics_period_s": 0.0, **params}.items()]
+            super().__init__("rls_node", context=context, parameter_overrides=overrides)
+            self.start_learner()
+
+        def new_model(self) -> Any:
+            return RLSModel(3, 1, lam=1.0)
+
+    return RLSNode()
+
+
+def test_what_cannot_be_kept_or_read_changes_nothing(rclpy_context, tmp_path):
+    """A replacement whose model cannot be written is refused; an unreadable previous model is moved
+    aside (the next rollback goes one further back); keep_previous_models 0 keeps nothing."""
+    from std_srvs.srv import Trigger
+
+    x = np.eye(3)
+    node = rls_node(rclpy_context, model_directory=str(tmp_path / "models"))
+    try:
+        node.model.update([1.0, 2.0, 3.0], [1.0])
+        first = node.model.predict(x)
+        assert node._on_reset(Trigger.Request(), Trigger.Response()).success  # history: first
+        node.model.update([0.0, 1.0, 0.0], [5.0])
+        second = node.model.predict(x)
+        assert node._on_reset(Trigger.Request(), Trigger.Response()).success  # history: first, second
+        (newest,) = [p for p in node.history.files() if p.name.startswith("000002.")]
+        newest.write_bytes(newest.read_bytes()[:200])  # truncated: unreadable
+        ok, message = node.rollback()
+        assert not ok and "unreadable" in message and "moved aside" in message, message
+        assert np.allclose(node.model.predict(x), 0.0) and not newest.exists()
+        assert len(list(node.history.folder.glob("000002.*.unreadable-*"))) == 1
+        ok, message = node.rollback()
+        assert ok, message
+        assert np.array_equal(node.model.predict(x), first)
+        assert not np.array_equal(first, second)
+
+        # The history's folder cannot be written (a file in its place): reset and reload refused.
+        version = node.model_version
+        folder = node.history.folder
+        for p in folder.iterdir():
+            p.unlink()
+        folder.rmdir()
+        folder.write_text("in the way")
+        res = node._on_reset(Trigger.Request(), Trigger.Response())
+        assert not res.success and "reset refused, the model is unchanged" in res.message, res.message
+        assert "keep_previous_models to 0" in res.message
+        RLSModel_ = type(node.model)
+        RLSModel_(3, 1).save(tmp_path / "models" / "other.model")
+        ok, message = node.reload(tmp_path / "models" / "other.model")
+        assert not ok and "previous model kept" in message, message
+        assert node.model_version == version and np.array_equal(node.model.predict(x), first)
+    finally:
+        node.destroy_node()
+
+    none_kept = rls_node(rclpy_context, model_directory=str(tmp_path / "other"), keep_previous_models=0)
+    try:
+        none_kept.model.update([1.0, 2.0, 3.0], [1.0])
+        assert none_kept._on_reset(Trigger.Request(), Trigger.Response()).success
+        ok, message = none_kept.rollback()
+        assert not ok and "keep_previous_models is 0" in message, message
+        assert not (tmp_path / "other" / "previous").exists()
+    finally:
+        none_kept.destroy_node()
