@@ -1238,14 +1238,23 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             return
         self.models_received += 1
         self._received(msg.name, digest, "loaded")
-        for other in self.received_directory.iterdir():  # the last one loaded is enough
-            if (
-                other != path
-                and not other.name.startswith(".")
-                and other.is_file()
-                and not other.is_symlink()
-            ):
-                other.unlink(missing_ok=True)
+        self._remove_received_but(path)
+
+    def _remove_received_but(self, keep: Path) -> None:
+        """Remove the files of models received before ``keep`` (the previous models keep what served)."""
+        try:
+            for other in self.received_directory.iterdir():
+                if (
+                    other != keep
+                    and not other.name.startswith(".")
+                    and not other.is_symlink()
+                    and other.is_file()
+                ):
+                    other.unlink(missing_ok=True)
+        except OSError as exc:
+            self.get_logger().warning(
+                f"could not remove older received models in {self.received_directory}: {exc}"
+            )
 
     def _received(self, name: str, digest: str, outcome: str) -> None:
         """Record the last model received for diagnostics."""

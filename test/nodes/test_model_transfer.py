@@ -289,3 +289,23 @@ def test_a_latched_model_is_not_loaded_again_over_the_checkpoint_that_holds_it(
     third = start_process(node_argv(node_name, *args))  # no checkpoint: it starts afresh
     assert sender.value("models received", "1"), third.log()
     assert samples_seen() == tuned.n_samples
+
+
+@pytest.mark.parametrize(
+    ("name", "stored"),
+    [
+        ("tuned-20250101T120000Z.model", "tuned-20250101T120000Z.model"),
+        ("../../../etc/passwd", "passwd"),
+        ("C:\\models\\..\\tuned.model", "tuned.model"),
+        ("/abs/path/tuned.model", "tuned.model"),
+        (".hidden.model", "hidden.model"),
+        ("..", "model-0123456789abcdef.model"),
+        ("", "model-0123456789abcdef.model"),
+        ("a model; rm -rf ~.model", "a_model__rm_-rf__.model"),
+        ("x" * 300, "x" * 100),
+    ],
+)
+def test_a_received_name_never_leaves_the_folder(name, stored, built_interfaces):
+    from lifelong_learning.nodes._base import received_file_name
+
+    assert received_file_name(name, "0123456789abcdef" * 4) == stored
