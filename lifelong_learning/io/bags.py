@@ -438,15 +438,15 @@ class JointStateStream:
     def _unusable(self, state: _BagState) -> str:
         """Why a bag gave no usable message; in words when its joint states lack joints."""
         missing = [n for n in self.joint_names or () if state.joints and n not in state.joints]
+        why = f"; skipped: {self.skipped.summary()}" if self.skipped else ""
         if missing:
             source = "given" if self._given_names else f"from the first joint state of {self.paths[0]}"
             return (
                 f"{state.path}: its joint states lack joints {missing} of the joints to learn "
                 f"{self.joint_names} ({source}); it has {sorted(state.joints)[:20]}: a bag of another "
                 "robot, or of a driver that publishes these joints elsewhere? Retrain from bags with the "
-                "same joints"
+                f"same joints{why}"
             )
-        why = f"; skipped: {self.skipped.summary()}" if self.skipped else ""
         return f"{state.path}: no usable JointState message{why}"
 
     def _take_ready(self) -> Iterator[JointStateBlock]:

@@ -241,3 +241,61 @@ def test_stamp_jumps_cut_a_bag_into_stretches_and_drop_short_ones(tmp_path):
     # without jumps a bag is one stretch, however short
     write_joint_states(tmp_path / "short", t[:5], ["a", "b"], q[:5], q[:5], q[:5])
     assert read_joint_states(tmp_path / "short").starts == [0]
+
+
+def _glitched_bags(tmp_path):
+    """Two bags of 3000 and 700 stamps with a far-future stamp, a driver pause and five stamps
+    ahead of their neighbours (the test above's glitches, in a longer log)."""
+    t = np.arange(3000) * 0.01
+    t[500] += 1e4  # read last: it ends the bag as a stretch of one
+    t[1000:] += 3.0  # a pause: a new stretch
+    t[1500:1505] += 0.5  # out of order against the 50 messages after them
+    q = np.column_stack([np.arange(t.size), np.zeros(t.size)]).astype(float)
+    write_joint_states(tmp_path / "b", t, ["a", "b"], q, q, q)
+    write_joint_states(tmp_path / "c", t[:700], ["a", "b"], q[:700], q[:700], q[:700])
+    return [tmp_path / "b", tmp_path / "c"]
+
+
+@pytest.mark.parametrize("block", [1000, 333, 10])
+def test_a_stream_gives_bounded_blocks_and_what_the_whole_read_gives(tmp_path, monkeypatch, block):
+    """JointStateStream: blocks of at most `block` rows, each of one stretch of one bag, a window
+    of at most two blocks waiting for the stamp decision, and, concatenated, exactly the rows,
+    stretches and skipped counts of read_joint_states (which holds each bag whole)."""
+    import lifelong_learning.io.bags as bags_module
+    from lifelong_learning.io.bags import JointStateStream
+
+    paths = _glitched_bags(tmp_path)
+    whole = read_joint_states(paths)
+    assert whole.starts == [0, 999, 2994] and whole.bag_starts == [0, 2994]
+    assert dict(whole.skipped) == {"stamp out of order": 5, "stamp jump": 2}
+    held = []
+    append = bags_module._Rows.append
+
+    def spy(self, ns, row):
+        append(self, ns, row)
+        held.append(self.n)
+
+    monkeypatch.setattr(bags_module._Rows, "append", spy)
+    stream = JointStateStream(paths, block=block)
+    blocks = list(stream)
+    assert max(b.t.size for b in blocks) <= block and max(held) <= 2 * block
+    sizes = np.cumsum([0] + [b.t.size for b in blocks[:-1]])
+    assert [int(s) for s, b in zip(sizes, blocks, strict=True) if b.new_stretch] == whole.starts
+    assert [b.bag for b in blocks] == sorted(b.bag for b in blocks) and {b.bag for b in blocks} == {0, 1}
+    for name in ("t", "q", "qd", "tau"):
+        streamed = np.concatenate([getattr(b, name) for b in blocks])
+        np.testing.assert_array_equal(streamed, getattr(whole, name))
+    assert dict(stream.skipped) == dict(whole.skipped) and stream.rows == whole.t.size
+    assert stream.bag_joints == [["a", "b"], ["a", "b"]]
+
+
+def test_a_bag_whose_joint_states_lack_the_joints_says_so(tmp_path):
+    t = np.arange(20) * 0.01
+    q = np.zeros((20, 2))
+    write_joint_states(tmp_path / "one", t, ["a", "b"], q, q, q)
+    write_joint_states(tmp_path / "other", t, ["x", "y"], q, q, q)
+    with pytest.raises(BagError, match=r"other: its joint states lack joints \['a', 'b'\].*another robot"):
+        read_joint_states([tmp_path / "one", tmp_path / "other"])
+    with pytest.raises(BagError, match=r"lack joints \['b'\].*\(given\); it has \['a', 'x'\]"):
+        write_joint_states(tmp_path / "ax", t, ["a", "x"], q, q, q)
+        read_joint_states(tmp_path / "ax", joint_names=["a", "b"])
