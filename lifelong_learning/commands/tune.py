@@ -15,7 +15,11 @@ Samples that no robot produces or that the rigid-body model finds to be outliers
 counted (``--limit-margin``, ``--outlier-k``; ``skipped`` in the report), as are malformed
 messages in the bags. ``--init MODEL`` continues from the serving model instead of starting over (see
 :class:`~lifelong_learning.retraining.pipeline.TuningJob`). A report (markdown and JSON, next
-to the model) lists per objective the test metrics, the time and the chosen hyperparameters.
+to the model) lists per objective the test metrics, the time and the chosen hyperparameters,
+and the promotion gate's verdict (:mod:`lifelong_learning.retraining.promotion`): the candidate
+and the serving model (``--serving``, default ``--init``) scored on the most recent part of the
+bags (``--holdout-fraction``, never trained on) and on ``--validation`` bags. The CLI announces
+nothing: the verdict says whether the ``nystrom_tuner`` node would.
 """
 
 from __future__ import annotations
@@ -95,6 +99,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="inverse-dynamics: drop samples whose rigid-body residual exceeds this many robust "
         "standard deviations (default 6; inf: keep every sample); counts are in the report",
     )
+    parser.add_argument(
+        "--serving",
+        default=None,
+        metavar="MODEL",
+        help="the serving model the promotion gate compares the candidate with (default: --init; "
+        "without either: RNEA for inverse dynamics, nothing for classification)",
+    )
+    parser.add_argument(
+        "--validation",
+        nargs="+",
+        default=(),
+        metavar="BAG",
+        help="bags the promotion gate scores on besides the most recent part of the bags (never trained on)",
+    )
+    parser.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=None,
+        help="most recent share of the bags held out for the promotion gate (default 0.1)",
+    )
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=None,
+        help="relative margin by which the candidate must beat the serving model (default 0.02)",
+    )
     parser.add_argument("--out", required=True, help="model file to write (never over a non-model file)")
     parser.add_argument("--report", default=None, help="report path without suffix (default: OUT.report)")
     parser.add_argument("--seed", type=int, default=0)
@@ -106,12 +136,14 @@ def run(args: argparse.Namespace) -> int:
     from lifelong_learning.io.bags import BagError
     from lifelong_learning.retraining.pipeline import (
         DEFAULT_FORGETTING,
+        DEFAULT_HOLDOUT_FRACTION,
         DEFAULT_LIMIT_MARGIN,
         DEFAULT_OUTLIER_K,
         DEFAULT_RESIDUAL_REGULARIZATION,
         TuningJob,
         run_job,
     )
+    from lifelong_learning.retraining.promotion import DEFAULT_MARGIN
 
     try:
         forgetting = (
@@ -142,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
         residual_regularization=scales,
         lengthscale_range=tuple(args.lengthscale_range) if args.lengthscale_range else None,
         init=args.init,
+        serving=args.serving,
+        validation_bags=list(args.validation),
+        holdout_fraction=DEFAULT_HOLDOUT_FRACTION if args.holdout_fraction is None else args.holdout_fraction,
+        promotion_margin=DEFAULT_MARGIN if args.margin is None else args.margin,
         limit_margin=DEFAULT_LIMIT_MARGIN if args.limit_margin is None else args.limit_margin,
         outlier_k=DEFAULT_OUTLIER_K if args.outlier_k is None else args.outlier_k,
         report=args.report,
@@ -155,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(report["markdown"])
     print(f"model written to {args.out}")
+    verdict = "would be promoted" if report["promotion"]["promoted"] else "would NOT be promoted"
+    print(f"promotion gate: {verdict}: {report['promotion']['reason']}")
     return 0
 
 

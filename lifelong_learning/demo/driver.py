@@ -2,15 +2,14 @@
 
 :class:`DemoDriver` publishes ``image``, ``teacher_label`` and ``joint_states``; it keeps, by
 header stamp, every ``prediction`` and ``predicted_torque`` answered (with the time it
-arrived), the last ``/diagnostics`` of every node, the finished tuning jobs from
-``tuning_progress`` and the models announced on ``tuned_model``; :meth:`DemoDriver.call`
-calls a service from the demo's thread while :func:`running_driver` spins the node in the
-background.
+arrived), the last ``/diagnostics`` of every node and the models announced on ``tuned_model``;
+:meth:`DemoDriver.call` calls a service and :meth:`DemoDriver.run_goal` runs an action goal
+from the demo's thread while :func:`running_driver` spins the node in the background.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.action import ActionClient
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
@@ -33,7 +33,7 @@ from lifelong_learning.vision.image_conversion import numpy_to_image
 # Topic names (relative, remappable), as in config/*.yaml.
 IMAGE, TEACHER_LABEL, PREDICTIONS = "image", "teacher_label", "prediction"
 JOINT_STATES, PREDICTED_TORQUES = "joint_states", "predicted_torque"
-TUNING_PROGRESS, TUNED_MODEL = "tuning_progress", "tuned_model"
+TUNED_MODEL = "tuned_model"
 
 
 def stamp_ns(stamp: Any) -> int:
@@ -58,7 +58,6 @@ class DemoDriver(Node):
         self.predictions: dict[int, tuple[str, float]] = {}  # stamp ns → (label, receive time)
         self.torques: dict[int, tuple[np.ndarray, float]] = {}  # stamp ns → (effort, receive time)
         self.diagnostics: dict[str, dict[str, str]] = {}  # node → its last diagnostic values
-        self.tuning: list[dict[str, Any]] = []  # tuning_progress messages with state done/failed
         self.announced: list[str] = []  # tuned_model paths
         self._say = say
         self._last_progress = 0.0
@@ -71,7 +70,6 @@ class DemoDriver(Node):
         self.create_subscription(Prediction, PREDICTIONS, self._on_prediction, 100)
         self.create_subscription(JointState, PREDICTED_TORQUES, self._on_torques, 1000)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
-        self.create_subscription(String, TUNING_PROGRESS, self._on_progress, 50)
         self.create_subscription(String, TUNED_MODEL, self._on_model, latched)
 
     # ------------------------------------------------------------------ answers
@@ -88,21 +86,13 @@ class DemoDriver(Node):
             for status in msg.status:
                 self.diagnostics[status_node(status.name)] = {kv.key: kv.value for kv in status.values}
 
-    def _on_progress(self, msg: String) -> None:
-        try:
-            info = json.loads(msg.data)
-        except ValueError:
+    def _on_feedback(self, msg: Any) -> None:
+        feedback = msg.feedback
+        if feedback.phase != "tuning" or time.monotonic() - self._last_progress < 5.0:
             return
-        if info.get("state") in ("done", "failed"):
-            with self.lock:
-                self.tuning.append(info)
-        elif time.monotonic() - self._last_progress > 5.0:
-            self._last_progress = time.monotonic()
-            eta = info.get("eta_s")
-            self._say(
-                f"tuner: {info.get('objective')} epoch {info.get('epoch')}/{info.get('epochs')}"
-                + (f", about {eta:.0f} s left" if eta is not None else "")
-            )
+        self._last_progress = time.monotonic()
+        eta = "" if math.isnan(feedback.eta_s) else f", about {feedback.eta_s:.0f} s left"
+        self._say(f"tuner: {feedback.objective} epoch {feedback.epoch}/{feedback.epochs}{eta}")
 
     def _on_model(self, msg: String) -> None:
         with self.lock:
@@ -122,16 +112,6 @@ class DemoDriver(Node):
         """The model version node ``name`` last reported in its diagnostics (-1: none yet)."""
         with self.lock:
             return int(self.diagnostics.get(name, {}).get("model version", "-1"))
-
-    def tuning_done(self, index: int) -> dict[str, Any] | None:
-        """The ``index``-th finished (done or failed) tuning job, None while there is none."""
-        with self.lock:
-            return self.tuning[index] if len(self.tuning) > index else None
-
-    def tuning_count(self) -> int:
-        """How many tuning jobs have finished so far."""
-        with self.lock:
-            return len(self.tuning)
 
     def answered_predictions(self, stamps: Sequence[int]) -> dict[int, tuple[str, float] | None]:
         """The prediction (label, receive time) answering each image stamp, None if none yet."""
@@ -181,6 +161,32 @@ class DemoDriver(Node):
             return future.result()
         finally:
             self.destroy_client(client)
+
+    def run_goal(self, action_type: Any, name: str, goal: Any, timeout: float = 600.0) -> tuple[bool, Any]:
+        """Send an action goal and wait for its result (feedback: tuning epochs, every 5 s at most);
+        ``(accepted, result)``, result None when the goal was rejected. RuntimeError on timeout."""
+        client = ActionClient(self, action_type, name)
+        try:
+            if not client.wait_for_server(timeout_sec=30.0):
+                raise RuntimeError(f"action {name} not available")
+            sent = client.send_goal_async(goal, feedback_callback=self._on_feedback)
+            handle = self._wait(sent, 30.0, f"action {name} did not answer the goal")
+            if not handle.accepted:
+                return False, None
+            return True, self._wait(
+                handle.get_result_async(), timeout, f"action {name} did not finish"
+            ).result
+        finally:
+            client.destroy()
+
+    @staticmethod
+    def _wait(future: Any, timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while not future.done():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} within {timeout:.0f} s")
+            time.sleep(0.05)
+        return future.result()
 
 
 @contextmanager

@@ -198,7 +198,7 @@ def _retraining_section(results: dict[str, Any]) -> list[str]:
                 lines.append(f"| {topic} | {t['type']} | {t['messages']} | {t['decoded']} |")
             lines.append("")
     for job in jobs or []:
-        reload = job.get("reload", {})
+        reload, gate = job.get("reload", {}), job["promotion"]
         lines += [
             f"- **{job['task']}**: tuned in {job['seconds']:.0f} s → `{Path(job['model']).name}`; "
             + "; ".join(
@@ -216,7 +216,12 @@ def _retraining_section(results: dict[str, Any]) -> list[str]:
                 f"the job finished (model version {' → '.join(map(str, reload['model_version']))})"
                 if reload
                 else ""
-            )
+            ),
+            f"  - promotion gate ({gate['n_samples']} held-out samples, never trained on): candidate "
+            f"{gate['metric']} {gate['candidate_error']:.4g}, {gate['serving']} "
+            + ("(none)" if gate["serving_error"] is None else f"{gate['serving_error']:.4g}")
+            + f" → **{'promoted' if gate['promoted'] else 'not promoted: the online model kept serving'}**"
+            + (" (forced)" if gate["forced"] else ""),
         ]
     lines.append("")
     return lines
@@ -315,8 +320,9 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
                 "",
                 f"After the online phase the node's learning was frozen and a new trajectory "
                 f"({ev['duration_s']:.0f} s, payload attached, seed {ev['seed']}) was played twice: once "
-                "answered by the model learned online, once by the model retrained from the bag and "
-                "hot-reloaded. nMSE over the whole trajectory (normalized by its torque variance). "
+                "answered by the model learned online, once by the model serving after retraining "
+                f"({ev.get('served_after_retraining', 'the retrained one')}). nMSE over the whole "
+                "trajectory (normalized by its torque variance). "
                 "Both models learned from one trajectory and this one is new, so the table measures "
                 "generalization; the tuner's own test split (the last 20% of the bag's trajectory) is "
                 "under *Bag and retraining*.",

@@ -236,5 +236,11 @@ class DemoRun:
             retrained_eval = scenarios.drive(stage, evaluation, "evaluation, retrained model")
             scenarios.recognition_after_retraining(stage, renderer, results)
             scenarios.evaluation_results(self.cfg, evaluation, online_eval, retrained_eval, results)
+            dynamics_job = next(j for j in results["retraining"] if j["task"] == "inverse-dynamics")
+            results["dynamics"]["evaluation"]["served_after_retraining"] = (
+                "the retrained model, promoted by the gate and hot-reloaded"
+                if dynamics_job["promotion"]["promoted"]
+                else "the online model: the gate did not promote the retrained one"
+            )
         time.sleep(1.5)  # last diagnostics
         results["diagnostics"] = stage.driver.diagnostics_now()

@@ -18,6 +18,7 @@ Each fills its part of the ``results`` dictionary the report is written from.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,12 +30,13 @@ from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from std_srvs.srv import Trigger
 
+from lifelong_learning.action import TuneModel
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.demo.driver import DemoDriver
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
 from lifelong_learning.sim.objects import ObjectRenderer, object_catalog, random_viewpoint
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path, panda_urdf_text
-from lifelong_learning.srv import TuneModel
+from lifelong_learning.srv import SaveModel
 
 if TYPE_CHECKING:
     from lifelong_learning.demo.run import DemoConfig
@@ -290,40 +292,42 @@ def split_bag(stage: Stage, results: dict[str, Any]) -> None:
     results["bag"] = {"split": res.message}
 
 
-def _wait_for_tuning(stage: Stage, index: int, task: str, timeout: float = 600.0) -> dict[str, Any]:
-    """The ``index``-th finished tuning job (RuntimeError after ``timeout`` s or if it failed)."""
-    deadline = time.monotonic() + timeout
-    info = stage.driver.tuning_done(index)
-    while info is None:
-        if time.monotonic() >= deadline:
-            raise RuntimeError(f"{task} tuning did not finish within {timeout:.0f} s")
-        stage.check_alive()
-        time.sleep(0.2)
-        info = stage.driver.tuning_done(index)
-    if info["state"] != "done":
-        raise RuntimeError(f"{task} tuning failed: {info.get('error')}")
-    return info
+def _serving_model(stage: Stage, learner: str) -> str:
+    """The learner's serving model, saved (~/save_model) into the models folder: the gate's reference."""
+    path = stage.out / "models" / f"serving-{learner}.llm"
+    res = stage.driver.call(SaveModel, f"/{learner}/save_model", SaveModel.Request(path=str(path)))
+    if not res.success:
+        raise RuntimeError(f"{learner} did not save its serving model: {res.message}")
+    return str(path)
 
 
-def tune(stage: Stage, task: str) -> dict[str, Any]:
-    """Ask nystrom_tuner to retrain ``task`` from the bag; wait until it wrote the model."""
-    n_before = stage.driver.tuning_count()
-    req = TuneModel.Request(
+def tune(stage: Stage, task: str, serving: str) -> dict[str, Any]:
+    """Retrain ``task`` from the bag with nystrom_tuner's action; the gate compares with ``serving``."""
+    goal = TuneModel.Goal(
         bags=[str(stage.out / "bag")],
         task=task,
         centers=stage.cfg.tune_centers,
         epochs=stage.cfg.tune_epochs,
         urdf_path=panda_urdf_path() if task == "inverse-dynamics" else "",
+        serving_model=serving,
     )
     t0 = time.monotonic()
-    res = stage.driver.call(TuneModel, "/nystrom_tuner/tune", req)
-    if not res.accepted:
-        raise RuntimeError(f"tuner refused the {task} job: {res.message}")
-    stage.say(f"tuner: {res.message}")
-    info = _wait_for_tuning(stage, n_before, task)
+    stage.say(f"tuner: {task} goal sent")
+    accepted, result = stage.driver.run_goal(TuneModel, "/nystrom_tuner/tune", goal)
+    if not accepted:
+        raise RuntimeError(f"the tuner rejected the {task} goal (its log and diagnostics say why)")
+    if not result.success:
+        raise RuntimeError(f"{task} tuning: {result.message}")
     seconds = time.monotonic() - t0
-    stage.say(f"tuner: {task} model written to {info['out_path']} after {seconds:.0f} s")
-    return {"task": task, "seconds": seconds, "model": info["out_path"], "objectives": info["report"]}
+    report = json.loads(Path(result.report_path).read_text(encoding="utf-8"))
+    stage.say(f"tuner: {task} model {result.out_path} after {seconds:.0f} s; {result.message}")
+    return {
+        "task": task,
+        "seconds": seconds,
+        "model": result.out_path,
+        "objectives": report["objectives"],
+        "promotion": report["promotion"],
+    }
 
 
 def _wait_for_reload(stage: Stage, learner: str, version: int, model: str) -> dict[str, Any]:
@@ -346,11 +350,16 @@ def _wait_for_reload(stage: Stage, learner: str, version: int, model: str) -> di
 
 
 def retrain(stage: Stage, results: dict[str, Any]) -> None:
-    """Tune both learners from the bag; wait until each node has hot-reloaded its model."""
+    """Retrain both learners from the bag; a promoted model is waited for until its node hot-reloaded
+    it, a refused one leaves the online model serving (the report says which served)."""
     jobs = []
     for task, learner in (("classification", "object_recognition"), ("inverse-dynamics", "inverse_dynamics")):
         version = stage.driver.model_version(learner)
-        job = tune(stage, task)
-        job["reload"] = _wait_for_reload(stage, learner, version, job["model"])
+        job = tune(stage, task, _serving_model(stage, learner))
+        if job["promotion"]["promoted"]:
+            job["reload"] = _wait_for_reload(stage, learner, version, job["model"])
+        else:
+            job["reload"] = {}
+            stage.say(f"{learner} keeps its online model: the candidate was not promoted")
         jobs.append(job)
     results["retraining"] = jobs

@@ -460,6 +460,10 @@ class NodeBase(Node):
         """The status message when nothing is wrong."""
         return "running"
 
+    def stopping(self) -> None:
+        """Called when the process stops, before its executor waits for running callbacks: a
+        node whose callbacks can run long (a tuning job) tells them to end here."""
+
     def _publish_diagnostics(self) -> None:
         status = self.diagnostic_status()  # judges what rose against the last published counts
         msg = DiagnosticArray()

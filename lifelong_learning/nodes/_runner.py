@@ -153,6 +153,9 @@ def run_nodes(
         pass
     finally:
         stop.event.set()  # from here on, signals are ignored (see StopSignals)
+        for node in nodes:
+            if isinstance(node, NodeBase):
+                node.stopping()
         if executor is not None:
             _finish_callbacks(executor)
         if started:

@@ -1,69 +1,78 @@
-"""``nystrom_tuner`` node: offline retraining from rosbag2 logs on request.
+"""``nystrom_tuner`` node: retraining from rosbag2 logs, as a ROS 2 action, with a promotion gate.
 
 Runs :func:`lifelong_learning.retraining.pipeline.run_job` (the same code as
-``lifelong-learning tune``) in a worker thread, one job at a time.
+``lifelong-learning tune``) for each goal of the ``~/tune`` action
+(lifelong_learning/action/TuneModel), one goal at a time, in the order accepted.
 
-Services:
-- ``~/tune`` (lifelong_learning/TuneModel): start a job; answers at once, always: accepted, or
-  refused with the reason (counted in diagnostics, ``rejected: <reason>``):
+Goals are checked before they are accepted (task and objectives known, bags that are rosbag2
+directories, a URDF for inverse dynamics: the goal's, the node's ``urdf_path``, else the latest
+``robot_description`` message; a model to continue from of the task's kind; sizes within
+``max_epochs`` / ``max_centers``; an output path inside ``output_dir``). A goal that fails a
+check is rejected: rclpy's goal response carries no text, so the reason is logged, counted in
+diagnostics (``rejected: <reason>``, ``last rejected goal``) and published on
+``tuning_progress`` as ``{"state": "rejected", "reason": ...}``. At most ``max_queued_goals``
+goals wait behind the running one; more are rejected (``queue full``).
 
-  - ``invalid request``: unknown task or objective, no bag, a bag that is not a directory,
-    a missing URDF or model to continue from;
-  - ``request over limit``: ``epochs`` above ``max_epochs`` or ``centers`` above ``max_centers``;
-  - ``unsafe output path``: ``out_path`` outside ``output_dir`` (unless
-    ``allow_paths_outside_output_dir``), or over anything but a model file (a directory, a
-    symlink, a FIFO, another file; a path under a regular file); the reports next to it alike;
-  - ``busy``: a job is running; ``shutting down``: the node is stopping.
+Feedback: phase (queued, reading, tuning, validating, writing), objective, epoch, value, ETA,
+queue position. Cancel works at any time: a queued goal ends at once, a running one at its next
+epoch or replayed block, and no file is left behind. Each goal writes its own file
+(``<task>-<UTC time>-<goal id>.npz`` unless it names one).
 
-Publishes (topic names relative, remappable):
-- ``tuning_progress`` (std_msgs/String, JSON): ``{"state": "running", "objective", "epoch",
-  "epochs", "value", "eta_s"}`` after every epoch, then ``{"state": "done", "out_path",
-  "report", "skipped"}``, ``{"state": "failed", "error", "out_path"}`` (an unreadable bag: the
-  node keeps serving; counted as ``jobs failed``, the error in ``last failure``) or
-  ``{"state": "cancelled"}``.
-- ``tuned_model`` (std_msgs/String, transient local): the path of each new model file. The
-  learner nodes subscribe to it (their ``model_topic``) and hot-reload the files of their kind;
-  ``~/load_model`` of a learner node loads one explicitly.
+Before a candidate is announced, the promotion gate (:mod:`lifelong_learning.retraining.promotion`)
+scores it and the serving model on the same held-out data; only a better candidate (or a forced
+one) is announced: its path on ``tuned_model`` (std_msgs/String, latched: learners on this
+machine) and its bytes on ``tuned_model_data`` (lifelong_learning/ModelFile, latched: learners
+on any machine, no shared filesystem). The result says both figures and the decision.
 
-Stopping (SIGINT/SIGTERM, :meth:`NystromTunerNode.destroy_node`): a running job is told to stop;
-it ends at its next epoch or replayed block without writing a model file, and the process waits
-for it (the worker is not a daemon thread: a daemon thread still inside torch when the interpreter
-exits aborted the process with "terminate called without an active exception").
+Publishes ``tuning_progress`` (std_msgs/String, JSON) for observers that hold no goal (and for
+the bags): ``running`` after each epoch, then ``done`` / ``failed`` / ``cancelled`` /
+``rejected``.
+
+Stopping (SIGINT/SIGTERM, :meth:`NystromTunerNode.destroy_node`): the running job is told to
+stop; it ends at its next epoch or replayed block without writing a model file, and the process
+waits for it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import threading
 import time
+from collections import deque
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticStatus
-from rclpy.qos import DurabilityPolicy, QoSProfile
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
-from lifelong_learning.core.files import UnsafePathError, confined_path
+from lifelong_learning.action import TuneModel
+from lifelong_learning.core.files import UnsafePathError, atomic_write_text, confined_path
+from lifelong_learning.core.model_file import read_model_kind
+from lifelong_learning.msg import ModelFile
 from lifelong_learning.nodes._base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec, run_node
-from lifelong_learning.srv import TuneModel
+from lifelong_learning.retraining.promotion import DEFAULT_MARGIN
 
 #: seconds destroy_node waits for a stopped job before it logs that the process waits on
 STOP_WAIT_S = 10.0
+#: executor threads of the one-node executable: one runs a goal, the others answer goal, cancel
+#: and result requests, feedback and diagnostics meanwhile
+THREADS = 3
+NAN = float("nan")
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "output_dir",
         "",
-        "Directory of the model files ('' = ~/.ros/lifelong_learning): a request without out_path "
-        "writes here, a relative out_path is taken under it, and one that leads outside is refused.",
-    ),
-    ParamSpec(
-        "allow_paths_outside_output_dir",
-        False,
-        "Accept a request's out_path outside output_dir (any participant on the ROS domain can call "
-        "~/tune: off by default). Paths over anything but a model file are refused even so.",
+        "Directory of the model files ('' = ~/.ros/lifelong_learning): each goal writes a new file "
+        "here, named by task, UTC time and goal id, with its reports beside it.",
     ),
     ParamSpec(
         "default_objective",
@@ -109,196 +118,385 @@ PARAMS: tuple[ParamSpec, ...] = (
         "",
         "Bag topic of LabeledFeatures for classification requests without topic ('' = every one).",
     ),
+    ParamSpec(
+        "robot_description_topic",
+        "robot_description",
+        "std_msgs/String URDF topic (robot_state_publisher's, transient local), used for "
+        "inverse-dynamics goals when neither the goal nor urdf_path gives a URDF; '' disables.",
+    ),
+    ParamSpec(
+        "max_queued_goals",
+        4,
+        "Goals that may wait behind the running one; more are rejected ('queue full').",
+        bounds=(0, 1000),
+    ),
+    ParamSpec(
+        "promotion_margin",
+        DEFAULT_MARGIN,
+        "Relative margin by which a candidate's held-out error must be below the serving model's "
+        "for it to be announced (0.02: 2 % better).",
+        bounds=(0.0, 0.99),
+    ),
+    ParamSpec(
+        "holdout_fraction",
+        0.1,
+        "Most recent share of the bags the promotion gate scores both models on; never trained on.",
+        bounds=(0.01, 0.5),
+    ),
     ParamSpec("progress_topic", "tuning_progress", "std_msgs/String (JSON) progress output."),
-    ParamSpec("model_topic", "tuned_model", "std_msgs/String: path of each new model file."),
+    ParamSpec(
+        "model_topic",
+        "tuned_model",
+        "std_msgs/String (latched): path of each promoted model file, for learners on this machine; "
+        "'' disables.",
+    ),
+    ParamSpec(
+        "model_data_topic",
+        "tuned_model_data",
+        "lifelong_learning/ModelFile (latched): bytes of each promoted model file, for learners "
+        "on machines without this one's filesystem; '' disables.",
+    ),
 )
 
 
 class NystromTunerNode(NodeBase):
-    """Tunes Nyström models from bags on request, in a worker thread; every request is answered."""
+    """Retrains Nyström models from bags, one action goal at a time; announces only better models."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("nystrom_tuner", PARAMS, **kwargs)
+        self._stop = threading.Event()  # first: destroy_node uses it, also after a failed start
+        self._idle = threading.Event()
+        self._idle.set()
+        self._server: ActionServer | None = None
         p = self.params
-        if int(p["max_epochs"]) < 1 or int(p["max_centers"]) < 1:
-            raise ValueError("max_epochs and max_centers must be >= 1")
         if not 1 <= int(p["default_epochs"]) <= int(p["max_epochs"]):
             raise ValueError(f"default_epochs must be in [1, max_epochs={p['max_epochs']}]")
         if not 1 <= int(p["default_centers"]) <= int(p["max_centers"]):
             raise ValueError(f"default_centers must be in [1, max_centers={p['max_centers']}]")
         base = str(p["output_dir"])
         self.output_dir = Path(os.path.expanduser(base or DEFAULT_MODEL_DIRECTORY))
+        try:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a configuration error: the node cannot start (exit status 2)
+            raise ValueError(f"output_dir {self.output_dir} cannot be created: {exc}") from exc
         self.progress_pub = self.create_publisher(String, p["progress_topic"], 10)
-        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.model_pub = self.create_publisher(String, p["model_topic"], latched)
-        self.create_service(TuneModel, "~/tune", self._on_tune)
+        latched = QoSProfile(
+            depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
+        )
+        self.model_pub = (
+            self.create_publisher(String, p["model_topic"], latched) if p["model_topic"] else None
+        )
+        self.model_data_pub = (
+            self.create_publisher(ModelFile, p["model_data_topic"], latched)
+            if p["model_data_topic"]
+            else None
+        )
+        self.robot_description: str | None = None
+        if p["robot_description_topic"]:
+            self.create_subscription(
+                String, p["robot_description_topic"], self._on_robot_description, latched
+            )
         self._lock = threading.Lock()
-        self._worker: threading.Thread | None = None
-        self._stop = threading.Event()
-        self.jobs_done = 0
-        self.jobs_failed = 0
-        self.jobs_cancelled = 0
-        self.last_failure = "none"
+        self._running: ServerGoalHandle | None = None
+        self._queue: deque[ServerGoalHandle] = deque()
+        self._jobs: dict[bytes, Any] = {}  # goal id -> its TuningJob, from acceptance to its end
+        self._dropped: set[bytes] = set()  # goals cancelled while queued: they end without running
+        self.jobs_done = self.jobs_failed = self.jobs_cancelled = 0
+        self.promoted = self.refused_promotion = 0
+        self.last_failure = self.last_rejected_goal = self.last_decision = "none"
         self.last_job_failed = False  # a WARN in diagnostics until a job succeeds
         self.last_skipped: dict[str, int] = {}
-
-    # ------------------------------------------------------------ service
-    def _refuse(self, response: TuneModel.Response, reason: str, message: str) -> TuneModel.Response:
-        self.reject(reason, message)
-        response.accepted, response.message, response.out_path = False, message, ""
-        return response
-
-    def _on_tune(self, request: TuneModel.Request, response: TuneModel.Response) -> TuneModel.Response:
-        try:
-            return self._answer(request, response)
-        except Exception as exc:  # never leave a client without an answer
-            self.get_logger().error(f"tune request failed: {type(exc).__name__}: {exc}")
-            return self._refuse(response, "internal error", f"request failed: {type(exc).__name__}: {exc}")
-
-    def _limits(self, request: TuneModel.Request) -> str | None:
-        """Why the request asks for more than the limits allow, or None."""
-        p = self.params
-        if int(request.epochs) > int(p["max_epochs"]):
-            return f"epochs {request.epochs} is above max_epochs {p['max_epochs']}"
-        if int(request.centers) > int(p["max_centers"]):
-            return f"centers {request.centers} is above max_centers {p['max_centers']}"
-        return None
-
-    def _out_path(self, request: TuneModel.Request) -> Path:
-        """The request's out_path confined to output_dir (UnsafePathError), or a new name there."""
-        out = request.out_path
-        if not out:
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-            out = f"{request.task or 'model'}-{stamp}.npz"
-        return confined_path(
-            out, self.output_dir, allow_outside=bool(self.params["allow_paths_outside_output_dir"])
+        self._server = ActionServer(
+            self,
+            TuneModel,
+            "~/tune",
+            execute_callback=self._execute,
+            goal_callback=self._on_goal,
+            handle_accepted_callback=self._on_accepted,
+            cancel_callback=self._on_cancel,
+            callback_group=ReentrantCallbackGroup(),
         )
 
-    def _answer(self, request: TuneModel.Request, response: TuneModel.Response) -> TuneModel.Response:
+    def _on_robot_description(self, msg: String) -> None:
+        if msg.data.strip():
+            self.robot_description = msg.data
+
+    # ------------------------------------------------------------ goals
+    def _urdf_path(self, goal: Any) -> str | None:
+        """The goal's URDF file, the node's ``urdf_path``, else the robot_description message
+        (written once per distinct text to ``output_dir``: the report names the file)."""
+        given = goal.urdf_path or self.params["urdf_path"]
+        if given or goal.task != "inverse-dynamics" or self.robot_description is None:
+            return given or None
+        text = self.robot_description
+        path = self.output_dir / f"robot_description-{hashlib.sha256(text.encode()).hexdigest()[:12]}.urdf"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, text)
+        return str(path)
+
+    def _out_path(self, goal: Any, goal_id: bytes) -> Path:
+        """A new file in output_dir, named by task, UTC time and goal id (unique per goal)."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        name = f"{goal.task or 'model'}-{stamp}-{goal_id.hex()[:8]}.npz"
+        return confined_path(name, self.output_dir, allow_outside=False)
+
+    def _job(self, goal: Any, out: Path) -> Any:
+        """The goal as a checked TuningJob. Raises ValueError / OSError (UnsafePathError) with the reason."""
         from lifelong_learning.retraining.pipeline import TuningJob
 
-        if self._stop.is_set():
-            return self._refuse(response, "shutting down", "the tuner is shutting down")
-        over = self._limits(request)
-        if over is not None:
-            return self._refuse(response, "request over limit", over)
-        try:
-            out = self._out_path(request)
-        except UnsafePathError as exc:
-            return self._refuse(response, "unsafe output path", str(exc))
         p = self.params
-        objectives = [
-            o.strip() for o in (request.objective or p["default_objective"]).split(",") if o.strip()
-        ]
+        if int(goal.epochs) > int(p["max_epochs"]):
+            raise OverflowError(f"epochs {goal.epochs} is above max_epochs {p['max_epochs']}")
+        if int(goal.centers) > int(p["max_centers"]):
+            raise OverflowError(f"centers {goal.centers} is above max_centers {p['max_centers']}")
+        objectives = [o.strip() for o in (goal.objective or p["default_objective"]).split(",") if o.strip()]
+        topic_default = (
+            p["joint_states_topic"] if goal.task == "inverse-dynamics" else p["labeled_features_topic"]
+        )
+        urdf = self._urdf_path(goal)
+        if goal.task == "inverse-dynamics" and not (urdf or goal.init_model):
+            raise ValueError(
+                "no URDF: give urdf_path in the goal or the node's urdf_path, or publish robot_description"
+            )
         job = TuningJob(
-            bags=list(request.bags),
-            task=request.task,
+            bags=list(goal.bags),
+            task=goal.task,
             out=str(out),
             objectives=objectives,
-            centers=int(request.centers) or int(p["default_centers"]),
-            epochs=int(request.epochs) or int(p["default_epochs"]),
+            centers=int(goal.centers) or int(p["default_centers"]),
+            epochs=int(goal.epochs) or int(p["default_epochs"]),
             lr=float(p["learning_rate"]),
             device=p["device"],
             dtype=p["dtype"],
             test_fraction=float(p["test_fraction"]),
-            urdf=request.urdf_path or p["urdf_path"] or None,
-            init=request.init_model or None,
-            topic=request.topic
-            or (
-                p["joint_states_topic"] if request.task == "inverse-dynamics" else p["labeled_features_topic"]
-            )
-            or None,
+            urdf=urdf,
+            init=goal.init_model or None,
+            topic=goal.topic or topic_default or None,
+            serving=goal.serving_model or None,
+            validation_bags=list(goal.validation_bags),
+            holdout_fraction=float(p["holdout_fraction"]),
+            promotion_margin=float(p["promotion_margin"]),
+            force=bool(goal.force),
         )
-        try:
-            job.validate()
-        except UnsafePathError as exc:
-            return self._refuse(response, "unsafe output path", str(exc))
-        except (ValueError, OSError) as exc:
-            return self._refuse(response, "invalid request", str(exc))
-        with self._lock:
-            if self._worker is not None and self._worker.is_alive():
-                return self._refuse(response, "busy", "a tuning run is already in progress")
-            try:
-                out.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                return self._refuse(response, "unsafe output path", f"cannot create {out.parent}: {exc}")
-            # not a daemon: the interpreter waits for it at exit, after it was told to stop
-            self._worker = threading.Thread(target=self._run, args=(job,), name="nystrom_tuner")
-            self._worker.start()
-        response.accepted, response.out_path = True, str(out)
-        response.message = f"tuning {request.task} on {len(job.bags)} bag(s) with {', '.join(objectives)}"
-        self.get_logger().info(response.message)
-        return response
+        job.validate()
+        return job
 
-    # ------------------------------------------------------------ worker
+    def _reject(self, reason: str, message: str) -> GoalResponse:
+        self.reject(reason, message)
+        self.last_rejected_goal = f"{reason}: {message}"
+        self._publish({"state": "rejected", "reason": reason, "message": message})
+        return GoalResponse.REJECT
+
+    def _on_goal(self, goal: Any) -> GoalResponse:
+        """Accept a goal only if it can run: the reason of a rejection is logged, counted, published."""
+        if self._stop.is_set():
+            return self._reject("shutting down", "the tuner is shutting down")
+        with self._lock:
+            if len(self._queue) >= int(self.params["max_queued_goals"]) and self._running is not None:
+                return self._reject("queue full", f"{len(self._queue)} goal(s) already wait")
+        try:
+            self._job(goal, self._out_path(goal, os.urandom(4)))
+        except OverflowError as exc:
+            return self._reject("goal over limit", str(exc))
+        except UnsafePathError as exc:
+            return self._reject("unsafe output path", str(exc))
+        except (ValueError, OSError) as exc:
+            return self._reject("invalid goal", str(exc))
+        except Exception as exc:  # never leave a client without an answer
+            self.get_logger().error(f"goal check failed: {type(exc).__name__}: {exc}")
+            return self._reject("internal error", f"{type(exc).__name__}: {exc}")
+        return GoalResponse.ACCEPT
+
+    def _on_accepted(self, handle: ServerGoalHandle) -> None:
+        goal_id = bytes(handle.goal_id.uuid)
+        try:
+            self._jobs[goal_id] = self._job(handle.request, self._out_path(handle.request, goal_id))
+        except Exception as exc:  # the check passed a moment ago; the goal ends at once, aborted
+            self.last_failure = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            start = self._running is None
+            if start:
+                self._running = handle
+                self._idle.clear()
+            else:
+                self._queue.append(handle)
+                position = len(self._queue)
+        if start:
+            handle.execute()
+        else:
+            handle.publish_feedback(self._feedback("queued", queue_position=position))
+            self.get_logger().info(f"goal {goal_id.hex()[:8]} queued behind {position} other(s)")
+
+    def _on_cancel(self, handle: ServerGoalHandle) -> CancelResponse:
+        """Cancel at any time: a queued goal ends at once, the running one at its next epoch."""
+        with self._lock:
+            if handle in self._queue:
+                self._queue.remove(handle)
+                self._dropped.add(bytes(handle.goal_id.uuid))
+                handle.execute()  # it ends as cancelled without running (see _execute)
+        return CancelResponse.ACCEPT
+
+    # ------------------------------------------------------------ running a goal
+    @staticmethod
+    def _feedback(phase: str, **fields: Any) -> Any:
+        defaults = {"objective": "", "epoch": 0, "epochs": 0, "value": NAN, "eta_s": NAN, "queue_position": 0}
+        return TuneModel.Feedback(phase=phase, **{**defaults, **fields})
+
     def _publish(self, payload: dict[str, Any]) -> None:
         try:
             self.progress_pub.publish(String(data=json.dumps(payload)))
         except Exception as exc:  # the context may be going down while a job ends
             self.get_logger().warning(f"progress not published ({exc}): {payload.get('state')}")
 
-    def _run(self, job: Any) -> None:
+    def _execute(self, handle: ServerGoalHandle) -> Any:
+        goal_id = bytes(handle.goal_id.uuid)
+        if goal_id in self._dropped:  # cancelled while queued: never ran
+            self._dropped.discard(goal_id)
+            self._jobs.pop(goal_id, None)
+            deadline = time.monotonic() + 2.0  # the cancel request's state change follows its callback
+            while not handle.is_cancel_requested and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.jobs_cancelled += 1
+            handle.canceled()
+            return TuneModel.Result(
+                message="cancelled before it started", candidate_error=NAN, serving_error=NAN
+            )
+        try:
+            return self._run(handle, self._jobs.pop(goal_id, None))
+        finally:
+            self._start_next()
+
+    def _start_next(self) -> None:
+        with self._lock:
+            self._running = self._queue.popleft() if self._queue and not self._stop.is_set() else None
+            following, waiting = self._running, list(self._queue)
+            if following is None:
+                self._idle.set()
+        for position, handle in enumerate(waiting, start=1):
+            handle.publish_feedback(self._feedback("queued", queue_position=position))
+        if following is not None:
+            following.execute()
+
+    def _run(self, handle: ServerGoalHandle, job: Any) -> Any:
         from lifelong_learning.retraining.pipeline import JobCancelledError, run_job
 
+        result = TuneModel.Result(candidate_error=NAN, serving_error=NAN)
+        if job is None or self._stop.is_set():
+            result.message = "the tuner is shutting down" if job is not None else self.last_failure
+            handle.abort()
+            return result
         t0 = time.monotonic()
-        n_obj = len(job.objectives)
+        steps_total = len(job.objectives) * job.epochs
 
         def progress(objective: str, epoch: int, info: dict[str, Any]) -> None:
-            k = list(job.objectives).index(objective)
-            steps = k * job.epochs + epoch
+            steps = list(job.objectives).index(objective) * job.epochs + epoch
             elapsed = time.monotonic() - t0
-            eta = elapsed / steps * (n_obj * job.epochs - steps) if steps else None
-            self._publish(
-                {
-                    "state": "running",
-                    "objective": objective,
-                    "epoch": epoch,
-                    "epochs": job.epochs,
-                    "value": info["objective"],
-                    "eta_s": eta,
-                }
+            eta = elapsed / steps * (steps_total - steps) if steps else NAN
+            value = float(info["objective"])
+            handle.publish_feedback(
+                self._feedback(
+                    "tuning", objective=objective, epoch=epoch, epochs=job.epochs, value=value, eta_s=eta
+                )
             )
+            self._publish(
+                {"state": "running", "objective": objective, "epoch": epoch, "epochs": job.epochs,
+                 "value": value, "eta_s": None if math.isnan(eta) else eta}
+            )  # fmt: skip
 
+        def phase(name: str) -> None:
+            handle.publish_feedback(self._feedback(name))
+
+        self.get_logger().info(f"tuning {job.task} on {len(job.bags)} bag(s) into {job.out}")
         try:
-            report = run_job(job, callback=progress, should_stop=self._stop.is_set)
+            report = run_job(
+                job,
+                callback=progress,
+                should_stop=lambda: self._stop.is_set() or handle.is_cancel_requested,
+                phase=phase,
+            )
         except JobCancelledError:
             self.jobs_cancelled += 1
             self.get_logger().info(f"tuning stopped after {time.monotonic() - t0:.1f} s; no model written")
             self._publish({"state": "cancelled", "out_path": str(job.out)})
-            return
-        except Exception as exc:  # any failure is reported on the topic, the node keeps serving
+            result.message = "cancelled: no model written"
+            if handle.is_cancel_requested:
+                handle.canceled()
+            else:
+                handle.abort()
+            return result
+        except Exception as exc:  # any failure is reported, the node keeps serving
             self.jobs_failed += 1
             self.last_job_failed = True
             self.last_failure = f"{type(exc).__name__}: {exc}"
             self.get_logger().error(f"tuning failed: {exc}")
             self._publish({"state": "failed", "error": self.last_failure, "out_path": str(job.out)})
-            return
+            result.message = f"failed: {self.last_failure}"
+            handle.abort()
+            return result
+        return self._finish(handle, job, report, result, time.monotonic() - t0)
+
+    def _finish(
+        self, handle: ServerGoalHandle, job: Any, report: dict[str, Any], result: Any, seconds: float
+    ) -> Any:
+        """Report the gate's decision; announce the model when promoted; succeed the goal."""
         self.jobs_done += 1
         self.last_job_failed = False
         self.last_skipped = dict(report.get("skipped", {}))
-        self.get_logger().info(f"model written to {job.out} in {time.monotonic() - t0:.1f} s")
+        decision = report["promotion"]
+        promoted = bool(decision["promoted"])
+        self.last_decision = decision["reason"]
+        result.success, result.promoted, result.out_path = True, promoted, str(job.out)
+        result.report_path = str(job.output_paths()[2])
+        result.message = ("promoted: " if promoted else "not promoted: ") + decision["reason"]
+        result.metric = decision["metric"]
+        result.candidate_error = float(decision["candidate_error"])
+        serving = decision["serving_error"]
+        result.serving_error = NAN if serving is None else float(serving)
+        self.get_logger().info(f"model written to {job.out} in {seconds:.1f} s; {result.message}")
         self._publish(
-            {
-                "state": "done",
-                "out_path": str(job.out),
-                "report": report["objectives"],
-                "skipped": self.last_skipped,
-            }
-        )
-        self.model_pub.publish(String(data=str(job.out)))
+            {"state": "done", "out_path": str(job.out), "report": report["objectives"],
+             "skipped": self.last_skipped, "promotion": decision}
+        )  # fmt: skip
+        if promoted:
+            self.promoted += 1
+            self._announce(Path(job.out))
+        else:
+            self.refused_promotion += 1
+        handle.succeed()
+        return result
 
+    def _announce(self, path: Path) -> None:
+        """The model's path (learners on this machine) and bytes (learners anywhere), latched."""
+        if self.model_pub is not None:
+            self.model_pub.publish(String(data=str(path)))
+        if self.model_data_pub is None:
+            return
+        data = path.read_bytes()
+        msg = ModelFile(kind=read_model_kind(path), name=path.name, sha256=hashlib.sha256(data).hexdigest())
+        msg.stamp = self.get_clock().now().to_msg()
+        msg.data = data
+        self.model_data_pub.publish(msg)
+
+    # ------------------------------------------------------------ state
     @property
     def running(self) -> bool:
-        """A job is running now."""
-        return self._worker is not None and self._worker.is_alive()
+        """A goal is running now."""
+        return not self._idle.is_set()
 
     def diagnostic_values(self) -> dict[str, str]:
         values = super().diagnostic_values()
-        values["running"] = str(self.running)
+        with self._lock:
+            values["running"] = str(self._running is not None)
+            values["queued goals"] = str(len(self._queue))
         values["jobs done"] = str(self.jobs_done)
         values["jobs failed"] = str(self.jobs_failed)
         values["jobs cancelled"] = str(self.jobs_cancelled)
+        values["models promoted"] = str(self.promoted)
+        values["models not promoted"] = str(self.refused_promotion)
+        values["last promotion decision"] = self.last_decision
         values["last failure"] = self.last_failure
+        values["last rejected goal"] = self.last_rejected_goal
         values["samples skipped (last job)"] = (
             ", ".join(f"{k}: {v}" for k, v in sorted(self.last_skipped.items())) or "none"
         )
@@ -313,31 +511,33 @@ class NystromTunerNode(NodeBase):
         return problems
 
     def stop_job(self, timeout_s: float = STOP_WAIT_S) -> bool:
-        """Tell a running job to stop and wait up to ``timeout_s`` for it; True when none runs now.
+        """Tell the running goal to stop and wait up to ``timeout_s`` for it; True when none runs now.
 
-        New requests are refused from here on.
+        New goals are rejected from here on, queued ones do not start.
         """
         self._stop.set()
-        worker = self._worker
-        if worker is None or worker is threading.current_thread():
+        if self._idle.wait(timeout_s):
             return True
-        worker.join(timeout_s)
-        if worker.is_alive():
-            self.get_logger().warning(
-                f"the tuning job has not stopped after {timeout_s:g} s (one epoch can be long); "
-                "the process exits once it does"
-            )
-            return False
-        return True
+        self.get_logger().warning(
+            f"the tuning job has not stopped after {timeout_s:g} s (one epoch can be long); "
+            "the process exits once it does"
+        )
+        return False
+
+    def stopping(self) -> None:
+        """The process is stopping: the running goal ends at its next epoch, queued ones never start."""
+        self._stop.set()
 
     def destroy_node(self) -> None:
         self.stop_job()
+        if self._server is not None:  # None after a failed start
+            self._server.destroy()
         super().destroy_node()
 
 
 def main(args: list[str] | None = None) -> int:
     """Run the node (the ``nystrom_tuner`` executable)."""
-    return run_node(NystromTunerNode, args)
+    return run_node(NystromTunerNode, args, threads=THREADS)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ from lifelong_learning.io.bags import (
     BagError,
     JointStateBlock,
     JointStateStream,
+    LabeledFeatureSet,
+    read_joint_states,
     read_labeled_features,
 )
 from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_CLASSES
@@ -59,6 +61,12 @@ from lifelong_learning.nystrom.export import (
 )
 from lifelong_learning.nystrom.objectives import OBJECTIVES
 from lifelong_learning.nystrom.tuning import tune
+from lifelong_learning.retraining.promotion import (
+    DEFAULT_MARGIN,
+    Decision,
+    gate_classifier,
+    gate_inverse_dynamics,
+)
 from lifelong_learning.retraining.rows import Rows, RowStore
 
 TASKS = ("classification", "inverse-dynamics")
@@ -96,6 +104,10 @@ DEFAULT_SAMPLE_ROWS = 20_000
 #: 0.21 vs 0.0007 (6 s bags: test/retraining/test_bad_input.py)
 BAG_MISMATCH_RATIO = 3.0
 BAG_MISMATCH_NMSE = 0.02
+#: most recent share of the bags held out for the promotion gate (never trained on, tuned on or
+#: selected on): both the candidate and the serving model are scored there
+#: (:mod:`lifelong_learning.retraining.promotion`)
+DEFAULT_HOLDOUT_FRACTION = 0.1
 #: the first line of every markdown report: what :func:`check_outputs` accepts to replace
 REPORT_TITLE = "# Nyström tuning report"
 
@@ -135,6 +147,11 @@ class TuningJob:
     outlier_floor: float = DEFAULT_OUTLIER_FLOOR
     block: int = DEFAULT_BLOCK
     sample_rows: int = DEFAULT_SAMPLE_ROWS
+    serving: str | None = None
+    validation_bags: Sequence[str] = ()
+    holdout_fraction: float = DEFAULT_HOLDOUT_FRACTION
+    promotion_margin: float = DEFAULT_MARGIN
+    force: bool = False
 
     def validate(self) -> None:
         """ValueError on an unknown task/objective, out-of-range sizes or a bag that is not a directory."""
@@ -170,31 +187,51 @@ class TuningJob:
         if self.sample_rows < 4:
             raise ValueError(f"sample_rows must be >= 4, got {self.sample_rows}")
         self._validate_sample_tests()
+        self._validate_gate()
         check_outputs(self)
 
     def _validate_bags(self) -> None:
         if not self.bags:
             raise ValueError("no bag given")
         bags = [Path(os.path.expanduser(str(b))) for b in self.bags]
-        for bag in bags:
-            if not bag.is_dir():
-                why = "not a bag directory" if bag.exists() else "no such bag (not a bag directory)"
-                raise ValueError(f"{why}: {bag}")
-        if len({b.resolve() for b in bags}) != len(bags):  # its samples would be in both splits
-            raise ValueError(f"a bag is named twice: {[str(b) for b in self.bags]}")
+        gate = [Path(os.path.expanduser(str(b))) for b in self.validation_bags]
+        for bag in bags + gate:
+            _check_bag(bag)
+        named = [b.resolve() for b in bags + gate]
+        if len(set(named)) != len(named):  # its samples would be in two parts
+            raise ValueError(f"a bag is named twice: {[str(b) for b in [*self.bags, *self.validation_bags]]}")
+
+    def _validate_gate(self) -> None:
+        if not 0.0 <= float(self.holdout_fraction) <= 0.5:
+            raise ValueError(f"holdout_fraction must be in [0, 0.5], got {self.holdout_fraction}")
+        if not 0.0 <= float(self.promotion_margin) < 1.0:
+            raise ValueError(f"the promotion margin must be in [0, 1), got {self.promotion_margin}")
+        if float(self.holdout_fraction) == 0.0 and not self.validation_bags:
+            raise ValueError(
+                "the promotion gate needs held-out data: holdout_fraction > 0 or validation bags"
+            )
+        if self.serving is not None:
+            self.serving = os.path.expanduser(self.serving)
+            self._check_model_kind(self.serving, "the serving model")
+
+    def _check_model_kind(self, path: str, what: str) -> None:
+        if not Path(path).is_file():
+            raise ValueError(f"no model file {path} ({what})")
+        want = (IncrementalRLSC if self.task == "classification" else SemiparametricInverseDynamics).kind
+        found = read_model_kind(path)  # the header only; ModelFileError (a ValueError) if corrupt
+        if found != want:
+            raise ValueError(f"{path} ({what}) holds a {found!r} model; a {self.task} job needs {want!r}")
+
+    @property
+    def serving_model(self) -> str | None:
+        """The model the candidate must beat: ``serving``, else ``init`` (None: no serving model)."""
+        return self.serving or self.init
 
     def _validate_init(self) -> None:
         if self.init is None:
             return
         self.init = os.path.expanduser(self.init)
-        if not Path(self.init).is_file():
-            raise ValueError(f"no model file {self.init} to continue from")
-        want = (IncrementalRLSC if self.task == "classification" else SemiparametricInverseDynamics).kind
-        found = read_model_kind(self.init)  # the header only; ModelFileError (a ValueError) if corrupt
-        if found != want:
-            raise ValueError(
-                f"{self.init} holds a {found!r} model; a {self.task} job continues from {want!r}"
-            )
+        self._check_model_kind(self.init, "the model to continue from")
 
     def _validate_sample_tests(self) -> None:
         if not float(self.limit_margin) >= 0 or not float(self.outlier_k) > 0:
@@ -207,6 +244,23 @@ class TuningJob:
         out = Path(os.path.expanduser(str(self.out)))
         base = Path(os.path.expanduser(self.report)) if self.report else out.with_name(out.name + ".report")
         return out, base.with_name(base.name + ".md"), base.with_name(base.name + ".json")
+
+
+def _check_bag(bag: Path) -> None:
+    """ValueError unless ``bag`` is a rosbag2 directory whose metadata and storage files open (what
+    can be checked before a job starts; a message that does not deserialize is found by reading)."""
+    from rosbags.rosbag2 import Reader
+
+    if not bag.is_dir():
+        why = "not a bag directory" if bag.exists() else "no such bag (not a bag directory)"
+        raise ValueError(f"{why}: {bag}")
+    try:
+        with Reader(bag):
+            pass
+    except Exception as exc:  # ReaderError, OSError, storage plugin errors
+        raise ValueError(
+            f"{bag}: unreadable, corrupt or truncated bag ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def _is_report(path: Path) -> bool:
@@ -265,6 +319,15 @@ def _markdown(report: dict[str, Any]) -> str:
     skipped = ", ".join(f"{n} {reason}" for reason, n in report["skipped"].items())
     lines.append(f"- samples skipped (not learned, not scored): {skipped or 'none'}")
     lines += [f"- baseline {name}: test nMSE {value:.4g}" for name, value in report["baselines"].items()]
+    gate = report.get("promotion")
+    if gate is not None:
+        serving = "none" if gate["serving_error"] is None else f"{gate['serving_error']:.4g}"
+        verdict = "promoted" if gate["promoted"] else "not promoted"
+        lines.append(
+            f"- promotion gate ({gate['n_samples']} held-out samples, never trained on): candidate "
+            f"{gate['metric']} {gate['candidate_error']:.4g}, {gate['serving']} {serving}: **{verdict}** "
+            f"({gate['reason']})"
+        )
     lines += [f"- **warning**: {text}" for text in report["warnings"]]
     lines += [
         "",
@@ -294,6 +357,7 @@ class _Classification:
     def __init__(self, job: TuningJob, rng: Any, check: Callable[[], None] | None = None) -> None:
         data = read_labeled_features(job.bags, topic=job.topic)
         self.skipped: dict[str, int] = dict(data.skipped)
+        data = self._hold_out(data, job)
         self.tr, self.te = _split(len(data.labels), job.test_fraction, rng, chronological=False)
         self.warnings: list[str] = []
         self.baselines: dict[str, float] = {}
@@ -332,6 +396,47 @@ class _Classification:
                 "they are kept but cannot be predicted until taught again"
             )
         return X, labels
+
+    def _hold_out(self, data: Any, job: TuningJob) -> Any:
+        """Set the promotion gate's samples aside: the most recent ``holdout_fraction`` of each
+        class's samples (of a class of 5 or more; objects are taught one after the other, so the
+        most recent part of the bags alone would be one class), and the validation bags'."""
+        labels = np.array(data.labels, dtype=object)
+        gate = np.zeros(labels.size, dtype=bool)
+        for label in dict.fromkeys(data.labels):
+            rows = np.flatnonzero(labels == label)
+            k = round(float(job.holdout_fraction) * rows.size) if rows.size >= 5 else 0
+            gate[rows[rows.size - k :]] = k > 0
+        X_gate, labels_gate = data.X[gate], list(labels[gate])
+        if job.validation_bags:
+            extra = read_labeled_features(job.validation_bags, topic=job.topic)
+            for reason, n in extra.skipped.items():
+                self.skipped[f"{reason} (validation bags)"] = (
+                    self.skipped.get(f"{reason} (validation bags)", 0) + n
+                )
+            if extra.X.shape[1] != data.X.shape[1]:
+                raise BagError(
+                    f"the validation bags hold {extra.X.shape[1]} features, the bags {data.X.shape[1]}"
+                )
+            X_gate, labels_gate = np.vstack([X_gate, extra.X]), labels_gate + list(extra.labels)
+        self.held_out = (X_gate, np.array(labels_gate, dtype=object))
+        keep = ~gate
+        return LabeledFeatureSet(data.X[keep], list(labels[keep]), data.stamps[keep], data.skipped)
+
+    def promotion(self, out: Path, job: TuningJob) -> Decision:
+        """The gate: the exported classifier and the serving one on the held-out samples."""
+        if self.held_out[1].size == 0:
+            raise BagError(
+                "no held-out sample for the promotion gate: teach more views, or give validation bags"
+            )
+        candidate = IncrementalRLSC.load(out)
+        return gate_classifier(
+            candidate,
+            job.serving_model,
+            self.held_out,
+            margin=float(job.promotion_margin),
+            force=bool(job.force),
+        )
 
     def score(self, model: Any) -> tuple[float, dict[str, Any]]:
         pred = model.predict(self.X_te)
@@ -598,7 +703,10 @@ class _InverseDynamics:
         outliers, the rows to tune on, the test part's outliers and the baselines."""
         store = self.store
         assert store is not None
-        n = store.n
+        # the most recent rows are the promotion gate's: never fitted, tuned or selected on (at
+        # most sample_rows of them, so that the gate's data stay in memory)
+        n_gate = min(round(float(job.holdout_fraction) * store.n), self.sample_rows)
+        self.end = n = store.n - n_gate
         n_test = max(1, round(job.test_fraction * n))
         if n - n_test < 4:
             raise ValueError(f"too few samples ({n}) for a test split of {job.test_fraction}")
@@ -615,6 +723,7 @@ class _InverseDynamics:
         self._check()
         self.X_tr, self.Y_tr, self.groups = self._tuning_rows(par)
         self.n_test = n_test - self._flag_outliers(par, split, n, "test part")
+        self.n_gate = n_gate - self._flag_outliers(par, n, store.n, "held-out part") if n_gate else 0
         self._baselines(par)
         self.warnings = self._warnings(par) + mismatched
 
@@ -726,7 +835,7 @@ class _InverseDynamics:
         assert self.store is not None
         d = len(self.joint_names)
         moments, sse_rnea, sse_par = _Moments(d), np.zeros(d), np.zeros(d)
-        for rows in self.store.blocks(self.split, self.store.n, kept_only=True):
+        for rows in self.store.blocks(self.split, self.end, kept_only=True):
             moments.add(rows.tau)
             sse_rnea += ((rows.tau - par.regressor.rnea(rows.q, rows.qd, rows.qdd)) ** 2).sum(axis=0)
             sse_par += ((rows.tau - par.predict(rows.q, rows.qd, rows.qdd)) ** 2).sum(axis=0)
@@ -800,7 +909,7 @@ class _InverseDynamics:
         blocks = (r.arrays for r in store.blocks(0, split, kept_only=True))
         n = self.n_train
         if path is not None:
-            test = (r.arrays for r in store.blocks(split, store.n, kept_only=True))
+            test = (r.arrays for r in store.blocks(split, self.end, kept_only=True))
             blocks, n = itertools.chain(blocks, test), n + self.n_test
         return replay_inverse_dynamics(
             model,
@@ -821,7 +930,7 @@ class _InverseDynamics:
         assert self.store is not None
         sp = self._replay(model, forgetting, lam_scale)
         sse = np.zeros(len(self.joint_names))
-        for rows in self.store.blocks(self.split, self.store.n, kept_only=True):
+        for rows in self.store.blocks(self.split, self.end, kept_only=True):
             sse += ((rows.tau - sp.predict(rows.q, rows.qd, rows.qdd)) ** 2).sum(axis=0)
         value = _nmse(sse, self.n_test, self.var_te)
         return value if np.isfinite(value) else float("inf")
@@ -843,14 +952,44 @@ class _InverseDynamics:
         }
 
     def export(self, model: Any, choice: dict[str, Any], out: Path) -> None:
-        """Every sample but the outliers, in order."""
+        """Every sample but the outliers and the gate's, in order."""
         self._replay(model, choice["forgetting"], choice["residual_lam_scale"], path=out)
+
+    def _validation_rows(self, job: TuningJob) -> list[tuple[np.ndarray, ...]]:
+        """``(q, q̇, q̈, τ)`` of the validation bags' joint states within the limits (q̈ by the same
+        filter, per bag)."""
+        if not job.validation_bags:
+            return []
+        js = read_joint_states(job.validation_bags, topic=job.topic, joint_names=self.joint_names)
+        for reason, n in js.skipped.items():
+            key = f"{reason} (validation bags)"
+            self.skipped[key] = self.skipped.get(key, 0) + n
+        qdd = estimate_accelerations(js.t, js.qd, starts=js.starts)
+        ok, _ = self.gate.mask(js.q, js.qd, js.tau)
+        return [(js.q[ok], js.qd[ok], qdd[ok], js.tau[ok])]
+
+    def promotion(self, out: Path, job: TuningJob) -> Decision:
+        """The gate: the exported model and the serving one (or RNEA) on the most recent rows of
+        the bags, which nothing was fitted on, and on the validation bags."""
+        assert self.store is not None
+        parts = [r.arrays for r in self.store.blocks(self.end, self.store.n, kept_only=True)]
+        parts += self._validation_rows(job)
+        held_out = tuple(np.vstack([p[i] for p in parts]) for i in range(4)) if parts else ()
+        if not held_out or held_out[0].shape[0] == 0:
+            raise BagError(
+                "no held-out joint state for the promotion gate: log more, or give validation bags"
+            )
+        candidate = SemiparametricInverseDynamics.load(out)
+        return gate_inverse_dynamics(
+            candidate, job.serving_model, held_out, margin=float(job.promotion_margin), force=bool(job.force)
+        )
 
 
 def run_job(
     job: TuningJob,
     callback: Callable[[str, int, dict[str, Any]], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    phase: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``job``; returns the report (also written as ``<report>.md`` and ``<report>.json``,
     by default ``<out>.report.*``).
@@ -858,7 +997,12 @@ def run_job(
     ``callback(objective, epoch, info)`` is called after every tuning epoch (``info`` as in
     :func:`~lifelong_learning.nystrom.tune`, plus ``"epochs"``). ``should_stop()`` is asked after
     every epoch, every replayed block and between phases; when it returns True the job raises
-    :class:`JobCancelledError` and writes nothing.
+    :class:`JobCancelledError` and writes nothing. ``phase(name)`` is called as each phase
+    starts: ``reading``, ``tuning``, ``fitting`` (the replays that choose forgetting and λ, and
+    the export), ``validating`` (the promotion gate), ``writing`` (the reports).
+
+    The report's ``promotion`` entry is the gate's :class:`~lifelong_learning.retraining.promotion.Decision`
+    (the candidate and the serving model on the held-out data); the job itself announces nothing.
 
     Raises:
         BagError: unreadable bags or bad data. ValueError / OSError: invalid job or URDF path.
@@ -873,10 +1017,12 @@ def run_job(
     objectives = list(job.objectives)
     rng = np.random.default_rng(job.seed)
     check()
+    step = phase or (lambda name: None)
+    step("reading")
     task_class = _Classification if job.task == "classification" else _InverseDynamics
     task = task_class(job, rng, check)
     try:
-        return _run_task(job, task, objectives, check, callback)
+        return _run_task(job, task, objectives, check, callback, step)
     finally:
         task.close()
 
@@ -887,8 +1033,9 @@ def _run_task(
     objectives: list[str],
     check: Callable[[], None],
     callback: Callable[[str, int, dict[str, Any]], None] | None,
+    step: Callable[[str], None],
 ) -> dict[str, Any]:
-    """Tune with each objective, score, export the first one's model, write the reports."""
+    """Tune with each objective, score, export the first one's model, gate it, write the reports."""
     check()
     report: dict[str, Any] = {
         "task": job.task,
@@ -906,6 +1053,7 @@ def _run_task(
     exported = None
     for obj in objectives:
         t0 = time.perf_counter()
+        step("tuning")
 
         def on_epoch(epoch: int, info: dict[str, Any], obj: str = obj) -> None:
             if callback is not None:
@@ -929,6 +1077,7 @@ def _run_task(
         )
         seconds = time.perf_counter() - t0
         check()
+        step("fitting")
         value, choice = task.score(model)
         info = model.tuning_
         report["objectives"][obj] = {
@@ -951,6 +1100,14 @@ def _run_task(
     check()
     task.export(exported[0], exported[1], out)
     report["exported_samples"] = task.n_train + task.n_test
+    step("validating")
+    try:
+        check()
+        report["promotion"] = task.promotion(out, job).to_dict()
+    except BaseException:  # cancelled or no gate possible: no model without its verdict
+        out.unlink(missing_ok=True)
+        raise
+    step("writing")
     report["markdown"] = _markdown(report)
     atomic_write_text(md, report["markdown"])
     atomic_write_text(js, json.dumps({k: v for k, v in report.items() if k != "markdown"}, indent=2))

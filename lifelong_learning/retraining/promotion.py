@@ -9,8 +9,9 @@ rest of the package reports for the task:
 - classification: the error rate (share of held-out samples whose predicted label is wrong).
 
 Decision rule (:func:`decide`): the candidate is promoted when
-``candidate_error <= (1 - margin) * serving_error``, i.e. when it is better by at least the
-relative ``margin`` (default 2 %: a difference smaller than that is within what two runs on the
+``candidate_error <= (1 - margin) * serving_error`` and ``candidate_error < serving_error``, i.e.
+when it is better by at least the relative ``margin`` (two equal scores, even two perfect ones,
+show no gain worth a swap) (default 2 %: a difference smaller than that is within what two runs on the
 same data differ by, and a swap must be worth its risk). With no serving model to compare with,
 an inverse-dynamics candidate must beat the URDF's own rigid-body model (RNEA), which is what
 the robot does without learning; a classifier is then promoted (there is nothing to be worse
@@ -87,7 +88,10 @@ def decide(
         better, reason = True, f"no serving model to compare with; candidate {metric} {candidate_error:.4g}"
     else:
         bound = (1.0 - margin) * serving_error
-        better = bool(np.isfinite(candidate_error) and candidate_error <= bound)
+        # strictly lower as well: two perfect scores (0 and 0) show no gain worth a swap
+        better = bool(
+            np.isfinite(candidate_error) and candidate_error <= bound and candidate_error < serving_error
+        )
         relation = "better" if better else "not better"
         reason = (
             f"candidate {metric} {candidate_error:.4g} is {relation} than {serving} "

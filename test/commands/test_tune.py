@@ -44,11 +44,13 @@ def test_tune_classification_from_bag(tmp_path, capsys):
     assert set(clf.classes_) == set(y)
     report = json.loads((tmp_path / "model.npz.report.json").read_text())
     assert set(report["objectives"]) == {"proposed", "gcv"}
-    assert report["n_train"] + report["n_test"] == 400
+    # 10 % of each class held out for the promotion gate, the rest split into train and test
+    assert report["promotion"]["n_samples"] == 40 and report["promotion"]["promoted"]
+    assert report["n_train"] + report["n_test"] == 360
     assert report["objectives"]["proposed"]["value"] < 25.0  # test error (%), chance is 90 %
     assert "| proposed |" in (tmp_path / "model.npz.report.md").read_text()
-    # the exported classifier is refitted with the tuned hyperparameters on every sample
-    assert report["exported_samples"] == 400 and clf.n_samples == 400
+    # the exported classifier is refitted with the tuned hyperparameters on every sample but the gate's
+    assert report["exported_samples"] == 360 and clf.n_samples == 360
     assert np.mean(clf.predict(X) == np.array(y, dtype=object)) > 0.8
 
 

@@ -135,11 +135,14 @@ nystrom_tuner:
 
 
 def wait_for_services(executor, spin, peer, proc) -> None:
-    from lifelong_learning.srv import GetClassifierInfo, TuneModel
+    from lifelong_learning.action import TuneModel
+    from lifelong_learning.srv import GetClassifierInfo
+    from rclpy.action import ActionClient
 
-    for srv, name in ((GetClassifierInfo, "/object_recognition/info"), (TuneModel, "/nystrom_tuner/tune")):
-        client = peer.create_client(srv, name)
-        assert spin(executor, client.service_is_ready, 60), f"{name} not offered:\n{proc.log()}"
+    client = peer.create_client(GetClassifierInfo, "/object_recognition/info")
+    assert spin(executor, client.service_is_ready, 60), f"/object_recognition/info not offered:\n{proc.log()}"
+    action = ActionClient(peer, TuneModel, "/nystrom_tuner/tune")
+    assert spin(executor, action.server_is_ready, 60), f"/nystrom_tuner/tune not offered:\n{proc.log()}"
 
 
 def teach(executor, spin, peer, labels=("mug", "duck")) -> None:
@@ -205,7 +208,8 @@ def test_up_runs_real_nodes_and_stops_with_a_final_checkpoint(
 def test_a_child_that_fails_is_reported_and_the_exit_status_is_non_zero(
     executor, spin, start_process, tmp_path
 ):
-    from lifelong_learning.srv import TuneModel
+    from lifelong_learning.action import TuneModel
+    from rclpy.action import ActionClient
     from rclpy.node import Node
 
     cfg = write(
@@ -218,8 +222,8 @@ def test_a_child_that_fails_is_reported_and_the_exit_status_is_non_zero(
     )
     peer = Node("up_test_peer", context=executor.context)
     executor.add_node(peer)
-    client = peer.create_client(TuneModel, "/nystrom_tuner/tune")
-    assert spin(executor, client.service_is_ready, 60), proc.log()  # the other node keeps running
+    client = ActionClient(peer, TuneModel, "/nystrom_tuner/tune")
+    assert spin(executor, client.server_is_ready, 60), proc.log()  # the other node keeps running
     assert proc.alive()
     code = proc.stop(signal.SIGINT)
     log = proc.log_path.read_text()

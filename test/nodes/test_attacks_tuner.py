@@ -1,24 +1,27 @@
-"""Attacks on the nystrom_tuner node from other processes, one test per class of bad input: absurd
-epochs and centres, out_path refusals, missing and corrupt bags, SIGINT during a job, malformed
-messages in a bag. Each asserts that the node answers (or stops) as documented, that the refusal
-is counted in /diagnostics, and that it then serves the next request. One tuner process serves
-the module (tiny jobs); the SIGINT test starts its own."""
+"""Attacks on the nystrom_tuner node's ~/tune action from other processes, one test per class of bad
+input: absurd epochs and centres, missing and corrupt bags, SIGINT during a job, malformed messages
+in a bag. Each asserts that the node answers (or stops) as documented, that the refusal is counted
+in /diagnostics, and that it then serves the next goal. One tuner process serves the module (tiny
+jobs); the SIGINT test starts its own."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import call_service, first_call, new_context, new_executor, node_argv, spin_until
+from conftest import new_context, new_executor, node_argv, spin_until
 
-from lifelong_learning.io.bags import LABELED_FEATURES_TYPE, typestore, write_labeled_features
+from lifelong_learning.io.bags import (
+    LABELED_FEATURES_TYPE,
+    typestore,
+    write_joint_states,
+    write_labeled_features,
+)
 from lifelong_learning.nodes.supervisor import NodeProcess
 
 pytestmark = pytest.mark.graph
@@ -26,7 +29,7 @@ pytestmark = pytest.mark.graph
 RNG = np.random.default_rng(0)
 X = np.vstack([RNG.normal(0, 1, (20, 4)), RNG.normal(3, 1, (20, 4))])
 LABELS = ["a"] * 20 + ["b"] * 20
-FINAL = ("done", "failed", "cancelled")
+SUCCEEDED, ABORTED = 4, 6  # action_msgs/GoalStatus
 
 
 def tuner_argv(output_dir: Path, *params: str, name: str | None = None) -> list[str]:
@@ -39,7 +42,7 @@ def tuner_argv(output_dir: Path, *params: str, name: str | None = None) -> list[
 
 @dataclass
 class Graph:
-    """The module's tuner process and a peer: a TuneModel client, progress and diagnostics."""
+    """The module's tuner process and a peer: a TuneModel action client, progress and diagnostics."""
 
     root: Path
     models: Path
@@ -51,26 +54,30 @@ class Graph:
     level: int = 0
     message: str = ""
 
-    def tune(self, **fields: Any) -> Any:
-        from lifelong_learning.srv import TuneModel
+    def send(self, **fields: Any) -> Any:
+        """Send a goal (classification, tiny sizes unless given): its handle, accepted or not."""
+        from lifelong_learning.action import TuneModel
 
-        fields = {"task": "classification", "centers": 8, "epochs": 3, **fields}
-        request = TuneModel.Request(**fields)
-        return call_service(self.executor, self.client, request, timeout=60.0)
+        goal = TuneModel.Goal(**{"task": "classification", "centers": 8, "epochs": 3, **fields})
+        sent = self.client.send_goal_async(goal)
+        assert spin_until(self.executor, sent.done, 60), self.process.log()[-2000:]
+        return sent.result()
 
-    def final(self, out_path: str, timeout: float = 90.0) -> dict:
-        """The last progress message (done, failed or cancelled) of the job writing ``out_path``."""
+    def rejection(self, **fields: Any) -> str:
+        """Send a goal that must be rejected: the reason and message the tuner published."""
+        n = len(self.progress)
+        assert not self.send(**fields).accepted
+        assert spin_until(self.executor, lambda: any(p["state"] == "rejected" for p in self.progress[n:]), 10)
+        published = next(p for p in self.progress[n:] if p["state"] == "rejected")
+        return f"{published['reason']}: {published['message']}"
 
-        def ended() -> dict | None:
-            return next(
-                (p for p in self.progress if p["state"] in FINAL and p.get("out_path") == out_path), None
-            )
-
-        assert spin_until(self.executor, lambda: ended() is not None, timeout), (
-            self.progress[-3:],
-            self.process.log(),
-        )
-        return ended()
+    def run(self, **fields: Any) -> tuple[int, Any]:
+        """Send a goal that must be accepted and wait for its end: (status, result)."""
+        handle = self.send(**fields)
+        assert handle.accepted, self.progress[-1:]
+        future = handle.get_result_async()
+        assert spin_until(self.executor, future.done, 120), self.process.log()[-2000:]
+        return future.result().status, future.result().result
 
     def count(self, key: str) -> int:
         return int(self.diag.get(key, "0"))
@@ -78,17 +85,17 @@ class Graph:
     def counted(self, key: str, value: int, timeout: float = 10.0) -> bool:
         return spin_until(self.executor, lambda: self.count(key) == value, timeout)
 
-    def serves_a_good_request(self) -> None:
-        result = self.tune(bags=[str(self.root / "good")])
-        assert result.accepted, result.message
-        assert self.final(result.out_path)["state"] == "done"
+    def serves_a_good_goal(self) -> None:
+        status, result = self.run(bags=[str(self.root / "good")])
+        assert status == SUCCEEDED and result.success, result.message
         assert self.process.alive()
 
 
 @pytest.fixture(scope="module")
 def graph(built_interfaces, tmp_path_factory):
     from diagnostic_msgs.msg import DiagnosticArray
-    from lifelong_learning.srv import TuneModel
+    from lifelong_learning.action import TuneModel
+    from rclpy.action import ActionClient
     from rclpy.node import Node
     from std_msgs.msg import String
 
@@ -98,7 +105,7 @@ def graph(built_interfaces, tmp_path_factory):
     try:
         with new_context() as context, new_executor(context) as executor:
             peer = Node("tuner_attacker", context=context)
-            client = peer.create_client(TuneModel, "/nystrom_tuner/tune")
+            client = ActionClient(peer, TuneModel, "/nystrom_tuner/tune")
             g = Graph(root, root / "models", process, executor, client)
             peer.create_subscription(
                 String, "tuning_progress", lambda m: g.progress.append(json.loads(m.data)), 100
@@ -112,8 +119,7 @@ def graph(built_interfaces, tmp_path_factory):
 
             peer.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
             executor.add_node(peer)
-            assert spin_until(executor, client.service_is_ready, 60), process.log()
-            first_call(executor, client, TuneModel.Request(task="classification"))  # refused: no bag
+            assert spin_until(executor, client.server_is_ready, 60), process.log()
             assert spin_until(executor, lambda: "jobs done" in g.diag, 20), process.log()
             yield g
     finally:
@@ -121,76 +127,41 @@ def graph(built_interfaces, tmp_path_factory):
 
 
 def test_absurd_epochs_and_centres_are_refused_and_counted(graph):
-    before = graph.count("rejected: request over limit")
+    before = graph.count("rejected: goal over limit")
     for fields, limit in (
         ({"epochs": 2**31 - 1}, "max_epochs 1000"),
         ({"epochs": 1001}, "max_epochs 1000"),
         ({"centers": 2**31 - 1}, "max_centers 20000"),
         ({"centers": 20001}, "max_centers 20000"),
     ):
-        result = graph.tune(bags=[str(graph.root / "good")], **fields)
-        assert not result.accepted and limit in result.message, result.message
-    assert graph.counted("rejected: request over limit", before + 4), graph.diag
+        message = graph.rejection(bags=[str(graph.root / "good")], **fields)
+        assert message.startswith("goal over limit") and limit in message, message
+    assert graph.counted("rejected: goal over limit", before + 4), graph.diag
     assert graph.diag["running"] == "False"  # nothing was started
-    graph.serves_a_good_request()
+    graph.serves_a_good_goal()
 
 
-def test_out_paths_outside_or_over_foreign_files_are_refused(graph):
-    models, root = graph.models, graph.root
-    models.mkdir(exist_ok=True)
-    (models / "notes.txt").write_text("not a model")
-    (models / "victim.report.md").write_text("somebody's notes")
-    (models / "a_directory").mkdir()
-    os.mkfifo(models / "a_fifo")
-    (root / "target.npz").write_text("outside")
-    (models / "a_link.npz").symlink_to(root / "target.npz")
-    (models / "plain").write_text("a regular file")
-    attacks = {
-        str(root / "outside.npz"): "outside the directory",
-        "../escape.npz": "outside the directory",
-        "notes.txt": "not a file this writer made",
-        "victim": "not a file this writer made",  # its report victim.report.md is not a report
-        "a_directory": "is a directory",
-        "a_fifo": "special file",
-        "a_link.npz": "",  # resolves outside the directory
-        "plain/model.npz": "not a directory",
-    }
-    before = graph.count("rejected: unsafe output path")
-    for out_path, reason in attacks.items():
-        result = graph.tune(bags=[str(root / "good")], out_path=out_path)
-        assert not result.accepted and reason in result.message, (out_path, result.message)
-    assert graph.counted("rejected: unsafe output path", before + len(attacks)), graph.diag
-    assert (models / "notes.txt").read_text() == "not a model"
-    assert (models / "victim.report.md").read_text() == "somebody's notes"
-    assert stat.S_ISFIFO(os.lstat(models / "a_fifo").st_mode) and (models / "a_link.npz").is_symlink()
-    assert (root / "target.npz").read_text() == "outside" and not (root / "outside.npz").exists()
-    assert (models / "plain").read_text() == "a regular file" and not (root / "escape.npz").exists()
-    result = graph.tune(bags=[str(root / "good")], out_path="sub/dir/model.npz")  # inside: fine
-    assert result.accepted and result.out_path == str((models / "sub" / "dir" / "model.npz").resolve())
-    assert graph.final(result.out_path)["state"] == "done"
-
-
-def test_missing_and_corrupt_bags_are_answered_and_the_next_request_served(graph):
+def test_missing_and_corrupt_bags_are_answered_and_the_next_goal_served(graph):
     root = graph.root
-    missing = graph.tune(bags=[str(root / "no_such_bag")])
-    assert not missing.accepted and "not a bag directory" in missing.message
+    assert "not a bag directory" in graph.rejection(bags=[str(root / "no_such_bag")])
     (root / "garbage").mkdir()
     (root / "garbage" / "metadata.yaml").write_text("rosbag2_bagfile_information: [oops")
+    assert graph.rejection(bags=[str(root / "garbage")]).startswith("invalid goal")
     write_labeled_features(root / "truncated", X, LABELS)
     (mcap,) = (root / "truncated").glob("*.mcap")
     mcap.write_bytes(mcap.read_bytes()[:200])
+    assert "corrupt or truncated" in graph.rejection(bags=[str(root / "truncated")])
+    # a bag that opens but holds no LabeledFeatures: found only by reading, the goal aborts
+    write_joint_states(root / "joints", np.arange(5.0), ["j1"], *(np.zeros((5, 1)),) * 3)
     failed_before = graph.count("jobs failed")
-    for bag in ("garbage", "truncated"):
-        result = graph.tune(bags=[str(root / bag)])
-        assert result.accepted, result.message  # readable only by trying: the job reports it
-        final = graph.final(result.out_path)
-        assert final["state"] == "failed" and "corrupt or truncated" in final["error"], final
-        assert not Path(result.out_path).exists()
-    assert graph.counted("jobs failed", failed_before + 2), graph.diag
-    assert "corrupt or truncated" in graph.diag["last failure"]
+    status, result = graph.run(bags=[str(root / "joints")])
+    assert status == ABORTED and "LabeledFeatures" in result.message, result.message
+    assert not result.success and result.out_path == ""
+    assert graph.counted("jobs failed", failed_before + 1), graph.diag
+    assert "LabeledFeatures" in graph.diag["last failure"]
     assert spin_until(graph.executor, lambda: "the last tuning job failed" in graph.message, 10)
     assert graph.level == 1  # WARN
-    graph.serves_a_good_request()
+    graph.serves_a_good_goal()
     assert spin_until(graph.executor, lambda: "the last tuning job failed" not in graph.message, 10)
 
 
@@ -218,13 +189,10 @@ def _bag_with_bad_messages(path: Path) -> None:
 
 def test_malformed_messages_in_a_bag_are_skipped_and_counted(graph):
     _bag_with_bad_messages(graph.root / "malformed")
-    result = graph.tune(bags=[str(graph.root / "malformed")])
-    assert result.accepted, result.message
-    final = graph.final(result.out_path)
-    assert final["state"] == "done", final
-    assert final["skipped"] == {"corrupt message": 1, "non-finite values": 1}
-    report = json.loads(Path(result.out_path + ".report.json").read_text())
-    assert report["skipped"] == final["skipped"] and report["n_train"] + report["n_test"] == 38
+    status, result = graph.run(bags=[str(graph.root / "malformed")])
+    assert status == SUCCEEDED and result.success, result.message
+    report = json.loads(Path(result.report_path).read_text())
+    assert report["skipped"] == {"corrupt message": 1, "non-finite values": 1}
     assert spin_until(
         graph.executor,
         lambda: graph.diag.get("samples skipped (last job)") == "corrupt message: 1, non-finite values: 1",
@@ -236,11 +204,11 @@ def test_sigint_during_a_job_stops_it_cleanly(built_interfaces, tmp_path, start_
     """SIGINT while a 1000-epoch inverse-dynamics job runs: the job stops at its next epoch, no model
     file (nor a temporary one) is left, the process exits 0 without "terminate called" (before, a
     daemon worker still in torch at interpreter exit aborted it so, 3 times in 3)."""
-    from lifelong_learning.srv import TuneModel
+    from lifelong_learning.action import TuneModel
+    from rclpy.action import ActionClient
     from rclpy.node import Node
     from std_msgs.msg import String
 
-    from lifelong_learning.io.bags import write_joint_states
     from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path
 
     log = PandaSimulation().run(6.0, seed=4, log_every=5)
@@ -257,17 +225,18 @@ def test_sigint_during_a_job_stops_it_cleanly(built_interfaces, tmp_path, start_
         peer.create_subscription(
             String, "sigint_progress", lambda m: progress.append(json.loads(m.data)), 100
         )
-        client = peer.create_client(TuneModel, "/tuner_sigint/tune")
+        client = ActionClient(peer, TuneModel, "/tuner_sigint/tune")
         executor.add_node(peer)
-        request = TuneModel.Request(
+        assert spin_until(executor, client.server_is_ready, 60), process.log()
+        goal = TuneModel.Goal(
             bags=[str(tmp_path / "bag")],
             task="inverse-dynamics",
             urdf_path=panda_urdf_path(),
             centers=300,
             epochs=1000,
         )
-        result = call_service(executor, client, request, timeout=60.0)
-        assert result.accepted, result.message
+        sent = client.send_goal_async(goal)
+        assert spin_until(executor, sent.done, 60) and sent.result().accepted, process.log()
         assert spin_until(executor, lambda: any(p["state"] == "running" for p in progress), 60), process.log()
         process.send_signal(signal.SIGINT)
         code = process.wait(60)
@@ -276,6 +245,5 @@ def test_sigint_during_a_job_stops_it_cleanly(built_interfaces, tmp_path, start_
     assert code == 0, log
     assert "terminate called" not in log and "Traceback" not in log, log
     assert "no model written" in log
-    assert not Path(result.out_path).exists()
-    assert [p.name for p in models.iterdir()] == []  # no temporary file either
+    assert [p.name for p in models.iterdir()] == []  # no model, no temporary file either
     assert progress[-1]["state"] in ("running", "cancelled")  # never "done" after the signal

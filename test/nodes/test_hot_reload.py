@@ -71,7 +71,7 @@ class Peer:
 
     def __init__(self, context):
         from lifelong_learning.msg import Features, LabeledFeatures, Prediction
-        from lifelong_learning.srv import GetClassifierInfo, Predict, TuneModel
+        from lifelong_learning.srv import GetClassifierInfo, Predict
         from rclpy.node import Node
         from rclpy.qos import DurabilityPolicy, QoSProfile
         from std_msgs.msg import String
@@ -85,7 +85,6 @@ class Peer:
         self.node.create_subscription(Prediction, "prediction", self.predictions.append, 100)
         self.info = self.node.create_client(GetClassifierInfo, "/object_recognition/info")
         self.predict = self.node.create_client(Predict, "/object_recognition/predict")
-        self.tune = self.node.create_client(TuneModel, "/nystrom_tuner/tune")
 
     def announce(self, path):
         """Publish a model path like the tuner does, and wait until every subscriber has it."""
@@ -120,8 +119,10 @@ def classify(executor, spin, peer, x, frame_id):
 def test_tuner_retrains_from_a_bag_and_the_recognizer_swaps_to_its_model(
     executor, spin, call, rclpy_context, tmp_path
 ):
+    from lifelong_learning.action import TuneModel
     from lifelong_learning.msg import LabeledFeatures
-    from lifelong_learning.srv import GetClassifierInfo, TuneModel
+    from lifelong_learning.srv import GetClassifierInfo
+    from rclpy.action import ActionClient
     from rclpy.parameter import Parameter
 
     from lifelong_learning.io.bags import write_labeled_features
@@ -132,7 +133,12 @@ def test_tuner_retrains_from_a_bag_and_the_recognizer_swaps_to_its_model(
     write_labeled_features(tmp_path / "bag", X, y)
 
     recognizer = make_recognizer(rclpy_context, model_directory=str(tmp_path))
-    tuner_params = {"diagnostics_period_s": 0.0, "device": "cpu", "output_dir": str(tmp_path / "models")}
+    tuner_params = {  # the path only: models as bytes are test_model_transfer's
+        "diagnostics_period_s": 0.0,
+        "device": "cpu",
+        "output_dir": str(tmp_path / "models"),
+        "model_data_topic": "",
+    }
     tuner = NystromTunerNode(
         context=rclpy_context, parameter_overrides=[Parameter(k, value=v) for k, v in tuner_params.items()]
     )
@@ -151,11 +157,18 @@ def test_tuner_retrains_from_a_bag_and_the_recognizer_swaps_to_its_model(
     version = recognizer.model_version
     assert recognizer.diagnostic_values()["last reload"] == "never"
 
-    # The tuner retrains from the bag and announces its model; the recognizer loads it.
-    request = TuneModel.Request(bags=[str(tmp_path / "bag")], task="classification", centers=20, epochs=5)
-    response = call(peer.tune, request)
-    assert response.accepted, response.message
-    assert spin(executor, lambda: recognizer.model_version > version, 120), tuner.diagnostic_values()
+    # The tuner retrains from the bag (an action goal) and announces its model; the recognizer loads it.
+    client = ActionClient(peer.node, TuneModel, "/nystrom_tuner/tune")
+    assert spin(executor, client.server_is_ready, 20)
+    sent = client.send_goal_async(
+        TuneModel.Goal(bags=[str(tmp_path / "bag")], task="classification", centers=20, epochs=5)
+    )
+    assert spin(executor, sent.done, 20) and sent.result().accepted
+    done = sent.result().get_result_async()
+    assert spin(executor, done.done, 120), tuner.diagnostic_values()
+    response = done.result().result
+    assert response.success and response.promoted, response.message
+    assert spin(executor, lambda: recognizer.model_version > version, 30), tuner.diagnostic_values()
     tuned = IncrementalRLSC.load(response.out_path)
     assert recognizer.model_version == version + 1
     now = info()

@@ -59,6 +59,8 @@ def test_lifecycle_transitions_from_a_manager(tmp_path: Path, start_process, rcl
         res = call_service(executor, change, ChangeState.Request(transition=Transition(id=tid)), 30.0)
         assert res.success, proc.log()
 
+    # discovery first, with the node's log if it never comes (the process may have failed to start)
+    assert spin_until(executor, get_state.service_is_ready, 90), (proc.alive(), proc.log())
     assert state() == State.PRIMARY_STATE_UNCONFIGURED, proc.log()
     assert not info.service_is_ready()  # no model, no model services, before configure
     transition(Transition.TRANSITION_CONFIGURE)

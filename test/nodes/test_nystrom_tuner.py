@@ -1,75 +1,261 @@
-"""The nystrom_tuner node on a real DDS graph: a service request tunes from a bag in the
-background, progress is published, the model path is announced, bad requests are refused."""
+"""The nystrom_tuner node's ~/tune action across processes (issue 13): goals checked before they are
+accepted, feedback, a queue, cancel at any time without a file left behind, the URDF from
+robot_description, and the promotion gate: a better model reaches an object_recognition node in
+another process as bytes (no shared path, no path announcement), a worse one never does.
 
+One tuner process and one object_recognition process serve the module; the tests run in file order.
+"""
+
+from __future__ import annotations
+
+import hashlib
 import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from conftest import new_context, new_executor, node_argv, spin_until
+
+from lifelong_learning.io.bags import write_joint_states, write_labeled_features
+from lifelong_learning.nodes.supervisor import NodeProcess
+from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_text
 
 pytestmark = pytest.mark.graph
 
-
-def make_node(context, **params):
-    from rclpy.parameter import Parameter
-
-    from lifelong_learning.nodes.nystrom_tuner import NystromTunerNode
-
-    defaults = {"diagnostics_period_s": 0.0, "device": "cpu", "default_centers": 30, "default_epochs": 8}
-    overrides = [Parameter(k, value=v) for k, v in {**defaults, **params}.items()]
-    return NystromTunerNode(context=context, parameter_overrides=overrides)
+RNG = np.random.default_rng(0)
+X = np.vstack([RNG.normal(0, 1, (30, 4)), RNG.normal(3, 1, (30, 4))])
+LABELS = ["a"] * 30 + ["b"] * 30
+SUCCEEDED, CANCELED, ABORTED = 4, 5, 6  # action_msgs/GoalStatus
 
 
-def test_tune_service_progress_and_model_announcement(executor, spin, rclpy_context, tmp_path):
-    from lifelong_learning.srv import TuneModel
+@dataclass
+class Graph:
+    """The tuner and object_recognition processes, and a peer that talks to both."""
+
+    root: Path
+    executor: Any
+    peer: Any
+    client: Any
+    tuner: NodeProcess
+    learner: NodeProcess
+    progress: list[dict] = field(default_factory=list)
+    model_files: list[Any] = field(default_factory=list)
+    diag: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def send(self, feedback: list | None = None, **fields: Any) -> Any:
+        """Send a goal (classification, tiny sizes unless given); the goal handle, accepted or not."""
+        from lifelong_learning.action import TuneModel
+
+        goal = TuneModel.Goal(**{"task": "classification", "centers": 8, "epochs": 3, **fields})
+        kept = feedback if feedback is not None else []
+        sent = self.client.send_goal_async(goal, feedback_callback=lambda m: kept.append(m.feedback))
+        assert spin_until(self.executor, sent.done, 30), self.tuner.log()[-2000:]
+        return sent.result()
+
+    def result(self, handle: Any, timeout: float = 120.0) -> tuple[int, Any]:
+        future = handle.get_result_async()
+        assert spin_until(self.executor, future.done, timeout), self.tuner.log()[-2000:]
+        return future.result().status, future.result().result
+
+    def rejected(self, reason: str, **fields: Any) -> str:
+        """Send a goal that must be rejected; the reason the tuner published."""
+        n = len(self.progress)
+        assert not self.send(**fields).accepted
+        assert spin_until(
+            self.executor, lambda: any(p["state"] == "rejected" for p in self.progress[n:]), 10
+        ), self.progress[n:]
+        published = next(p for p in self.progress[n:] if p["state"] == "rejected")
+        assert published["reason"] == reason, published
+        return published["message"]
+
+    def value(self, node: str, key: str) -> str:
+        return self.diag.get(node, {}).get(key, "")
+
+
+@pytest.fixture(scope="module")
+def graph(built_interfaces, tmp_path_factory):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from lifelong_learning.action import TuneModel
+    from lifelong_learning.msg import ModelFile
+    from rclpy.action import ActionClient
     from rclpy.node import Node
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from std_msgs.msg import String
 
-    from lifelong_learning.io.bags import write_labeled_features
+    root = tmp_path_factory.mktemp("tuner")
+    write_labeled_features(root / "good", X, LABELS)
+    tuner = NodeProcess(
+        node_argv(
+            "nystrom_tuner",
+            *(
+                "-p",
+                f"output_dir:={root / 'tuner_models'}",
+                "-p",
+                "device:=cpu",
+                "-p",
+                "diagnostics_period_s:=0.2",
+            ),
+            *("-p", "model_topic:=''", "-p", "max_queued_goals:=1"),  # models travel as bytes only
+        ),
+        log_path=root / "tuner.log",
+    )
+    learner = NodeProcess(
+        node_argv(
+            "object_recognition",
+            *("-p", f"model_directory:={root / 'robot_models'}", "-p", "diagnostics_period_s:=0.2"),
+        ),
+        log_path=root / "object_recognition.log",
+    )
+    try:
+        with new_context() as context, new_executor(context) as executor:
+            peer = Node("tuner_peer", context=context)
+            client = ActionClient(peer, TuneModel, "/nystrom_tuner/tune")
+            g = Graph(root, executor, peer, client, tuner, learner)
+            peer.create_subscription(
+                String, "tuning_progress", lambda m: g.progress.append(json.loads(m.data)), 100
+            )
+            latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            peer.create_subscription(ModelFile, "tuned_model_data", g.model_files.append, latched)
+
+            def on_diag(msg: Any) -> None:
+                for status in msg.status:
+                    g.diag[status.name.split(":")[0]] = {kv.key: kv.value for kv in status.values}
+
+            peer.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 50)
+            executor.add_node(peer)
+            assert spin_until(executor, client.server_is_ready, 60), tuner.log()
+            assert spin_until(executor, lambda: g.value("object_recognition", "model version") != "", 60), (
+                learner.log()
+            )
+            yield g
+    finally:
+        tuner.stop(timeout=30.0)
+        learner.stop(timeout=30.0)
+
+
+def test_invalid_goals_are_rejected_with_a_reason(graph):
+    root = graph.root
+    assert "task must be one of" in graph.rejected("invalid goal", bags=[str(root / "good")], task="juggling")
+    assert "no such bag" in graph.rejected("invalid goal", bags=[str(root / "no_such_bag")])
+    (root / "garbage").mkdir()
+    (root / "garbage" / "metadata.yaml").write_text("rosbag2_bagfile_information: [oops")
+    assert "bag" in graph.rejected("invalid goal", bags=[str(root / "garbage")])
+    assert "max_epochs 1000" in graph.rejected("goal over limit", bags=[str(root / "good")], epochs=5000)
+    message = graph.rejected("invalid goal", bags=[str(root / "good")], task="inverse-dynamics")
+    assert "no URDF" in message and "robot_description" in message
+    assert spin_until(
+        graph.executor, lambda: int(graph.value("nystrom_tuner", "rejected: invalid goal") or 0) == 4, 10
+    ), graph.diag.get("nystrom_tuner")
+    assert "no URDF" in graph.value("nystrom_tuner", "last rejected goal")
+
+
+def test_a_goal_runs_with_feedback_and_its_model_reaches_the_learner_as_bytes(graph):
+    feedback: list[Any] = []
+    version = int(graph.value("object_recognition", "model version"))
+    handle = graph.send(feedback, bags=[str(graph.root / "good")])
+    assert handle.accepted
+    status, result = graph.result(handle)
+    assert status == SUCCEEDED and result.success and result.promoted, result.message
+    assert result.metric == "error rate" and math.isnan(result.serving_error)  # nothing served before
+    assert "no serving model to compare with" in result.message
+    assert {"reading", "tuning"} <= {f.phase for f in feedback}, [f.phase for f in feedback]
+    tuning = [f for f in feedback if f.phase == "tuning"]
+    assert tuning[-1].epochs == 3 and tuning[-1].epoch >= 1 and math.isfinite(tuning[-1].value)
+    report = json.loads(Path(result.report_path).read_text())
+    assert report["promotion"]["promoted"] and report["promotion"]["n_samples"] > 0
+    # the bytes, not the path: the learner's model_directory is not the tuner's output_dir
+    assert spin_until(graph.executor, lambda: bool(graph.model_files), 10)
+    sent = graph.model_files[-1]
+    data = Path(result.out_path).read_bytes()
+    assert bytes(sent.data) == data and sent.sha256 == hashlib.sha256(data).hexdigest()
+    assert sent.kind == "incremental_rlsc" and sent.name == Path(result.out_path).name
+    assert spin_until(
+        graph.executor, lambda: int(graph.value("object_recognition", "model version")) > version, 20
+    ), graph.learner.log()[-2000:]
+
+
+def test_a_worse_candidate_is_not_announced_and_the_learner_keeps_serving(graph):
     from lifelong_learning.learners.rlsc import IncrementalRLSC
 
-    rng = np.random.default_rng(0)
-    X = np.vstack([rng.normal(0, 1, (60, 4)), rng.normal(3, 1, (60, 4))])
-    labels = ["a"] * 60 + ["b"] * 60
-    order = rng.permutation(120)
-    write_labeled_features(tmp_path / "bag", X[order], [labels[i] for i in order])
+    root = graph.root
+    serving = IncrementalRLSC(lambdas=1.0)
+    serving.partial_fit(X, np.array(LABELS, dtype=object))
+    serving.save(root / "serving.llm")
+    swapped = ["b" if label == "a" else "a" for label in LABELS]  # taught wrong
+    write_labeled_features(root / "swapped", X, swapped)
+    write_labeled_features(root / "validation", X + RNG.normal(0, 0.1, X.shape), LABELS)
+    sent_before = len(graph.model_files)
+    version = graph.value("object_recognition", "model version")
+    handle = graph.send(
+        bags=[str(root / "swapped")],
+        serving_model=str(root / "serving.llm"),
+        validation_bags=[str(root / "validation")],
+    )
+    status, result = graph.result(handle)
+    assert status == SUCCEEDED and result.success and not result.promoted, result.message
+    assert result.candidate_error > 0.5 > result.serving_error, result.message
+    assert "not promoted" in result.message and Path(result.out_path).is_file()
+    assert spin_until(
+        graph.executor, lambda: "not better" in graph.value("nystrom_tuner", "last promotion decision"), 10
+    )
+    assert int(graph.value("nystrom_tuner", "models not promoted")) >= 1
+    assert len(graph.model_files) == sent_before  # never announced
+    spin_until(graph.executor, lambda: False, 1.0)
+    assert graph.value("object_recognition", "model version") == version  # predictions unchanged
 
-    node = make_node(rclpy_context, output_dir=str(tmp_path / "models"))
-    peer = Node("tuner_test_peer", context=rclpy_context)
-    progress, models = [], []
-    peer.create_subscription(String, "tuning_progress", lambda m: progress.append(json.loads(m.data)), 100)
+    forced = graph.send(
+        bags=[str(root / "swapped")],
+        serving_model=str(root / "serving.llm"),
+        validation_bags=[str(root / "validation")],
+        force=True,
+    )
+    status, result = graph.result(forced)
+    assert status == SUCCEEDED and result.promoted and "forced" in result.message, result.message
+    report = json.loads(Path(result.report_path).read_text())
+    assert report["promotion"]["forced"] is True
+
+
+def test_goals_queue_and_cancel_at_any_time_leaves_no_file(graph):
+    from rclpy.node import Node
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+
+    log = PandaSimulation().run(6.0, seed=4, log_every=5)
+    write_joint_states(graph.root / "arm", log["t"], JOINT_NAMES, log["q"], log["qd"], log["tau"])
+    robot = Node("robot_state_publisher_stand_in", context=graph.peer.context)  # publishes the URDF latched
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    peer.create_subscription(String, "tuned_model", lambda m: models.append(m.data), latched)
-    client = peer.create_client(TuneModel, "/nystrom_tuner/tune")
-    executor.add_node(node)
-    executor.add_node(peer)
-    assert spin(executor, client.service_is_ready, 10.0)
-
-    bad = client.call_async(TuneModel.Request(bags=[str(tmp_path / "bag")], task="juggling"))
-    assert spin(executor, bad.done, 10.0)
-    assert not bad.result().accepted and "task" in bad.result().message
-
-    future = client.call_async(TuneModel.Request(bags=[str(tmp_path / "bag")], task="classification"))
-    assert spin(executor, future.done, 10.0)
-    result = future.result()
-    assert result.accepted, result.message
-    busy = client.call_async(TuneModel.Request(bags=[str(tmp_path / "bag")], task="classification"))
-    assert spin(executor, busy.done, 10.0)
-    assert not busy.result().accepted or busy.result().out_path  # may have finished already
-    assert spin(executor, lambda: bool(models), 120.0), progress[-3:]
-    assert models[0] == result.out_path
-    assert any(p["state"] == "running" and p["eta_s"] is not None for p in progress)
-    assert spin(executor, lambda: any(p["state"] == "done" for p in progress), 10.0)
-    clf = IncrementalRLSC.load(models[0])
-    assert np.mean(clf.predict(X) == np.array(labels, dtype=object)) > 0.9
-
-    missing = client.call_async(TuneModel.Request(bags=[str(tmp_path / "none")], task="classification"))
-    assert spin(executor, missing.done, 10.0) and not missing.result().accepted
-    assert "not a bag directory" in missing.result().message
-    (tmp_path / "corrupt").mkdir()
-    (tmp_path / "corrupt" / "metadata.yaml").write_text("rosbag2_bagfile_information: [not, a, bag")
-    corrupt = client.call_async(TuneModel.Request(bags=[str(tmp_path / "corrupt")], task="classification"))
-    assert spin(executor, corrupt.done, 10.0) and corrupt.result().accepted
-    assert spin(executor, lambda: any(p["state"] == "failed" for p in progress), 30.0)
-    assert "corrupt" in next(p for p in progress if p["state"] == "failed")["error"]
-    assert node.jobs_failed == 1 and "corrupt" in node.diagnostic_values()["last failure"]
+    robot.create_publisher(String, "robot_description", latched).publish(String(data=panda_urdf_text()))
+    graph.executor.add_node(robot)
+    models = graph.root / "tuner_models"
+    before = {p.name for p in models.iterdir()}
+    long_goal = {
+        "bags": [str(graph.root / "arm")],
+        "task": "inverse-dynamics",
+        "centers": 200,
+        "epochs": 1000,
+    }
+    running_feedback: list[Any] = []
+    running = graph.send(running_feedback, **long_goal)  # the URDF from robot_description
+    assert running.accepted, graph.progress[-1:]
+    queued_feedback: list[Any] = []
+    queued = graph.send(queued_feedback, bags=[str(graph.root / "good")])
+    assert queued.accepted
+    assert spin_until(graph.executor, lambda: any(f.phase == "queued" for f in queued_feedback), 10)
+    assert queued_feedback[0].queue_position == 1
+    assert graph.rejected("queue full", bags=[str(graph.root / "good")]).startswith("1 goal(s)")
+    call = queued.cancel_goal_async()
+    assert spin_until(graph.executor, call.done, 10)
+    status, result = graph.result(queued, timeout=10)
+    assert status == CANCELED and "before it started" in result.message
+    assert spin_until(graph.executor, lambda: any(f.phase == "tuning" for f in running_feedback), 60)
+    call = running.cancel_goal_async()
+    assert spin_until(graph.executor, call.done, 10)
+    status, result = graph.result(running, timeout=60)
+    assert status == CANCELED and not result.success and result.out_path == ""
+    new = {p.name for p in models.iterdir()} - before
+    assert all(name.startswith("robot_description-") and name.endswith(".urdf") for name in new), new
+    graph.executor.remove_node(robot)
+    robot.destroy_node()

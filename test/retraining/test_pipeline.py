@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
-from lifelong_learning.io.bags import write_joint_states
+from lifelong_learning.io.bags import write_joint_states, write_labeled_features
 from lifelong_learning.retraining.pipeline import TuningJob, run_job
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path
 
@@ -41,11 +41,15 @@ def test_forgetting_is_chosen_on_the_most_recent_part_and_reported(tmp_path):
     assert report["warnings"] == []
     # a few samples of the clean log are residual outliers (left out, counted), none implausible
     outliers = sum(report["skipped"].values())
-    assert set(report["skipped"]) <= {"residual outlier (training part)", "residual outlier (test part)"}
+    parts = {f"residual outlier ({p} part)" for p in ("training", "test", "held-out")}
+    assert set(report["skipped"]) <= parts
     assert outliers <= 0.01 * log["t"].size
-    assert report["n_train"] + report["n_test"] + outliers == log["t"].size
+    held_out = report["promotion"]["n_samples"]  # the most recent 10 %, for the promotion gate only
+    assert held_out == pytest.approx(0.1 * log["t"].size, abs=outliers + 1)
+    assert report["n_train"] + report["n_test"] + held_out + outliers == log["t"].size
     model = SemiparametricInverseDynamics.load(tmp_path / "m.llm")
-    assert model.forgetting == result["forgetting"] and model.n_samples == log["t"].size - outliers
+    assert model.forgetting == result["forgetting"]
+    assert model.n_samples == report["n_train"] + report["n_test"]  # never the held-out part
     n_lam = model.n_samples * result["lam"]  # the tuned per-sample λ, scaled by the chosen multiplier
     assert model.residual.lam == pytest.approx(result["residual_lam_scale"] * n_lam, rel=1e-9)
     assert model.friction is not None and model.feature_map.kind == "nystrom"
@@ -236,7 +240,7 @@ def test_one_effort_spike_is_skipped_counted_and_not_learned(tmp_path):
 
 
 def test_a_bag_or_objective_named_twice_is_refused(tmp_path):
-    (tmp_path / "bag").mkdir()
+    write_labeled_features(tmp_path / "bag", np.zeros((4, 3)), ["a"] * 4)
     base = {"task": "classification", "out": str(tmp_path / "m.llm")}
     with pytest.raises(ValueError, match="a bag is named twice"):
         TuningJob(bags=[str(tmp_path / "bag"), str(tmp_path / "bag") + "/"], **base).validate()

@@ -26,6 +26,7 @@ def test_the_margin_decides_and_force_is_recorded():
     assert forced.promoted and forced.forced and forced.reason.startswith("forced:")
     assert not decide(math.nan, 0.1, **kw).promoted and not decide(math.inf, 0.1, **kw).promoted
     assert decide(0.5, None, **kw).promoted  # nothing to compare with
+    assert not decide(0.0, 0.0, **kw).promoted  # equal, even perfect: no gain worth a swap
     with pytest.raises(ValueError, match="margin"):
         decide(0.1, 0.1, metric=NMSE, serving="s", n_samples=1, margin=1.0)
 
