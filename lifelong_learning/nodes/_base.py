@@ -774,36 +774,10 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             self.create_configured_service(Trigger, "~/reset", self._on_reset)
             self.create_configured_service(Trigger, "~/rollback", self._on_rollback)
             self._schedule_checkpoints(float(self.params["checkpoint_interval_s"]))
-            topic = str(self.params["model_topic"])
-            if topic:
-                # transient local: a model announced before this node started is still delivered
-                qos = QoSProfile(
-                    depth=5,
-                    reliability=ReliabilityPolicy.RELIABLE,
-                    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                )
-                self._configured.append(
-                    self.create_subscription(
-                        String, topic, self._on_model_announced, qos, callback_group=self.reload_group
-                    )
-                )
-            data_topic = str(self.params["model_data_topic"])
-            if data_topic:
-                # latched by the publisher: the last model sent before this node started is delivered
-                latched = QoSProfile(
-                    depth=1,
-                    reliability=ReliabilityPolicy.RELIABLE,
-                    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                )
-                self._configured.append(
-                    self.create_subscription(
-                        ModelFileMessage,
-                        data_topic,
-                        self._on_model_data,
-                        latched,
-                        callback_group=self.reload_group,
-                    )
-                )
+            # transient local: a model announced before this node started is still delivered (the
+            # paths: the last 5; the bytes: the last one the publisher keeps)
+            self._subscribe_to_models(String, "model_topic", self._on_model_announced, depth=5)
+            self._subscribe_to_models(ModelFileMessage, "model_data_topic", self._on_model_data, depth=1)
             self.configure_learner()
         except (ValueError, OSError) as exc:
             self._configure_error = exc
@@ -859,6 +833,20 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         service = self.create_service(srv_type, name, callback, callback_group=self.service_group)
         self._configured.append(service)
         return service
+
+    def _subscribe_to_models(
+        self, msg_type: Any, param: str, callback: Callable[[Any], None], depth: int
+    ) -> None:
+        """A reliable, transient-local subscription on the topic parameter ``param`` names ('' = none)."""
+        topic = str(self.params[param])
+        if not topic:
+            return
+        qos = QoSProfile(
+            depth=depth, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+        )
+        self._configured.append(
+            self.create_subscription(msg_type, topic, callback, qos, callback_group=self.reload_group)
+        )
 
     def _schedule_checkpoints(self, interval: float) -> None:
         if self._checkpoint_timer is not None:
