@@ -775,9 +775,9 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             self.create_configured_service(Trigger, "~/rollback", self._on_rollback)
             self._schedule_checkpoints(float(self.params["checkpoint_interval_s"]))
             # transient local: a model announced before this node started is still delivered (the
-            # paths: the last 5; the bytes: the last one the publisher keeps)
+            # paths: the last 5; the bytes: the last 2, what the tuner keeps, one per kind in turn)
             self._subscribe_to_models(String, "model_topic", self._on_model_announced, depth=5)
-            self._subscribe_to_models(ModelFileMessage, "model_data_topic", self._on_model_data, depth=1)
+            self._subscribe_to_models(ModelFileMessage, "model_data_topic", self._on_model_data, depth=2)
             self.configure_learner()
         except (ValueError, OSError) as exc:
             self._configure_error = exc

@@ -186,8 +186,13 @@ class NystromTunerNode(NodeBase):
         self.model_pub = (
             self.create_publisher(String, p["model_topic"], latched) if p["model_topic"] else None
         )
+        # the last two models kept for late joiners: the newest of each kind when the two learners'
+        # models were promoted in turn (a learner takes its own kind only)
+        latched_two = QoSProfile(
+            depth=2, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
+        )
         self.model_data_pub = (
-            self.create_publisher(ModelFile, p["model_data_topic"], latched)
+            self.create_publisher(ModelFile, p["model_data_topic"], latched_two)
             if p["model_data_topic"]
             else None
         )
