@@ -11,7 +11,9 @@ What the offline tuner needs:
 - :func:`read_joint_states`: ``sensor_msgs/msg/JointState`` → raw samples ``t, q, q̇, τ`` for
   named joints, with the row where each bag starts; the caller estimates ``q̈`` with the online
   node's filter (:func:`lifelong_learning.dynamics.acceleration.estimate_accelerations`, which
-  restarts at those rows).
+  restarts at those rows);
+- :class:`JointStateStream`: the same, read lazily in blocks of at most ``block`` rows, so that
+  memory is bounded by the block and not by the bags (what the retraining job reads through).
 
 Missing or corrupt bags, missing topics and bags of another dimension raise :class:`BagError`.
 One bad recorded message does not: a message that does not deserialize, lacks a joint, has arrays

@@ -106,14 +106,18 @@ class Hyperparameters:
         Args:
             centers: number of centres (drawn from the rows with ``gen``) or initial centres ``(m, d)``.
             lam_init: ``λ₀`` (default ``1/n``). lengthscale_init: ``ℓ₀``, a scalar or ``(d,)``
-                (default: the median heuristic on ``X`` with ``seed``), moved inside the bounds.
+                (default: the median heuristic on ``X`` with ``seed``, at least 10⁻³: rows that
+                barely differ give a median distance at the floor), moved inside the bounds.
             lengthscale_range: ``(a, b)``, ``0 < a < b``: each ``ℓ_d`` stays in
                 ``[a r_d, b r_d]`` (``r_d``: the range of column ``d``; shared ``ℓ``: the median
                 range). None: only the floor ``1e-4``.
         """
         n, d = X.shape
         Z0 = initial_centers(X, centers, gen)
-        ls0 = lengthscale_init if lengthscale_init is not None else median_heuristic(X, seed=seed)
+        if lengthscale_init is None:  # not at the floor, where softplus⁻¹ fails (a robot standing still)
+            ls0 = max(median_heuristic(X, seed=seed), 10 * _LS_FLOOR)
+        else:
+            ls0 = lengthscale_init
         ls0 = np.broadcast_to(np.asarray(ls0, dtype=np.float64), (d,) if per_dimension_lengthscale else ())
         lam0 = float(lam_init) if lam_init is not None else 1.0 / n
         if not (lam0 > 0 and np.all(ls0 > 0)):

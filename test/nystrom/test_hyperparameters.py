@@ -164,3 +164,12 @@ def test_bounded_tuning_keeps_the_lengthscales_in_range_and_still_fits():
     span = X.max(0) - X.min(0)
     assert np.all(ls >= 0.5 * span - 1e-9) and np.all(ls <= 2.0 * span + 1e-9)
     assert np.mean((model.predict(X).ravel() - y) ** 2) < 0.5 * y.var()
+
+
+def test_rows_that_barely_differ_start_above_the_length_scale_floor():
+    """A robot standing still logs nearly the same input row again and again: the median distance
+    is below the floor (1e-4) and the initial length-scale would have no softplus inverse."""
+    X = torch.ones(50, 3, dtype=torch.float64) + 1e-7 * torch.arange(50, dtype=torch.float64)[:, None]
+    hp = Hyperparameters.initial(X, 5, np.random.default_rng(0))
+    _, ls, _ = hp.current()
+    assert torch.all(ls >= 10 * _LS_FLOOR - 1e-12) and torch.all(torch.isfinite(ls))

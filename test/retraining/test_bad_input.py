@@ -63,11 +63,21 @@ def test_bags_of_two_robots_with_other_joints_are_refused(tmp_path):
     assert not (tmp_path / "m.llm").exists()
 
 
-def test_bags_that_one_rigid_body_model_cannot_fit_are_warned_about(tmp_path):
+def test_bags_that_one_rigid_body_model_cannot_fit_are_warned_about(tmp_path, monkeypatch):
     """Two bags of one Panda: no warning (measured: the model of both bags 0.0018 and 0.0014 torque
     nMSE on them, a model of each alone 0.0018 and 0.0048). A bag of a Panda whose links are 20 %
     heavier (another robot with the same joint names): both bags named (0.33 and 0.39 against
-    0.0020 and 0.0048)."""
+    0.0020 and 0.0048), and holdout-bags validates on the most recent rows, not on each bag."""
+    import lifelong_learning.retraining.pipeline as pipeline
+
+    groups = []
+    tune = pipeline.tune
+
+    def spy(*args, **kwargs):
+        groups.append(kwargs["groups"])
+        return tune(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "tune", spy)
     for name, seed, scale in (("a", 1, 1.0), ("b", 2, 1.0), ("heavy", 2, 1.2)):
         _bag(tmp_path / name, _panda(6.0, seed, scale))
     same = _run(tmp_path, "a", "b")
@@ -75,6 +85,9 @@ def test_bags_that_one_rigid_body_model_cannot_fit_are_warned_about(tmp_path):
     mixed = _run(tmp_path, "a", "heavy")
     text = " ".join(w for w in mixed["warnings"] if "does not fit one rigid-body model" in w)
     assert str(tmp_path / "a") in text and str(tmp_path / "heavy") in text and "another robot" in text
+    # holdout-bags (the default) holds each bag out only when one model fits them all
+    assert same["exported_objective"] == mixed["exported_objective"] == "holdout-bags"
+    assert len(groups[0]) == 2 and groups[1] is None
 
 
 def test_joints_missing_in_some_bags_are_an_error_or_a_warning(tmp_path):

@@ -27,7 +27,8 @@ def test_forgetting_is_chosen_on_the_most_recent_part_and_reported(tmp_path):
         residual_regularization=(1.0, 100.0),
     )
     report = run_job(job)
-    result = report["objectives"]["proposed"]
+    assert report["exported_objective"] == "holdout-bags"  # the default for inverse dynamics
+    result = report["objectives"]["holdout-bags"]
     by_scale = result["by_residual_lam_scale"]
     assert set(by_scale) == {"1.0", "100.0"} and by_scale[str(result["residual_lam_scale"])] == min(
         by_scale.values()
@@ -54,7 +55,7 @@ def test_forgetting_is_chosen_on_the_most_recent_part_and_reported(tmp_path):
     assert model.residual.lam == pytest.approx(result["residual_lam_scale"] * n_lam, rel=1e-9)
     assert model.friction is not None and model.feature_map.kind == "nystrom"
     saved = json.loads((tmp_path / "m.llm.report.json").read_text())
-    assert saved["objectives"]["proposed"]["forgetting"] == result["forgetting"]
+    assert saved["objectives"]["holdout-bags"]["forgetting"] == result["forgetting"]
     assert "forgetting" in report["markdown"] and "RNEA (URDF)" in report["markdown"]
 
 
@@ -80,7 +81,7 @@ def test_joints_that_barely_move_and_short_bags_are_warned_about(tmp_path):
     assert JOINT_NAMES[0] not in text.split("barely move")[0]
     assert "samples" in text  # 300 samples: a short bag
     assert "**warning**" in report["markdown"]
-    assert np.isfinite(report["objectives"]["proposed"]["value"])
+    assert np.isfinite(report["objectives"]["holdout-bags"]["value"])
 
 
 def test_a_warm_start_keeps_the_joints_and_beats_a_cold_retrain_on_a_small_bag(tmp_path):
