@@ -36,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=("classification", "inverse-dynamics"), required=True)
     parser.add_argument(
         "--objective",
-        default="proposed",
-        help="objective(s), comma-separated: proposed, proposed-stochastic, gcv, creg, sgpr, holdout, "
+        default="",
+        help="objective(s), comma-separated (default: holdout-bags for inverse dynamics, proposed for "
+        "classification): proposed, proposed-stochastic, gcv, creg, sgpr, holdout, holdout-bags, "
         "holdout-recent (validates on the most recent rows: for time-ordered logs); "
         "the first one's model is exported, the others are reported for comparison",
     )
@@ -161,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         bags=list(args.bags),
         task=args.task,
         out=args.out,
-        objectives=[o.strip() for o in args.objective.split(",") if o.strip()],
+        objectives=[o.strip() for o in args.objective.split(",") if o.strip()] or None,
         centers=args.centers,
         epochs=args.epochs,
         lr=args.lr,

@@ -76,8 +76,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ),
     ParamSpec(
         "default_objective",
-        "proposed",
-        "Objective(s) when a request gives none (comma-separated).",
+        "",
+        "Objective(s) when a goal gives none (comma-separated); '' = the task's default "
+        "(holdout-bags for inverse dynamics, proposed for classification).",
     ),
     ParamSpec("default_centers", 200, "Nyström centres when a request gives 0.", bounds=(1, 1000000)),
     ParamSpec(
@@ -255,7 +256,8 @@ class NystromTunerNode(NodeBase):
             raise OverflowError(f"epochs {goal.epochs} is above max_epochs {p['max_epochs']}")
         if int(goal.centers) > int(p["max_centers"]):
             raise OverflowError(f"centers {goal.centers} is above max_centers {p['max_centers']}")
-        objectives = [o.strip() for o in (goal.objective or p["default_objective"]).split(",") if o.strip()]
+        named = [o.strip() for o in (goal.objective or p["default_objective"]).split(",") if o.strip()]
+        objectives = named or None  # None: the task's default (retraining.pipeline.DEFAULT_OBJECTIVES)
         topic_default = (
             p["joint_states_topic"] if goal.task == "inverse-dynamics" else p["labeled_features_topic"]
         )
