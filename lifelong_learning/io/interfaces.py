@@ -34,6 +34,18 @@ MESSAGE_DEFINITIONS: dict[str, str] = {
         "string[] labels         # every known class, in the model's order\n"
         "float32[] scores        # raw decision value of each class in `labels`\n"
     ),
+    "ModelFile": (
+        "# A model file carried over ROS, for a learner node on a machine that does not share the\n"
+        "# writer's filesystem (a tuner on a GPU server). Published latched on the learners'\n"
+        "# `model_data_topic` (default tuned_model_data); a node takes files of its own kind only,\n"
+        "# verifies sha256 and the model's compatibility (joints, kinematics, feature size) before it\n"
+        "# swaps, and keeps the model it replaced for ~/rollback.\n"
+        "builtin_interfaces/Time stamp  # when the writer made the file\n"
+        "string kind                    # the model kind in the file's header (incremental_rlsc, ...)\n"
+        "string name                    # the writer's file name (kept under the node's model_directory)\n"
+        "string sha256                  # hex SHA-256 of data\n"
+        "uint8[] data                   # the model file's bytes\n"
+    ),
 }
 
 

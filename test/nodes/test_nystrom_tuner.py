@@ -238,7 +238,15 @@ def test_goals_queue_and_cancel_at_any_time_leaves_no_file(graph):
         "epochs": 1000,
     }
     running_feedback: list[Any] = []
-    running = graph.send(running_feedback, **long_goal)  # the URDF from robot_description
+    # the URDF from robot_description: rejected ('no URDF') until the latched message has reached the
+    # tuner (discovery is asynchronous), then accepted
+    for _ in range(30):
+        running = graph.send(running_feedback, **long_goal)
+        if running.accepted:
+            break
+        assert spin_until(graph.executor, lambda: graph.progress[-1]["state"] == "rejected", 10)
+        assert "no URDF" in graph.progress[-1]["message"], graph.progress[-1]
+        spin_until(graph.executor, lambda: False, 1.0)
     assert running.accepted, graph.progress[-1:]
     queued_feedback: list[Any] = []
     queued = graph.send(queued_feedback, bags=[str(graph.root / "good")])
