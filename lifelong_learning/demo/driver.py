@@ -88,7 +88,7 @@ class DemoDriver(Node):
 
     def _on_feedback(self, msg: Any) -> None:
         feedback = msg.feedback
-        if feedback.phase != "tuning" or time.monotonic() - self._last_progress < 5.0:
+        if feedback.phase != "tuning" or not feedback.epochs or time.monotonic() - self._last_progress < 5.0:
             return
         self._last_progress = time.monotonic()
         eta = "" if math.isnan(feedback.eta_s) else f", about {feedback.eta_s:.0f} s left"

@@ -217,7 +217,7 @@ def _retraining_section(results: dict[str, Any]) -> list[str]:
                 if reload
                 else ""
             ),
-            f"  - promotion gate ({gate['n_samples']} held-out samples, never trained on): candidate "
+            f"  - promotion gate ({gate['n_samples']} samples of {gate['data']}): candidate "
             f"{gate['metric']} {gate['candidate_error']:.4g}, {gate['serving']} "
             + ("(none)" if gate["serving_error"] is None else f"{gate['serving_error']:.4g}")
             + f" → **{'promoted' if gate['promoted'] else 'not promoted: the online model kept serving'}**"

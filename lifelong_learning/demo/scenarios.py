@@ -34,6 +34,7 @@ from lifelong_learning.action import TuneModel
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.demo.driver import DemoDriver
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
+from lifelong_learning.io.bags import write_joint_states
 from lifelong_learning.sim.objects import ObjectRenderer, object_catalog, random_viewpoint
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path, panda_urdf_text
 from lifelong_learning.srv import SaveModel
@@ -301,8 +302,25 @@ def _serving_model(stage: Stage, learner: str) -> str:
     return str(path)
 
 
-def tune(stage: Stage, task: str, serving: str) -> dict[str, Any]:
-    """Retrain ``task`` from the bag with nystrom_tuner's action; the gate compares with ``serving``."""
+def validation_bag(stage: Stage) -> str:
+    """A validation run for the dynamics gate: a trajectory of its own (another seed than the online
+    phase and the evaluation, the payload held), new to the online and the retrained model alike.
+
+    On a robot this is a bag recorded with learning off; here the simulated trajectory is written
+    to a bag directly (what the recorder would have stored), which saves the demo 15 s of replay.
+    """
+    cfg = stage.cfg
+    log = PandaSimulation().run(
+        cfg.eval_seconds, seed=cfg.seed + 2000, log_every=stride(cfg), payload_mass=1.0, payload_at=0.0
+    )
+    path = stage.out / "validation_bag"
+    write_joint_states(path, log["t"], JOINT_NAMES, log["q"], log["qd"], log["tau"])
+    return str(path)
+
+
+def tune(stage: Stage, task: str, serving: str, validation: list[str]) -> dict[str, Any]:
+    """Retrain ``task`` from the bag with nystrom_tuner's action; the gate compares with ``serving``
+    (on ``validation`` bags when given, else on the bag's most recent part)."""
     goal = TuneModel.Goal(
         bags=[str(stage.out / "bag")],
         task=task,
@@ -310,6 +328,7 @@ def tune(stage: Stage, task: str, serving: str) -> dict[str, Any]:
         epochs=stage.cfg.tune_epochs,
         urdf_path=panda_urdf_path() if task == "inverse-dynamics" else "",
         serving_model=serving,
+        validation_bags=validation,
     )
     t0 = time.monotonic()
     stage.say(f"tuner: {task} goal sent")
@@ -351,11 +370,14 @@ def _wait_for_reload(stage: Stage, learner: str, version: int, model: str) -> di
 
 def retrain(stage: Stage, results: dict[str, Any]) -> None:
     """Retrain both learners from the bag; a promoted model is waited for until its node hot-reloaded
-    it, a refused one leaves the online model serving (the report says which served)."""
+    it, a refused one leaves the online model serving (the report says which served). The dynamics
+    gate scores on a validation bag (:func:`validation_bag`); the classifier's on the most recent
+    views of each object, which the online model has learned from (the gate then favours it)."""
     jobs = []
     for task, learner in (("classification", "object_recognition"), ("inverse-dynamics", "inverse_dynamics")):
         version = stage.driver.model_version(learner)
-        job = tune(stage, task, _serving_model(stage, learner))
+        validation = [validation_bag(stage)] if task == "inverse-dynamics" else []
+        job = tune(stage, task, _serving_model(stage, learner), validation)
         if job["promotion"]["promoted"]:
             job["reload"] = _wait_for_reload(stage, learner, version, job["model"])
         else:

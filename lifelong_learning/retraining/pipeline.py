@@ -104,9 +104,12 @@ DEFAULT_SAMPLE_ROWS = 20_000
 #: 0.21 vs 0.0007 (6 s bags: test/retraining/test_bad_input.py)
 BAG_MISMATCH_RATIO = 3.0
 BAG_MISMATCH_NMSE = 0.02
-#: most recent share of the bags held out for the promotion gate (never trained on, tuned on or
-#: selected on): both the candidate and the serving model are scored there
-#: (:mod:`lifelong_learning.retraining.promotion`)
+#: most recent share of the bags held out for the promotion gate when no validation bags are given
+#: (never trained on, tuned on or selected on): both the candidate and the serving model are scored
+#: there (:mod:`lifelong_learning.retraining.promotion`). A serving model that learned online has
+#: seen those rows, so this gate favours it (it errs towards keeping what serves); validation bags
+#: recorded with learning off are new to both, and then they alone are the gate's data
+#: (nothing of the training bags is held out)
 DEFAULT_HOLDOUT_FRACTION = 0.1
 #: the objective a job tunes with when it names none, per task. Inverse dynamics: holdout-bags
 #: (each bag held out in turn when one rigid-body model fits every bag; the most recent rows
@@ -336,7 +339,7 @@ def _markdown(report: dict[str, Any]) -> str:
         serving = "none" if gate["serving_error"] is None else f"{gate['serving_error']:.4g}"
         verdict = "promoted" if gate["promoted"] else "not promoted"
         lines.append(
-            f"- promotion gate ({gate['n_samples']} held-out samples, never trained on): candidate "
+            f"- promotion gate ({gate['n_samples']} samples of {gate['data']}): candidate "
             f"{gate['metric']} {gate['candidate_error']:.4g}, {gate['serving']} {serving}: **{verdict}** "
             f"({gate['reason']})"
         )
@@ -410,12 +413,12 @@ class _Classification:
         return X, labels
 
     def _hold_out(self, data: Any, job: TuningJob) -> Any:
-        """Set the promotion gate's samples aside: the most recent ``holdout_fraction`` of each
-        class's samples (of a class of 5 or more; objects are taught one after the other, so the
-        most recent part of the bags alone would be one class), and the validation bags'."""
+        """Set the promotion gate's samples aside: the validation bags' when given, else the most
+        recent ``holdout_fraction`` of each class's samples (of a class of 5 or more; objects are
+        taught one after the other, so the most recent part of the bags alone would be one class)."""
         labels = np.array(data.labels, dtype=object)
         gate = np.zeros(labels.size, dtype=bool)
-        for label in dict.fromkeys(data.labels):
+        for label in dict.fromkeys(data.labels) if not job.validation_bags else ():
             rows = np.flatnonzero(labels == label)
             k = round(float(job.holdout_fraction) * rows.size) if rows.size >= 5 else 0
             gate[rows[rows.size - k :]] = k > 0
@@ -720,7 +723,9 @@ class _InverseDynamics:
         assert store is not None
         # the most recent rows are the promotion gate's: never fitted, tuned or selected on (at
         # most sample_rows of them, so that the gate's data stay in memory)
-        n_gate = min(round(float(job.holdout_fraction) * store.n), self.sample_rows)
+        n_gate = (
+            0 if job.validation_bags else min(round(float(job.holdout_fraction) * store.n), self.sample_rows)
+        )
         self.end = n = store.n - n_gate
         n_test = max(1, round(job.test_fraction * n))
         if n - n_test < 4:
@@ -989,8 +994,8 @@ class _InverseDynamics:
         return [(js.q[ok], js.qd[ok], qdd[ok], js.tau[ok])]
 
     def promotion(self, out: Path, job: TuningJob) -> Decision:
-        """The gate: the exported model and the serving one (or RNEA) on the most recent rows of
-        the bags, which nothing was fitted on, and on the validation bags."""
+        """The gate: the exported model and the serving one (or RNEA) on the validation bags when
+        given, else on the most recent rows of the bags, which nothing was fitted on."""
         assert self.store is not None
         parts = [r.arrays for r in self.store.blocks(self.end, self.store.n, kept_only=True)]
         parts += self._validation_rows(job)
@@ -1123,7 +1128,12 @@ def _run_task(
     step("validating")
     try:
         check()
-        report["promotion"] = task.promotion(out, job).to_dict()
+        where = (
+            f"validation bags {', '.join(map(str, job.validation_bags))}"
+            if job.validation_bags
+            else f"the most recent {float(job.holdout_fraction):.0%} of the bags (never trained on)"
+        )
+        report["promotion"] = {**task.promotion(out, job).to_dict(), "data": where}
     except BaseException:  # cancelled or no gate possible: no model without its verdict
         out.unlink(missing_ok=True)
         raise

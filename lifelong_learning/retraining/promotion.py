@@ -1,7 +1,9 @@
 """The promotion gate: a retrained model serves only if it beats the serving one on data neither saw.
 
-Both models are scored on the same held-out data: the most recent part of the bags (never used
-for training, tuning or model selection) and any validation bags. The metric is the one the
+Both models are scored on the same held-out data: validation bags when the job has them (motion
+recorded with learning off, new to both models), else the most recent part of the bags (never
+used for the candidate's training, tuning or model selection; a serving model that learned online
+has seen it, so there the gate errs towards keeping what serves). The metric is the one the
 rest of the package reports for the task:
 
 - inverse dynamics: the torque nMSE, mean over joints (:func:`~lifelong_learning.core.metrics.normalized_mse`,

@@ -249,3 +249,33 @@ def test_a_bag_or_objective_named_twice_is_refused(tmp_path):
         TuningJob(bags=[str(tmp_path / "bag")], objectives=["proposed", "proposed"], **base).validate()
     with pytest.raises(ValueError, match="no such bag"):
         TuningJob(bags=[str(tmp_path / "none")], **base).validate()
+
+
+def test_with_validation_bags_the_gate_scores_on_them_alone_and_nothing_is_held_out(tmp_path):
+    rng = np.random.default_rng(1)
+
+    def views(n):
+        return np.vstack([rng.normal(0, 1, (n, 4)), rng.normal(3, 1, (n, 4))]), ["a"] * n + ["b"] * n
+
+    X, y = views(30)
+    write_labeled_features(tmp_path / "bag", X, y)
+    X_val, y_val = views(12)
+    write_labeled_features(tmp_path / "validation", X_val, y_val)
+    common = {"task": "classification", "centers": 10, "epochs": 3, "device": "cpu"}
+    gated = run_job(
+        TuningJob(
+            bags=[str(tmp_path / "bag")],
+            validation_bags=[str(tmp_path / "validation")],
+            out=str(tmp_path / "m.llm"),
+            **common,
+        )
+    )
+    assert gated["promotion"]["n_samples"] == 24 and gated["promotion"]["data"].startswith("validation bags")
+    assert gated["n_train"] + gated["n_test"] == 60  # every sample of the training bag
+    held = run_job(TuningJob(bags=[str(tmp_path / "bag")], out=str(tmp_path / "h.llm"), **common))
+    assert held["promotion"]["n_samples"] == 6 and "most recent 10%" in held["promotion"]["data"]
+    assert held["n_train"] + held["n_test"] == 54
+    with pytest.raises(ValueError, match="a bag is named twice"):
+        TuningJob(
+            bags=[str(tmp_path / "bag")], validation_bags=[str(tmp_path / "bag")], **common, out="x"
+        ).validate()
