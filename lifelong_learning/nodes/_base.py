@@ -693,7 +693,9 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         self.last_rollback: str = "never"
         self.models_received = 0  # received as bytes, verified and loaded
         self.last_model_received: str = "none"
-        self._loaded_file: tuple[str, int] | None = None  # (path, mtime_ns) of the serving model's file
+        # SHA-256 of the file the serving model was loaded from: the same model announced again, as a
+        # path or as bytes (the tuner sends both), is not loaded twice
+        self._loaded_file: str | None = None
         self.service_group = MutuallyExclusiveCallbackGroup()
         self.reload_group = MutuallyExclusiveCallbackGroup()
         path = str(self.params["checkpoint_path"])
@@ -980,10 +982,10 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             snap = self.model.to_model_file()
         save_model_file(path, snap)
 
-    def swap_model(self, model: Any, loaded_file: tuple[str, int] | None = None) -> None:
+    def swap_model(self, model: Any, loaded_file: str | None = None) -> None:
         """Atomically replace the serving model (the checkpoint then differs from it).
 
-        ``loaded_file``: ``(path, mtime_ns)`` of the file ``model`` was read from, if any.
+        ``loaded_file``: the SHA-256 of the file ``model`` was read from, if any.
         """
         with self.model_lock:
             self.model = model
@@ -992,9 +994,10 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             self._loaded_file = loaded_file
 
     @staticmethod
-    def _file_key(path: Path) -> tuple[str, int] | None:
+    def _file_key(path: Path) -> str | None:
+        """The SHA-256 of the file's bytes (None if it cannot be read): what identifies a model file."""
         try:
-            return str(path.resolve()), path.stat().st_mtime_ns
+            return hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:
             return None
 
@@ -1002,7 +1005,7 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         self,
         model: Any,
         why: str,
-        loaded_file: tuple[str, int] | None = None,
+        loaded_file: str | None = None,
         before_swap: Callable[[], None] | None = None,
     ) -> str:
         """Serve ``model`` in place of the serving model, which is first kept for ``~/rollback``.
@@ -1208,6 +1211,11 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
                 f"{what}: the SHA-256 of its {len(data)} bytes is {digest}, the message says "
                 f"{msg.sha256[:80]!r} (damaged or incomplete); the serving model is unchanged",
             )
+            return
+        with self.model_lock:
+            serving = digest == self._loaded_file
+        if serving:  # e.g. the tuner's path announcement of the same model came first
+            self.get_logger().info(f"{what} is the serving model already: not loaded again")
             return
         path = self.received_directory / received_file_name(msg.name, digest)
         if self._in_restored_checkpoint(path, digest):

@@ -309,3 +309,37 @@ def test_a_received_name_never_leaves_the_folder(name, stored, built_interfaces)
     from lifelong_learning.nodes._base import received_file_name
 
     assert received_file_name(name, "0123456789abcdef" * 4) == stored
+
+
+def test_the_same_model_as_a_path_and_as_bytes_is_loaded_once(executor, start_process, tmp_path):
+    """The tuner announces a promoted model twice (its path, its bytes): the node loads it once, so
+    that one ~/rollback goes back to the model before it, not to a copy of it."""
+    from lifelong_learning.srv import GetClassifierInfo
+    from rclpy.duration import Duration
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+    from std_srvs.srv import Trigger
+
+    node_name = "object_recognition"
+    models = tmp_path / "models"
+    models.mkdir()
+    proc = start_process(
+        node_argv(node_name, "-p", f"model_directory:={models}", "-p", "diagnostics_period_s:=0.25")
+    )
+    sender = Sender(executor, node_name)
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    paths = sender.node.create_publisher(String, "tuned_model", latched)
+    info = sender.node.create_client(GetClassifierInfo, f"/{node_name}/info")
+    rollback = sender.node.create_client(Trigger, f"/{node_name}/rollback")
+    assert first_call(executor, info, GetClassifierInfo.Request()).success
+    tuned = classifier(("cup", "ball"), seed=1)
+    tuned.save(models / "tuned.model")
+    assert spin_until(executor, lambda: paths.get_subscription_count() > 0, 30)
+    paths.publish(String(data=str(models / "tuned.model")))
+    assert paths.wait_for_all_acked(Duration(seconds=10))
+    assert sender.value("model version", "1"), proc.log()
+    sender.send(tuned.kind, "tuned.model", (models / "tuned.model").read_bytes())
+    assert spin_until(executor, lambda: "is the serving model already" in proc.log(), 10), proc.log()
+    assert sender.value("models received", "0") and sender.diagnostics["model version"] == "1"
+    assert call_service(executor, rollback, Trigger.Request()).success
+    assert list(call_service(executor, info, GetClassifierInfo.Request()).classes) == []  # before it
