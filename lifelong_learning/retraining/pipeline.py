@@ -8,6 +8,12 @@ metrics (:func:`lifelong_learning.core.metrics.normalized_mse`) → the first ob
 exported to the online learners' model file (IncrementalRLSC or SemiparametricInverseDynamics,
 see :mod:`lifelong_learning.nystrom.export`) → a markdown + JSON report next to it.
 
+Inverse dynamics streams its bags: memory is bounded by ``TuningJob.block`` rows and a sample of
+``TuningJob.sample_rows`` rows, not by the bags (see :class:`_InverseDynamics` and
+``docs/benchmarks/retraining-streaming.md``); a job that names no objective takes the task's
+default (:data:`DEFAULT_OBJECTIVES`: holdout-bags for inverse dynamics,
+``docs/benchmarks/retraining-objective-default.md``).
+
 A job can be stopped (``run_job(..., should_stop=...)``): it is asked after every tuning epoch,
 every replayed block and between phases, and raises :class:`JobCancelledError` before the model file
 is written. The outputs never replace anything but a model file (the model) or an earlier report
