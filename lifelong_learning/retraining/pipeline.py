@@ -348,6 +348,11 @@ def _markdown(report: dict[str, Any]) -> str:
             f"- promotion gate ({gate['n_samples']} samples of {gate['data']}): candidate "
             f"{gate['metric']} {gate['candidate_error']:.4g}, {gate['serving']} {serving}: **{verdict}** "
             f"({gate['reason']})"
+            + (
+                f"; then the model learned those {gate['learned_after']} samples"
+                if gate.get("learned_after")
+                else ""
+            )
         )
     lines += [f"- **warning**: {text}" for text in report["warnings"]]
     lines += [
@@ -429,6 +434,7 @@ class _Classification:
             k = round(float(job.holdout_fraction) * rows.size) if rows.size >= 5 else 0
             gate[rows[rows.size - k :]] = k > 0
         X_gate, labels_gate = data.X[gate], list(labels[gate])
+        self.recent = (X_gate, list(labels_gate))  # the bags' own held-out samples, learned after the gate
         if job.validation_bags:
             extra = read_labeled_features(job.validation_bags, topic=job.topic)
             for reason, n in extra.skipped.items():
@@ -458,6 +464,17 @@ class _Classification:
             margin=float(job.promotion_margin),
             force=bool(job.force),
         )
+
+    def learn_held_out(self, out: Path) -> int:
+        """After the gate: the bags' held-out samples learned by the exported model, in their order,
+        as the online learner would learn them (never the validation bags'); how many."""
+        X, labels = self.recent
+        if not labels:
+            return 0
+        model = IncrementalRLSC.load(out)
+        model.partial_fit(X, labels)
+        model.save(out)
+        return len(labels)
 
     def score(self, model: Any) -> tuple[float, dict[str, Any]]:
         pred = model.predict(self.X_te)
@@ -932,16 +949,24 @@ class _InverseDynamics:
         return out
 
     # ------------------------------------------------------------------ scoring and export
-    def _replay(self, model: Any, forgetting: float, lam_scale: float, path: Path | None = None) -> Any:
+    def _replay(
+        self,
+        model: Any,
+        forgetting: float,
+        lam_scale: float,
+        path: Path | None = None,
+        everything: bool = False,
+    ) -> Any:
         """The export replayed on the training rows kept (and, with ``path``, then on the test rows
-        kept, and saved there), in time order."""
+        kept, with ``everything`` the gate's held-out rows too, and saved there), in time order."""
         assert self.store is not None
         store, split = self.store, self.split
         blocks = (r.arrays for r in store.blocks(0, split, kept_only=True))
         n = self.n_train
         if path is not None:
-            test = (r.arrays for r in store.blocks(split, self.end, kept_only=True))
-            blocks, n = itertools.chain(blocks, test), n + self.n_test
+            end = store.n if everything else self.end
+            test = (r.arrays for r in store.blocks(split, end, kept_only=True))
+            blocks, n = itertools.chain(blocks, test), n + self.n_test + (self.n_gate if everything else 0)
         return replay_inverse_dynamics(
             model,
             self.urdf,
@@ -984,7 +1009,19 @@ class _InverseDynamics:
 
     def export(self, model: Any, choice: dict[str, Any], out: Path) -> None:
         """Every sample but the outliers and the gate's, in order."""
+        self._exported = (model, choice)
         self._replay(model, choice["forgetting"], choice["residual_lam_scale"], path=out)
+
+    def learn_held_out(self, out: Path) -> int:
+        """After the gate: the export replayed again on every row kept, the gate's held-out part
+        (the bags' most recent rows) last, as the online learner would have learned them; the
+        number of held-out rows learned."""
+        assert self.store is not None
+        if not self.n_gate:
+            return 0
+        model, choice = self._exported
+        self._replay(model, choice["forgetting"], choice["residual_lam_scale"], path=out, everything=True)
+        return self.n_gate
 
     def _validation_rows(self, job: TuningJob) -> list[tuple[np.ndarray, ...]]:
         """``(q, q̇, q̈, τ)`` of the validation bags' joint states within the limits (q̈ by the same
@@ -1140,6 +1177,10 @@ def _run_task(
             else f"the most recent {float(job.holdout_fraction):.0%} of the bags (never trained on)"
         )
         report["promotion"] = {**task.promotion(out, job).to_dict(), "data": where}
+        # the model scored is the one written; then it learns the bags' held-out part, as the online
+        # learner does with what it answers (a held-out part is not lost for training)
+        report["promotion"]["learned_after"] = task.learn_held_out(out)
+        report["exported_samples"] += report["promotion"]["learned_after"]
     except BaseException:  # cancelled or no gate possible: no model without its verdict
         out.unlink(missing_ok=True)
         raise

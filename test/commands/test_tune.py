@@ -49,8 +49,9 @@ def test_tune_classification_from_bag(tmp_path, capsys):
     assert report["n_train"] + report["n_test"] == 360
     assert report["objectives"]["proposed"]["value"] < 25.0  # test error (%), chance is 90 %
     assert "| proposed |" in (tmp_path / "model.npz.report.md").read_text()
-    # the exported classifier is refitted with the tuned hyperparameters on every sample but the gate's
-    assert report["exported_samples"] == 360 and clf.n_samples == 360
+    # the exported classifier is refitted with the tuned hyperparameters on every sample, the gate's
+    # after the gate scored it
+    assert report["exported_samples"] == 400 and clf.n_samples == 400
     assert np.mean(clf.predict(X) == np.array(y, dtype=object)) > 0.8
 
 

@@ -50,7 +50,9 @@ def test_forgetting_is_chosen_on_the_most_recent_part_and_reported(tmp_path):
     assert report["n_train"] + report["n_test"] + held_out + outliers == log["t"].size
     model = SemiparametricInverseDynamics.load(tmp_path / "m.llm")
     assert model.forgetting == result["forgetting"]
-    assert model.n_samples == report["n_train"] + report["n_test"]  # never the held-out part
+    # scored without the held-out part, then it learned it (as the online learner would)
+    assert report["promotion"]["learned_after"] == held_out
+    assert model.n_samples == report["n_train"] + report["n_test"] + held_out == report["exported_samples"]
     n_lam = model.n_samples * result["lam"]  # the tuned per-sample λ, scaled by the chosen multiplier
     assert model.residual.lam == pytest.approx(result["residual_lam_scale"] * n_lam, rel=1e-9)
     assert model.friction is not None and model.feature_map.kind == "nystrom"
@@ -92,15 +94,20 @@ def test_a_warm_start_keeps_the_joints_and_beats_a_cold_retrain_on_a_small_bag(t
     from lifelong_learning.sim.panda import panda_urdf_text
 
     sim = PandaSimulation()
-    history, small, new = (sim.run(s, seed=k, log_every=5) for s, k in ((30.0, 11), (3.0, 12), (10.0, 13)))
+    history, small, new, check = (
+        sim.run(s, seed=k, log_every=5) for s, k in ((30.0, 11), (3.0, 12), (10.0, 13), (3.0, 14))
+    )
     serving = SemiparametricInverseDynamics(panda_urdf_text(), JOINT_NAMES, n_features=100)
     serving.update(
         history["q"], history["qd"], estimate_accelerations(history["t"], history["qd"]), history["tau"]
     )
     serving.save(tmp_path / "serving.llm")
     write_joint_states(tmp_path / "bag", small["t"], JOINT_NAMES, small["q"], small["qd"], small["tau"])
+    # the gate scores on a validation run: 3 s is too short to hold out a tenth of it as well
+    write_joint_states(tmp_path / "check", check["t"], JOINT_NAMES, check["q"], check["qd"], check["tau"])
     common = {
         "bags": [str(tmp_path / "bag")],
+        "validation_bags": [str(tmp_path / "check")],
         "task": "inverse-dynamics",
         "centers": 30,
         "epochs": 5,
