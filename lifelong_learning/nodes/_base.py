@@ -1040,7 +1040,7 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             "free space there, or set keep_previous_models to 0 to replace models without keeping them"
         )
 
-    def reload(self, path: str | os.PathLike[str]) -> tuple[bool, str]:
+    def reload(self, path: str | os.PathLike[str], digest: str | None = None) -> tuple[bool, str]:
         """Hot reload: read and build the model in ``path`` outside the lock, then swap it in
         (:meth:`replace_model`: the replaced model is kept for ``~/rollback``).
 
@@ -1048,7 +1048,7 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         is counted as the rejection ``"model reload failed"`` and logged as an error.
         """
         path = Path(path)
-        key = self._file_key(path)
+        key = digest or self._file_key(path)  # ``digest``: the SHA-256 of its bytes, when known
         try:
             model = self.read_model(path)  # outside the lock: the old model keeps serving
         except (ModelFileError, ValueError, OSError) as exc:
@@ -1184,7 +1184,7 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         if loaded:
             self.get_logger().info(f"announced model {path} is already the serving model")
             return
-        self.reload(path)
+        self.reload(path, key)
 
     def _on_model_data(self, msg: ModelFileMessage) -> None:
         """A model file as bytes (``model_data_topic``): checked, stored, hot-reloaded (see the class)."""
@@ -1231,7 +1231,7 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             self._received(msg.name, digest, f"refused: cannot be stored ({exc})")
             self._reload_failed(f"{what} could not be stored as {path}, previous model kept: {exc}")
             return
-        ok, message = self.reload(path)
+        ok, message = self.reload(path, digest)
         if not ok:  # refused: it leaves nothing behind
             path.unlink(missing_ok=True)
             self._received(msg.name, digest, f"refused: {message}")

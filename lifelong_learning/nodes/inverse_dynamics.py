@@ -359,7 +359,7 @@ class InverseDynamicsNode(LearnerNode):
             else:  # another model: the last model's errors say nothing about it
                 self.guard.forget_errors()
 
-    def reload(self, path: Any) -> tuple[bool, str]:
+    def reload(self, path: Any, digest: str | None = None) -> tuple[bool, str]:
         if not self.ready:
             if not self._model_kwargs["urdf"]:
                 return False, self._reload_failed("no robot description yet: cannot load a model")
@@ -369,10 +369,10 @@ class InverseDynamicsNode(LearnerNode):
                 return False, self._reload_failed(f"model reload from {path} failed: {exc}")
             with self.model_lock:
                 self._serve(model)
-                super().swap_model(model, self._file_key(Path(path)))  # version, reload bookkeeping
+                super().swap_model(model, digest or self._file_key(Path(path)))  # version, bookkeeping
             self.last_reload = f"{path} at {time.strftime('%Y-%m-%d %H:%M:%S')}"
             return True, f"loaded {path}: joints {model.joint_names}"
-        return super().reload(path)
+        return super().reload(path, digest)
 
     def on_cleanup(self, state: Any) -> Any:
         result = super().on_cleanup(state)
