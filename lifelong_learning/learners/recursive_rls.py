@@ -7,7 +7,11 @@ Multi-output ridge regression kept up to date one sample (or a small batch) at a
 with the state ``R`` (upper triangular, ``RᵀR = A = ZᵀZ + λI``, ``R₀ = √λ I``) and
 ``B = ZᵀU``. A new row ``z`` with target ``u`` costs one rank-1 update of ``R`` (O(d²),
 :func:`~lifelong_learning.learners._cholesky.chol_update_rows`) and ``B += zᵀu`` (O(dc)).
-The thesis prefers this to Sherman–Morrison updates of ``A⁻¹`` for numerical stability.
+The thesis prefers this to Sherman–Morrison updates of ``A⁻¹`` for numerical stability. A block
+of ``k`` rows (a warm start, a bag replayed, messages that queued up) is one rank-k update at
+BLAS-3 speed instead, ``R ← chol(RᵀR + ZᵀZ)``
+(:func:`~lifelong_learning.learners._cholesky.chol_update_block`), once ``k`` is a sizeable
+fraction of ``d``; engines that learn the same block can share its Gram matrix ``ZᵀZ``.
 
 Weights ``W = R⁻¹R⁻ᵀB`` are solved lazily (two triangular solves, O(d²c)) when asked for
 and cached until the next update; predicting a few rows without ``W`` costs two triangular
@@ -49,7 +53,13 @@ from scipy.linalg import blas, cho_solve, cholesky, solve_triangular
 
 from lifelong_learning.core.checks import as_rows, same_rows
 from lifelong_learning.core.persistence import Stateful
-from lifelong_learning.learners._cholesky import chol_update_rows, chol_update_rows_into, warm_up
+from lifelong_learning.learners._cholesky import (
+    block_pays,
+    chol_update_block,
+    chol_update_rows,
+    chol_update_rows_into,
+    warm_up,
+)
 
 _RESCALE_BELOW = 1e-100  # fold the forgetting scale into the state below this s²
 
@@ -148,8 +158,18 @@ class RecursiveRLS(Stateful):
         return self._W
 
     # ------------------------------------------------------------------ learning
-    def update(self, Z: np.ndarray | Any, U: np.ndarray | Any) -> None:
+    def update(self, Z: np.ndarray | Any, U: np.ndarray | Any, gram: np.ndarray | None = None) -> None:
         """Add rows ``Z`` (``(n, d)`` or ``(d,)``) with targets ``U`` (``(n, c)`` or ``(c,)``).
+
+        A few rows are swept in by Givens rotations (rank-1 each); a block of rows
+        (:func:`~lifelong_learning.learners._cholesky.block_pays`) by one BLAS-3 refactorization
+        of ``RᵀR + ZᵀZ`` (rank-k), with forgetting by weighting the rows. Both give the batch
+        solution to rounding.
+
+        Args:
+            gram: ``ZᵀZ`` (upper triangle) when the caller has it already, e.g. several engines
+                learning the same block (:func:`~lifelong_learning.learners._cholesky.gram`);
+                used without forgetting only, and only when the block path is taken.
 
         Raises:
             ValueError: wrong shapes or non-finite values; the state is then unchanged.
@@ -157,31 +177,47 @@ class RecursiveRLS(Stateful):
         Z2 = as_rows(Z, self.n_features, "Z")
         U2 = as_rows(U, self.n_outputs, "U") if self.n_outputs else np.zeros((Z2.shape[0], 0))
         same_rows({"Z": Z2, "U": U2})
-        beta = self.forgetting
-        if beta == 1.0:
-            Zs = np.array(Z2, dtype=np.float64, order="C", copy=True)
+        if self.forgetting == 1.0:
+            self._add_rows(Z2, Z2.T @ U2, gram)
+        else:
+            self._own_arrays()
+            start = 0
+            while start < Z2.shape[0]:  # chunks along which the scale stays above _RESCALE_BELOW
+                if self._scale2 * self.forgetting < _RESCALE_BELOW:
+                    self._fold_scale()
+                stop = start + self._rows_before_fold(Z2.shape[0] - start)
+                # row i of the chunk: s_i² = s² β^(i+1); R̃ learns z_i / s_i, B̃ learns z_i u_iᵀ / s_i²
+                scale2 = self._scale2 * self.forgetting ** np.arange(1, stop - start + 1)
+                weighted = Z2[start:stop] / np.sqrt(scale2)[:, None]
+                self._add_rows(weighted, weighted.T @ (U2[start:stop] / np.sqrt(scale2)[:, None]), None)
+                self._scale2 = float(scale2[-1])
+                start = stop
+        self.n_samples += Z2.shape[0]
+        self._W = None
+
+    def _rows_before_fold(self, n: int) -> int:
+        """How many of ``n`` rows can be weighted before ``s²β^i`` falls below the fold threshold."""
+        if self.forgetting == 1.0:
+            return n
+        room = np.log(_RESCALE_BELOW / self._scale2) / np.log(self.forgetting)
+        return int(min(n, max(1, np.floor(room))))
+
+    def _add_rows(self, Z: np.ndarray, ZtU: np.ndarray, gram: np.ndarray | None) -> None:
+        """``R ← chol(RᵀR + ZᵀZ)`` (Givens or BLAS-3) and ``B ← B + ZᵀU`` (given as ``ZtU``)."""
+        if block_pays(Z.shape[0], self.n_features):
+            self._R, self._shares_R = chol_update_block(self._R, Z, gram), False
+        else:
+            Zs = np.array(Z, dtype=np.float64, order="C", copy=True)
             if self._shares_R:  # a draft's first write: into its own buffer, the engine's R stays
                 out = self._take_spare()
                 chol_update_rows_into(self._R, Zs, out)
                 self._R, self._shares_R = out, False
             else:
                 chol_update_rows(self._R, Zs)
-            if self._shares_B:
-                self._B, self._shares_B = self._B + Z2.T @ U2, False
-            else:
-                self._B += Z2.T @ U2
+        if self._shares_B:
+            self._B, self._shares_B = self._B + ZtU, False
         else:
-            self._own_arrays()
-            for z, u in zip(Z2, U2, strict=True):  # the scale changes between rows
-                self._scale2 *= beta
-                if self._scale2 < _RESCALE_BELOW:
-                    self._fold_scale()
-                s = np.sqrt(self._scale2)
-                zs = (z / s)[None, :].copy()
-                chol_update_rows(self._R, zs)
-                self._B += np.outer(z, u) / self._scale2
-        self.n_samples += Z2.shape[0]
-        self._W = None
+            self._B += ZtU
 
     def _take_spare(self) -> np.ndarray:
         """A ``d × d`` buffer with a zero strict lower triangle that no engine uses: the spare of the

@@ -76,6 +76,7 @@ from lifelong_learning.core.model_file import prefixed, unprefixed
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.learners.calibration import T_DEFAULT, fit_inverse_temperature, softmax
 from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
+from lifelong_learning.learners._cholesky import block_pays, gram
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 
 Label = int | str
@@ -401,22 +402,19 @@ class IncrementalRLSC(PersistentModel):
                 train_counts[c] += 1
         for lab in new_labels:
             self._add_class(lab)
-        start = 0
-        n = len(labels)
-        while start < n:
-            stop = start
-            while stop < n and not held[stop]:
-                stop += 1
-            if stop > start:
-                self._train_rows(Z[start:stop], cls_idx[start:stop])
-            if stop < n:  # a held-out sample
-                self._hold_out(Z[stop], int(cls_idx[stop]), self.n_samples + stop + 1)
-                stop += 1
-            start = stop
+        # The validation scores are those of the current model (kept exact through every update),
+        # so training on all the block's other rows first and holding out after gives the state
+        # of the sample-by-sample order: one rank-k update instead of runs of validation_every − 1.
+        train = ~held
+        if train.any():
+            self._train_rows(Z[train], cls_idx[train])
+        if held.any():
+            at = np.flatnonzero(held)
+            self._hold_out(Z[at], cls_idx[at], self.n_samples + at + 1)
         seen = self._seen_counts.copy()
         np.add.at(seen, cls_idx, 1)
         self._seen_counts = seen
-        self.n_samples += n
+        self.n_samples += len(labels)
         self._selection = None
 
     @contextmanager
@@ -478,46 +476,62 @@ class IncrementalRLSC(PersistentModel):
             self._val_S[j] = np.concatenate([S, np.zeros((S.shape[0], 1))], axis=1)
 
     def _train_rows(self, Z: np.ndarray, cls: np.ndarray) -> None:
-        """Rank-m update of every engine; validation scores kept exact by Woodbury."""
+        """Rank-m update of every engine (one Gram matrix ``ZᵀZ`` shared by all when the block is
+        large); validation scores kept exact, by Woodbury for a few rows, else solved again."""
         m, T = Z.shape[0], len(self._labels)
         E = np.zeros((m, T))
         E[np.arange(m), cls] = 1.0
-        V = self._val_y.size
+        V, d = self._val_y.size, Z.shape[1]
+        # Woodbury costs A⁻¹Zᵀ (2d²m) and an m × m solve; solving the weights again costs 2d²T
+        woodbury = V > 0 and m * (2 * d * d + m * m / 3) <= 2 * d * d * T + V * d * T
+        shared_gram = gram(Z) if len(self._engines) > 1 and block_pays(m, d) else None
         for j, rls in enumerate(self._engines):
-            if V:
+            if woodbury:
                 G = rls.solve(Z)  # A⁻¹Zᵀ with the factor *before* the update
-            rls.update(Z, E)
-            if V:
+            rls.update(Z, E, gram=shared_gram)
+            if woodbury:
                 # S_new = S + (X_val G) E − (X_val G) (I + Z G)⁻¹ Gᵀ B_new
                 XG = self._val_X @ G  # V × m
                 M = np.eye(m) + Z @ G
                 GB = G.T @ rls.rhs  # m × T, with B after the update
                 corr = np.linalg.solve(M, GB) if m > 1 else GB / M[0, 0]
                 self._val_S[j] = self._val_S[j] + XG @ (E - corr)
+            elif V:
+                self._val_S[j] = self._val_X @ rls.weights
         counts = self._train_counts.copy()
         np.add.at(counts, cls, 1)
         self._train_counts = counts
 
-    def _hold_out(self, z: np.ndarray, c: int, sample_no: int) -> None:
-        scores = [rls.predict(z[None, :]) for rls in self._engines]  # two triangular solves each
-        V = self._val_y.size
-        if V < self.max_validation:
-            self._val_X = np.concatenate([self._val_X, z[None, :]])
-            self._val_y = np.append(self._val_y, c)
-            self._val_age = np.append(self._val_age, sample_no)
-            self._val_S = [np.concatenate([S, s]) for S, s in zip(self._val_S, scores, strict=True)]
-            return
-        # Full: replace the oldest sample of the most represented class (keeps it balanced).
-        per_class = np.bincount(self._val_y, minlength=len(self._labels))
-        rows = np.flatnonzero(self._val_y == int(np.argmax(per_class)))
-        r = int(rows[np.argmin(self._val_age[rows])])
-        self._val_X, self._val_y, self._val_age = self._val_X.copy(), self._val_y.copy(), self._val_age.copy()
-        self._val_X[r] = z
-        self._val_y[r] = c
-        self._val_age[r] = sample_no
-        self._val_S = [S.copy() for S in self._val_S]
-        for S, s in zip(self._val_S, scores, strict=True):
-            S[r] = s[0]
+    def _hold_out(self, Z: np.ndarray, cls: np.ndarray, sample_nos: np.ndarray) -> None:
+        """Put held-out rows into the validation buffer in order, then score the rows that changed.
+
+        While the buffer has room a row is appended; when full, it replaces the oldest sample of the
+        most represented class (keeps it balanced)."""
+        val_X, val_y, val_age = self._val_X, self._val_y, self._val_age
+        V0 = val_y.size
+        room = max(0, min(self.max_validation - V0, Z.shape[0]))
+        val_X = np.concatenate([val_X, Z[:room]])
+        val_y = np.concatenate([val_y, cls[:room]])
+        val_age = np.concatenate([val_age, sample_nos[:room]])
+        changed = set(range(V0, V0 + room))
+        if room < Z.shape[0]:
+            val_X, val_y, val_age = val_X.copy(), val_y.copy(), val_age.copy()
+            per_class = np.bincount(val_y, minlength=len(self._labels))
+            for z, c, no in zip(Z[room:], cls[room:], sample_nos[room:], strict=True):
+                rows = np.flatnonzero(val_y == int(np.argmax(per_class)))
+                r = int(rows[np.argmin(val_age[rows])])
+                per_class[val_y[r]] -= 1
+                per_class[c] += 1
+                val_X[r], val_y[r], val_age[r] = z, c, no
+                changed.add(r)
+        at = np.fromiter(sorted(changed), dtype=np.int64)
+        self._val_X, self._val_y, self._val_age = val_X, val_y, val_age
+        scores = []
+        for S, rls in zip(self._val_S, self._engines, strict=True):
+            S = np.concatenate([S, np.zeros((room, S.shape[1]))]) if room else S.copy()
+            S[at] = rls.predict(val_X[at])  # two triangular solves per row, or the weights
+            scores.append(S)
+        self._val_S = scores
 
     # ------------------------------------------------------------------ model selection
     def _gamma(self, alpha: float) -> np.ndarray:

@@ -408,10 +408,10 @@ def test_an_update_failing_in_the_second_engine_changes_nothing(tmp_path, monkey
     file_before = saved_bytes(clf, tmp_path / "before.model")
     original = RecursiveRLS.update
 
-    def update(self, Z, U):
+    def update(self, Z, U, gram=None):
         if self.lam == 1.0:  # the second engine
             raise MemoryError("no memory for the second engine")
-        original(self, Z, U)
+        original(self, Z, U, gram)
 
     monkeypatch.setattr(RecursiveRLS, "update", update)
     X = rng.normal(size=(len(y_new), 4))
