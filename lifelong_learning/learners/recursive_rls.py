@@ -83,6 +83,17 @@ def unpack_upper(packed: np.ndarray, d: int) -> np.ndarray:
     return R
 
 
+def _add_product(B: np.ndarray, Z: np.ndarray, U: np.ndarray) -> None:
+    """``B += ZᵀU`` in place, without a temporary (BLAS ``dgemm`` on ``Bᵀ``, Fortran-ordered for a
+    C-ordered ``B``): a ``d × c`` temporary per sample costs more than the product (page faults)."""
+    if B.size == 0 or Z.shape[0] == 0:
+        return
+    if not B.flags.c_contiguous:
+        B += Z.T @ U
+        return
+    blas.dgemm(1.0, U, Z, beta=1.0, c=B.T, trans_a=1, overwrite_c=1)
+
+
 class RecursiveRLS(Stateful):
     """Multi-output recursive ridge regression with Cholesky rank-1 updates.
 
@@ -122,6 +133,8 @@ class RecursiveRLS(Stateful):
         self._W: np.ndarray | None = None
         self.n_samples = 0  # rows seen
         self._shares_R = self._shares_B = False  # a draft's arrays still belong to its engine
+        self._pending: np.ndarray | None = None  # a draft's rows not yet swept into its factor
+        self._pending_rhs: tuple[np.ndarray, np.ndarray] | None = None  # rows and targets not yet in B
 
     # ------------------------------------------------------------------ properties
     @property
@@ -139,11 +152,13 @@ class RecursiveRLS(Stateful):
     @property
     def cholesky_factor(self) -> np.ndarray:
         """Upper-triangular ``R`` with ``RᵀR = A`` (a copy)."""
+        self._settle()
         return np.sqrt(self._scale2) * self._R
 
     @property
     def rhs(self) -> np.ndarray:
         """``B = ZᵀU`` (forgetting-weighted), read-only: a view without forgetting, else a copy."""
+        self._settle_rhs()
         if self._scale2 == 1.0:
             view = self._B.view()
             view.flags.writeable = False
@@ -154,6 +169,7 @@ class RecursiveRLS(Stateful):
     def weights(self) -> np.ndarray:
         """``W = A⁻¹B``, shape ``(d, c)``; solved on first access after an update."""
         if self._W is None:
+            self._settle()
             self._W = cho_solve((self._R, False), self._B, check_finite=False)
         return self._W
 
@@ -178,7 +194,7 @@ class RecursiveRLS(Stateful):
         U2 = as_rows(U, self.n_outputs, "U") if self.n_outputs else np.zeros((Z2.shape[0], 0))
         same_rows({"Z": Z2, "U": U2})
         if self.forgetting == 1.0:
-            self._add_rows(Z2, Z2.T @ U2, gram)
+            self._add_rows(Z2, U2, gram)
         else:
             self._own_arrays()
             start = 0
@@ -189,7 +205,7 @@ class RecursiveRLS(Stateful):
                 # row i of the chunk: s_i² = s² β^(i+1); R̃ learns z_i / s_i, B̃ learns z_i u_iᵀ / s_i²
                 scale2 = self._scale2 * self.forgetting ** np.arange(1, stop - start + 1)
                 weighted = Z2[start:stop] / np.sqrt(scale2)[:, None]
-                self._add_rows(weighted, weighted.T @ (U2[start:stop] / np.sqrt(scale2)[:, None]), None)
+                self._add_rows(weighted, U2[start:stop] / np.sqrt(scale2)[:, None], None)
                 self._scale2 = float(scale2[-1])
                 start = stop
         self.n_samples += Z2.shape[0]
@@ -202,22 +218,42 @@ class RecursiveRLS(Stateful):
         room = np.log(_RESCALE_BELOW / self._scale2) / np.log(self.forgetting)
         return int(min(n, max(1, np.floor(room))))
 
-    def _add_rows(self, Z: np.ndarray, ZtU: np.ndarray, gram: np.ndarray | None) -> None:
-        """``R ← chol(RᵀR + ZᵀZ)`` (Givens or BLAS-3) and ``B ← B + ZᵀU`` (given as ``ZtU``)."""
+    def _add_rows(self, Z: np.ndarray, U: np.ndarray, gram: np.ndarray | None) -> None:
+        """``R ← chol(RᵀR + ZᵀZ)`` (Givens or BLAS-3) and ``B ← B + ZᵀU``."""
         if block_pays(Z.shape[0], self.n_features):
+            self._settle()
             self._R, self._shares_R = chol_update_block(self._R, Z, gram), False
         else:
             Zs = np.array(Z, dtype=np.float64, order="C", copy=True)
-            if self._shares_R:  # a draft's first write: into its own buffer, the engine's R stays
-                out = self._take_spare()
-                chol_update_rows_into(self._R, Zs, out)
-                self._R, self._shares_R = out, False
+            if self._shares_R:  # a draft: its engine's R stays; the rows wait for commit or a read
+                self._pending = Zs if self._pending is None else np.vstack([self._pending, Zs])
             else:
                 chol_update_rows(self._R, Zs)
-        if self._shares_B:
-            self._B, self._shares_B = self._B + ZtU, False
+        if self._shares_B:  # a draft: B + ZᵀU waits for commit (in place) or a read (a new array)
+            rows = (
+                (Z, U)
+                if self._pending_rhs is None
+                else (np.vstack([self._pending_rhs[0], Z]), np.vstack([self._pending_rhs[1], U]))
+            )
+            self._pending_rhs = rows
         else:
-            self._B += ZtU
+            _add_product(self._B, Z, U)
+
+    def _settle(self) -> None:
+        """A draft's deferred rows swept into a factor and a right-hand side of its own (the engine's
+        stay as they were): before anything reads the draft's state."""
+        if self._pending is not None:
+            out = self._take_spare()
+            chol_update_rows_into(self._R, self._pending, out)
+            self._R, self._shares_R, self._pending = out, False, None
+        self._settle_rhs()
+
+    def _settle_rhs(self) -> None:
+        """A draft's deferred ``ZᵀU`` added to a right-hand side of its own (before ``B`` is read)."""
+        if self._pending_rhs is not None:
+            B = self._B.copy()
+            _add_product(B, *self._pending_rhs)
+            self._B, self._shares_B, self._pending_rhs = B, False, None
 
     def _take_spare(self) -> np.ndarray:
         """A ``d × d`` buffer with a zero strict lower triangle that no engine uses: the spare of the
@@ -231,6 +267,7 @@ class RecursiveRLS(Stateful):
 
     def _own_arrays(self) -> None:
         """Copy the arrays a draft still shares before updating them in place (forgetting)."""
+        self._settle()
         if self._shares_R:
             self._R, self._shares_R = self._R.copy(), False
         if self._shares_B:
@@ -239,27 +276,38 @@ class RecursiveRLS(Stateful):
     def draft(self) -> RecursiveRLS:
         """A working engine equal to this one, for an update that must be applied whole or not at all.
 
-        The draft reads this engine's arrays and never writes them (its first update writes the
-        new factor into a spare buffer, without copying ``R``); :meth:`commit` adopts the draft's
-        state, dropping the draft leaves this engine as it was. One draft at a time per engine.
+        The draft reads this engine's arrays and never writes them: rows it learns by Givens
+        sweeps wait in the draft until :meth:`commit` sweeps them into this engine's factor in
+        place (one compiled call, which cannot stop half-way: an update costs one pass over the
+        triangle), or until the draft's factor is read first (then they are swept into a spare
+        buffer, without copying ``R``). :meth:`commit` adopts the draft's state, dropping the
+        draft leaves this engine as it was. One draft at a time per engine.
         """
         twin = object.__new__(type(self))
         twin.__dict__.update(self.__dict__)
-        twin._draft_of, twin._spare = self, None
+        twin._draft_of, twin._spare, twin._pending, twin._pending_rhs = self, None, None, None
         twin._shares_R = twin._shares_B = True
         return twin
 
     def commit(self, draft: RecursiveRLS) -> None:
-        """Adopt the state of ``draft`` (made by :meth:`draft` of this engine) in O(1); cannot fail
-        half-way. The previous factor becomes the spare buffer of the next draft.
+        """Adopt the state of ``draft`` (made by :meth:`draft` of this engine): O(1), plus one sweep of
+        the rows the draft deferred into this engine's factor in place (compiled code without
+        allocation or exceptions: it cannot stop half-way). The previous factor becomes the spare
+        buffer of the next draft when the draft had settled into one.
 
         Raises:
             ValueError: ``draft`` is not a pending draft of this engine.
         """
         if draft._draft_of is not self:
             raise ValueError("not a pending draft of this engine")
-        if draft._R is not self._R:
+        if draft._pending is not None:  # rows for this engine's own factor: swept in place
+            chol_update_rows(self._R, draft._pending)
+            draft._pending = None
+        elif draft._R is not self._R:
             self._spare = self._R
+        if draft._pending_rhs is not None:  # the draft still shares B: added in place
+            _add_product(self._B, *draft._pending_rhs)
+            draft._B, draft._pending_rhs = self._B, None
         self._R, self._B, self._W = draft._R, draft._B, draft._W
         self._scale2, self.n_samples = draft._scale2, draft.n_samples
         # The draft is spent: its arrays are now this engine's; any later write of it copies first.
@@ -273,6 +321,7 @@ class RecursiveRLS(Stateful):
 
     def add_outputs(self, n: int = 1) -> None:
         """Append ``n`` outputs whose targets were 0 for every sample so far (new classes)."""
+        self._settle_rhs()
         self._B = np.concatenate([self._B, np.zeros((self.n_features, int(n)))], axis=1)
         self._shares_B = False
         if self._W is not None:
@@ -281,7 +330,8 @@ class RecursiveRLS(Stateful):
     def is_finite(self) -> bool:
         """Whether the factor's diagonal is finite and positive: an O(d) check after an update (a
         NaN met in a Givens sweep reaches every later diagonal entry; that no entry overflows is
-        the caller's bound on the rows' norms: ``‖R‖²_F = tr A = dλ + Σ‖z‖²``)."""
+        the caller's bound on the rows' norms: ``‖R‖²_F = tr A = dλ + Σ‖z‖²``). Rows a draft defers
+        (:meth:`draft`) were checked finite when learned; the factor they will join is checked."""
         diag = np.diagonal(self._R)
         return bool(np.all(np.isfinite(diag)) and np.all(diag > 0))
 
@@ -293,6 +343,7 @@ class RecursiveRLS(Stateful):
     def solve(self, Z: np.ndarray | Any) -> np.ndarray:
         """``A⁻¹Zᵀ`` for rows ``Z`` (``(n, d)`` or ``(d,)``), shape ``(d, n)``: two triangular
         solves with the factor, O(d²) per row. ``A⁻¹ = s⁻² Ã⁻¹`` under forgetting."""
+        self._settle()
         Z2 = as_rows(Z, self.n_features, "Z")
         V = solve_triangular(self._R, Z2.T, trans="T", lower=False, check_finite=False)
         V = solve_triangular(self._R, V, lower=False, check_finite=False)
@@ -301,6 +352,7 @@ class RecursiveRLS(Stateful):
     def predict(self, Z: np.ndarray | Any) -> np.ndarray:
         """``Z W`` for rows ``Z`` (``(n, d)`` or ``(d,)``); returns ``(n, c)``."""
         Z2 = as_rows(Z, self.n_features, "Z")
+        self._settle()
         if self._W is None and Z2.shape[0] < self.n_outputs:
             # Two triangular solves per row beat solving all c columns of W: Z A⁻¹ B = Z Ã⁻¹ B̃.
             V = solve_triangular(self._R, Z2.T, trans="T", lower=False, check_finite=False)
@@ -324,6 +376,7 @@ class RecursiveRLS(Stateful):
         """Scalars and arrays that :meth:`from_state` restores exactly; ``packed``: the factor's
         upper triangle only (``R_upper``, :func:`pack_upper`: half the bytes, the same numbers)."""
         meta = self.scalar_state()
+        self._settle()
         factor = {"R_upper": pack_upper(self._R)} if packed else {"R": self._R.copy()}
         return meta, {**factor, "B": self._B.copy()}
 
@@ -360,6 +413,7 @@ class RecursiveRLS(Stateful):
         measured changes are orders of magnitude smaller). ``inf`` under forgetting."""
         if self.forgetting != 1.0 or self._scale2 != 1.0:
             return float("inf")
+        self._settle()
         gram_trace = max(float(np.einsum("ij,ij->", self._R, self._R)) - self.n_features * self.lam, 0.0)
         return float(np.finfo(np.float64).eps * (1.0 + gram_trace / float(lam)))
 
@@ -374,6 +428,7 @@ class RecursiveRLS(Stateful):
         """
         if self.forgetting != 1.0 or self._scale2 != 1.0:
             raise ValueError("an engine with forgetting cannot be refactored for another λ")
+        self._settle()
         d = self.n_features
         gram: np.ndarray | None = None
         out = []
