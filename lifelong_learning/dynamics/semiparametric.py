@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -65,9 +66,7 @@ def _check_update_rows(part: str, *arrays: np.ndarray) -> None:
     """ValueError unless every value the ``part`` would learn is finite and below the bound."""
     for a in arrays:
         if not np.all(np.abs(a) < MAX_UPDATE_MAGNITUDE):
-            raise ValueError(
-                f"the {part} part's update rows hold non-finite or absurd values; nothing learned"
-            )
+            raise ValueError(f"the {part} part's rows hold non-finite or absurd values; nothing learned")
 
 
 def residual_features(
@@ -77,6 +76,38 @@ def residual_features(
 
     The one definition, used by the online model and by the offline tuner's export."""
     return np.hstack([x_normalized, tau_parametric / torque_scale])
+
+
+@dataclass(frozen=True)
+class PreparedSamples:
+    """Validated samples and what :meth:`SemiparametricInverseDynamics.prepare` computed from them
+    once, for the answer and for learning (arrays of ``n`` rows; ``base_samples``: the model's
+    sample count when prepared)."""
+
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    x: np.ndarray  # normalized inputs
+    columns: np.ndarray | None  # P's regressor columns (n, n_dof, p); None without P
+    tau_parametric: np.ndarray  # τ̂_P (zeros without P)
+    phi: np.ndarray | None  # the residual's features for τ̂_P before learning (None if not predicted)
+    tau_residual: np.ndarray  # Δτ̂ (zeros without NP or when not predicted)
+    base_samples: int
+
+    @property
+    def torque(self) -> np.ndarray:
+        """The predicted torques ``τ̂_P + Δτ̂``, ``(n, n_dof)``."""
+        return self.tau_parametric + self.tau_residual
+
+
+@dataclass(frozen=True)
+class StagedUpdate:
+    """Drafts of both parts that learned a block (:meth:`SemiparametricInverseDynamics.stage`)."""
+
+    parametric: RecursiveRLS | None
+    residual: RecursiveRLS | None
+    n_samples: int
+    base_samples: int
 
 
 class SemiparametricInverseDynamics(PersistentModel):
@@ -356,25 +387,57 @@ class SemiparametricInverseDynamics(PersistentModel):
             raise ValueError("residual engine does not match the feature map and the joints")
         self.feature_map, self.residual = feature_map, residual
 
-    # ------------------------------------------------------------------ learning
-    def update(self, q: Any, qd: Any, qdd: Any, tau: Any) -> None:
-        """Learn from one sample (``(n_dof,)`` arrays) or a batch (``(n, n_dof)``).
+    # ------------------------------------------------------------------ answer, then learn
+    def prepare(self, q: Any, qd: Any, qdd: Any, predict: bool = True) -> PreparedSamples:
+        """Validate samples and compute once what both answering and learning need: the regressor
+        columns of P (Pinocchio, the costly part), the normalized inputs, P's prediction and, with
+        ``predict``, the residual's features and prediction (:attr:`PreparedSamples.torque`).
 
-        All or nothing: both parts learn on drafts (:meth:`RecursiveRLS.draft`), committed only
-        when every row either part would learn is finite and below :data:`MAX_UPDATE_MAGNITUDE`
-        (so that no product inside the Cholesky updates can overflow).
+        The node answers with the prediction first and learns after (:meth:`stage` reuses the
+        columns; the residual's features are computed again only when its input changed, that is
+        with ``residual_after_update``: τ̂_P after P's update is part of the residual's input).
+
+        Raises:
+            ValueError: wrong shapes, NaN/Inf.
+        """
+        q, qd, qdd = self._check_inputs(q, qd, qdd, names=("q", "qd", "qdd"))
+        x = self._normalized(q, qd, qdd)
+        columns = None
+        tau_p = np.zeros(q.shape)
+        if self.parametric is not None:
+            with np.errstate(over="ignore", invalid="ignore"):  # checked on the next line
+                columns = self._parametric_columns(q, qd, qdd)
+            _check_update_rows("parametric", columns)
+            if predict or not self.residual_after_update:
+                tau_p = self._parametric_predict(columns)
+        phi = None
+        tau_r = np.zeros(q.shape)
+        if self.residual is not None and predict:
+            assert self.feature_map is not None
+            phi = self.feature_map.transform(self._residual_inputs(x, tau_p))
+            tau_r = self.residual.predict(phi)
+        return PreparedSamples(q, qd, qdd, x, columns, tau_p, phi, tau_r, self.n_samples)
+
+    def stage(self, prepared: PreparedSamples, tau: Any) -> StagedUpdate:
+        """Learn ``prepared`` samples with measured torques ``tau`` on drafts of both parts
+        (:meth:`RecursiveRLS.draft`): the model itself is not changed (it may answer meanwhile);
+        :meth:`commit` adopts the result. One staged update at a time.
+
+        All or nothing: the drafts are only made when every row either part would learn is finite
+        and below :data:`MAX_UPDATE_MAGNITUDE` (so that no product inside the Cholesky updates can
+        overflow).
 
         Raises:
             ValueError: wrong shapes, non-finite or absurd values; nothing is learned then.
         """
-        q, qd, qdd, tau = self._check_inputs(q, qd, qdd, tau, names=("q", "qd", "qdd", "tau"))
-        x = self._normalized(q, qd, qdd)
-        tau_p = None
+        (tau,) = self._check_inputs(tau, names=("tau",))
+        if tau.shape != prepared.q.shape:
+            raise ValueError(f"tau has {tau.shape[0]} rows for {prepared.q.shape[0]} samples")
+        tau_p = None if self.parametric is None else prepared.tau_parametric
         parametric = residual = None
         if self.parametric is not None:
-            Y = self._parametric_columns(q, qd, qdd)
-            if not self.residual_after_update:
-                tau_p = self._parametric_predict(Y)
+            Y = prepared.columns
+            assert Y is not None
             flat = Y.reshape(-1, Y.shape[2])
             with np.errstate(over="ignore", invalid="ignore"):  # checked on the next line
                 target = tau.reshape(-1) - flat @ self.prior_parameters
@@ -385,16 +448,42 @@ class SemiparametricInverseDynamics(PersistentModel):
                 tau_p = self._parametric_predict(Y, parametric)
         if self.residual is not None:
             assert self.feature_map is not None
-            phi = self.feature_map.transform(self._residual_inputs(x, tau_p))
+            phi = prepared.phi
+            if phi is None or (self.parametric is not None and self.residual_after_update):
+                phi = self.feature_map.transform(self._residual_inputs(prepared.x, tau_p))
             residual_target = tau if tau_p is None else tau - tau_p
             _check_update_rows("residual", phi, residual_target)
             residual = self.residual.draft()
             residual.update(phi, residual_target)
-        if parametric is not None:
-            self.parametric.commit(parametric)
-        if residual is not None:
-            self.residual.commit(residual)
-        self.n_samples += q.shape[0]
+        return StagedUpdate(parametric, residual, prepared.q.shape[0], self.n_samples)
+
+    def commit(self, staged: StagedUpdate) -> None:
+        """Adopt an update made by :meth:`stage` of this model (O(1), plus the in-place sweep of the
+        rows the drafts deferred, which cannot stop half-way).
+
+        Raises:
+            ValueError: ``staged`` was made before another update or reset of this model.
+        """
+        if staged.base_samples != self.n_samples:
+            raise ValueError("the staged update was made before another update of the model")
+        if staged.parametric is not None:
+            if self.parametric is None:
+                raise ValueError("the staged update is not of this model")
+            self.parametric.commit(staged.parametric)
+        if staged.residual is not None:
+            if self.residual is None:
+                raise ValueError("the staged update is not of this model")
+            self.residual.commit(staged.residual)
+        self.n_samples += staged.n_samples
+
+    def update(self, q: Any, qd: Any, qdd: Any, tau: Any) -> None:
+        """Learn from one sample (``(n_dof,)`` arrays) or a batch (``(n, n_dof)``): :meth:`prepare`,
+        :meth:`stage` and :meth:`commit` in one step.
+
+        Raises:
+            ValueError: wrong shapes, non-finite or absurd values; nothing is learned then.
+        """
+        self.commit(self.stage(self.prepare(q, qd, qdd, predict=not self.residual_after_update), tau))
 
     def predict(
         self, q: Any, qd: Any, qdd: Any, return_parts: bool = False
@@ -405,16 +494,12 @@ class SemiparametricInverseDynamics(PersistentModel):
         are zeros when the mode has no such part).
         """
         single = np.ndim(q) == 1
-        q, qd, qdd = self._check_inputs(q, qd, qdd, names=("q", "qd", "qdd"))
-        tau_p = np.zeros(q.shape)
-        if self.parametric is not None:
-            tau_p = self._parametric_predict(self._parametric_columns(q, qd, qdd))
-        tau_r = np.zeros(q.shape)
-        if self.residual is not None:
-            assert self.feature_map is not None
-            phi = self.feature_map.transform(self._residual_inputs(self._normalized(q, qd, qdd), tau_p))
-            tau_r = self.residual.predict(phi)
-        parts = {"torque": tau_p + tau_r, "parametric": tau_p, "residual": tau_r}
+        prepared = self.prepare(q, qd, qdd)
+        parts = {
+            "torque": prepared.torque,
+            "parametric": prepared.tau_parametric,
+            "residual": prepared.tau_residual,
+        }
         if single:
             parts = {k: v[0] for k, v in parts.items()}
         return parts if return_parts else parts["torque"]
