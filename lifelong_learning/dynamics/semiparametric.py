@@ -81,8 +81,9 @@ def residual_features(
 @dataclass(frozen=True)
 class PreparedSamples:
     """Validated samples and what :meth:`SemiparametricInverseDynamics.prepare` computed from them
-    once, for the answer and for learning (arrays of ``n`` rows; ``base_samples``: the model's
-    sample count when prepared)."""
+    once, for the answer and for learning (arrays of ``n`` rows). Samples prepared by one model
+    stay valid for it after it learned more (the columns and inputs do not depend on what it
+    learned; the predictions are those it answered with)."""
 
     q: np.ndarray
     qd: np.ndarray
@@ -92,12 +93,33 @@ class PreparedSamples:
     tau_parametric: np.ndarray  # τ̂_P (zeros without P)
     phi: np.ndarray | None  # the residual's features for τ̂_P before learning (None if not predicted)
     tau_residual: np.ndarray  # Δτ̂ (zeros without NP or when not predicted)
-    base_samples: int
 
     @property
     def torque(self) -> np.ndarray:
         """The predicted torques ``τ̂_P + Δτ̂``, ``(n, n_dof)``."""
         return self.tau_parametric + self.tau_residual
+
+    @classmethod
+    def stack(cls, items: list[PreparedSamples]) -> PreparedSamples:
+        """One block of the samples of ``items`` (prepared by the same model), in order.
+
+        Raises:
+            ValueError: no items.
+        """
+        if not items:
+            raise ValueError("nothing to stack")
+        if len(items) == 1:
+            return items[0]
+
+        def rows(name: str) -> np.ndarray | None:
+            arrays = [getattr(p, name) for p in items]
+            return None if any(a is None for a in arrays) else np.concatenate(arrays)
+
+        stacked = {
+            name: rows(name)
+            for name in ("q", "qd", "qdd", "x", "columns", "tau_parametric", "phi", "tau_residual")
+        }
+        return cls(**stacked)
 
 
 @dataclass(frozen=True)
@@ -416,7 +438,7 @@ class SemiparametricInverseDynamics(PersistentModel):
             assert self.feature_map is not None
             phi = self.feature_map.transform(self._residual_inputs(x, tau_p))
             tau_r = self.residual.predict(phi)
-        return PreparedSamples(q, qd, qdd, x, columns, tau_p, phi, tau_r, self.n_samples)
+        return PreparedSamples(q, qd, qdd, x, columns, tau_p, phi, tau_r)
 
     def stage(self, prepared: PreparedSamples, tau: Any) -> StagedUpdate:
         """Learn ``prepared`` samples with measured torques ``tau`` on drafts of both parts

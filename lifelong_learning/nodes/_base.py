@@ -314,7 +314,14 @@ class NodeBase(Node):
                 self.get_logger().info(f"parameter {prm.name} set to {prm.value!r} at run time")
 
     def create_counted_subscription(
-        self, msg_type: Any, topic: str, callback: Callable[[Any], None], qos: Any, stream: str, **kwargs: Any
+        self,
+        msg_type: Any,
+        topic: str,
+        callback: Callable[..., None],
+        qos: Any,
+        stream: str,
+        with_info: bool = False,
+        **kwargs: Any,
     ) -> Any:
         """``create_subscription`` for an input stream: its QoS can be overridden by parameters, it
         counts the messages it never processed, and it ignores input while the node is not
@@ -327,6 +334,9 @@ class NodeBase(Node):
         - Losses (:mod:`lifelong_learning.core.losses`): from the publishers' sequence numbers, the
           messages lost by DDS or overwritten in the subscription's queue while the node was busy;
           shown in diagnostics as ``<stream> lost``, WARN while it rises.
+
+        ``with_info``: the callback also gets rclpy's message info (a dict with
+        ``received_timestamp``, ns since the epoch: when the middleware received the message).
         """
 
         def on_message(msg: Any, info: Any) -> None:
@@ -334,7 +344,10 @@ class NodeBase(Node):
             key = bytes(gid["data"]) if isinstance(gid, dict) and "data" in gid else None
             self.losses.record(stream, key, info.get("publication_sequence_number") if key else None)
             if self.accepting():
-                callback(msg)
+                if with_info:
+                    callback(msg, info)
+                else:
+                    callback(msg)
 
         kwargs.setdefault("qos_overriding_options", QoSOverridingOptions.with_default_policies())
         return self.create_subscription(msg_type, topic, on_message, qos, **kwargs)

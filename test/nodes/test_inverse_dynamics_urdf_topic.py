@@ -93,6 +93,7 @@ def test_waits_for_the_urdf_topic_then_learns(executor, spin, tmp_path, states):
         joints.publish(to_message(state))
         assert spin(executor, lambda k=k: len(torques) > k, 10)
     # every one answered; learned once the q̈ filter holds a full window (9 samples by default)
+    assert node.learner.wait_idle(10)  # learned after answering, on the learning thread
     assert node.model.n_samples == 10 - 8 and list(torques[-1].name) == JOINT_NAMES
     model = node.model
     urdf_pub.publish(String(data=panda_urdf_text() + "\n<!-- edited -->"))

@@ -1,0 +1,107 @@
+"""Learn after answering: a thread that takes what callbacks queued and handles it as blocks.
+
+A node that must answer every message at control rate (``inverse_dynamics`` at 1 kHz) answers in
+its subscription callback and queues what is to be learned; this worker takes everything waiting
+at once, so messages that arrived while a block was being learned become the next block (one
+rank-k update of the model instead of k rank-1 updates, and no learning on the answering path).
+Numerical work releases the GIL (numba kernels, BLAS), so on two cores answering and learning
+run side by side.
+
+The queue is bounded: when learning falls behind by ``capacity`` items, new ones are refused
+(the caller counts them; the answers never wait). :meth:`BlockWorker.stop` lets the thread learn
+what is queued before it ends, so a final checkpoint written afterwards has everything.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+Item = TypeVar("Item")
+
+
+class BlockWorker(Generic[Item]):
+    """A daemon thread that calls ``handle(block)`` with every item queued since the last call.
+
+    Args:
+        name: the thread's name.
+        handle: learns a block (a non-empty list, oldest first); runs on the worker thread.
+        capacity: most items waiting; :meth:`put` refuses more.
+        on_error: called with an exception ``handle`` raised (the worker keeps running).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        handle: Callable[[list[Item]], None],
+        capacity: int,
+        on_error: Callable[[BaseException], None],
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be ≥ 1, got {capacity}")
+        self._handle, self._on_error, self.capacity = handle, on_error, int(capacity)
+        self._queue: deque[Item] = deque()
+        self._ready = threading.Condition()
+        self._stop = False
+        self._busy = False
+        self.blocks = 0  # blocks handled
+        self.items = 0  # items handled
+        self.largest_block = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def waiting(self) -> int:
+        """Items queued and not yet taken."""
+        with self._ready:
+            return len(self._queue)
+
+    def put(self, item: Item) -> bool:
+        """Queue ``item``; False (not queued) when ``capacity`` items wait or the worker stopped."""
+        with self._ready:
+            if self._stop or len(self._queue) >= self.capacity:
+                return False
+            self._queue.append(item)
+            self._ready.notify()
+            return True
+
+    def _take(self) -> list[Item] | None:
+        with self._ready:
+            while not self._queue and not self._stop:
+                self._ready.wait()
+            if not self._queue:
+                return None
+            block = list(self._queue)
+            self._queue.clear()
+            self._busy = True
+            return block
+
+    def _run(self) -> None:
+        while (block := self._take()) is not None:
+            try:
+                self._handle(block)
+            except Exception as exc:  # a failing block must not end learning for good
+                self._on_error(exc)
+            finally:
+                with self._ready:
+                    self._busy = False
+                    self.blocks += 1
+                    self.items += len(block)
+                    self.largest_block = max(self.largest_block, len(block))
+                    self._ready.notify_all()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until nothing is queued or being learned; False on timeout."""
+        with self._ready:
+            return self._ready.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Refuse new items, let the thread learn what is queued, and end it; False if it is still
+        running after ``timeout`` seconds."""
+        with self._ready:
+            self._stop = True
+            self._ready.notify_all()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
