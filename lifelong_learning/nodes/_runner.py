@@ -21,6 +21,7 @@ and works for a single node as well:
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import traceback
@@ -38,7 +39,7 @@ from rclpy.signals import SignalHandlerOptions
 from lifelong_learning.nodes._base import LearnerNode, NodeBase
 from lifelong_learning.nodes.supervisor import STOP_SIGNALS, StopSignals, stop_signals
 
-__all__ = ["STOP_SIGNALS", "owner_of", "run_nodes", "stop_signals"]
+__all__ = ["EXECUTOR_VARIABLE", "STOP_SIGNALS", "make_executor", "owner_of", "run_nodes", "stop_signals"]
 
 
 def owner_of(tb: TracebackType | None, nodes: Sequence[Node]) -> Node | None:
@@ -101,6 +102,36 @@ def _final_checkpoints(nodes: Sequence[Node]) -> None:
                 traceback.print_exc()
 
 
+#: environment variable that chooses the executor of a process: ``single``, ``events`` or ``multi``
+EXECUTOR_VARIABLE = "LIFELONG_LEARNING_EXECUTOR"
+EXECUTORS = ("single", "events", "multi")
+
+
+def make_executor(threads: int | None, n_nodes: int) -> Executor:
+    """The executor of a process: :data:`EXECUTOR_VARIABLE` when set, else a SingleThreadedExecutor for
+    ``threads == 1`` and a MultiThreadedExecutor (``threads``, default two per node) otherwise.
+
+    Measured with ``benchmarks/bench_control_rate.py`` (inverse_dynamics fed 1 kHz joint states from
+    another process on 2 cores; docs/benchmarks/control-rate.md): single-threaded and rclpy's
+    experimental EventsExecutor both keep up, the MultiThreadedExecutor answers far fewer. The
+    node executables therefore default to ``single``; ``events`` is there to measure again with a
+    later rclpy.
+
+    Raises:
+        ValueError: an unknown value of :data:`EXECUTOR_VARIABLE`.
+    """
+    kind = os.environ.get(EXECUTOR_VARIABLE, "").strip().lower()
+    if kind and kind not in EXECUTORS:
+        raise ValueError(f"{EXECUTOR_VARIABLE}={kind!r}: choose one of {', '.join(EXECUTORS)}")
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor()
+    if kind == "single" or (not kind and threads == 1):
+        return SingleThreadedExecutor()
+    return MultiThreadedExecutor(num_threads=threads or 2 * max(1, n_nodes))
+
+
 def run_nodes(
     factories: Sequence[Callable[[], Node]],
     args: Sequence[str] | None = None,
@@ -139,11 +170,11 @@ def run_nodes(
                 print(f"[ERROR] cannot start the node: {exc}", file=sys.stderr, flush=True)
                 return 2
         started = True
-        executor = (
-            SingleThreadedExecutor()
-            if threads == 1
-            else MultiThreadedExecutor(num_threads=threads or 2 * max(1, len(nodes)))
-        )
+        try:
+            executor = make_executor(threads, len(nodes))
+        except ValueError as exc:
+            print(f"[ERROR] cannot start the node: {exc}", file=sys.stderr, flush=True)
+            return 2
         for node in nodes:
             executor.add_node(node)
         _spin(executor, nodes, stop)

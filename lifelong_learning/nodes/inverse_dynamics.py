@@ -587,11 +587,6 @@ class InverseDynamicsNode(LearnerNode):
         self.reject("internal error", f"learning a block failed: {type(exc).__name__}: {exc}")
         self.get_logger().error(f"learning a block failed, learning goes on: {exc!r}")
 
-    def stopping(self) -> None:
-        """Learn what is queued, then end the learning thread (before the final checkpoint)."""
-        super().stopping()
-        self._stop_learning()
-
     def shutdown(self) -> None:
         """The final checkpoint, with every sample queued for learning learned first."""
         self._stop_learning()
