@@ -148,6 +148,8 @@ class AccelerationEstimator:
         """Forget the buffered samples."""
         self._t: deque[float] = deque(maxlen=self.window)
         self._v: deque[np.ndarray] = deque(maxlen=self.window)
+        self._weights_key: tuple[int, bytes] | None = None
+        self._unit_weights = np.zeros(0)
 
     def __len__(self) -> int:
         """Samples in the window now (up to ``window``)."""
@@ -181,6 +183,24 @@ class AccelerationEstimator:
             raise ValueError(f"time stamp {t} is not after the previous one {self._t[-1]}")
         self._t.append(float(t))
         self._v.append(v.copy())
-        tw = np.asarray(self._t)[None, :]
-        vw = np.asarray(self._v)[None, :, :]
-        return _fit_slopes(tw, vw, self.degree)[0]
+        return self._slope_weights() @ np.asarray(self._v)
+
+    def _slope_weights(self) -> np.ndarray:
+        """``w`` with ``q̈ = w · q̇_window``: the slope row of the window's least-squares fit (as in
+        :func:`_fit_slopes`). The fit depends on the stamps only through their offsets relative to
+        the window's span, so the row is kept while those offsets repeat to 1e-9 (evenly stamped
+        streams: every sample after the first window), and only the span is applied again."""
+        t = np.asarray(self._t)
+        s = t - t[-1]
+        span = max(-s[0], 1e-12)
+        u = s / span
+        key = (len(t), np.round(u, 9).tobytes())
+        if key != self._weights_key:
+            p = min(self.degree, len(t) - 1)
+            if p < 1:
+                self._weights_key, self._unit_weights = key, np.zeros(len(t))
+            else:
+                V = u[:, None] ** np.arange(p + 1)[None, :]
+                # pinv, not solve: stamps that cluster make VᵀV rank-deficient (see _fit_slopes)
+                self._weights_key, self._unit_weights = key, (np.linalg.pinv(V.T @ V) @ V.T)[1]
+        return self._unit_weights / span

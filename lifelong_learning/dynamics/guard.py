@@ -128,6 +128,7 @@ class SampleGuard:
         self._last_seen: float | None = None
         self._periods: deque[float] = deque(maxlen=64)
         self._period: float | None = None  # median of _periods, refreshed every 16 samples
+        self._steps = 0  # steps appended to _periods
         self._backsteps = 0  # consecutive samples refused as stamp not increasing
 
     def forget_errors(self) -> None:
@@ -162,7 +163,9 @@ class SampleGuard:
             self.missed += max(0, round(dt / self._period) - 1)
         else:
             self._periods.append(dt)
-            if len(self._periods) >= 8 and (self._period is None or len(self._periods) % 16 == 0):
+            self._steps += 1
+            # (the deque stays 64 long once full: its length cannot pace the refresh)
+            if len(self._periods) >= 8 and (self._period is None or self._steps % 16 == 0):
                 self._period = float(np.median(self._periods))
 
     def _restart(self, cause: str) -> None:

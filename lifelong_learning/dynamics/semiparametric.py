@@ -99,6 +99,16 @@ class PreparedSamples:
         """The predicted torques ``τ̂_P + Δτ̂``, ``(n, n_dof)``."""
         return self.tau_parametric + self.tau_residual
 
+    def take(self, rows: list[int]) -> PreparedSamples:
+        """The samples ``rows`` (in that order)."""
+        if rows == list(range(self.q.shape[0])):
+            return self
+        index = np.asarray(rows, dtype=np.intp)
+        return PreparedSamples(
+            *(None if a is None else a[index] for a in (self.q, self.qd, self.qdd, self.x, self.columns,
+                                                        self.tau_parametric, self.phi, self.tau_residual))
+        )  # fmt: skip
+
     @classmethod
     def stack(cls, items: list[PreparedSamples]) -> PreparedSamples:
         """One block of the samples of ``items`` (prepared by the same model), in order.
@@ -440,7 +450,7 @@ class SemiparametricInverseDynamics(PersistentModel):
             tau_r = self.residual.predict(phi)
         return PreparedSamples(q, qd, qdd, x, columns, tau_p, phi, tau_r)
 
-    def stage(self, prepared: PreparedSamples, tau: Any) -> StagedUpdate:
+    def stage(self, prepared: PreparedSamples, tau: Any, solve_weights: bool = False) -> StagedUpdate:
         """Learn ``prepared`` samples with measured torques ``tau`` on drafts of both parts
         (:meth:`RecursiveRLS.draft`): the model itself is not changed (it may answer meanwhile);
         :meth:`commit` adopts the result. One staged update at a time.
@@ -448,6 +458,10 @@ class SemiparametricInverseDynamics(PersistentModel):
         All or nothing: the drafts are only made when every row either part would learn is finite
         and below :data:`MAX_UPDATE_MAGNITUDE` (so that no product inside the Cholesky updates can
         overflow).
+
+        ``solve_weights``: also solve both parts' weights on the drafts (O(d²c), where the update was
+        O(d²) per row), so that the committed model answers with one product per part instead of
+        two triangular solves per sample: for a learner on another thread than the answers.
 
         Raises:
             ValueError: wrong shapes, non-finite or absurd values; nothing is learned then.
@@ -477,6 +491,10 @@ class SemiparametricInverseDynamics(PersistentModel):
             _check_update_rows("residual", phi, residual_target)
             residual = self.residual.draft()
             residual.update(phi, residual_target)
+        if solve_weights:
+            for draft in (parametric, residual):
+                if draft is not None:
+                    draft.weights  # noqa: B018 - solved and cached on the draft, adopted by commit
         return StagedUpdate(parametric, residual, prepared.q.shape[0], self.n_samples)
 
     def commit(self, staged: StagedUpdate) -> None:

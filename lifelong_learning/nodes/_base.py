@@ -39,6 +39,7 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import JumpThreshold, TimeJump
 from rclpy.duration import Duration
+from rclpy.exceptions import InvalidHandle
 from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -320,7 +321,7 @@ class NodeBase(Node):
         callback: Callable[..., None],
         qos: Any,
         stream: str,
-        with_info: bool = False,
+        batch: int = 0,
         **kwargs: Any,
     ) -> Any:
         """``create_subscription`` for an input stream: its QoS can be overridden by parameters, it
@@ -335,22 +336,51 @@ class NodeBase(Node):
           messages lost by DDS or overwritten in the subscription's queue while the node was busy;
           shown in diagnostics as ``<stream> lost``, WARN while it rises.
 
-        ``with_info``: the callback also gets rclpy's message info (a dict with
+        ``batch`` ≥ 1: the callback gets a list of up to ``batch`` ``(message, info)`` pairs, oldest
+        first: the message the executor took and those already waiting in the subscription's
+        queue, taken at once from its handle (rclpy's ``take_message``, what the executor itself
+        calls). At control rates the executor's own work per message (a wait set, a task) costs
+        more than a cheap callback; a backlog taken in one call costs it once, and the callback
+        can answer the block with array operations. ``info`` is rclpy's message info (a dict with
         ``received_timestamp``, ns since the epoch: when the middleware received the message).
         """
+        taken_from: list[Any] = []  # the subscription, once created
 
-        def on_message(msg: Any, info: Any) -> None:
+        def record(info: Any) -> None:
             gid = info.get("publisher_gid") if isinstance(info, dict) else None
             key = bytes(gid["data"]) if isinstance(gid, dict) and "data" in gid else None
             self.losses.record(stream, key, info.get("publication_sequence_number") if key else None)
+
+        def waiting(first: tuple[Any, Any]) -> list[tuple[Any, Any]]:
+            items = [first]
+            if not taken_from:
+                return items
+            sub = taken_from[0]
+            try:
+                with sub.handle:
+                    while len(items) < batch:
+                        pair = sub.handle.take_message(sub.msg_type, sub.raw)
+                        if pair is None:
+                            break
+                        items.append(pair)
+            except InvalidHandle:  # destroyed meanwhile: what was taken is still handled
+                pass
+            return items
+
+        def on_message(msg: Any, info: Any) -> None:
+            items = waiting((msg, info)) if batch >= 1 else [(msg, info)]
+            for _, item_info in items:
+                record(item_info)
             if self.accepting():
-                if with_info:
-                    callback(msg, info)
+                if batch >= 1:
+                    callback(items)
                 else:
                     callback(msg)
 
         kwargs.setdefault("qos_overriding_options", QoSOverridingOptions.with_default_policies())
-        return self.create_subscription(msg_type, topic, on_message, qos, **kwargs)
+        subscription = self.create_subscription(msg_type, topic, on_message, qos, **kwargs)
+        taken_from.append(subscription)
+        return subscription
 
     def create_overridable_publisher(self, msg_type: Any, topic: str, qos: Any, **kwargs: Any) -> Any:
         """``create_publisher`` whose QoS can be overridden by parameters (as for subscriptions)."""

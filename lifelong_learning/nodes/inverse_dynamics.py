@@ -45,6 +45,7 @@ then learn):
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,12 @@ PARAMS: tuple[ParamSpec, ...] = (
 )
 
 
+#: joint states that queued up while the node was busy, taken and answered in one callback
+JOINT_STATES_BATCH = 50
+#: at most one learned block per this many seconds (what arrives meanwhile joins the next block)
+LEARNING_INTERVAL_S = 0.01
+#: the interpreter's thread switch interval in a process with an inverse_dynamics node
+SWITCH_INTERVAL_S = 0.0005
 #: answered samples that may wait for the learning thread (2 s of 1 kHz joint states)
 LEARNING_QUEUE = 2000
 #: why an answered sample was not learned, beyond the guard's reasons
@@ -163,12 +170,26 @@ MODEL_REPLACED = "model replaced before learning"
 
 @dataclass(frozen=True)
 class _ToLearn:
-    """An answered sample waiting for the learning thread: the model that answered, what it
-    computed for the answer, and the measured torques."""
+    """Answered samples waiting for the learning thread: the model that answered, what it
+    computed for the answers, and the measured torques (rows in the same order)."""
 
     model: SemiparametricInverseDynamics
     prepared: PreparedSamples
     tau: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """A joint state the guard admitted: its message, joint values in the model's order, and when
+    the middleware received it (ns since the epoch; 0 if unknown)."""
+
+    msg: JointState
+    q: np.ndarray
+    qd: np.ndarray
+    tau: np.ndarray | None
+    admitted: Admitted
+    learning: bool
+    received_ns: int
 
 
 def _stamp_seconds(msg: JointState) -> float:
@@ -228,6 +249,8 @@ class InverseDynamicsNode(LearnerNode):
         self._missed_published = 0
         self._discovered_at: float | None = None  # when the joints were taken from a message
         self.joint_names: list[str] = []
+        self.answer_calls = self.answered = 0  # callbacks that answered, and the answers they gave
+        self._order_cache: tuple[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] | None = None
         self._moving: list[str] = []  # the URDF's moving joints
         self.ready = False  # a model serves (URDF and joints known)
         self.torque_pub = self.create_overridable_publisher(JointState, p["predicted_torque_topic"], 100)
@@ -241,16 +264,23 @@ class InverseDynamicsNode(LearnerNode):
         self.create_counted_subscription(
             JointState,
             p["joint_states_topic"],
-            self._on_joint_state,
+            self._on_joint_states,
             QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT),
             stream="joint_states",
-            with_info=True,
+            batch=JOINT_STATES_BATCH,
         )
         # answer in the callback, learn on this thread: what queues while a block is learned is
         # the next block (one rank-k update), and the answers never wait for learning
         self.learner: BlockWorker[_ToLearn] = BlockWorker(
-            f"{self.get_name()}-learning", self._learn_block, LEARNING_QUEUE, self._learning_failed
+            f"{self.get_name()}-learning",
+            self._learn_block,
+            LEARNING_QUEUE,
+            self._learning_failed,
+            min_interval=LEARNING_INTERVAL_S,
         )
+        # The answering thread must get the GIL back quickly from the learning thread's Python
+        # parts: CPython's default switch interval (5 ms) alone would break a 2 ms answer budget.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         if p["acceleration_topic"]:
             self.create_subscription(
                 JointState, p["acceleration_topic"], self._on_acceleration, qos_profile_sensor_data
@@ -424,6 +454,18 @@ class InverseDynamicsNode(LearnerNode):
             self.learning = bool(value)
 
     # ---------------------------------------------------------------- inputs
+    def _order(self, names: list[str]) -> np.ndarray:
+        """Where the model's joints are in a message's ``names`` (KeyError: some are missing); kept
+        while the names and the joints stay the same (a driver sends the same names every time)."""
+        key = (tuple(names), tuple(self.joint_names))
+        if self._order_cache is None or self._order_cache[0] != key:
+            index = {n: i for i, n in enumerate(names)}
+            missing = [j for j in self.joint_names if j not in index]
+            if missing:
+                raise KeyError(f"joints {missing} missing")
+            self._order_cache = (key, np.array([index[j] for j in self.joint_names], dtype=np.intp))
+        return self._order_cache[1]
+
     def _pick(self, names: list[str], values: Any, what: str, required: bool = True) -> np.ndarray | None:
         """Values of the model's joints from a by-name message array; ValueError when unusable."""
         arr = np.asarray(values, dtype=np.float64)
@@ -431,11 +473,7 @@ class InverseDynamicsNode(LearnerNode):
             return None
         if arr.shape != (len(names),):
             raise ValueError(f"{what} has {arr.size} values for {len(names)} names")
-        index = {n: i for i, n in enumerate(names)}
-        missing = [j for j in self.joint_names if j not in index]
-        if missing:
-            raise KeyError(f"joints {missing} missing")
-        out = arr[[index[j] for j in self.joint_names]]
+        out = arr[self._order(names)]
         if not np.all(np.isfinite(out)):
             raise ArithmeticError(f"{what} contains NaN or Inf")
         return out
@@ -469,25 +507,63 @@ class InverseDynamicsNode(LearnerNode):
             return
         self._accelerations.update(zip(msg.name, acc.tolist(), strict=True))
 
-    def _on_joint_state(self, msg: JointState, info: dict[str, Any] | None = None) -> None:
+    def _on_joint_states(self, items: list[tuple[JointState, dict[str, Any]]]) -> None:
+        """Answer the joint states that were waiting (oldest first), then queue them for learning.
+
+        Each message is checked and admitted in order (the guard's acceleration filter is a stream),
+        the admitted ones are predicted as one block (:meth:`SemiparametricInverseDynamics.prepare`),
+        and each gets its own answer with its own header."""
+        t0 = time.perf_counter()
+        admitted = [row for msg, info in items if (row := self._admit(msg, info)) is not None]
+        if not admitted:
+            return
+        with self.model_lock:
+            try:
+                prepared = self.model.prepare(
+                    np.stack([r.q for r in admitted]),
+                    np.stack([r.qd for r in admitted]),
+                    np.stack([r.admitted.qdd for r in admitted]),
+                )
+            except ValueError as exc:  # the model validates again; should not happen here
+                self.reject("model rejected input", str(exc))
+                return
+            model, guard = self.model, self.guard
+        torques = prepared.torque
+        for row, torque in zip(admitted, torques, strict=True):  # answer first
+            effort = torque.tolist()
+            self.torque_pub.publish(JointState(header=row.msg.header, name=self.joint_names, effort=effort))
+            if self.torque_array_pub is not None:
+                self.torque_array_pub.publish(Float64MultiArray(data=effort))
+        done_ns = time.time_ns()
+        self.stats.timed("answer", (time.perf_counter() - t0) / len(admitted))
+        for row in admitted:
+            if row.received_ns:  # the middleware's reception time: waiting in the queue included
+                self.stats.timed("receive to publish", max(0.0, (done_ns - row.received_ns) * 1e-9))
+        self.answer_calls += 1
+        self.answered += len(admitted)
+        learn = [k for k, row in enumerate(admitted) if row.tau is not None and row.learning]
+        if learn:
+            self._queue_for_learning(model, guard, prepared, [admitted[k] for k in learn], learn)
+
+    def _admit(self, msg: JointState, info: dict[str, Any] | None) -> _Admitted | None:
+        """One joint state checked and admitted by the guard; None when it is not answered (counted)."""
         self.stats.arrived("joint_states")
         if not self._model_kwargs["urdf"]:
             self.reject(
                 "no robot description yet",
                 f"waiting for the URDF on {self.params['robot_description_topic']}",
             )
-            return
+            return None
         if not self.ready or self._discovered_at is not None:
             with self.model_lock:
                 if not self._discover_joints(msg) and not self.ready:
                     self.reject(
                         "no modelled joints", f"none of {list(msg.name)[:8]} is a moving joint of the URDF"
                     )
-                    return
+                    return None
         if self.joint_names and not set(self.joint_names).intersection(msg.name):
             self.other_joints += 1  # partial joint states of another source (e.g. the gripper's)
-            return
-        t0 = time.perf_counter()
+            return None
         stamp, learning = _stamp_seconds(msg), self.learning
         parsed = self._parse(msg)
         if parsed is not None and learning and parsed[2] is None:
@@ -503,52 +579,49 @@ class InverseDynamicsNode(LearnerNode):
         if parsed is None:
             with self.model_lock:
                 self.guard.seen(stamp)  # refused, but it arrived: not a gap
-            return
+            return None
         q, qd, tau = parsed
         with self.model_lock:
             try:
                 admitted = self.guard.admit(stamp, q, qd, tau if learning else None, qdd)
-                prepared = self.model.prepare(q, qd, admitted.qdd)
             except RefusedSampleError as exc:
                 self.reject(exc.reason, exc.detail)
-                return
-            except ValueError as exc:  # the model validates again; should not happen here
-                self.reject("model rejected input", str(exc))
-                return
-            model, guard = self.model, self.guard
-        # answer first: the prediction is published before anything is learned
-        effort = prepared.torque[0].tolist()
-        self.torque_pub.publish(JointState(header=msg.header, name=self.joint_names, effort=effort))
-        if self.torque_array_pub is not None:
-            self.torque_array_pub.publish(Float64MultiArray(data=effort))
-        self.stats.timed("answer", time.perf_counter() - t0)
+                return None
         received = info.get("received_timestamp") if isinstance(info, dict) else None
-        if received:  # the middleware's reception time: queueing in the executor included
-            self.stats.timed("receive to publish", max(0.0, (time.time_ns() - int(received)) * 1e-9))
-        if learning and tau is not None:
-            self._queue_for_learning(model, guard, prepared, admitted, tau)
+        return _Admitted(msg, q, qd, tau, admitted, learning, int(received or 0))
 
     def _queue_for_learning(
         self,
         model: SemiparametricInverseDynamics,
         guard: SampleGuard,
         prepared: PreparedSamples,
-        admitted: Admitted,
-        tau: np.ndarray,
+        rows: list[_Admitted],
+        at: list[int],
     ) -> None:
-        """Queue an answered sample for learning unless the guard says otherwise."""
+        """Queue answered samples (rows ``at`` of ``prepared``) for learning, in order, unless the
+        guard says otherwise for one of them (then that one is counted, not learned)."""
+        keep: list[int] = []
+        reasons: list[str] = []
         with self.model_lock:  # the guard's outlier test keeps a window of recent errors
-            reason = admitted.not_learned or guard.residual_refusal(tau, prepared.torque[0])
-        if reason is None and not self.learner.put(_ToLearn(model, prepared, tau)):
-            reason = LEARNING_BEHIND
-        if reason is None:
-            return
-        if reason in (OUTLIER, WARMING_UP, LEARNING_BEHIND):
-            with self.model_lock:
-                self.not_learned[reason] = self.not_learned.get(reason, 0) + 1
-                self._outliers_since += reason == OUTLIER
-        else:  # an effort beyond the limits: bad input
-            self.reject(reason, "the sample is answered, not learned")
+            for row, k in zip(rows, at, strict=True):
+                assert row.tau is not None
+                reason = row.admitted.not_learned or guard.residual_refusal(row.tau, prepared.torque[k])
+                if reason is None:
+                    keep.append(k)
+                else:
+                    reasons.append(reason)
+        taus = {k: row.tau for row, k in zip(rows, at, strict=True)}
+        if keep and not self.learner.put(
+            _ToLearn(model, prepared.take(keep), np.stack([taus[k] for k in keep]))
+        ):
+            reasons += [LEARNING_BEHIND] * len(keep)
+        for reason in reasons:
+            if reason in (OUTLIER, WARMING_UP, LEARNING_BEHIND):
+                with self.model_lock:
+                    self.not_learned[reason] = self.not_learned.get(reason, 0) + 1
+                    self._outliers_since += reason == OUTLIER
+            else:  # an effort beyond the limits: bad input
+                self.reject(reason, "the sample is answered, not learned")
 
     def _learn_block(self, block: list[_ToLearn]) -> None:
         """Learn the queued samples of the serving model as one block (on the learning thread).
@@ -567,9 +640,8 @@ class InverseDynamicsNode(LearnerNode):
         if not mine:
             return
         try:
-            staged = model.stage(
-                PreparedSamples.stack([i.prepared for i in mine]), np.stack([i.tau for i in mine])
-            )
+            prepared = PreparedSamples.stack([item.prepared for item in mine])
+            staged = model.stage(prepared, np.concatenate([item.tau for item in mine]), solve_weights=True)
         except ValueError as exc:
             self.reject("model rejected input", str(exc))
             return
@@ -672,6 +744,9 @@ class InverseDynamicsNode(LearnerNode):
             for reason, n in sorted(self.not_learned.items()):
                 values[f"not learned: {reason}"] = str(n)
         learner = self.learner
+        calls = self.answer_calls
+        values["joint states answered"] = str(self.answered)
+        values["answered per callback"] = f"{self.answered / calls:.2f}" if calls else "0"
         values["learning queue"] = str(learner.waiting)
         values["learned blocks"] = str(learner.blocks)
         values["mean block size"] = f"{learner.items / learner.blocks:.2f}" if learner.blocks else "0"

@@ -15,9 +15,22 @@ def test_streaming_equals_whole_array():
     qd = np.stack([np.sin(3 * t), np.cos(5 * t), t**2], axis=1)
     est = AccelerationEstimator(3, window=7, degree=2)
     streamed = np.array([est.update(ti, vi) for ti, vi in zip(t, qd, strict=True)])
+    # the stream applies the fit's slope row to the velocities, the batch solves for coefficients:
+    # the same numbers up to rounding
     np.testing.assert_allclose(
-        streamed, estimate_accelerations(t, qd, window=7, degree=2), rtol=1e-12, atol=1e-12
+        streamed, estimate_accelerations(t, qd, window=7, degree=2), rtol=1e-9, atol=1e-10
     )
+
+
+def test_evenly_stamped_streams_reuse_the_fit_and_still_equal_the_whole_array():
+    t = 100.0 + 0.001 * np.arange(400)  # 1 kHz: the offsets in each window repeat
+    qd = np.stack([np.sin(3 * t), np.cos(5 * t)], axis=1)
+    est = AccelerationEstimator(2, window=9, degree=2)
+    streamed = np.array([est.update(ti, vi) for ti, vi in zip(t, qd, strict=True)])
+    np.testing.assert_allclose(
+        streamed, estimate_accelerations(t, qd, window=9, degree=2), rtol=1e-7, atol=1e-7
+    )
+    np.testing.assert_allclose(streamed[50:, 0], 3 * np.cos(3 * t[50:]), atol=1e-3)  # the true q̈
 
 
 def test_starts_restart_the_filter_like_a_new_estimator():

@@ -91,7 +91,9 @@ def test_learns_predicts_and_rejects(executor, spin, rclpy_context, sim_states):
     for k, state in enumerate(sim_states[:60]):
         peer.pub.publish(to_message(state))
         assert spin(executor, lambda k=k: len(peer.torques) > k, 10)
-    # every message answered; learned from the 9th on, once the q̈ filter holds a full window
+    # every message answered; learned (after answering, on the learning thread) from the 9th on,
+    # once the q̈ filter holds a full window
+    assert node.learner.wait_idle(10)
     assert node.model.n_samples == 60 - 8 and node.rejections.total == 0
     assert node.not_learned == {"acceleration filter warming up": 8}
     out = peer.torques[-1]
@@ -144,7 +146,26 @@ def test_learns_predicts_and_rejects(executor, spin, rclpy_context, sim_states):
     for k, state in enumerate(sim_states[60:70]):
         peer.pub.publish(to_message(state))
         assert spin(executor, lambda k=k: len(peer.torques) > 60 + k, 10)
+    assert node.learner.wait_idle(10)
     assert node.model.n_samples == 60 - 8
+
+
+def test_a_burst_is_answered_message_by_message_then_learned_as_blocks(
+    executor, spin, rclpy_context, sim_states
+):
+    """Joint states that queue up while the node is busy are taken together: each still gets its own
+    answer with its own stamp, in order, and all are learned (after the answers, in blocks)."""
+    node, peer = setup_graph(executor, spin, rclpy_context)
+    burst = sim_states[:80]
+    for state in burst:  # published without spinning: they wait in the node's queue (depth 100)
+        peer.pub.publish(to_message(state))
+    assert spin(executor, lambda: len(peer.torques) == len(burst), 20), len(peer.torques)
+    stamps = [m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in peer.torques]
+    np.testing.assert_allclose(stamps, [s["stamp"] for s in burst], atol=1e-8)
+    assert node.answer_calls < len(burst)  # several answered per callback
+    assert node.learner.wait_idle(10)
+    assert node.rejections.total == 0 and node.not_learned["acceleration filter warming up"] == 8
+    assert node.model.n_samples == len(burst) - sum(node.not_learned.values())  # the rest: outliers
 
 
 def test_executable_in_its_own_process(executor, spin, rclpy_context, start_process, sim_states, tmp_path):
@@ -203,6 +224,7 @@ def test_accelerations_from_a_topic(executor, spin, rclpy_context, sim_states):
     assert spin(executor, lambda: len(peer.torques) == 1, 10)
     expected = fresh.predict(np.array(state["position"]), np.array(state["velocity"]), qdd)
     np.testing.assert_allclose(peer.torques[0].effort, expected, rtol=1e-12, atol=1e-12)
+    assert node.learner.wait_idle(10)
     assert node.model.n_samples == 1
 
 
@@ -229,9 +251,9 @@ def test_default_joints_come_from_a_loaded_model_or_the_first_joint_state(
         node.destroy_node()
     node = make_node(rclpy_context, joint_names=[""])
     try:
-        node._on_joint_state(to_message(sim_states[0], extra=False))
+        node._on_joint_states([(to_message(sim_states[0], extra=False), {})])
         assert node.ready and node.joint_names == JOINT_NAMES  # URDF order, the message had ORDER
-        node._on_joint_state(to_message(sim_states[1], extra=False))
+        node._on_joint_states([(to_message(sim_states[1], extra=False), {})])
         assert node.rejections.total == 0
     finally:
         node.destroy_node()

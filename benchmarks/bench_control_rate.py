@@ -1,0 +1,248 @@
+"""Control-rate speed of the inverse_dynamics node (issue 17): 1 kHz joint states from another process.
+
+The installed node runs in its own process (``python -m lifelong_learning.nodes.inverse_dynamics``,
+the shipped config, the Panda URDF, learning on). This process plays the robot: it publishes the
+joint states of a MuJoCo Panda trajectory (position, velocity and measured effort) at ``--rate`` Hz
+for ``--seconds`` s, pre-serialized so that publishing costs little, and receives the predicted
+torques on a raw subscription (no deserialization: the stamp is read from the CDR bytes).
+
+Printed per executor (``LIFELONG_LEARNING_EXECUTOR`` of the node process):
+
+- answered: joint states whose stamp came back as predicted torques, of those sent;
+- publish → answer published: the answer's DDS source timestamp minus the time this process
+  published the joint state (the transport to the node plus everything in the node: an upper
+  bound of the node's receive-to-publish time), p50 and p99 over the whole run;
+- the node's own diagnostics at the end: ``receive to publish`` p50/p99 (the middleware's reception
+  time to after publishing, last 200 samples), ``answer`` (the callback), the learning blocks,
+  samples learned, and the messages lost in the subscription's queue.
+
+The floor measured in the same run: one ``predict`` of the model in this process (the compute an
+answer needs), and the time to publish one pre-serialized message.
+
+Usage: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_control_rate.py [--seconds 5] [--rate 1000]
+[--executors single,events,multi] [--out docs/benchmarks/control-rate.md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def percentiles(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return float("nan"), float("nan")
+    a = np.asarray(values)
+    return float(np.percentile(a, 50)), float(np.percentile(a, 99))
+
+
+def trajectory(seconds: float, rate_hz: float) -> list[dict[str, Any]]:
+    from lifelong_learning.sim.panda import PandaSimulation, joint_states
+
+    log = PandaSimulation().run(min(seconds, 20.0) + 1.0, seed=7)
+    return [dict(s) for s in joint_states(log, rate_hz=rate_hz)]
+
+
+def floor_costs(states: list[dict[str, Any]]) -> dict[str, float]:
+    """The model's predict and prepare+learn of one sample in this process (median, ms)."""
+    from lifelong_learning.dynamics import SemiparametricInverseDynamics
+    from lifelong_learning.sim.panda import JOINT_NAMES, panda_urdf_path
+
+    model = SemiparametricInverseDynamics(panda_urdf_path(), JOINT_NAMES, n_features=500)
+    q = np.array([s["position"] for s in states[:400]])
+    qd = np.array([s["velocity"] for s in states[:400]])
+    tau = np.array([s["effort"] for s in states[:400]])
+    qdd = np.zeros_like(q)
+    model.update(q[:200], qd[:200], qdd[:200], tau[:200])
+    pred, learn = [], []
+    for i in range(200, 400):
+        t0 = time.perf_counter()
+        prepared = model.prepare(q[i], qd[i], qdd[i])
+        t1 = time.perf_counter()
+        model.commit(model.stage(prepared, tau[i]))
+        t2 = time.perf_counter()
+        pred.append(t1 - t0)
+        learn.append(t2 - t1)
+    return {"predict_ms": 1e3 * float(np.median(pred)), "learn_ms": 1e3 * float(np.median(learn))}
+
+
+def run_one(executor: str, states: list[dict[str, Any]], seconds: float, rate_hz: float) -> dict[str, Any]:
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import JointState
+
+    from lifelong_learning.nodes.supervisor import NodeProcess, node_command
+    from lifelong_learning.sim.panda import panda_urdf_path
+
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_control_rate_{os.getpid()}_{executor}"
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = node_command(
+        "inverse_dynamics",
+        params_files=[REPO / "config" / "inverse_dynamics.yaml"],
+        params=[f"urdf_path:={panda_urdf_path()}", f"model_directory:={folder}", "diagnostics_period_s:=0.5",
+                "checkpoint_interval_s:=0.0"],
+    )  # fmt: skip
+    env = {"LIFELONG_LEARNING_EXECUTOR": executor, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    proc = NodeProcess(argv, log_path=folder / "node.log", env=env)
+    rclpy.init()
+    peer = Node("control_rate_bench")
+    ex = SingleThreadedExecutor()
+    ex.add_node(peer)
+    answers: dict[int, int] = {}  # stamp (ns) → the answer's source timestamp (ns)
+    diagnostics: list[Any] = []
+
+    def on_answer(raw: bytes, info: Any) -> None:
+        sec, nsec = struct.unpack_from("<iI", raw, 4)  # CDR: 4-byte encapsulation, then header.stamp
+        answers[sec * 1_000_000_000 + nsec] = int(info["source_timestamp"])
+
+    pub = peer.create_publisher(JointState, "joint_states", QoSProfile(depth=100))
+    peer.create_subscription(
+        JointState, "predicted_torque", on_answer,
+        QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE), raw=True,
+    )  # fmt: skip
+    peer.create_subscription(
+        DiagnosticArray,
+        "/diagnostics",
+        lambda m: diagnostics.extend(s for s in m.status if s.name.startswith("inverse_dynamics")),
+        50,
+    )
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            ex.spin_once(timeout_sec=0.05)
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and (pub.get_subscription_count() == 0 or not diagnostics):
+            ex.spin_once(timeout_sec=0.1)
+        if pub.get_subscription_count() == 0:
+            raise RuntimeError(f"the node did not start:\n{proc.log()[-3000:]}")
+        spinner.start()
+        n = int(seconds * rate_hz)
+        base = 1_000_000 * 1_000_000_000  # stamps far from the trajectory's own
+        period_ns = round(1e9 / rate_hz)
+        payloads, stamps = [], []
+        for i in range(n):  # serialize before the clock starts
+            s = states[i % len(states)]
+            msg = JointState(name=list(s["name"]), position=list(s["position"]), velocity=list(s["velocity"]),
+                             effort=list(s["effort"]))  # fmt: skip
+            stamp = base + i * period_ns
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+            payloads.append(serialize_message(msg))
+            stamps.append(stamp)
+        sent_at: list[int] = []
+        publish_cost: list[float] = []
+        start = time.perf_counter()
+        for i, payload in enumerate(payloads):
+            due = start + i / rate_hz
+            while (now := time.perf_counter()) < due:
+                if due - now > 0.0004:
+                    time.sleep(0.0002)
+            sent_at.append(time.time_ns())
+            t0 = time.perf_counter()
+            pub.publish(payload)
+            publish_cost.append(time.perf_counter() - t0)
+        late = time.perf_counter() - (start + (n - 1) / rate_hz)
+        time.sleep(1.5)  # the last answers
+        diagnostics.clear()
+        deadline = time.monotonic() + 5
+        while not diagnostics and time.monotonic() < deadline:
+            time.sleep(0.1)
+        stop.set()
+        spinner.join(5)
+        latency = [(answers[st] - sa) * 1e-6 for st, sa in zip(stamps, sent_at, strict=True) if st in answers]
+        values = {kv.key: kv.value for kv in diagnostics[-1].values} if diagnostics else {}
+        p50, p99 = percentiles(latency)
+        return {
+            "executor": executor,
+            "sent": n,
+            "answered": sum(st in answers for st in stamps),
+            "p50_ms": p50,
+            "p99_ms": p99,
+            "publish_us": 1e6 * float(np.median(publish_cost)),
+            "sender_late_ms": 1e3 * late,
+            "node": {k: v for k, v in values.items() if any(w in k for w in (
+                "receive to publish", "answer", "block", "learned", "lost", "queue", "not learned"))},
+        }  # fmt: skip
+    finally:
+        stop.set()
+        peer.destroy_node()
+        rclpy.try_shutdown()
+        proc.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--executors", default="single,events,multi")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    states = trajectory(args.seconds, args.rate)
+    floor = floor_costs(states)
+    print(
+        f"floor: predict {floor['predict_ms']:.3f} ms, learn {floor['learn_ms']:.3f} ms (one sample, this process)"
+    )
+    rows = []
+    for kind in [k.strip() for k in args.executors.split(",") if k.strip()]:
+        r = run_one(kind, states, args.seconds, args.rate)
+        rows.append(r)
+        print(
+            f"{kind}: answered {r['answered']}/{r['sent']} ({100 * r['answered'] / r['sent']:.1f} %), "
+            f"publish→answer p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms, sender late "
+            f"{r['sender_late_ms']:.1f} ms; node: {r['node']}",
+            flush=True,
+        )
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else ["?"] * 3
+    if args.out is not None:
+        lines = [
+            "| executor | sent | answered | % | publish → answer published p50 [ms] | p99 [ms] | "
+            "node receive→publish p50 / p99 [ms] (last 200) | node answer p50 / p99 [ms] | "
+            "learned | mean / largest block | lost in queue |",
+            "|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|",
+        ]
+        for r in rows:
+            v = r["node"]
+            share = 100 * r["answered"] / r["sent"]
+            cells = [
+                r["executor"], r["sent"], r["answered"], f"{share:.1f}", f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}",
+                f"{v.get('receive to publish p50 [ms]', '?')} / {v.get('receive to publish p99 [ms]', '?')}",
+                f"{v.get('answer p50 [ms]', '?')} / {v.get('answer p99 [ms]', '?')}",
+                v.get("samples learned", "?"), f"{v.get('mean block size', '?')} / {v.get('largest block', '?')}",
+                v.get("joint_states lost", "0"),
+            ]  # fmt: skip
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        text = (
+            f"\n### {args.rate:g} Hz for {args.seconds:g} s (load average before: {' '.join(load)})\n\n"
+            "Floor in the same run: the model's `prepare` (the answer's compute) "
+            f"{floor['predict_ms']:.3f} ms, "
+            f"`stage` + `commit` of one sample {floor['learn_ms']:.3f} ms (median, this process).\n\n"
+            + "\n".join(lines)
+            + "\n"
+        )
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
