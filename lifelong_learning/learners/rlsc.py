@@ -110,6 +110,8 @@ _STATE = (
     "_val_age",
     "_val_S",
     "_selection",
+    "_serving",
+    "_since_selection",
 )
 
 
@@ -154,6 +156,14 @@ class IncrementalRLSC(PersistentModel):
         feature_map: optional :class:`FeatureMap` applied before the linear model (e.g. a
             Nyström map exported by the offline tuner).
         n_features: input dimension; inferred from the first :meth:`partial_fit` otherwise.
+        selection_every: 0 (default): every λ candidate keeps its own factor, updated with every
+            sample, and its validation scores exact (the thesis, §7.6.3). ``k > 0``: one factor,
+            of the λ in use, is updated per sample (the cost of one λ), and every ``k`` training
+            samples (sooner while the model is young: after 6, 12, 24, ... up to ``k``) the other
+            candidates are rebuilt from it (``A' = RᵀR + (λ' − λ)I``, one Gram matrix and one
+            Cholesky factorization each, :meth:`RecursiveRLS.regularized`), every candidate is
+            scored on the validation buffer, and λ, α and the calibration are chosen again as in
+            the exact mode. Between two selections they stay as chosen (module docstring).
 
     Attributes (after the first sample):
         classes_: the known labels, in score-column order (ints, strings, or both: an
@@ -183,6 +193,7 @@ class IncrementalRLSC(PersistentModel):
         alpha_init: float = 0.5,
         feature_map: FeatureMap | None = None,
         n_features: int | None = None,
+        selection_every: int = 0,
     ):
         lams = np.atleast_1d(np.asarray(lambdas, dtype=np.float64)).ravel()
         if lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams <= 0):
@@ -206,6 +217,9 @@ class IncrementalRLSC(PersistentModel):
             raise ValueError("alpha_init must be in [0, 1]")
         if feature_map is not None and not isinstance(feature_map, FeatureMap):
             raise ValueError("feature_map must follow the FeatureMap protocol")
+        if isinstance(selection_every, bool) or int(selection_every) < 0:
+            raise ValueError(f"selection_every must be an integer ≥ 0, got {selection_every!r}")
+        self.selection_every = int(selection_every)
         self.lambdas = lams
         self.alpha = alpha if isinstance(alpha, str) else float(alpha)
         self.validation_every = int(validation_every)
@@ -248,13 +262,23 @@ class IncrementalRLSC(PersistentModel):
         self._val_S: list[np.ndarray] = []  # per λ: X_val A⁻¹ B  (V × T)
         # (λ index, α, per-λ validation accuracy, inverse temperature, its validation samples)
         self._selection: tuple[int, float, np.ndarray, float, int] | None = None
+        # shared-factor selection (selection_every > 0): the λ whose engine is kept, and the
+        # training samples it learned since the last selection
+        self._serving = self._best_lambda(np.full(self.lambdas.size, np.nan))
+        self._since_selection = 0
         if d is not None:
             self._make_engines(d)
 
+    @property
+    def shares_factor(self) -> bool:
+        """Whether one factor serves every λ candidate (``selection_every > 0`` with several λ)."""
+        return self.selection_every > 0 and self.lambdas.size > 1
+
     def _make_engines(self, d: int) -> None:
-        self._engines = [RecursiveRLS(d, 0, lam=float(lam)) for lam in self.lambdas]
+        lams = [self.lambdas[self._serving]] if self.shares_factor else self.lambdas
+        self._engines = [RecursiveRLS(d, 0, lam=float(lam)) for lam in lams]
         self._val_X = np.zeros((0, d))
-        self._val_S = [np.zeros((0, 0)) for _ in self.lambdas]
+        self._val_S = [] if self.shares_factor else [np.zeros((0, 0)) for _ in lams]
 
     def set_params(self, **params: Any) -> IncrementalRLSC:
         """Change selection-only hyperparameters (``alpha``, ``alpha_grid``, ``min_class_count``,
@@ -277,6 +301,8 @@ class IncrementalRLSC(PersistentModel):
         self.alpha, self.alpha_grid = checked.alpha, checked.alpha_grid
         self.min_class_count, self.alpha_init = checked.min_class_count, checked.alpha_init
         self._selection = None
+        if self.shares_factor:
+            self.select_model()
         return self
 
     def reset(self) -> None:
@@ -374,6 +400,46 @@ class IncrementalRLSC(PersistentModel):
             return self
         with self._transaction():
             self._learn(X, Z, labels)
+        if self.shares_factor and self._since_selection >= self._next_selection():
+            self.select_model()
+        return self
+
+    def _next_selection(self) -> int:
+        """Training samples between two selections of the shared-factor mode: doubling from
+        ``validation_every`` (a young model changes fast) up to ``selection_every``."""
+        trained = int(self._train_counts.sum())
+        return max(1, min(self.selection_every, max(self.validation_every, trained // 2)))
+
+    def select_model(self) -> IncrementalRLSC:
+        """Choose λ, α and the calibration now. In the shared-factor mode (``selection_every``), the
+        other λ candidates are rebuilt from the factor in use, scored on the validation buffer,
+        and the chosen one's factor is kept; a candidate whose rebuild fails or cannot be trusted
+        (:data:`REBUILD_TOLERANCE`) is skipped this time. In the exact mode the selection is
+        always current: nothing to do.
+
+        All or nothing: on any error the model is left as it was."""
+        if not self.shares_factor or not self._engines or not self._labels:
+            return self
+        serving = self._engines[0]
+        engines: list[RecursiveRLS | None] = []
+        for lam in self.lambdas:
+            if float(lam) == serving.lam:
+                engines.append(serving)
+            elif serving.rebuild_error_bound(float(lam)) > REBUILD_TOLERANCE:
+                engines.append(None)
+            else:
+                try:
+                    engines.append(serving.regularized([float(lam)])[0])
+                except ValueError:  # not positive definite after subtracting: skipped this time
+                    engines.append(None)
+        V, T = self._val_y.size, len(self._labels)
+        scores = [None if e is None else (e.predict(self._val_X) if V else np.zeros((0, T))) for e in engines]
+        selection = self._choose(scores)
+        lam_idx = selection[0]
+        chosen = engines[lam_idx]
+        assert chosen is not None  # a candidate that was not scored is never chosen
+        self._engines, self._val_S = [chosen], []
+        self._serving, self._selection, self._since_selection = lam_idx, selection, 0
         return self
 
     def _learn(self, X: Any, Z: np.ndarray, labels: list[Label]) -> None:
@@ -415,7 +481,10 @@ class IncrementalRLSC(PersistentModel):
         np.add.at(seen, cls_idx, 1)
         self._seen_counts = seen
         self.n_samples += len(labels)
-        self._selection = None
+        if self.shares_factor:  # λ, α and the calibration stay as chosen until select_model
+            self._since_selection += int(train.sum())
+        else:
+            self._selection = None
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -470,10 +539,9 @@ class IncrementalRLSC(PersistentModel):
         self._labels.append(label)
         self._train_counts = np.append(self._train_counts, 0)
         self._seen_counts = np.append(self._seen_counts, 0)
-        for j, rls in enumerate(self._engines):
+        for rls in self._engines:
             rls.add_outputs(1)  # eq. 7.20: a zero column of b; A unchanged
-            S = self._val_S[j]
-            self._val_S[j] = np.concatenate([S, np.zeros((S.shape[0], 1))], axis=1)
+        self._val_S = [np.concatenate([S, np.zeros((S.shape[0], 1))], axis=1) for S in self._val_S]
 
     def _train_rows(self, Z: np.ndarray, cls: np.ndarray) -> None:
         """Rank-m update of every engine (one Gram matrix ``ZᵀZ`` shared by all when the block is
@@ -484,6 +552,8 @@ class IncrementalRLSC(PersistentModel):
         V, d = self._val_y.size, Z.shape[1]
         # Woodbury costs A⁻¹Zᵀ (2d²m) and an m × m solve; solving the weights again costs 2d²T
         woodbury = V > 0 and m * (2 * d * d + m * m / 3) <= 2 * d * d * T + V * d * T
+        if self.shares_factor:  # validation scores are computed when the model is selected
+            woodbury, V = False, 0
         shared_gram = gram(Z) if len(self._engines) > 1 and block_pays(m, d) else None
         for j, rls in enumerate(self._engines):
             if woodbury:
@@ -526,6 +596,8 @@ class IncrementalRLSC(PersistentModel):
                 changed.add(r)
         at = np.fromiter(sorted(changed), dtype=np.int64)
         self._val_X, self._val_y, self._val_age = val_X, val_y, val_age
+        if self.shares_factor:  # scored when the model is selected
+            return
         scores = []
         for S, rls in zip(self._val_S, self._engines, strict=True):
             S = np.concatenate([S, np.zeros((room, S.shape[1]))]) if room else S.copy()
@@ -540,26 +612,42 @@ class IncrementalRLSC(PersistentModel):
         counts = np.maximum(self._train_counts, 1)
         return (k / counts) ** alpha if alpha != 0.0 else np.ones(counts.size)
 
-    def _validation_grid(self) -> tuple[np.ndarray, np.ndarray]:
-        """Accuracy (all validation samples, well-represented ones) per (λ, α grid)."""
+    def _validation_grid(
+        self, scores: Sequence[np.ndarray | None] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Accuracy (all validation samples, well-represented ones) per (λ, α grid) of the validation
+        ``scores`` per λ (default: the kept ones; None: a candidate not scored, NaN accuracy)."""
         L, A = self.lambdas.size, self.alpha_grid.size
-        if self._val_y.size == 0:
-            return np.full((L, A), np.nan), np.full((L, A), np.nan)
+        scores = list(self._val_S) if scores is None else list(scores)
+        usable = [j for j, S in enumerate(scores) if S is not None]
+        acc_all, acc_wr = np.full((L, A), np.nan), np.full((L, A), np.nan)
+        if self._val_y.size == 0 or len(scores) != L or not usable:
+            return acc_all, acc_wr
         gammas = np.stack([self._gamma(float(a)) for a in self.alpha_grid])  # A × T
-        S = np.stack(self._val_S)  # L × V × T
-        pred = np.argmax(S[:, None, :, :] * gammas[None, :, None, :], axis=3)  # L × A × V
+        S = np.stack([scores[j] for j in usable])  # L' × V × T
+        pred = np.argmax(S[:, None, :, :] * gammas[None, :, None, :], axis=3)  # L' × A × V
         hit = pred == self._val_y[None, None, :]
-        acc_all = hit.mean(axis=2)
+        acc_all[usable] = hit.mean(axis=2)
         wr = self._train_counts[self._val_y] >= self.min_class_count
-        acc_wr = hit[:, :, wr].mean(axis=2) if wr.any() else np.full((L, A), np.nan)
+        if wr.any():
+            acc_wr[usable] = hit[:, :, wr].mean(axis=2)
         return acc_all, acc_wr
 
     def _select(self) -> tuple[int, float, np.ndarray, float, int]:
         """(λ index, α, per-λ validation accuracy at α, inverse temperature, samples it was fitted
-        on) — cached until the next update."""
-        if self._selection is not None:
-            return self._selection
-        acc_all, acc_wr = self._validation_grid()
+        on) — cached until the next update (in the shared-factor mode: until :meth:`select_model`)."""
+        if self._selection is None:
+            if self.shares_factor:  # not selected yet: the first λ in use, α as given
+                alpha = self.alpha_init if self.alpha == "auto" else float(self.alpha)
+                nan = np.full(self.lambdas.size, np.nan)
+                return self._serving, alpha, nan, T_DEFAULT, 0
+            self._selection = self._choose(self._val_S)
+        return self._selection
+
+    def _choose(self, scores: Sequence[np.ndarray | None]) -> tuple[int, float, np.ndarray, float, int]:
+        """The selection (λ index, α, per-λ accuracy at α, inverse temperature, its samples) from the
+        validation scores per λ (module docstring, §7.6.3); a candidate scored None is not chosen."""
+        acc_all, acc_wr = self._validation_grid(scores)
         L = self.lambdas.size
         if self.alpha == "auto":
             best_lam = [self._best_lambda(acc_all[:, a]) for a in range(self.alpha_grid.size)]
@@ -573,25 +661,27 @@ class IncrementalRLSC(PersistentModel):
                 alpha, lam_idx = float(self.alpha_grid[a]), best_lam[a]
         else:
             alpha = float(self.alpha)
-            lam_idx = self._best_lambda(self._accuracy_at(alpha) if L > 1 else np.full(1, np.nan))
-        per_lambda = self._accuracy_at(alpha)
-        self._selection = (lam_idx, alpha, per_lambda, *self._calibrate(lam_idx, alpha))
-        return self._selection
+            lam_idx = self._best_lambda(self._accuracy_at(alpha, scores) if L > 1 else np.full(1, np.nan))
+        if scores[lam_idx] is None:  # no data to choose by, and the default candidate not scored
+            lam_idx = next(j for j, S in enumerate(scores) if S is not None)
+        per_lambda = self._accuracy_at(alpha, scores)
+        return (lam_idx, alpha, per_lambda, *self._calibrate(scores[lam_idx], alpha))
 
-    def _calibrate(self, lam_idx: int, alpha: float) -> tuple[float, int]:
-        """Inverse temperature fitted on the validation scores of (λ, α), and the number of samples;
-        ``(T_DEFAULT, 0)`` with fewer than :data:`MIN_CALIBRATION_SAMPLES` or a single class."""
+    def _calibrate(self, scores: np.ndarray | None, alpha: float) -> tuple[float, int]:
+        """Inverse temperature fitted on the validation ``scores`` of a λ at α, and the number of
+        samples; ``(T_DEFAULT, 0)`` with fewer than :data:`MIN_CALIBRATION_SAMPLES` or a single class."""
         V = int(self._val_y.size)
-        if V < MIN_CALIBRATION_SAMPLES or len(self._labels) < 2:
+        if scores is None or V < MIN_CALIBRATION_SAMPLES or len(self._labels) < 2:
             return T_DEFAULT, 0
-        scores = self._val_S[lam_idx] * self._gamma(alpha)[None, :]
-        return fit_inverse_temperature(scores, self._val_y), V
+        return fit_inverse_temperature(scores * self._gamma(alpha)[None, :], self._val_y), V
 
-    def _accuracy_at(self, alpha: float) -> np.ndarray:
+    def _accuracy_at(self, alpha: float, scores: Sequence[np.ndarray | None]) -> np.ndarray:
         if self._val_y.size == 0:
             return np.full(self.lambdas.size, np.nan)
         g = self._gamma(alpha)
-        return np.array([np.mean(np.argmax(S * g, axis=1) == self._val_y) for S in self._val_S])
+        return np.array(
+            [np.nan if S is None else np.mean(np.argmax(S * g, axis=1) == self._val_y) for S in scores]
+        )
 
     def _best_lambda(self, acc: np.ndarray) -> int:
         """Highest validation accuracy; ties go to the larger λ. No data: the middle candidate."""
@@ -646,7 +736,8 @@ class IncrementalRLSC(PersistentModel):
             raise ValueError("the classifier has not learned any class yet")
         Z = self._features(X)
         lam_idx, alpha = self._select()[:2]
-        return self._engines[lam_idx].predict(Z) * self._gamma(alpha)[None, :]
+        engine = self._engines[0] if self.shares_factor else self._engines[lam_idx]
+        return engine.predict(Z) * self._gamma(alpha)[None, :]
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Calibrated class probabilities ``softmax(t · s)`` of the recoded scores (module docstring),
@@ -700,6 +791,21 @@ class IncrementalRLSC(PersistentModel):
         if self._labels:
             t, n = self.calibration_
             meta["calibration"] = {"method": "temperature", "inverse_temperature": t, "validation_samples": n}
+        meta["selection_every"] = self.selection_every
+        if self.shares_factor:  # one engine, of λ = lambdas[serving]; the selection as made
+            meta["shared_factor"] = {
+                "serving": self._serving,
+                "since_selection": self._since_selection,
+                "selection": None
+                if self._selection is None
+                else {
+                    "lambda_index": self._selection[0],
+                    "alpha": self._selection[1],
+                    "accuracy": [None if np.isnan(a) else float(a) for a in self._selection[2]],
+                    "inverse_temperature": self._selection[3],
+                    "calibration_samples": self._selection[4],
+                },
+            }
         if self.feature_map is not None:
             store_feature_map(self.feature_map, meta, arrays)
         return meta, arrays
@@ -739,7 +845,10 @@ class IncrementalRLSC(PersistentModel):
             alpha_init=meta["alpha_init"],
             feature_map=restore_feature_map(meta, arrays),
             n_features=None if n_features is None else int(n_features),
+            selection_every=int(meta.get("selection_every", 0)),
         )
+        if clf.shares_factor:
+            _restore_shared_factor_state(clf, meta["shared_factor"])
         labels = _saved_labels(meta["classes"])
         train_counts, seen_counts = _saved_counts(arrays, len(labels), int(meta["n_samples_seen"]))
         if not labels and not seen_counts.sum() and not meta["engines"]:
@@ -759,7 +868,8 @@ class IncrementalRLSC(PersistentModel):
         clf._train_counts, clf._seen_counts = train_counts, seen_counts
         clf.n_samples = int(seen_counts.sum())
         clf._val_X, clf._val_y, clf._val_age = val_X, val_y, val_age
-        clf._val_S = [rls.predict(val_X) if val_y.size else np.zeros((0, len(labels))) for rls in engines]
+        if not clf.shares_factor:
+            clf._val_S = [rls.predict(val_X) if val_y.size else np.zeros((0, len(labels))) for rls in engines]
         return clf
 
     def __repr__(self) -> str:
@@ -770,6 +880,30 @@ class IncrementalRLSC(PersistentModel):
 
 
 # ---------------------------------------------------------------------- validation of a saved state
+def _restore_shared_factor_state(clf: IncrementalRLSC, saved: Any) -> None:
+    """The shared-factor mode's λ in use, samples since the selection, and the selection itself."""
+    serving, since = saved["serving"], saved["since_selection"]
+    for name, value in (("serving", serving), ("since_selection", since)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"shared_factor.{name} must be an integer ≥ 0, got {value!r}")
+    if serving >= clf.lambdas.size:
+        raise ValueError(f"shared_factor.serving {serving} is not a λ candidate")
+    clf._serving, clf._since_selection = serving, since
+    if clf._engines:  # made by the constructor (known dimension) for the default λ
+        clf._make_engines(clf._engines[0].n_features)
+    chosen = saved["selection"]
+    if chosen is None:
+        return
+    accuracy = np.array([np.nan if a is None else float(a) for a in chosen["accuracy"]])
+    t, n = float(chosen["inverse_temperature"]), int(chosen["calibration_samples"])
+    alpha = float(chosen["alpha"])
+    if int(chosen["lambda_index"]) != serving or accuracy.shape != clf.lambdas.shape:
+        raise ValueError("the saved selection does not match the λ in use")
+    if not (np.isfinite(t) and t > 0 and n >= 0 and 0.0 <= alpha <= 1.0):
+        raise ValueError("the saved selection holds invalid values")
+    clf._selection = (serving, alpha, accuracy, t, n)
+
+
 def _saved_labels(entries: Any) -> list[Label]:
     """The classes of a saved state, their types checked, no duplicates."""
     labels: list[Label] = []
@@ -829,8 +963,9 @@ def _saved_engines(
 ) -> list[RecursiveRLS]:
     """One engine per λ candidate, each matching λ, the classes, the dimension and the counts; the
     stored ones read, the others rebuilt from their source's factor (one Gram matrix per source)."""
-    if not isinstance(entries, list) or len(entries) != clf.lambdas.size:
-        raise ValueError("one engine per λ candidate expected")
+    lambdas = [clf.lambdas[clf._serving]] if clf.shares_factor else list(clf.lambdas)
+    if not isinstance(entries, list) or len(entries) != len(lambdas):
+        raise ValueError("one engine per λ candidate expected (one in all with a shared factor)")
     sources = _factor_sources(factor_of, len(entries))
     d = clf.n_model_features
     engines: list[RecursiveRLS | None] = [
@@ -847,7 +982,7 @@ def _saved_engines(
             engines[j] = rls
     out = []
     for j, rls in enumerate(engines):
-        if rls.lam != clf.lambdas[j] or rls.n_outputs != n_classes or rls.forgetting != 1.0:
+        if rls.lam != lambdas[j] or rls.n_outputs != n_classes or rls.forgetting != 1.0:
             raise ValueError(f"engine {j} does not match λ, classes or forgetting")
         if d is not None and rls.n_features != d:
             raise ValueError(f"engine {j} has dimension {rls.n_features}, expected {d}")

@@ -481,3 +481,58 @@ def test_a_model_file_with_an_unprintable_label_does_not_load(tmp_path):
     save_model_file(tmp_path / "bad.model", mf)
     with pytest.raises(ModelFileError):
         IncrementalRLSC.load(tmp_path / "bad.model")
+
+
+# ---------------------------------------------------------------------- shared-factor selection
+def _stream(seed: int, n: int, d: int = 30, T: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(T, d))
+    y = rng.integers(0, T, size=n)
+    return centres[y] + 0.9 * rng.normal(size=(n, d)), y
+
+
+def test_a_shared_factor_selects_as_the_exact_mode_when_it_selects():
+    """selection_every: one factor learns per sample; at a selection the other λ's are rebuilt from it
+    and scored: the same choice, scores and predictions as every λ learning every sample."""
+    X, y = _stream(0, 900)
+    kwargs = {"lambdas": [0.01, 0.1, 1.0, 10.0, 100.0], "alpha": "auto"}
+    exact, shared = IncrementalRLSC(**kwargs), IncrementalRLSC(**kwargs, selection_every=100)
+    for x, label in zip(X, y, strict=True):
+        exact.partial_fit(x, label)
+        shared.partial_fit(x, label)
+    assert len(shared._engines) == 1 and len(exact._engines) == 5
+    assert shared.nbytes < exact.nbytes / 4
+    shared.select_model()
+    assert (shared.lambda_, shared.alpha_) == (exact.lambda_, exact.alpha_)
+    np.testing.assert_allclose(shared.validation_accuracy_, exact.validation_accuracy_)
+    np.testing.assert_allclose(shared.calibration_[0], exact.calibration_[0], rtol=1e-6)
+    T, _ = _stream(1, 50)
+    np.testing.assert_allclose(shared.decision_function(T), exact.decision_function(T), rtol=1e-8, atol=1e-10)
+
+
+def test_a_shared_factor_selects_on_a_doubling_schedule_and_keeps_the_choice_in_between():
+    X, y = _stream(2, 400)
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0, 10.0], alpha="auto", selection_every=120)
+    chosen_at = []
+    for k, (x, label) in enumerate(zip(X, y, strict=True)):
+        clf.partial_fit(x, label)
+        trained = int(clf.class_counts_.sum())
+        if clf._since_selection == 0 and trained not in chosen_at:  # (a held-out sample trains nothing)
+            chosen_at.append(trained)
+        assert clf.lambda_ == clf.lambdas[clf._serving] and clf._engines[0].lam == clf.lambda_, k
+    gaps = np.diff(chosen_at)
+    assert chosen_at[0] <= 12 and gaps.max() <= 120 and gaps[-1] == 120 and np.all(np.diff(gaps) >= -1)
+
+
+def test_a_shared_factor_model_file_restores_the_choice_and_predictions(tmp_path):
+    X, y = _stream(3, 500)
+    clf = IncrementalRLSC(lambdas=[0.01, 1.0, 100.0], alpha="auto", selection_every=50).partial_fit(X, y)
+    path = tmp_path / "shared.model"
+    clf.save(path)
+    back = IncrementalRLSC.load(path)
+    assert back.shares_factor and back.selection_every == 50 and len(back._engines) == 1
+    assert (back.lambda_, back.alpha_, back.calibration_) == (clf.lambda_, clf.alpha_, clf.calibration_)
+    T, _ = _stream(4, 20)
+    np.testing.assert_array_equal(back.decision_function(T), clf.decision_function(T))
+    back.partial_fit(X[:50], y[:50])  # and it learns on
+    assert back.n_samples == clf.n_samples + 50
