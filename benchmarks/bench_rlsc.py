@@ -84,8 +84,12 @@ def rebalanced_normal_equations(X, y, classes):
     return Xw.T @ X, Xw.T @ Y
 
 
-def table_protocol(X, y, n_bal, n_test, n_trials, seed, rare_choice):
-    """Thesis §7.6.1: returns {method: {n_imb: (total acc list, rare acc list)}}, checkpoints."""
+def table_protocol(
+    X, y, n_bal, n_test, n_trials, seed, rare_choice, selection_every=0, methods=("N", "RB", "RC")
+):
+    """Thesis §7.6.1: returns {method: {n_imb: (total acc list, rare acc list)}}, checkpoints.
+
+    ``selection_every``: the incremental models' (IncrementalRLSC), 0 = every λ exact."""
     rng = np.random.default_rng(seed)
     classes = np.unique(y)
     per_class = min(np.bincount(y))
@@ -110,7 +114,7 @@ def table_protocol(X, y, n_bal, n_test, n_trials, seed, rare_choice):
         is_rare = y[test] == rare
         # N and RC share every learned quantity (engines, validation buffer): one model,
         # evaluated with α = 0 (N) and α = "auto" (RC).
-        model = IncrementalRLSC(lambdas=LAMBDAS, alpha="auto")
+        model = IncrementalRLSC(lambdas=LAMBDAS, alpha="auto", selection_every=selection_every)
         model.partial_fit(X[bal], y[bal])
         held = hold_out_split(y[bal], 6)
         Xb_tr, yb_tr, Xb_val, yb_val = X[bal][~held], y[bal][~held], X[bal][held], y[bal][held]
@@ -119,10 +123,14 @@ def table_protocol(X, y, n_bal, n_test, n_trials, seed, rare_choice):
             if k not in checkpoints:
                 continue
             for name, alpha in (("N", 0.0), ("RC", "auto")):
+                if name not in methods:
+                    continue
                 pred = model.set_params(alpha=alpha).predict(X[test])
                 out[name][k][0].append(np.mean(pred == y[test]))
                 out[name][k][1].append(np.mean(pred[is_rare] == rare))
             chosen[k].append((model.lambda_, model.alpha_))
+            if "RB" not in methods:
+                continue
             # RB: batch, from scratch, λ on the balanced validation samples.
             Xtr = np.vstack([Xb_tr, X[rare_idx[:k]]])
             ytr = np.concatenate([yb_tr, y[rare_idx[:k]]])
