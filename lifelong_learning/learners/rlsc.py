@@ -662,10 +662,12 @@ class IncrementalRLSC(PersistentModel):
         else:
             alpha = float(self.alpha)
             lam_idx = self._best_lambda(self._accuracy_at(alpha, scores) if L > 1 else np.full(1, np.nan))
-        if scores[lam_idx] is None:  # no data to choose by, and the default candidate not scored
+        chosen = scores[lam_idx] if lam_idx < len(scores) else None  # no engines yet: nothing scored
+        if chosen is None and any(S is not None for S in scores):  # the default candidate not scored
             lam_idx = next(j for j, S in enumerate(scores) if S is not None)
+            chosen = scores[lam_idx]
         per_lambda = self._accuracy_at(alpha, scores)
-        return (lam_idx, alpha, per_lambda, *self._calibrate(scores[lam_idx], alpha))
+        return (lam_idx, alpha, per_lambda, *self._calibrate(chosen, alpha))
 
     def _calibrate(self, scores: np.ndarray | None, alpha: float) -> tuple[float, int]:
         """Inverse temperature fitted on the validation ``scores`` of a λ at α, and the number of
@@ -676,7 +678,7 @@ class IncrementalRLSC(PersistentModel):
         return fit_inverse_temperature(scores * self._gamma(alpha)[None, :], self._val_y), V
 
     def _accuracy_at(self, alpha: float, scores: Sequence[np.ndarray | None]) -> np.ndarray:
-        if self._val_y.size == 0:
+        if self._val_y.size == 0 or len(scores) != self.lambdas.size:
             return np.full(self.lambdas.size, np.nan)
         g = self._gamma(alpha)
         return np.array(

@@ -52,6 +52,7 @@ class BlockWorker(Generic[Item]):
         self._ready = threading.Condition()
         self._stop = False
         self._busy = False
+        self._in_progress = 0
         self.blocks = 0  # blocks handled
         self.items = 0  # items handled
         self.largest_block = 0
@@ -63,6 +64,12 @@ class BlockWorker(Generic[Item]):
         """Items queued and not yet taken."""
         with self._ready:
             return len(self._queue)
+
+    @property
+    def pending(self) -> int:
+        """Items not handled yet: queued, or in the block being handled."""
+        with self._ready:
+            return len(self._queue) + self._in_progress
 
     def put(self, item: Item) -> bool:
         """Queue ``item``; False (not queued) when ``capacity`` items wait or the worker stopped."""
@@ -81,7 +88,7 @@ class BlockWorker(Generic[Item]):
                 return None
             block = list(self._queue)
             self._queue.clear()
-            self._busy = True
+            self._busy, self._in_progress = True, len(block)
             return block
 
     def _run(self) -> None:
@@ -94,7 +101,7 @@ class BlockWorker(Generic[Item]):
                 self._on_error(exc)
             finally:
                 with self._ready:
-                    self._busy = False
+                    self._busy, self._in_progress = False, 0
                     self.blocks += 1
                     self.items += len(block)
                     self.largest_block = max(self.largest_block, len(block))

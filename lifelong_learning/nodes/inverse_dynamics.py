@@ -747,7 +747,7 @@ class InverseDynamicsNode(LearnerNode):
         calls = self.answer_calls
         values["joint states answered"] = str(self.answered)
         values["answered per callback"] = f"{self.answered / calls:.2f}" if calls else "0"
-        values["learning queue"] = str(learner.waiting)
+        values["learning queue"] = str(learner.pending)  # answered, not learned yet (in blocks of samples)
         values["learned blocks"] = str(learner.blocks)
         values["mean block size"] = f"{learner.items / learner.blocks:.2f}" if learner.blocks else "0"
         values["largest block"] = str(learner.largest_block)

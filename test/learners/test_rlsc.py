@@ -536,3 +536,11 @@ def test_a_shared_factor_model_file_restores_the_choice_and_predictions(tmp_path
     np.testing.assert_array_equal(back.decision_function(T), clf.decision_function(T))
     back.partial_fit(X[:50], y[:50])  # and it learns on
     assert back.n_samples == clf.n_samples + 50
+
+
+@pytest.mark.parametrize("selection_every", [0, 50])
+def test_a_model_without_samples_reports_its_selection(selection_every):
+    """What a node's diagnostics ask before the first sample (no engines yet)."""
+    clf = IncrementalRLSC(lambdas=[0.1, 1.0, 10.0], alpha="auto", selection_every=selection_every)
+    assert clf.calibration_ == (1.0, 0) and clf.lambda_ == 1.0 and clf.alpha_ == 0.5
+    assert np.all(np.isnan(clf.validation_accuracy_))

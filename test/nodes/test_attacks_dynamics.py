@@ -86,6 +86,16 @@ class Target:
             self.proc.log(),
         )
 
+    def settle(self) -> None:
+        """Wait until the node has learned what it answered (it learns after answering, on a thread
+        of its own): diagnostics that count every answer received here and an empty learning queue."""
+        answered = len(self.torques)
+        assert spin_until(
+            self.executor,
+            lambda: self.value("joint states answered") >= answered and self.value("learning queue") == 0,
+            10,
+        ), (self.value("joint states answered"), answered, self.value("learning queue"), self.proc.log())
+
     def probes(self) -> np.ndarray:
         """``~/predict`` on five fixed states."""
         from lifelong_learning.srv import PredictTorques
@@ -162,8 +172,10 @@ def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> 
 def unchanged_after(target: Target, attack: Callable[[], None]) -> None:
     """Run ``attack`` and assert the probe predictions did not change, then that the node is alive
     and answers good joint states again."""
+    target.settle()
     before = target.probes()
     attack()
+    target.settle()  # whatever the attack queued for learning has been learned (or refused) by now
     np.testing.assert_array_equal(target.probes(), before)
     assert target.proc.alive()
     target.good(3)
