@@ -17,11 +17,6 @@ def torch_extractor():
     return FeatureExtractor(backend="torch", num_threads=1)
 
 
-@pytest.fixture(scope="module")
-def onnx_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cache")
-
-
 def test_coffee_is_espresso_with_the_documented_preprocessing():
     network = load_efficientnet_lite0(with_classifier=True)
     with torch.inference_mode():
@@ -68,11 +63,12 @@ def test_bgr_parameter(torch_extractor):
 
 
 def test_onnxruntime_export_is_cached_and_agrees_with_torch(torch_extractor, onnx_cache, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(onnx_cache))
-    first = FeatureExtractor(backend="onnxruntime", num_threads=1)
-    assert first.onnx_path.is_file() and onnx_cache in first.onnx_path.parents
+    monkeypatch.setenv("XDG_CACHE_HOME", str(onnx_cache.dir))
+    first = onnx_cache.fp32
+    assert first.precision == "fp32" and first.onnx_path.is_file()
+    assert onnx_cache.dir in first.onnx_path.parents
     stamp = first.onnx_path.stat().st_mtime_ns
-    second = FeatureExtractor(backend="onnxruntime", num_threads=1)
+    second = FeatureExtractor(backend="onnxruntime", num_threads=1, precision="fp32")
     assert second.onnx_path == first.onnx_path and second.onnx_path.stat().st_mtime_ns == stamp
     assert not list(first.onnx_path.parent.glob("*.tmp"))
     pictures = [data.coffee(), data.astronaut()]
@@ -104,7 +100,7 @@ def test_other_models_from_files(tmp_path):
     expected = network(preprocess([picture], preprocessing)).mean(dim=(2, 3)).detach().numpy()[0]
     for backend, path in (("torch", scripted), ("onnxruntime", onnx_file)):
         extractor = FeatureExtractor(backend=backend, model_path=path, preprocessing=preprocessing)
-        assert extractor.dim == 6
+        assert extractor.dim == 6 and extractor.precision == "fp32"  # 'auto' quantizes only the default model
         np.testing.assert_allclose(extractor(picture), expected, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match=r"onnxruntime backend loads \.onnx"):
         FeatureExtractor(backend="onnxruntime", model_path=scripted)
