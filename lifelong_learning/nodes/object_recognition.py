@@ -87,6 +87,14 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "max_validation", 300, "Capacity of the validation buffer (class-balanced).", bounds=(1, 1000000)
     ),
+    ParamSpec(
+        "selection_every",
+        0,
+        "0: every λ candidate learns every sample (exact selection, thesis §7.6.3). k > 0: one factor "
+        "learns (one λ's cost per sample), the others are rebuilt from it and λ, α chosen again every k "
+        "training samples (docs/benchmarks/engine.md).",
+        bounds=(0, 1000000),
+    ),
     ParamSpec("n_features", 0, "Feature dimension; 0: set by the first labeled sample.", bounds=(0, 100000)),
     ParamSpec(
         "max_feature_norm",
@@ -169,6 +177,7 @@ class ObjectRecognitionNode(LearnerNode):
             "min_class_count": int(p["min_class_count"]),
             "max_validation": int(p["max_validation"]),
             "n_features": int(p["n_features"]) or None,
+            "selection_every": int(p["selection_every"]),
         }
         IncrementalRLSC(**self._model_kwargs)  # fail at start on bad parameters
         self.unknown_threshold = float(p["unknown_threshold"])
@@ -213,6 +222,7 @@ class ObjectRecognitionNode(LearnerNode):
             "lambdas": model.lambdas.tolist(),
             "alpha": model.alpha,
             "n_features": model.n_features_in_,
+            "selection_every": model.selection_every,
         }
         conflicts = []
         for name, value in saved.items():
