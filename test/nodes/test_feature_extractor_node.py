@@ -280,3 +280,18 @@ def test_compressed_transport_decodes_jpeg_and_png_and_refuses_bombs_and_garbage
 def test_unknown_image_transport_is_refused_at_start(rclpy_context):
     with pytest.raises(ValueError, match="image_transport must be one of"):
         make_node(rclpy_context, image_transport="theora")
+
+
+def test_precision_parameter_is_checked_at_start(rclpy_context):
+    with pytest.raises(ValueError, match="precision must be one of"):
+        make_node(rclpy_context, precision="int4")
+    with pytest.raises(ValueError, match="needs backend 'onnxruntime'"):
+        make_node(rclpy_context, precision="int8")  # make_node's backend is torch
+
+
+def test_default_precision_is_int8_on_onnxruntime(executor, spin, rclpy_context):
+    node, peer = setup_graph(executor, spin, rclpy_context, backend="onnxruntime")
+    assert node.extractor.precision == "int8" and "-int8-" in node.extractor.onnx_path.name
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=3))
+    assert spin(executor, lambda: len(peer.features) == 1, 20)
+    assert len(peer.features[0].data) == 1280
