@@ -300,6 +300,11 @@ class FeatureExtractor:
         self._input_name = self._session.get_inputs()[0].name
         self.onnx_path = path
 
+    @property
+    def session(self) -> Any:
+        """The onnxruntime ``InferenceSession`` (onnxruntime backend; None for torch)."""
+        return getattr(self, "_session", None)
+
     # ---------------------------------------------------------------- extraction
     def __call__(self, image: np.ndarray) -> np.ndarray:
         """Features of one H×W×3 uint8 picture: a float32 vector of length ``dim``."""
