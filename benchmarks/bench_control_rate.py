@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+WARMUP_S = 1.0  # joint states sent before the measured ones
 
 
 def percentiles(values: list[float]) -> tuple[float, float]:
@@ -77,7 +78,9 @@ def floor_costs(states: list[dict[str, Any]]) -> dict[str, float]:
     return {"predict_ms": 1e3 * float(np.median(pred)), "learn_ms": 1e3 * float(np.median(learn))}
 
 
-def run_one(executor: str, states: list[dict[str, Any]], seconds: float, rate_hz: float) -> dict[str, Any]:
+def run_one(
+    executor: str, states: list[dict[str, Any]], seconds: float, rate_hz: float, learning: bool = True
+) -> dict[str, Any]:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
@@ -95,7 +98,7 @@ def run_one(executor: str, states: list[dict[str, Any]], seconds: float, rate_hz
         "inverse_dynamics",
         params_files=[REPO / "config" / "inverse_dynamics.yaml"],
         params=[f"urdf_path:={panda_urdf_path()}", f"model_directory:={folder}", "diagnostics_period_s:=0.5",
-                "checkpoint_interval_s:=0.0"],
+                "checkpoint_interval_s:=0.0", f"learning:={str(learning).lower()}"],
     )  # fmt: skip
     env = {"LIFELONG_LEARNING_EXECUTOR": executor, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     proc = NodeProcess(argv, log_path=folder / "node.log", env=env)
@@ -135,7 +138,8 @@ def run_one(executor: str, states: list[dict[str, Any]], seconds: float, rate_hz
         if pub.get_subscription_count() == 0:
             raise RuntimeError(f"the node did not start:\n{proc.log()[-3000:]}")
         spinner.start()
-        n = int(seconds * rate_hz)
+        warm = int(WARMUP_S * rate_hz)  # a running node: the first second (first calls, caches) not counted
+        n = warm + int(seconds * rate_hz)
         base = 1_000_000 * 1_000_000_000  # stamps far from the trajectory's own
         period_ns = round(1e9 / rate_hz)
         payloads, stamps = [], []
@@ -152,14 +156,15 @@ def run_one(executor: str, states: list[dict[str, Any]], seconds: float, rate_hz
         start = time.perf_counter()
         for i, payload in enumerate(payloads):
             due = start + i / rate_hz
-            while (now := time.perf_counter()) < due:
-                if due - now > 0.0004:
-                    time.sleep(0.0002)
+            if (wait := due - time.perf_counter()) > 0:  # sleep, not spin: a driver's CPU is not ours
+                time.sleep(wait)
             sent_at.append(time.time_ns())
             t0 = time.perf_counter()
             pub.publish(payload)
             publish_cost.append(time.perf_counter() - t0)
         late = time.perf_counter() - (start + (n - 1) / rate_hz)
+        stamps, sent_at = stamps[warm:], sent_at[warm:]
+        n -= warm
         time.sleep(1.5)  # the last answers
         diagnostics.clear()
         deadline = time.monotonic() + 5
@@ -194,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--executors", default="single,events,multi")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--no-learning", action="store_true", help="the node answers only (learning:=false)")
     args = parser.parse_args(argv)
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
@@ -202,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"floor: predict {floor['predict_ms']:.3f} ms, learn {floor['learn_ms']:.3f} ms (one sample)")
     rows = []
     for kind in [k.strip() for k in args.executors.split(",") if k.strip()]:
-        r = run_one(kind, states, args.seconds, args.rate)
+        r = run_one(kind, states, args.seconds, args.rate, learning=not args.no_learning)
+        r["executor"] += " (learning off)" if args.no_learning else ""
         rows.append(r)
         print(
             f"{kind}: answered {r['answered']}/{r['sent']} ({100 * r['answered'] / r['sent']:.1f} %), "

@@ -528,12 +528,17 @@ class InverseDynamicsNode(LearnerNode):
                 self.reject("model rejected input", str(exc))
                 return
             model, guard = self.model, self.guard
-        torques = prepared.torque
-        for row, torque in zip(admitted, torques, strict=True):  # answer first
+        # answer first; a message nobody subscribes to is not built (a publish costs 50-110 µs here)
+        as_states = self.torque_pub.get_subscription_count() > 0
+        arrays = self.torque_array_pub if self.torque_array_pub is not None else None
+        as_arrays = arrays is not None and arrays.get_subscription_count() > 0
+        for row, torque in zip(admitted, prepared.torque, strict=True):
             effort = torque.tolist()
-            self.torque_pub.publish(JointState(header=row.msg.header, name=self.joint_names, effort=effort))
-            if self.torque_array_pub is not None:
-                self.torque_array_pub.publish(Float64MultiArray(data=effort))
+            if as_states:
+                answer = JointState(header=row.msg.header, name=self.joint_names, effort=effort)
+                self.torque_pub.publish(answer)
+            if as_arrays:
+                arrays.publish(Float64MultiArray(data=effort))
         done_ns = time.time_ns()
         self.stats.timed("answer", (time.perf_counter() - t0) / len(admitted))
         for row in admitted:
