@@ -58,6 +58,7 @@ from lifelong_learning.learners._cholesky import (
     chol_update_block,
     chol_update_rows,
     chol_update_rows_into,
+    factor_gram,
     warm_up,
 )
 
@@ -417,10 +418,12 @@ class RecursiveRLS(Stateful):
         gram_trace = max(float(np.einsum("ij,ij->", self._R, self._R)) - self.n_features * self.lam, 0.0)
         return float(np.finfo(np.float64).eps * (1.0 + gram_trace / float(lam)))
 
-    def regularized(self, lams: Sequence[float]) -> list[RecursiveRLS]:
+    def regularized(self, lams: Sequence[float], skip_failures: bool = False) -> list[RecursiveRLS | None]:
         """Engines that saw the same rows (and targets) as this one with regularizations ``lams``:
         ``A' = RᵀR + (λ' − λ)I`` (module docstring), one product ``RᵀR`` and one Cholesky factor
-        each. A ``lam`` equal to this engine's gives a copy of its factor.
+        each. A ``lam`` equal to this engine's gives a copy of its factor. ``skip_failures``: a ``lam``
+        whose matrix is not numerically positive definite (far below this engine's λ) gives None
+        instead of raising.
 
         Raises:
             ValueError: forgetting (the regularizer decays with the samples: not rebuilt here), a
@@ -431,7 +434,7 @@ class RecursiveRLS(Stateful):
         self._settle()
         d = self.n_features
         gram: np.ndarray | None = None
-        out = []
+        out: list[RecursiveRLS | None] = []
         for lam in lams:
             lam = float(lam)
             if not np.isfinite(lam) or lam <= 0:
@@ -440,14 +443,20 @@ class RecursiveRLS(Stateful):
             if lam == self.lam:
                 R = self._R.copy()
             else:
-                if gram is None:  # upper triangle of RᵀR, lower triangle zero
-                    gram = blas.dsyrk(1.0, np.asfortranarray(self._R), trans=1, lower=0)
+                if gram is None:  # upper triangle of RᵀR (d³/3 flops, once for every λ)
+                    gram = factor_gram(self._R)
                 A = gram + (lam - self.lam) * np.eye(d)
                 try:
                     R = np.ascontiguousarray(cholesky(A, lower=False, overwrite_a=True, check_finite=False))
                 except np.linalg.LinAlgError as exc:
+                    if skip_failures:
+                        out.append(None)
+                        continue
                     raise ValueError(f"refactoring for λ = {lam:g} failed: {exc}") from exc
             if not (np.all(np.isfinite(R)) and np.all(np.diagonal(R) > 0)):
+                if skip_failures:
+                    out.append(None)
+                    continue
                 raise ValueError(f"refactoring for λ = {lam:g} gave a non-finite factor")
             rls._R, rls._B, rls.n_samples = R, self._B.copy(), self.n_samples
             out.append(rls)

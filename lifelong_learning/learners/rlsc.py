@@ -421,17 +421,12 @@ class IncrementalRLSC(PersistentModel):
         if not self.shares_factor or not self._engines or not self._labels:
             return self
         serving = self._engines[0]
-        engines: list[RecursiveRLS | None] = []
-        for lam in self.lambdas:
-            if float(lam) == serving.lam:
-                engines.append(serving)
-            elif serving.rebuild_error_bound(float(lam)) > REBUILD_TOLERANCE:
-                engines.append(None)
-            else:
-                try:
-                    engines.append(serving.regularized([float(lam)])[0])
-                except ValueError:  # not positive definite after subtracting: skipped this time
-                    engines.append(None)
+        trusted = [
+            float(lam) for lam in self.lambdas if serving.rebuild_error_bound(float(lam)) <= REBUILD_TOLERANCE
+        ]
+        # one RᵀR for every candidate, then one Cholesky each; one that fails is skipped this time
+        rebuilt = dict(zip(trusted, serving.regularized(trusted, skip_failures=True), strict=True))
+        engines = [serving if lam == serving.lam else rebuilt.get(lam) for lam in lams]
         V, T = self._val_y.size, len(self._labels)
         scores = [None if e is None else (e.predict(self._val_X) if V else np.zeros((0, T))) for e in engines]
         selection = self._choose(scores)
