@@ -421,9 +421,8 @@ class IncrementalRLSC(PersistentModel):
         if not self.shares_factor or not self._engines or not self._labels:
             return self
         serving = self._engines[0]
-        trusted = [
-            float(lam) for lam in self.lambdas if serving.rebuild_error_bound(float(lam)) <= REBUILD_TOLERANCE
-        ]
+        lams = [float(lam) for lam in self.lambdas]
+        trusted = [lam for lam in lams if serving.rebuild_error_bound(lam) <= REBUILD_TOLERANCE]
         # one RᵀR for every candidate, then one Cholesky each; one that fails is skipped this time
         rebuilt = dict(zip(trusted, serving.regularized(trusted, skip_failures=True), strict=True))
         engines = [serving if lam == serving.lam else rebuilt.get(lam) for lam in lams]
