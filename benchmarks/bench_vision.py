@@ -378,7 +378,7 @@ def main() -> None:
         lines.append(f"| {precision} | {cells} | {mean:.1f} |")
     lines += [
         "",
-        f"int8 − fp32: {int8_mean - fp32_mean:+.1f} points (goal: within 1 point).",
+        f"int8 − fp32: {int8_mean - fp32_mean:+.1f} points (goal: int8 at most 1 point below fp32).",
         "",
         f"Recognition difficulty: {n_objects} rendered objects, {views} random views each (96×96), half "
         f"the views of each object for training, half held out: ridge classifier fp32 "

@@ -82,7 +82,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         "precision",
         "auto",
         "'auto': int8 for EfficientNet-Lite0 on onnxruntime/cpu, else fp32; 'int8': the ONNX model "
-        "quantized once (cached; onnxruntime on cpu only); 'fp32'. int8 measured 1.4x fp32's images/s, "
+        "quantized once (cached; onnxruntime on cpu only); 'fp32'. int8 measured 1.2-1.4x fp32's images/s, "
         "recognition within 1 point (docs/benchmarks/vision.md).",
     ),
     ParamSpec("device", "cpu", "'cpu' or 'cuda' (an error at start if CUDA is not available)."),

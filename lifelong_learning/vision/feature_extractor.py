@@ -17,7 +17,7 @@ Precision (``precision``): ``"fp32"``, ``"int8"`` (onnxruntime only: the ONNX mo
 once by :mod:`lifelong_learning.vision.quantization` and cached beside it), or ``"auto"`` (the
 default): int8 for the default model on the onnxruntime CPU backend, fp32 otherwise (a model of
 your own is quantized only when you ask for int8). Measured on this 2-core machine
-(``docs/benchmarks/vision.md``): int8 about 1.4× the fp32 images/s, recognition accuracy within
+(``docs/benchmarks/vision.md``): int8 1.2–1.4× the fp32 images/s, recognition accuracy within
 1 point of fp32 features, median cosine similarity to them about 0.95.
 
 A cached file that onnxruntime cannot load (truncated, overwritten) is built again, once, with a
