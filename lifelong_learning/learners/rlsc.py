@@ -266,6 +266,7 @@ class IncrementalRLSC(PersistentModel):
         # training samples it learned since the last selection
         self._serving = self._best_lambda(np.full(self.lambdas.size, np.nan))
         self._since_selection = 0
+        self._young_class_grew = False  # set by an update: a young class reached a power of two
         if d is not None:
             self._make_engines(d)
 
@@ -400,13 +401,15 @@ class IncrementalRLSC(PersistentModel):
             return self
         with self._transaction():
             self._learn(X, Z, labels)
-        if self.shares_factor and self._since_selection >= self._next_selection():
+        if self.shares_factor and (self._since_selection >= self._next_selection() or self._young_class_grew):
             self.select_model()
         return self
 
     def _next_selection(self) -> int:
         """Training samples between two selections of the shared-factor mode: doubling from
-        ``validation_every`` (a young model changes fast) up to ``selection_every``."""
+        ``validation_every`` (a young model changes fast) up to ``selection_every``. Besides, a class
+        with fewer than ``min_class_count`` samples (a new object, where recoding matters most)
+        triggers a selection each time its count reaches a power of two (1, 2, 4, 8, ...)."""
         trained = int(self._train_counts.sum())
         return max(1, min(self.selection_every, max(self.validation_every, trained // 2)))
 
@@ -434,10 +437,12 @@ class IncrementalRLSC(PersistentModel):
         assert chosen is not None  # a candidate that was not scored is never chosen
         self._engines, self._val_S = [chosen], []
         self._serving, self._selection, self._since_selection = lam_idx, selection, 0
+        self._young_class_grew = False
         return self
 
     def _learn(self, X: Any, Z: np.ndarray, labels: list[Label]) -> None:
         """The body of :meth:`partial_fit` (inside a transaction: may fail half-way)."""
+        counts_before = self._train_counts.copy()
         if not self._engines:  # first sample fixes the dimension
             self.n_features_in_ = int(np.asarray(X).shape[-1])
             self._make_engines(Z.shape[1])
@@ -477,6 +482,13 @@ class IncrementalRLSC(PersistentModel):
         self.n_samples += len(labels)
         if self.shares_factor:  # λ, α and the calibration stay as chosen until select_model
             self._since_selection += int(train.sum())
+            before = np.zeros_like(self._train_counts)
+            before[: len(counts_before)] = counts_before
+            after = self._train_counts
+            young = (after > before) & (before < self.min_class_count)
+            # a power of two in (before, after]: floor(log2(after)) > floor(log2(before)), before ≥ 0
+            grew = np.floor(np.log2(np.maximum(after, 1))) > np.floor(np.log2(np.maximum(before, 0.5)))
+            self._young_class_grew = bool(np.any(young & grew))
         else:
             self._selection = None
 

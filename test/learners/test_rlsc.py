@@ -521,7 +521,10 @@ def test_a_shared_factor_selects_on_a_doubling_schedule_and_keeps_the_choice_in_
             chosen_at.append(trained)
         assert clf.lambda_ == clf.lambdas[clf._serving] and clf._engines[0].lam == clf.lambda_, k
     gaps = np.diff(chosen_at)
-    assert chosen_at[0] <= 12 and gaps.max() <= 120 and gaps[-1] == 120 and np.all(np.diff(gaps) >= -1)
+    # the first at once (a new class), then at most every 120; young classes (< min_class_count
+    # samples) add selections early, at powers of two of their counts
+    assert chosen_at[0] == 1 and 60 < gaps.max() <= 120  # (the steady interval reached)
+    assert len(chosen_at) > 400 // 120 + 6
 
 
 def test_a_shared_factor_model_file_restores_the_choice_and_predictions(tmp_path):
