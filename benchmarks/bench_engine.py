@@ -91,10 +91,13 @@ def block(n: int, d: int, T: int) -> dict[str, float]:
     return out
 
 
-def accuracy(trials: int, selection_every: int) -> str:
+def accuracy(trials: int, selection_every: int, objects: bool = False) -> str:
     import bench_rlsc
 
-    X, y = bench_rlsc.digits_data()
+    if objects:  # EfficientNet-Lite0 features (d = 1280) of 30 rendered objects, 220 views each
+        X, y = bench_rlsc.object_features(Path("/tmp/rlsc_bench_object_features.npz"), 30, 220)
+    else:
+        X, y = bench_rlsc.digits_data()
     rows = [
         "| n_imb | RC exact total | RC shared total | RC exact rare | RC shared rare | λ exact / shared |",
         "|---:|---:|---:|---:|---:|---|",
@@ -102,7 +105,7 @@ def accuracy(trials: int, selection_every: int) -> str:
     results = {}
     for every in (0, selection_every):
         out, checkpoints, chosen = bench_rlsc.table_protocol(
-            X, y, 100, 50, trials, 0, "cycle", selection_every=every, methods=("RC",)
+            X, y, 100, 50, trials, int(objects), "cycle", selection_every=every, methods=("RC",)
         )
         results[every] = (out, chosen)
     for k in checkpoints:
@@ -117,16 +120,38 @@ def accuracy(trials: int, selection_every: int) -> str:
     return "\n".join(rows) + "\n"
 
 
+def accuracy_sections(selection_every: int, objects: bool) -> list[str]:
+    """(c) on digits, and on the rendered objects' CNN features with ``objects``."""
+    title = f"RC exact vs shared (selection_every={selection_every})"
+    datasets = [("sklearn digits", False)]
+    if objects:
+        datasets.append(("30 rendered objects (EfficientNet-Lite0 int8 features, d = 1280)", True))
+    out = []
+    for name, on_objects in datasets:
+        out += [f"\n### (c) Table 7.1 protocol, {name}, 10 trials: {title}\n",
+                accuracy(10, selection_every, objects=on_objects)]  # fmt: skip
+        print(out[-1], flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--accuracy-only", action="store_true", help="only (c)")
     parser.add_argument("--selection-every", type=int, default=300)
+    parser.add_argument("--objects", action="store_true", help="(c) also on rendered objects' CNN features")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     load = Path("/proc/loadavg").read_text().split()[:3]
     lines = [f"Git {head.stdout.strip()}, load average before: {' '.join(load)}\n"]
     d, n_meas = 1280, (150 if args.quick else 600)
+    if args.accuracy_only:
+        lines += accuracy_sections(args.selection_every, args.objects)
+        if args.out is not None:
+            with open(args.out, "a", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+        return 0
     lines += ["\n### (a) One labeled sample at d = 1280, T = 30\n",
               "| model | median [ms] | mean (amortized) [ms] | p99 [ms] | dsyr [ms] | median / dsyr | "
               "mean / one λ's mean |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
@@ -156,10 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{b['rank-k vs rank-1 max rel. diff of the factor']:.1e} (relative to the largest entry)\n"
     )
     if not args.quick:
-        title = f"RC exact vs shared (selection_every={args.selection_every})"
-        lines += [f"\n### (c) Table 7.1 protocol, sklearn digits, 10 trials: {title}\n",
-                  accuracy(10, args.selection_every)]  # fmt: skip
-        print(lines[-1], flush=True)
+        lines += accuracy_sections(args.selection_every, args.objects)
     text = "\n".join(lines) + "\n"
     if args.out is not None:
         with open(args.out, "a", encoding="utf-8") as f:
