@@ -530,7 +530,7 @@ class InverseDynamicsNode(LearnerNode):
             model, guard = self.model, self.guard
         # answer first; a message nobody subscribes to is not built (a publish costs 50-110 µs here)
         as_states = self.torque_pub.get_subscription_count() > 0
-        arrays = self.torque_array_pub if self.torque_array_pub is not None else None
+        arrays = self.torque_array_pub
         as_arrays = arrays is not None and arrays.get_subscription_count() > 0
         for row, torque in zip(admitted, prepared.torque, strict=True):
             effort = torque.tolist()
