@@ -56,7 +56,8 @@ class DemoDriver(Node):
         super().__init__("demo_driver")
         self.lock = threading.Lock()
         self.predictions: dict[int, tuple[str, float]] = {}  # stamp ns → (label, receive time)
-        self.torques: dict[int, tuple[np.ndarray, float]] = {}  # stamp ns → (effort, receive time)
+        # stamp ns → (effort, receive time here, the time inverse_dynamics published it: DDS source time)
+        self.torques: dict[int, tuple[np.ndarray, float, float]] = {}
         self.diagnostics: dict[str, dict[str, str]] = {}  # node → its last diagnostic values
         self.announced: list[str] = []  # tuned_model paths
         self._say = say
@@ -77,9 +78,15 @@ class DemoDriver(Node):
         with self.lock:
             self.predictions[stamp_ns(msg.header.stamp)] = (msg.label, time.time())
 
-    def _on_torques(self, msg: JointState) -> None:
+    def _on_torques(self, msg: JointState, info: Any) -> None:
+        source = info.get("source_timestamp") if isinstance(info, dict) else None
+        received = time.time()
         with self.lock:
-            self.torques[stamp_ns(msg.header.stamp)] = (np.array(msg.effort), time.time())
+            self.torques[stamp_ns(msg.header.stamp)] = (
+                np.array(msg.effort),
+                received,
+                int(source) * 1e-9 if source else received,
+            )
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         with self.lock:
@@ -118,8 +125,9 @@ class DemoDriver(Node):
         with self.lock:
             return {s: self.predictions.get(s) for s in stamps}
 
-    def answered_torques(self, stamps: Sequence[int]) -> list[tuple[np.ndarray, float] | None]:
-        """The predicted torques (effort, receive time) answering each joint-state stamp, or None."""
+    def answered_torques(self, stamps: Sequence[int]) -> list[tuple[np.ndarray, float, float] | None]:
+        """The predicted torques (effort, receive time, publish time of the answer) answering each
+        joint-state stamp, or None."""
         with self.lock:
             return [self.torques.get(int(s)) for s in stamps]
 

@@ -350,7 +350,10 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         lines += [
             "## Latency",
             "",
-            "From the publication of the input to the reception of the answer, both in the demo's process.",
+            "From the publication of the input to the reception of the answer, both in the demo's process "
+            "(which also runs the simulator and waits for its own executor); *published*: to the time the "
+            "node published the answer (its DDS source timestamp), what a controller subscribed to it sees "
+            "less its own delays.",
             "",
             "| path | p50 [ms] | p99 [ms] | n |",
             "|---|---:|---:|---:|",
