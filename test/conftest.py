@@ -216,3 +216,22 @@ def write_oversized_model_file(path: Path, kind: str, shape: tuple[int, ...] = (
         zf.writestr("__header__.npy", meta.getvalue())
         zf.writestr("weights.npy", huge.getvalue())
     return path
+
+
+@pytest.fixture(scope="session")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``dir``: an XDG cache home holding the exported and the quantized default model (built here,
+    once per session: export + calibration take seconds); ``fp32`` and ``int8``: extractors on them.
+
+    (Here rather than in test/vision/conftest.py: a second module named ``conftest`` would shadow this
+    one for the tests that import helpers from it.)"""
+    from types import SimpleNamespace
+
+    from lifelong_learning.vision import FeatureExtractor
+
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(cache))
+        fp32 = FeatureExtractor(precision="fp32", num_threads=1)
+        int8 = FeatureExtractor(precision="int8", num_threads=1)
+    return SimpleNamespace(dir=cache, fp32=fp32, int8=int8)
