@@ -119,13 +119,10 @@ class DemoRun:
         self.notes: list[str] = []
 
     # ------------------------------------------------------------------ processes
-    def start_node(self, name: str, *params: str, niceness: int = 0) -> None:
-        """Start ``name`` as its own process with its config file and ``-p`` overrides (``niceness``:
-        a lower CPU priority, as ``nice -n``)."""
+    def start_node(self, name: str, *params: str) -> None:
+        """Start ``name`` as its own process with its config file and ``-p`` overrides."""
         default = default_config_file(name)
         argv = node_command(name, [default] if default is not None else [], params)
-        if niceness:
-            argv = ["nice", "-n", str(int(niceness)), *argv]
         # One BLAS thread per node: five processes share the machine, and oversubscribed
         # OpenBLAS threads make the small per-message solves much slower.
         env = {"OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
@@ -148,9 +145,7 @@ class DemoRun:
             f"checkpoint_path:={self.out / 'inverse_dynamics.llm'}",
             f"model_directory:={models}",
         )
-        # Retraining is a batch job beside control-rate nodes: at a lower CPU priority (as a robot
-        # should run it, e.g. a launch prefix 'nice -n 10'), its torch threads yield to the answers.
-        self.start_node("nystrom_tuner", f"output_dir:={models}", f"urdf_path:={urdf}", niceness=10)
+        self.start_node("nystrom_tuner", f"output_dir:={models}", f"urdf_path:={urdf}")
         # Files close on ~/split_bagfile (and on the size/duration limits): the demo splits once,
         # before retraining, so the tuner sees exactly the online phase.
         self.start_node("bag_recorder", f"output:={self.out / 'bag'}", "max_bagfile_duration_s:=600.0")
