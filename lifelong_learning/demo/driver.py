@@ -34,6 +34,7 @@ from lifelong_learning.vision.image_conversion import numpy_to_image
 IMAGE, TEACHER_LABEL, PREDICTIONS = "image", "teacher_label", "prediction"
 JOINT_STATES, PREDICTED_TORQUES = "joint_states", "predicted_torque"
 TUNED_MODEL = "tuned_model"
+LABELED_FEATURES = "labeled_features"  # not used by the driver: the demo waits until it is recorded
 
 
 def stamp_ns(stamp: Any) -> int:

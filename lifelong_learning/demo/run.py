@@ -41,7 +41,7 @@ from typing import Any
 from rosbags.highlevel import AnyReader
 
 from lifelong_learning.demo import scenarios
-from lifelong_learning.demo.driver import DemoDriver, running_driver
+from lifelong_learning.demo.driver import LABELED_FEATURES, DemoDriver, running_driver
 from lifelong_learning.demo.report import write_report
 from lifelong_learning.demo.scenarios import Stage
 from lifelong_learning.io.bags import typestore
@@ -170,22 +170,36 @@ class DemoRun:
             print(f"[demo {time.strftime('%H:%M:%S')}] {text}", flush=True)
 
     def wait_for_nodes(self, driver: DemoDriver, timeout: float = 120.0) -> None:
-        """Until every node reports diagnostics and the sensor topics have subscribers."""
+        """Until every node reports diagnostics, the sensor topics have subscribers and the bag
+        recorder records every topic it was given.
+
+        The recorder subscribes to a topic only once the graph shows its publisher (as ``ros2 bag
+        record`` does), so without the last condition the first object's labelled frames could
+        be learned but not recorded (seen once in CI, on a loaded machine).
+        """
         self.say("waiting for the nodes to come up (the CNN loads, numba compiles)")
         deadline = time.monotonic() + timeout
         up: set[str] = set()
+        waiting = "?"
         while time.monotonic() < deadline:
             self.check_alive()
             up = set(NODES) & driver.nodes_reporting()
+            waiting = driver.diagnostics_now().get("bag_recorder", {}).get("topics waiting", "?")
             if (
                 up == set(NODES)
+                and waiting == "none"
                 and driver.image_pub.get_subscription_count() > 0
-                and driver.joint_pub.get_subscription_count() > 0
+                and driver.joint_pub.get_subscription_count() > 1  # the learner and the recorder
+                and driver.label_pub.get_subscription_count() > 1
+                and driver.count_subscribers(LABELED_FEATURES) > 1
             ):
                 self.say("all nodes up: " + ", ".join(NODES))
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"nodes not up after {timeout:.0f} s (up: {sorted(up)}); logs in {self.out}")
+        raise RuntimeError(
+            f"nodes not up after {timeout:.0f} s (up: {sorted(up)}; topics the recorder waits for: "
+            f"{waiting}); logs in {self.out}"
+        )
 
     # ------------------------------------------------------------------ run
     def run(self) -> Path:
