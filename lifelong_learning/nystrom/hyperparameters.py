@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lifelong_learning.nystrom.distributed import ShardedRows
 from lifelong_learning.nystrom.krr import as_tensor
 from lifelong_learning.nystrom.objectives import median_heuristic
 
@@ -42,28 +43,34 @@ def softplus_inverse(y: float) -> float:
     return y + math.log(-math.expm1(-y)) if y < 30 else y
 
 
-def initial_centers(X: torch.Tensor, centers: int | Any, gen: np.random.Generator) -> torch.Tensor:
-    """``Z₀``: ``min(centers, n)`` distinct rows of ``X`` drawn with ``gen`` (sorted indices), or
-    the given centres ``(m, d)``; a copy either way (never the caller's array or ``X`` itself)."""
-    n, d = X.shape
+def initial_centers(
+    X: torch.Tensor | ShardedRows, centers: int | Any, gen: np.random.Generator
+) -> torch.Tensor:
+    """``Z₀``: ``min(centers, n)`` distinct rows of ``X`` drawn with ``gen`` (sorted indices; of the
+    global rows for :class:`~lifelong_learning.nystrom.distributed.ShardedRows`), or the given
+    centres ``(m, d)``; a copy either way (never the caller's array or ``X`` itself)."""
+    rows = X if isinstance(X, ShardedRows) else ShardedRows(X)
+    n, d = rows.total, rows.X.shape[1]
+    dtype, device = rows.X.dtype, rows.X.device
     if isinstance(centers, (int, np.integer)):
         m = min(int(centers), n)
         if m < 1:
             raise ValueError("the number of centres must be ≥ 1")
-        return X[torch.as_tensor(np.sort(gen.choice(n, size=m, replace=False)), device=X.device)].clone()
-    Z0 = as_tensor(centers, "centers", X.dtype, X.device)
+        return rows.rows(np.sort(gen.choice(n, size=m, replace=False))).clone()
+    Z0 = as_tensor(centers, "centers", dtype, device)
     if Z0.shape[1] != d:
         raise ValueError(f"centres have {Z0.shape[1]} columns, X has {d}")
     return Z0.clone()
 
 
-def _bounds(X: torch.Tensor, lengthscale_range: tuple[float, float], per_dimension: bool) -> tuple[Any, Any]:
+def _bounds(X: ShardedRows, lengthscale_range: tuple[float, float], per_dimension: bool) -> tuple[Any, Any]:
     """``(a r, b r)`` with ``r`` the per-column range of ``X`` (median range if not per dimension;
     a constant column counts as range 1)."""
     a, b = (float(v) for v in lengthscale_range)
     if not (0.0 < a < b and math.isfinite(b)):
         raise ValueError(f"lengthscale_range must be (a, b) with 0 < a < b, got {lengthscale_range!r}")
-    r = (X.max(0).values - X.min(0).values).detach().cpu().numpy().astype(np.float64)
+    low, high = X.column_ranges()
+    r = (high - low).detach().cpu().numpy().astype(np.float64)
     r = np.where(r > 0, r, 1.0)
     if not per_dimension:
         r = np.full_like(r, np.median(r))
@@ -91,7 +98,7 @@ class Hyperparameters:
     @classmethod
     def initial(
         cls,
-        X: torch.Tensor,
+        X: torch.Tensor | ShardedRows,
         centers: int | Any,
         gen: np.random.Generator,
         per_dimension_lengthscale: bool = True,
@@ -101,7 +108,9 @@ class Hyperparameters:
         seed: int = 0,
         lengthscale_range: tuple[float, float] | None = None,
     ) -> Hyperparameters:
-        """Initial hyperparameters for inputs ``X`` ``(n, d)`` (dtype and device taken from ``X``).
+        """Initial hyperparameters for inputs ``X`` ``(n, d)`` (dtype and device taken from ``X``), or
+        for the rows of every process (:class:`~lifelong_learning.nystrom.distributed.ShardedRows`:
+        the same on every process, and the same as for all the rows in one process).
 
         Args:
             centers: number of centres (drawn from the rows with ``gen``) or initial centres ``(m, d)``.
@@ -112,10 +121,11 @@ class Hyperparameters:
                 ``[a r_d, b r_d]`` (``r_d``: the range of column ``d``; shared ``ℓ``: the median
                 range). None: only the floor ``1e-4``.
         """
-        n, d = X.shape
-        Z0 = initial_centers(X, centers, gen)
+        rows = X if isinstance(X, ShardedRows) else ShardedRows(X)
+        n, d = rows.total, rows.X.shape[1]
+        Z0 = initial_centers(rows, centers, gen)
         if lengthscale_init is None:  # not at the floor, where softplus⁻¹ fails (a robot standing still)
-            ls0 = max(median_heuristic(X, seed=seed), 10 * _LS_FLOOR)
+            ls0 = max(median_heuristic(rows, seed=seed), 10 * _LS_FLOOR)
         else:
             ls0 = lengthscale_init
         ls0 = np.broadcast_to(np.asarray(ls0, dtype=np.float64), (d,) if per_dimension_lengthscale else ())
@@ -127,18 +137,18 @@ class Hyperparameters:
         if lengthscale_range is None:
             raw = [softplus_inverse(float(v) - _LS_FLOOR) for v in np.atleast_1d(ls0)]
         else:
-            low, high = _bounds(X, lengthscale_range, per_dimension_lengthscale)
+            low, high = _bounds(rows, lengthscale_range, per_dimension_lengthscale)
             frac = np.clip((np.atleast_1d(ls0) - low) / (high - low), 0.01, 0.99)
             raw = np.log(frac) - np.log1p(-frac)  # logit
-            bounds = tuple(torch.as_tensor(b, dtype=X.dtype, device=X.device) for b in (low, high))
+            bounds = tuple(torch.as_tensor(b, dtype=Z0.dtype, device=Z0.device) for b in (low, high))
             if not per_dimension_lengthscale:
                 bounds = (bounds[0][0], bounds[1][0])
-        ls_raw = torch.tensor(np.asarray(raw, dtype=np.float64), dtype=X.dtype, device=X.device)
+        ls_raw = torch.tensor(np.asarray(raw, dtype=np.float64), dtype=Z0.dtype, device=Z0.device)
         if not per_dimension_lengthscale:
             ls_raw = ls_raw[0]
         ls_raw.requires_grad_(True)
         lam_raw = torch.tensor(
-            softplus_inverse(lam0 - _LAM_FLOOR), dtype=X.dtype, device=X.device, requires_grad=True
+            softplus_inverse(lam0 - _LAM_FLOOR), dtype=Z0.dtype, device=Z0.device, requires_grad=True
         )
         return cls(Z, ls_raw, lam_raw, optimize_centers, bounds)
 

@@ -19,13 +19,14 @@ which is how the model is exported to the online learners.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
 from lifelong_learning.core.linalg import jittered_cholesky
+from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group
 from lifelong_learning.nystrom.kernels import (
     DEFAULT_MEMORY_BUDGET,
     gaussian_kernel,
@@ -35,6 +36,7 @@ from lifelong_learning.nystrom.kernels import (
     knm_t_matmul,
     resolve_device,
 )
+from lifelong_learning.nystrom.sums import kernel_sums
 
 #: above this many rows ``solver="auto"`` picks PCG (direct costs O(nm²), PCG O(nm) per iteration)
 AUTO_PCG_ROWS = 200_000
@@ -59,6 +61,21 @@ def as_tensor(x: Any, name: str, dtype: torch.dtype, device: torch.device, ndim:
     if not torch.isfinite(t).all():
         raise ValueError(f"{name} contains NaN or Inf")
     return t.to(device=device, dtype=dtype)
+
+
+def _blocks_gram_matmul(
+    blocks: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    Z: torch.Tensor,
+    ls: torch.Tensor,
+    U: torch.Tensor,
+    group: Group,
+    memory_budget: int,
+) -> torch.Tensor:
+    """``K_nmᵀ K_nm U`` over this process's blocks, all-reduced over ``group``."""
+    out = torch.zeros(Z.shape[0], U.shape[1], dtype=Z.dtype, device=Z.device)
+    for X, _ in blocks:
+        out += knm_gram_matmul(X, Z, ls, U, memory_budget)
+    return group.all_reduce(out)
 
 
 def conjugate_gradient(
@@ -206,54 +223,127 @@ class NystromKRR:
         return self
 
     def _solve(self, X, Y, Z, ls, beta0):
+        n = X.shape[0]
+        L, eps = self._factor(Z, ls)
+        solver = self._solver_for(n)
+        if solver == "direct":
+            G = knm_gram(X, Z, ls, self.memory_budget)
+            beta = self._direct(L, G, knm_t_matmul(X, Z, ls, Y, self.memory_budget), n)
+            return L.to(self.dtype), eps, beta, 0, solver
+        rhs = torch.linalg.solve_triangular(
+            L, knm_t_matmul(X, Z, ls, Y, self.memory_budget).to(torch.float64), upper=False
+        )
+        w, iters = self.pcg_whitened(X, Z, ls, L, rhs, n * self.lam, beta0)
+        beta = torch.linalg.solve_triangular(L.T, w, upper=True)
+        return L.to(self.dtype), eps, beta.to(self.dtype), iters, solver
+
+    def _solver_for(self, n: int) -> str:
+        if self.solver == "auto":
+            return "pcg" if n > AUTO_PCG_ROWS else "direct"
+        return self.solver
+
+    def _factor(self, Z: torch.Tensor, ls: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """``L`` (float64), ``L Lᵀ = K_mm + εI``, and the jitter ``ε``."""
         # Kernel blocks are computed in the working dtype; the m×m algebra (Cholesky factors,
         # triangular solves, CG vectors) is done in float64, which keeps float32 runs accurate
         # when K_mm is ill-conditioned and costs O(m³), not O(nm²).
-        n = X.shape[0]
-        nlam = n * self.lam
+        Kmm = gaussian_kernel(Z, Z, ls).to(torch.float64)
+        jitter = None if self.dtype == torch.float64 else 1e-6 * float(Kmm.diagonal().mean())
+        return jittered_cholesky(Kmm, jitter=jitter)
+
+    def _direct(self, L: torch.Tensor, G: torch.Tensor, KtY: torch.Tensor, n: int) -> torch.Tensor:
+        """``β`` of ``(G + nλ L Lᵀ) β = K_nmᵀY`` with ``G = K_nmᵀK_nm`` (the direct solver)."""
         f64 = torch.float64
-        Kmm = gaussian_kernel(Z, Z, ls).to(f64)
-        jitter = None if self.dtype == f64 else 1e-6 * float(Kmm.diagonal().mean())
-        L, eps = jittered_cholesky(Kmm, jitter=jitter)
-        rhs = torch.linalg.solve_triangular(
-            L, knm_t_matmul(X, Z, ls, Y, self.memory_budget).to(f64), upper=False
-        )
-        solver = self.solver
-        if solver == "auto":
-            solver = "pcg" if n > AUTO_PCG_ROWS else "direct"
-        eye = torch.eye(Z.shape[0], dtype=f64, device=self.device)
-        if solver == "direct":
-            G = knm_gram(X, Z, ls, self.memory_budget).to(f64)
+        nlam = n * self.lam
+        G, KtY = G.to(f64), KtY.to(f64)
+        if self.dtype == f64:  # whitened system: (L⁻¹GL⁻ᵀ + nλI) w = L⁻¹K_nmᵀY
+            eye = torch.eye(L.shape[0], dtype=f64, device=L.device)
+            G = torch.linalg.solve_triangular(L, G, upper=False)
+            G = torch.linalg.solve_triangular(L, G.T, upper=False)  # L⁻¹ G L⁻ᵀ (G symmetric)
+            LA, _ = jittered_cholesky(0.5 * (G + G.T) + nlam * eye, jitter=0.0)
+            w = torch.cholesky_solve(torch.linalg.solve_triangular(L, KtY, upper=False), LA)
+            return torch.linalg.solve_triangular(L.T, w, upper=True).to(self.dtype)
+        # float32 kernels: whitening would amplify their rounding by 1/ε; solve for β
+        H = G + nlam * (L @ L.T)
+        LH, _ = jittered_cholesky(0.5 * (H + H.T), jitter=0.0)
+        return torch.cholesky_solve(KtY, LH).to(self.dtype)
+
+    def fit_blocks(
+        self,
+        blocks: Callable[[], Iterable[tuple[Any, Any]]],
+        group: Group = ONE_PROCESS,
+        outputs: int | None = None,
+    ) -> NystromKRR:
+        """Fit on rows read a block at a time, on this process and every other one of ``group``.
+
+        ``blocks()`` yields ``(X, Y)`` blocks of this process's rows; the direct solver calls it
+        once, PCG once per iteration (plus one pass for the right-hand side). Memory is bounded by
+        a block and ``m``, not by the rows; the m×m and m×p sums are all-reduced, so every process
+        ends with the same model. The centres must be given (``centers=`` an ``(m, d)`` array:
+        e.g. tuned ones); ``outputs``: the number of targets (needed by a process with no rows).
+        """
+        if isinstance(self.centers, (int, np.integer)):
+            raise ValueError("fit_blocks needs the centres (an (m, d) array), not their number")
+        Z = self._t(self.centers, "centers")
+        ls = self._lengthscale_tensor(Z.shape[1])
+
+        def checked() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+            for X, Y in blocks():
+                Xt, Yt = self._t(X, "X"), self._t(Y, "Y")
+                if Xt.shape[0] != Yt.shape[0] or Xt.shape[1] != Z.shape[1]:
+                    raise ValueError(
+                        f"a block of {tuple(Xt.shape)} rows and {tuple(Yt.shape)} targets for "
+                        f"{Z.shape[1]} input columns"
+                    )
+                yield Xt, Yt
+
+        with torch.no_grad():
+            L, eps = self._factor(Z, ls)
+            sums = kernel_sums(checked(), Z, ls, outputs, group, self.memory_budget)
+            n = sums.n
+            if n < 1:
+                raise ValueError("no training data")
+            solver = self._solver_for(n)
             iters = 0
-            if self.dtype == f64:  # whitened system: (L⁻¹GL⁻ᵀ + nλI) w = L⁻¹K_nmᵀY
-                G = torch.linalg.solve_triangular(L, G, upper=False)
-                G = torch.linalg.solve_triangular(L, G.T, upper=False)  # L⁻¹ G L⁻ᵀ (G symmetric)
-                LA, _ = jittered_cholesky(0.5 * (G + G.T) + nlam * eye, jitter=0.0)
-                w = torch.cholesky_solve(rhs, LA)
-            else:  # float32 kernels: whitening would amplify their rounding by 1/ε; solve for β
-                H = G + nlam * (L @ L.T)
-                LH, _ = jittered_cholesky(0.5 * (H + H.T), jitter=0.0)
-                beta = torch.cholesky_solve(L @ rhs, LH)  # L·rhs = K_nmᵀY
-                return L.to(self.dtype), eps, beta.to(self.dtype), iters, solver
-        else:
-            w, iters = self.pcg_whitened(X, Z, ls, L, rhs, nlam, beta0)
-        beta = torch.linalg.solve_triangular(L.T, w, upper=True)
-        return L.to(self.dtype), eps, beta.to(self.dtype), iters, solver
+            if solver == "direct":
+                beta = self._direct(L, sums.gram, sums.kty, n)
+            else:
+                rhs = torch.linalg.solve_triangular(L, sums.kty.to(torch.float64), upper=False)
+                w, iters = self._pcg(
+                    lambda u: _blocks_gram_matmul(checked(), Z, ls, u, group, self.memory_budget),
+                    L,
+                    rhs,
+                    n,
+                    None,
+                )
+                beta = torch.linalg.solve_triangular(L.T, w, upper=True).to(self.dtype)
+        self.centers_, self.lengthscale_, self.chol_, self.jitter_ = Z, ls, L.to(self.dtype), eps
+        self.beta_, self.n_samples, self.cg_iterations_, self.solver_used_ = beta, n, iters, solver
+        return self
 
     def pcg_whitened(self, X, Z, ls, L, rhs, nlam, beta0=None):
         """Solve ``(ΦᵀΦ + nλI) w = rhs`` by PCG, ``Φ = K_nm L⁻ᵀ``; ``beta0`` (= L⁻ᵀw₀) warm-starts.
 
         ``L``, ``rhs`` and the iterates are float64; kernel products use ``X``'s dtype.
         """
-        n, m = X.shape[0], Z.shape[0]
+        n = X.shape[0]
+        return self._pcg(
+            lambda u: knm_gram_matmul(X, Z, ls, u, self.memory_budget), L, rhs, n, beta0, nlam=nlam
+        )
+
+    def _pcg(self, gram_matmul, L, rhs, n, beta0, nlam=None):
+        """PCG on the whitened system with Falkon's preconditioner; ``gram_matmul(u)`` is
+        ``K_nmᵀK_nm u`` (over every row of the job)."""
+        m = L.shape[0]
+        nlam = n * self.lam if nlam is None else nlam
         L = L.to(torch.float64)
         rhs = rhs.to(torch.float64)
         eye = torch.eye(m, dtype=L.dtype, device=L.device)
         Lp, _ = jittered_cholesky(L.T @ L / m + (nlam / n) * eye)
 
         def matvec(v):
-            u = torch.linalg.solve_triangular(L.T, v, upper=True).to(X.dtype)
-            KtKu = knm_gram_matmul(X, Z, ls, u, self.memory_budget).to(torch.float64)
+            u = torch.linalg.solve_triangular(L.T, v, upper=True).to(self.dtype)
+            KtKu = gram_matmul(u).to(torch.float64)
             return torch.linalg.solve_triangular(L, KtKu, upper=False) + nlam * v
 
         def precond(r):

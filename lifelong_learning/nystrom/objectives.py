@@ -7,7 +7,9 @@ Notation (``nλ`` used consistently): ``L Lᵀ = K_mm + εI``, ``Φ = K_nm L⁻�
 so the noise variance is ``σ² = 1``. Every objective is divided by ``n`` (or normalized)
 so that values are O(1).
 
-Exact objectives (small ``n``, autodiff through the Cholesky factorizations):
+Exact objectives (small ``n``, autodiff through the Cholesky factorizations; the first four are
+functions of the data's sums :class:`~lifelong_learning.nystrom.sums.KernelSums` ``(G, b, yy, n)``,
+:data:`SUMS_OBJECTIVES`, and :func:`sums_step` computes them across processes):
 
 - ``"proposed"`` (eq. 9, the complexity-regularization bound, with ``σ̂² = 1`` and the
   trace term read with the normalized kernel ``K/n`` as in the reference implementation):
@@ -47,11 +49,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from lifelong_learning.core.linalg import jittered_cholesky
+from lifelong_learning.nystrom.distributed import Group, ShardedRows
 from lifelong_learning.nystrom.kernels import (
     DEFAULT_MEMORY_BUDGET,
     block_size,
@@ -60,36 +63,72 @@ from lifelong_learning.nystrom.kernels import (
     row_blocks,
 )
 from lifelong_learning.nystrom.krr import NystromKRR
+from lifelong_learning.nystrom.sums import KernelSums
 
 EXACT_OBJECTIVES = ("proposed", "gcv", "creg", "sgpr", "holdout", "holdout-recent", "holdout-bags")
 OBJECTIVES = (*EXACT_OBJECTIVES, "proposed-stochastic")
+#: the objectives that depend on the data only through the sums of
+#: :class:`~lifelong_learning.nystrom.sums.KernelSums`: they can be computed across processes
+#: (:func:`sums_step`). The hold-out ones cannot (their split is by row position: the validation
+#: rows are the most recent, or a shuffled subset, or whole recordings, of the one global row
+#: order), nor ``"proposed-stochastic"`` (its probe vectors are drawn per row).
+SUMS_OBJECTIVES = ("proposed", "gcv", "creg", "sgpr")
 #: most folds of ``"holdout-bags"`` (each costs one m×m Cholesky factorization per evaluation)
 MAX_FOLDS = 10
 
 
-def _nystrom_terms(X, Y, Z, ls, lam):
-    """Everything the exact objectives need, with one O(nm²) product ``K_mn K_nm``.
+def _sums_terms(sums: KernelSums, Z: torch.Tensor, ls: torch.Tensor, lam: torch.Tensor):
+    """Everything the exact objectives need, from the data's sums (:mod:`~lifelong_learning.nystrom.sums`).
 
-    Returns ``(fitted, datafit, trace_h, trace_kt, logdet_A)`` where ``datafit = Yᵀ(I−H)Y``,
-    ``trace_h = Tr(H) = m − nλ Tr(A⁻¹)``, ``trace_kt = Tr(K̃) = Tr(L⁻¹K_mnK_nmL⁻ᵀ)``.
-    Only m×m matrices are factorized or triangular-solved; n enters through two products.
+    Returns ``(resid2, datafit, trace_h, trace_kt, logdet_A, beta)`` where ``resid2 = ‖f̂(X) − Y‖²
+    = yy − 2⟨b, β⟩ + ⟨β, Gβ⟩``, ``datafit = Yᵀ(I−H)Y``, ``trace_h = Tr(H) = m − nλ Tr(A⁻¹)``,
+    ``trace_kt = Tr(K̃) = Tr(L⁻¹GL⁻ᵀ)``. Only m×m matrices are factorized or triangular-solved.
     """
-    n, m = X.shape[0], Z.shape[0]
+    n, m = sums.n, Z.shape[0]
+    G, b = sums.gram, sums.kty
     L, _ = jittered_cholesky(gaussian_kernel(Z, Z, ls))
-    Kmn = gaussian_kernel(Z, X, ls)
-    G = Kmn @ Kmn.T
     M = torch.linalg.solve_triangular(L, torch.linalg.solve_triangular(L, G, upper=False).T, upper=False)
     M = 0.5 * (M + M.T)  # ΦᵀΦ
-    eye = torch.eye(m, dtype=X.dtype, device=X.device)
+    eye = torch.eye(m, dtype=Z.dtype, device=Z.device)
     LA = torch.linalg.cholesky(M + n * lam * eye)
-    c = torch.linalg.solve_triangular(LA, torch.linalg.solve_triangular(L, Kmn @ Y, upper=False), upper=False)
+    c = torch.linalg.solve_triangular(LA, torch.linalg.solve_triangular(L, b, upper=False), upper=False)
     beta = torch.linalg.solve_triangular(L.T, torch.linalg.solve_triangular(LA.T, c, upper=True), upper=True)
-    fitted = Kmn.T @ beta
-    datafit = (Y * Y).sum() - (c * c).sum()
+    yy = sums.yy.sum()
+    resid2 = (yy - 2.0 * (b * beta).sum() + (beta * (G @ beta)).sum()).clamp_min(0.0)
+    datafit = yy - (c * c).sum()
     LA_inv = torch.linalg.solve_triangular(LA, eye, upper=False)
     trace_h = m - n * lam * (LA_inv * LA_inv).sum()
     logdet_A = 2.0 * torch.log(LA.diagonal()).sum()
-    return fitted, datafit, trace_h, M.diagonal().sum(), logdet_A, (L, LA, beta)
+    return resid2, datafit, trace_h, M.diagonal().sum(), logdet_A, beta
+
+
+def _sums(X: torch.Tensor, Y: torch.Tensor, Z: torch.Tensor, ls: torch.Tensor) -> KernelSums:
+    """The sums of rows ``X``, ``Y`` (differentiable in ``Z`` and ``ls``)."""
+    return KernelSums.zeros(Z.shape[0], Y.shape[1], Z.dtype, Z.device).add(X, Y, Z, ls)
+
+
+def sums_objective(
+    name: str, sums: KernelSums, Z: torch.Tensor, ls: torch.Tensor, lam: torch.Tensor
+) -> torch.Tensor:
+    """Value of the objective ``name`` (one of :data:`SUMS_OBJECTIVES`) from the data's sums
+    (differentiable in the sums, ``Z``, ``ls`` and ``lam``)."""
+    if name not in SUMS_OBJECTIVES:
+        raise ValueError(
+            f"objective {name!r} is not a function of the data's sums; those are {SUMS_OBJECTIVES}"
+        )
+    n, p = sums.n, sums.kty.shape[1]
+    resid2, datafit, trace_h, trace_kt, logdet_A, _ = _sums_terms(sums, Z, ls, lam)
+    nlam = n * lam
+    trace_gap = n - trace_kt  # Tr(K − K̃), k(x, x) = 1
+    if name == "proposed":
+        return (2.0 / n) * (trace_h + datafit + trace_gap * datafit / (n * nlam))
+    if name == "gcv":
+        return n * resid2 / (n - trace_h) ** 2
+    if name == "creg":
+        return resid2 / n + 2.0 * trace_h / n
+    # sgpr: log|K̃ + nλI| = (n − m) log nλ + log|A|
+    logdet = (n - Z.shape[0]) * torch.log(nlam) + logdet_A
+    return (p * logdet + datafit / nlam + p * trace_gap / nlam) / n
 
 
 def exact_objective(
@@ -104,30 +143,63 @@ def exact_objective(
 ) -> torch.Tensor:
     """Value of the exact objective ``name`` (differentiable in ``Z``, ``ls``, ``lam``);
     ``groups``: the first row of each recording, for ``"holdout-bags"`` (ignored by the others)."""
-    n, p = Y.shape
+    n = Y.shape[0]
     folds = fold_bounds(n, groups) if name == "holdout-bags" else []
     if len(folds) > 1:
         return _leave_one_out_of(folds, X, Y, Z, ls, lam)
     if name in ("holdout", "holdout-recent", "holdout-bags"):
         n_val = max(1, round(holdout_fraction * n))
         Xt, Yt, Xv, Yv = X[: n - n_val], Y[: n - n_val], X[n - n_val :], Y[n - n_val :]
-        beta = _nystrom_terms(Xt, Yt, Z, ls, lam)[-1][2]
+        beta = _sums_terms(_sums(Xt, Yt, Z, ls), Z, ls, lam)[-1]
         return ((gaussian_kernel(Xv, Z, ls) @ beta - Yv) ** 2).sum() / Xv.shape[0]
     if name not in EXACT_OBJECTIVES:
         raise ValueError(f"unknown objective {name!r}; known: {OBJECTIVES}")
-    fitted, datafit, trace_h, trace_kt, logdet_A, _ = _nystrom_terms(X, Y, Z, ls, lam)
-    nlam = n * lam
-    resid2 = ((fitted - Y) ** 2).sum()
-    trace_gap = n - trace_kt  # Tr(K − K̃), k(x, x) = 1
-    if name == "proposed":
-        return (2.0 / n) * (trace_h + datafit + trace_gap * datafit / (n * nlam))
-    if name == "gcv":
-        return n * resid2 / (n - trace_h) ** 2
-    if name == "creg":
-        return resid2 / n + 2.0 * trace_h / n
-    # sgpr: log|K̃ + nλI| = (n − m) log nλ + log|A|
-    logdet = (n - Z.shape[0]) * torch.log(nlam) + logdet_A
-    return (p * logdet + datafit / nlam + p * trace_gap / nlam) / n
+    return sums_objective(name, _sums(X, Y, Z, ls), Z, ls, lam)
+
+
+def sums_step(
+    name: str, X: torch.Tensor, Y: torch.Tensor, group: Group, memory_budget: int = DEFAULT_MEMORY_BUDGET
+) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], float]:
+    """The objective ``name`` (one of :data:`SUMS_OBJECTIVES`) over the rows of every process of
+    ``group``, this process holding ``X``, ``Y``: a tuning step that returns the value (the same on
+    every process) and leaves the gradient in ``.grad`` (the same on every process).
+
+    The sums are differentiated locally and all-reduced: with ``S = Σ_r S_r`` the value is
+    ``v(S, θ)``, so ``dv/dθ = ∂v/∂θ + Σ_r (∂v/∂S)·(dS_r/dθ)``; each process computes ``∂v/∂S`` and
+    ``∂v/∂θ`` from the reduced ``S`` (the same everywhere), backpropagates ``∂v/∂S`` through its
+    own ``S_r``, and the per-process parts are all-reduced (two all-reduces per step)."""
+    if name not in SUMS_OBJECTIVES:
+        raise ValueError(
+            f"objective {name!r} cannot be computed across processes; those are {SUMS_OBJECTIVES}"
+        )
+
+    def step(Z: torch.Tensor, ls: torch.Tensor, lam: torch.Tensor) -> float:
+        leaves = [t.detach().clone().requires_grad_(True) for t in (Z, ls, lam)]
+        Zl, lsl, laml = leaves
+        local = KernelSums.zeros(Z.shape[0], Y.shape[1], Z.dtype, Z.device).add(X, Y, Zl, lsl, memory_budget)
+        total = local.reduced(group)
+        total.gram.requires_grad_(True)
+        total.kty.requires_grad_(True)
+        value = sums_objective(name, total, Zl, lsl, laml)
+        value.backward()
+        direct = [t.grad if t.grad is not None else torch.zeros_like(t) for t in leaves]
+        for t in leaves:
+            t.grad = None
+        if local.gram.requires_grad:  # this process has rows
+            torch.autograd.backward([local.gram, local.kty], [total.gram.grad, total.kty.grad])
+        shared = torch.cat(
+            [(t.grad if t.grad is not None else torch.zeros_like(t)).reshape(-1) for t in leaves]
+        )
+        group.all_reduce(shared)
+        grads, at = [], 0
+        for t, d in zip(leaves, direct, strict=True):
+            grads.append(d + shared[at : at + t.numel()].reshape(t.shape))
+            at += t.numel()
+        outs = [(o, g) for o, g in zip((Z, ls, lam), grads, strict=True) if o.requires_grad]
+        torch.autograd.backward([o for o, _ in outs], [g for _, g in outs])
+        return float(value.detach())
+
+    return step
 
 
 def fold_bounds(n: int, groups: Sequence[int] | None, max_folds: int = MAX_FOLDS) -> list[tuple[int, int]]:
@@ -270,11 +342,14 @@ class StochasticProposed:
         return value
 
 
-def median_heuristic(X: torch.Tensor, max_rows: int = 2000, seed: int = 0) -> float:
-    """Median pairwise distance of (a subsample of) the rows of ``X``."""
+def median_heuristic(X: torch.Tensor | ShardedRows, max_rows: int = 2000, seed: int = 0) -> float:
+    """Median pairwise distance of (a subsample of) the rows of ``X`` (of every process's rows, for
+    :class:`~lifelong_learning.nystrom.distributed.ShardedRows`: the same subsample of the global rows)."""
+    rows = X if isinstance(X, ShardedRows) else ShardedRows(X)
     gen = torch.Generator().manual_seed(seed)
-    idx = torch.randperm(X.shape[0], generator=gen)[:max_rows].to(X.device)
-    D = torch.cdist(X[idx], X[idx])
+    idx = torch.randperm(rows.total, generator=gen)[:max_rows]
+    sample = rows.rows(idx.numpy())
+    D = torch.cdist(sample, sample)
     vals = D[torch.triu(torch.ones_like(D, dtype=torch.bool), diagonal=1)]
     med = float(vals.median()) if vals.numel() else 1.0
     return med if med > 0 and math.isfinite(med) else 1.0

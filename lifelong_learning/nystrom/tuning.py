@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group, ShardedRows
 from lifelong_learning.nystrom.early_stopping import EarlyStopping
 from lifelong_learning.nystrom.hyperparameters import Hyperparameters
 from lifelong_learning.nystrom.hyperparameters import softplus_inverse as softplus_inverse
@@ -28,8 +29,10 @@ from lifelong_learning.nystrom.krr import NystromKRR, as_tensor
 from lifelong_learning.nystrom.objectives import (
     EXACT_OBJECTIVES,
     OBJECTIVES,
+    SUMS_OBJECTIVES,
     StochasticProposed,
     exact_objective,
+    sums_step,
 )
 
 Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], float]
@@ -74,6 +77,7 @@ def tune(
     progress: bool = False,
     seed: int = 0,
     callback: Callable[[int, dict[str, Any]], None] | None = None,
+    group: Group = ONE_PROCESS,
 ) -> NystromKRR:
     """Tune ``λ``, length-scales and centres of a Nyström KRR on ``(X, Y)`` and fit it.
 
@@ -94,20 +98,35 @@ def tune(
         callback: called after every epoch with the epoch number and
             ``{"objective", "centers", "lengthscale", "lam"}`` (detached tensors), e.g. to track
             test error during tuning.
+        group: the processes that tune together
+            (:class:`~lifelong_learning.nystrom.distributed.Group`, e.g. from
+            :func:`~lifelong_learning.nystrom.distributed.joined` under ``torchrun``): ``X``, ``Y``
+            are this process's share of the rows (the ``r``-th contiguous part of the global row
+            order), the objective's sums, the label standardization and the final fit are
+            all-reduced, and every process returns the same model, equal (to rounding) to the
+            one-process model of all the rows. Only the objectives of
+            :data:`~lifelong_learning.nystrom.objectives.SUMS_OBJECTIVES`.
 
     Returns:
         A fitted :class:`NystromKRR` with ``tuning_`` (a :class:`TuningResult`).
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; known: {OBJECTIVES}")
+    distributed = group.world_size > 1
+    if distributed and objective not in SUMS_OBJECTIVES:
+        raise ValueError(
+            f"objective {objective!r} cannot be tuned across processes; those that can: {SUMS_OBJECTIVES}"
+        )
     tdtype = torch.float64 if dtype in ("float64", torch.float64) else torch.float32
     dev = resolve_device(device)
-    Xt, Yt = _training_data(X, Y, tdtype, dev)
-    Ys = (Yt - Yt.mean(0)) / Yt.std(0).clamp_min(1e-12)  # standardized labels
+    Xt, Yt = _training_data(X, Y, tdtype, dev, group)
+    rows = ShardedRows(Xt, Yt, group)
+    mean, std = rows.column_moments(Yt)
+    Ys = (Yt - mean) / std.clamp_min(1e-12)  # standardized labels
     gen = np.random.default_rng(seed)
     X_obj, Y_obj = _rows_for_objective(objective, Xt, Ys, gen)  # draws from gen before the centres do
     hp = Hyperparameters.initial(
-        Xt,
+        rows,
         centers,
         gen,
         per_dimension_lengthscale=per_dimension_lengthscale,
@@ -118,17 +137,21 @@ def tune(
         lengthscale_range=lengthscale_range,
     )
     opt = torch.optim.Adam(hp.parameters(), lr=lr)
-    step = _objective_step(
-        objective,
-        X_obj,
-        Y_obj,
-        holdout_fraction,
-        num_probes,
-        cg_tol,
-        cg_max_iter,
-        memory_budget,
-        seed,
-        groups,
+    step = (
+        sums_step(objective, Xt, Ys, group, memory_budget)
+        if distributed
+        else _objective_step(
+            objective,
+            X_obj,
+            Y_obj,
+            holdout_fraction,
+            num_probes,
+            cg_tol,
+            cg_max_iter,
+            memory_budget,
+            seed,
+            groups,
+        )
     )
     bar = _progress_bar(epochs, objective) if progress else None
     stop = EarlyStopping(patience)
@@ -153,7 +176,7 @@ def tune(
         bar.close()
     if stop.best is None:
         raise ValueError("the objective was not finite at the initial hyperparameters")
-    model = _refit(stop.best, Xt, Yt, solver, dev, memory_budget, seed)
+    model = _refit(stop.best, Xt, Yt, solver, dev, memory_budget, seed, group)
     model.tuning_ = TuningResult(
         objective=objective,
         lam=model.lam,
@@ -167,15 +190,28 @@ def tune(
 
 
 def _training_data(
-    X: Any, Y: Any, dtype: torch.dtype, dev: torch.device
+    X: Any, Y: Any, dtype: torch.dtype, dev: torch.device, group: Group = ONE_PROCESS
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``X`` ``(n, d)`` and ``Y`` ``(n, p)`` as finite tensors, with the same ``n ≥ 4``, or ValueError."""
-    Xt = as_tensor(X, "X", dtype, dev)
-    Yt = as_tensor(Y, "Y", dtype, dev)
-    n = Xt.shape[0]
-    if Yt.shape[0] != n:
-        raise ValueError(f"X has {n} rows, Y has {Yt.shape[0]}")
-    if n < 4:
+    """``X`` ``(n, d)`` and ``Y`` ``(n, p)`` as finite tensors, with the same ``n`` (at least 4 over
+    every process of ``group``), or ValueError (on every process, if one has bad rows)."""
+    error: Exception | None = None
+    Xt = Yt = torch.empty(0)
+    try:
+        Xt = as_tensor(X, "X", dtype, dev)
+        Yt = as_tensor(Y, "Y", dtype, dev)
+        if Yt.shape[0] != Xt.shape[0]:
+            raise ValueError(f"X has {Xt.shape[0]} rows, Y has {Yt.shape[0]}")
+    except ValueError as exc:
+        error = exc
+    if group.world_size == 1:
+        if error is not None:
+            raise error
+    else:
+        group.agree(error)
+    shapes = group.all_gather((int(Xt.shape[0]), tuple(Xt.shape[1:]), tuple(Yt.shape[1:])))
+    if len({s[1:] for s in shapes}) > 1:
+        raise ValueError(f"the processes' rows differ in shape: {shapes}")
+    if sum(s[0] for s in shapes) < 4:
         raise ValueError("need at least 4 samples to tune")
     return Xt, Yt
 
@@ -232,8 +268,10 @@ def _refit(
     dev: torch.device,
     memory_budget: int,
     seed: int,
+    group: Group = ONE_PROCESS,
 ) -> NystromKRR:
-    """A :class:`NystromKRR` with the best ``(Z, ℓ, λ)``, fitted on the unstandardized ``Y``."""
+    """A :class:`NystromKRR` with the best ``(Z, ℓ, λ)``, fitted on the unstandardized ``Y`` (of
+    every process of ``group``)."""
     Z, ls, lam = best
     model = NystromKRR(
         centers=Z,
@@ -245,7 +283,9 @@ def _refit(
         memory_budget=memory_budget,
         seed=seed,
     )
-    return model.fit(X, Y)
+    if group.world_size == 1:
+        return model.fit(X, Y)
+    return model.fit_blocks(lambda: [(X, Y)], group, outputs=Y.shape[1])
 
 
 def _progress_bar(epochs: int, objective: str) -> Any:

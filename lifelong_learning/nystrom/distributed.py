@@ -1,0 +1,223 @@
+"""Who takes part in a Nyström job: one process, or a ``torch.distributed`` process group.
+
+Nyström KRR splits over samples (Meanti et al. §4; Falkon): everything the direct solver and the
+exact objectives need from the data is a sum over rows of m×m and m×p terms
+(:class:`~lifelong_learning.nystrom.sums.KernelSums`), so each process reads its share of the
+rows and the sums are all-reduced. A :class:`Group` hides whether there are other processes:
+:data:`ONE_PROCESS` does nothing, :class:`TorchGroup` calls ``torch.distributed`` (gloo on CPU,
+NCCL for CUDA tensors), set up by :func:`joined` from the environment ``torchrun`` gives each
+process (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``).
+
+Rows have one global order, that of the job's inputs: process ``r`` holds the ``r``-th contiguous
+share (:func:`contiguous_shares`), so global row ``i`` is the same row whatever the number of
+processes, and random choices made on global row indices (initial centres, the median
+heuristic's subsample) are the same too; only the order in which floating-point sums are added
+differs (float64: predictions agree to about 1e-12 relative).
+
+A process that fails before a collective call must not leave the others waiting in it:
+:meth:`Group.agree` is the checkpoint where every process says whether it failed, and all raise
+:class:`RankFailedError` with the failing ranks' messages when any did. A process that dies
+outright is ``torchrun``'s to handle: it stops the other processes of the job.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+
+#: seconds a collective call waits for the other processes before the job fails
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+class RankFailedError(RuntimeError):
+    """One or more processes of the job failed; raised on every process at :meth:`Group.agree`."""
+
+
+class Group:
+    """One process (rank 0 of 1): every collective call is the identity."""
+
+    rank = 0
+    world_size = 1
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes the job's outputs (rank 0)."""
+        return self.rank == 0
+
+    def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Sum of ``tensor`` over the processes, in place (and returned)."""
+        return tensor
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        """Every process's ``obj`` (picklable; small: counts, messages, a few rows), by rank."""
+        return [obj]
+
+    def agree(self, error: BaseException | None) -> None:
+        """Raise :class:`RankFailedError` on every process if ``error`` is set on any of them."""
+        if error is not None:
+            raise RankFailedError(f"rank 0: {error}") from error
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(rank={self.rank}, world_size={self.world_size})"
+
+
+#: the single-process group (no ``torch.distributed`` set-up)
+ONE_PROCESS = Group()
+
+
+class TorchGroup(Group):
+    """The default ``torch.distributed`` process group (already initialized)."""
+
+    def __init__(self) -> None:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            raise RuntimeError("torch.distributed is not initialized (use joined())")
+        self._dist = dist
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.backend = str(dist.get_backend())
+
+    def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.backend == "gloo" and tensor.is_cuda:  # gloo reduces CPU tensors
+            host = tensor.cpu()
+            self._dist.all_reduce(host)
+            tensor.copy_(host)
+        else:
+            self._dist.all_reduce(tensor)
+        return tensor
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.world_size
+        self._dist.all_gather_object(out, obj)
+        return out
+
+    def agree(self, error: BaseException | None) -> None:
+        failures = self.all_gather(None if error is None else f"{type(error).__name__}: {error}")
+        failed = [f"rank {r}: {msg}" for r, msg in enumerate(failures) if msg is not None]
+        if failed:
+            raise RankFailedError("; ".join(failed)) from error
+
+
+def launched_by_torchrun() -> bool:
+    """Whether this process is one of several started by ``torchrun`` (``WORLD_SIZE`` > 1)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+@contextmanager
+def joined(backend: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S) -> Iterator[Group]:
+    """The job's :class:`Group`: a :class:`TorchGroup` when started by ``torchrun`` with more than
+    one process (the process group is set up here and torn down on exit), else :data:`ONE_PROCESS`.
+
+    ``backend``: ``"auto"`` (NCCL when this process has a CUDA device, else gloo), ``"gloo"`` or
+    ``"nccl"``. With NCCL each process uses the CUDA device of its ``LOCAL_RANK``.
+    """
+    if not launched_by_torchrun():
+        yield ONE_PROCESS
+        return
+    import torch.distributed as dist
+
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=float(timeout_s)))
+    try:
+        yield TorchGroup()
+    finally:
+        dist.destroy_process_group()
+
+
+def contiguous_shares(weights: Sequence[float], world_size: int) -> list[range]:
+    """Split items of the given weights (e.g. file sizes), in order, into ``world_size``
+    contiguous ranges of about equal total weight (item ``i`` goes to the share in which the middle
+    of its weight falls); a share may be empty when there are fewer items than processes."""
+    if world_size < 1:
+        raise ValueError("world_size must be >= 1")
+    w = np.maximum(np.asarray(weights, dtype=np.float64), 0.0)
+    if w.size == 0:
+        return [range(0, 0)] * world_size
+    if not w.sum() > 0:
+        w = np.ones_like(w)
+    middle = (np.cumsum(w) - 0.5 * w) / w.sum()
+    owner = np.minimum((middle * world_size).astype(int), world_size - 1)
+    starts = np.searchsorted(owner, np.arange(world_size), side="left")
+    stops = np.searchsorted(owner, np.arange(world_size), side="right")
+    return [range(int(a), int(b)) for a, b in zip(starts, stops, strict=True)]
+
+
+class ShardedRows:
+    """This process's rows of a job's data: rows ``offset`` to ``offset + len(X)`` of ``total``.
+
+    Args:
+        X, Y: this process's rows (tensors), in global order; ``Y`` may be None.
+        group: the job's :class:`Group` (counts are all-gathered here: a collective call).
+    """
+
+    def __init__(self, X: torch.Tensor, Y: torch.Tensor | None = None, group: Group = ONE_PROCESS) -> None:
+        if Y is not None and X.shape[0] != Y.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows, Y has {Y.shape[0]}")
+        self.X, self.Y, self.group = X, Y, group
+        self.counts = [int(c) for c in group.all_gather(int(X.shape[0]))]
+        self.offset = sum(self.counts[: group.rank])
+        self.total = sum(self.counts)
+
+    def rows(self, indices: Sequence[int] | np.ndarray) -> torch.Tensor:
+        """Rows ``X[i]`` at global indices (in the order given), the same on every process."""
+        idx = np.asarray(indices, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.total):
+            raise IndexError(f"row indices outside 0..{self.total - 1}")
+        mine = (idx >= self.offset) & (idx < self.offset + self.X.shape[0])
+        if self.group.world_size == 1:
+            return self.X[torch.as_tensor(idx, device=self.X.device)]
+        local = self.X[torch.as_tensor(idx[mine] - self.offset, device=self.X.device)].cpu().numpy()
+        parts = self.group.all_gather((np.flatnonzero(mine), local))
+        out = np.empty((idx.size, self.X.shape[1]), dtype=local.dtype)
+        for where, values in parts:
+            out[where] = values
+        return torch.as_tensor(out, dtype=self.X.dtype, device=self.X.device)
+
+    def column_moments(self, T: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and standard deviation (``n − 1``) of each column of this process's ``T`` rows over
+        every process (two all-reduces; float64 sums; one process: ``T.mean(0)``, ``T.std(0)``)."""
+        if self.group.world_size == 1:
+            return T.mean(0), T.std(0)
+        n = float(self.total)
+        s = self.group.all_reduce(T.sum(0).to(torch.float64))
+        mean = s / n
+        c = self.group.all_reduce(((T.to(torch.float64) - mean) ** 2).sum(0))
+        std = torch.sqrt(c / max(n - 1.0, 1.0))
+        return mean.to(T.dtype), std.to(T.dtype)
+
+    def column_ranges(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-column minimum and maximum of ``X`` over every process."""
+        parts = self.group.all_gather(
+            (self.X.min(0).values.cpu().numpy(), self.X.max(0).values.cpu().numpy())
+            if self.X.shape[0]
+            else None
+        )
+        lows = np.min([p[0] for p in parts if p is not None], axis=0)
+        highs = np.max([p[1] for p in parts if p is not None], axis=0)
+        dev, dt = self.X.device, self.X.dtype
+        return torch.as_tensor(lows, dtype=dt, device=dev), torch.as_tensor(highs, dtype=dt, device=dev)
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "ONE_PROCESS",
+    "Group",
+    "RankFailedError",
+    "ShardedRows",
+    "TorchGroup",
+    "contiguous_shares",
+    "joined",
+    "launched_by_torchrun",
+]

@@ -1,0 +1,119 @@
+"""Nyström tuning across processes: two gloo processes under torchrun give the one-process model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lifelong_learning.nystrom import NystromKRR, tune
+from lifelong_learning.nystrom.distributed import ONE_PROCESS, ShardedRows, contiguous_shares
+from lifelong_learning.nystrom.objectives import SUMS_OBJECTIVES
+from lifelong_learning.nystrom.sums import KernelSums, kernel_sums
+
+JOB = Path(__file__).with_name("distributed_job.py")
+
+
+def _data(n: int = 300, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, 3))
+    Y = np.stack([np.sin(2 * X[:, 0]) * X[:, 1], np.cos(X[:, 2])], 1) + 0.05 * rng.normal(size=(n, 2))
+    return {"X": X, "Y": Y, "X_test": rng.uniform(-2, 2, size=(100, 3))}
+
+
+def _torchrun(tmp_path: Path, objective: str, *extra: str, nproc: int = 2) -> subprocess.CompletedProcess:
+    data = tmp_path / "data.npz"
+    np.savez(data, **_data())
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = str(tmp_path / "out.npz")
+    cmd = [torchrun, "--standalone", f"--nproc-per-node={nproc}", str(JOB), str(data), out, objective, *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("objective", ["proposed", "gcv"])
+def test_two_processes_give_the_one_process_model(tmp_path, objective):
+    res = _torchrun(tmp_path, objective)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    out = np.load(tmp_path / "out.npz")
+    assert int(out["world_size"]) == 2
+    data = _data()
+    one = tune(data["X"], data["Y"], centers=12, objective=objective, epochs=8, lr=0.1, seed=1)
+    np.testing.assert_allclose(out["history"], one.tuning_.history, rtol=1e-9)
+    pred = one.predict(data["X_test"])
+    assert np.max(np.abs(out["pred"] - pred)) <= 1e-8 * np.max(np.abs(pred))
+    assert 0 < int(out["rows"]) < 300  # rank 0 held a share, not everything
+
+
+def test_a_corrupt_share_on_one_process_fails_every_process_with_its_message(tmp_path):
+    res = _torchrun(tmp_path, "proposed", "--fail-rank", "1")
+    assert res.returncode != 0
+    assert "rank 1: ValueError: X contains NaN or Inf" in res.stdout + res.stderr
+    assert not (tmp_path / "out.npz").exists()
+
+
+def test_hold_out_objectives_are_refused_across_processes(tmp_path):
+    res = _torchrun(tmp_path, "holdout-bags")
+    assert res.returncode != 0
+    assert "cannot be tuned across processes" in res.stdout + res.stderr
+    assert "holdout" not in SUMS_OBJECTIVES
+
+
+def test_sums_of_blocks_equal_the_sums_of_all_rows():
+    data = _data()
+    X, Y = (torch.as_tensor(data[k]) for k in ("X", "Y"))
+    Z, ls = X[:10].clone(), torch.tensor([0.7, 1.1, 0.9], dtype=torch.float64)
+    whole = KernelSums.zeros(10, 2, X.dtype, X.device).add(X, Y, Z, ls)
+    parts = kernel_sums(((X[s], Y[s]) for s in (slice(0, 7), slice(7, 150), slice(150, 300))), Z, ls)
+    assert parts.n == whole.n == 300
+    for a, b in ((parts.gram, whole.gram), (parts.kty, whole.kty), (parts.yy, whole.yy)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["direct", "pcg"])
+def test_fit_blocks_equals_fit_on_all_rows(solver):
+    data = _data()
+    Z = data["X"][::15]
+    kw = dict(centers=Z, lengthscale=[0.8, 1.0, 1.2], lam=1e-4, solver=solver, cg_tol=1e-12, cg_max_iter=500)
+    whole = NystromKRR(**kw).fit(data["X"], data["Y"])
+    blocks = NystromKRR(**kw).fit_blocks(
+        lambda: ((data["X"][a : a + 40], data["Y"][a : a + 40]) for a in range(0, 300, 40))
+    )
+    assert blocks.n_samples == 300
+    np.testing.assert_allclose(
+        blocks.predict(data["X_test"]), whole.predict(data["X_test"]), rtol=1e-7, atol=1e-9
+    )
+
+
+def test_fit_blocks_needs_the_centres_and_refuses_bad_blocks():
+    with pytest.raises(ValueError, match="needs the centres"):
+        NystromKRR(centers=5).fit_blocks(lambda: [])
+    model = NystromKRR(centers=np.zeros((3, 2)), lengthscale=1.0)
+    with pytest.raises(ValueError, match="input columns"):
+        model.fit_blocks(lambda: [(np.zeros((4, 3)), np.zeros((4, 1)))])
+    with pytest.raises(ValueError, match="NaN"):
+        model.fit_blocks(lambda: [(np.full((4, 2), np.nan), np.zeros((4, 1)))])
+    assert not model.is_fitted
+
+
+def test_contiguous_shares_keep_the_order_and_balance_the_weights():
+    shares = contiguous_shares([5, 1, 1, 1, 1, 1], 2)
+    assert shares == [range(0, 1), range(1, 6)]
+    assert contiguous_shares([1] * 4, 3) == [range(0, 1), range(1, 3), range(3, 4)]
+    assert [len(s) for s in contiguous_shares([1, 1], 4)].count(0) == 2
+    assert contiguous_shares([], 2) == [range(0, 0), range(0, 0)]
+
+
+def test_one_process_rows_are_the_rows():
+    X = torch.arange(12.0).reshape(6, 2)
+    rows = ShardedRows(X, None, ONE_PROCESS)
+    assert (rows.total, rows.offset) == (6, 0)
+    torch.testing.assert_close(rows.rows([4, 1]), X[[4, 1]])
+    with pytest.raises(IndexError):
+        rows.rows([6])
