@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from lifelong_learning.nystrom import NystromKRR, tune
+from lifelong_learning.nystrom import tune
 from lifelong_learning.nystrom.distributed import ONE_PROCESS, ShardedRows, contiguous_shares
 from lifelong_learning.nystrom.objectives import SUMS_OBJECTIVES
-from lifelong_learning.nystrom.sums import KernelSums, kernel_sums
 
 JOB = Path(__file__).with_name("distributed_job.py")
 
@@ -63,43 +62,6 @@ def test_hold_out_objectives_are_refused_across_processes(tmp_path):
     assert res.returncode != 0
     assert "cannot be tuned across processes" in res.stdout + res.stderr
     assert "holdout" not in SUMS_OBJECTIVES
-
-
-def test_sums_of_blocks_equal_the_sums_of_all_rows():
-    data = _data()
-    X, Y = (torch.as_tensor(data[k]) for k in ("X", "Y"))
-    Z, ls = X[:10].clone(), torch.tensor([0.7, 1.1, 0.9], dtype=torch.float64)
-    whole = KernelSums.zeros(10, 2, X.dtype, X.device).add(X, Y, Z, ls)
-    parts = kernel_sums(((X[s], Y[s]) for s in (slice(0, 7), slice(7, 150), slice(150, 300))), Z, ls)
-    assert parts.n == whole.n == 300
-    for a, b in ((parts.gram, whole.gram), (parts.kty, whole.kty), (parts.yy, whole.yy)):
-        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
-
-
-@pytest.mark.parametrize("solver", ["direct", "pcg"])
-def test_fit_blocks_equals_fit_on_all_rows(solver):
-    data = _data()
-    Z = data["X"][::15]
-    kw = dict(centers=Z, lengthscale=[0.8, 1.0, 1.2], lam=1e-4, solver=solver, cg_tol=1e-12, cg_max_iter=500)
-    whole = NystromKRR(**kw).fit(data["X"], data["Y"])
-    blocks = NystromKRR(**kw).fit_blocks(
-        lambda: ((data["X"][a : a + 40], data["Y"][a : a + 40]) for a in range(0, 300, 40))
-    )
-    assert blocks.n_samples == 300
-    np.testing.assert_allclose(
-        blocks.predict(data["X_test"]), whole.predict(data["X_test"]), rtol=1e-7, atol=1e-9
-    )
-
-
-def test_fit_blocks_needs_the_centres_and_refuses_bad_blocks():
-    with pytest.raises(ValueError, match="needs the centres"):
-        NystromKRR(centers=5).fit_blocks(lambda: [])
-    model = NystromKRR(centers=np.zeros((3, 2)), lengthscale=1.0)
-    with pytest.raises(ValueError, match="input columns"):
-        model.fit_blocks(lambda: [(np.zeros((4, 3)), np.zeros((4, 1)))])
-    with pytest.raises(ValueError, match="NaN"):
-        model.fit_blocks(lambda: [(np.full((4, 2), np.nan), np.zeros((4, 1)))])
-    assert not model.is_fitted
 
 
 def test_contiguous_shares_keep_the_order_and_balance_the_weights():

@@ -1,0 +1,159 @@
+"""Nyström KRR at scale, streamed, on one process or several (``torchrun``): time, memory, error.
+
+One process::
+
+    python benchmarks/bench_nystrom_scale.py --rows 1000000 --out /tmp/scale-1.json
+
+Two processes on this machine (gloo; each takes a contiguous half of the rows)::
+
+    torchrun --standalone --nproc-per-node=2 benchmarks/bench_nystrom_scale.py --rows 1000000 \\
+        --out /tmp/scale-2.json --compare /tmp/scale-1.npz
+
+The data are generated a block at a time (``--block`` rows; block ``b`` from the seed and ``b``,
+so every process can make its own blocks and none holds all of them): ``x ~ U(−2, 2)^d``,
+``y = sin(2x₀)cos(x₁) + 0.5x₂² − 0.3x₃x₄ + ε``, ``ε ~ N(0, 0.1²)`` (the noise floor of the test
+MSE is 0.01; only five of the ``d`` inputs matter). Hyperparameters: λ and per-dimension
+length-scales tuned with ``--objective`` (default GCV: on this data the proposed objective kept
+the length-scales of x₀ and x₁ near 13 and its fit stayed near the variance of y, test MSE
+0.18 against GCV's 0.012, 3,000 rows and 200 centres) on ``--tune-rows`` rows and ``--tune-centers``
+centres (spread over the processes: the tuning runs across them too), then the fit with ``--centers``
+centres (random draws of ``x``) by the direct solver on every row: one Cholesky factorization of
+the m×m system, exact up to rounding, so converged by construction (no iteration cap). Threads are
+pinned to one per process, so the two-process run uses the machine's two cores and the
+one-process run one of them. Peak RSS is ``ru_maxrss`` of each process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from machine import describe_machine  # noqa: E402
+
+from lifelong_learning.nystrom import NystromKRR, tune  # noqa: E402
+from lifelong_learning.nystrom.distributed import contiguous_shares, joined  # noqa: E402
+
+NOISE = 0.1
+#: block numbers of the tuning sample and the test set (the data blocks are 0, 1, ...)
+TUNE, TEST = 2**31, 2**31 + 1
+
+
+def block(seed: int, b: int, rows: int, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows, noisy targets and noise-free targets of block ``b``."""
+    rng = np.random.default_rng([seed, b])  # b >= 0: data; TUNE, TEST: the other sets
+    X = rng.uniform(-2, 2, size=(rows, d))
+    f = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.5 * X[:, 2] ** 2 - 0.3 * X[:, 3] * X[:, 4]
+    return X, (f + NOISE * rng.normal(size=rows))[:, None], f[:, None]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--d", type=int, default=21)
+    ap.add_argument("--centers", type=int, default=2000)
+    ap.add_argument("--block", type=int, default=50_000)
+    ap.add_argument("--tune-rows", type=int, default=5000)
+    ap.add_argument("--tune-centers", type=int, default=300)
+    ap.add_argument("--epochs", type=int, default=100)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--objective", default="gcv", help="a tuning objective that runs across processes")
+    ap.add_argument("--test", type=int, default=20_000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True, help="JSON of the results (rank 0); predictions beside it (.npz)")
+    ap.add_argument("--compare", help="an .npz of another run's test predictions: the largest difference")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    n_blocks = -(-args.rows // args.block)
+    with joined(backend="gloo") as group:
+        mine = contiguous_shares(
+            [min(args.block, args.rows - b * args.block) for b in range(n_blocks)], group.world_size
+        )[group.rank]
+        # 1. tuning on a sample (block -1), split over the processes
+        Xs, Ys, _ = block(args.seed, TUNE, args.tune_rows, args.d)
+        part = contiguous_shares([1.0] * args.tune_rows, group.world_size)[group.rank]
+        t0 = time.perf_counter()
+        tuned = tune(
+            Xs[part.start : part.stop],
+            Ys[part.start : part.stop],
+            centers=args.tune_centers,
+            objective=args.objective,
+            epochs=args.epochs,
+            lr=args.lr,
+            seed=args.seed,
+            group=group,
+        )
+        t_tune = time.perf_counter() - t0
+        # 2. the fit on every row, streamed, with m fresh centres
+        Z = np.random.default_rng([args.seed, TEST + 1]).uniform(-2, 2, size=(args.centers, args.d))
+        model = NystromKRR(centers=Z, lengthscale=tuned.lengthscale_.numpy(), lam=tuned.lam, solver="direct")
+        rows = 0
+
+        def blocks():
+            nonlocal rows
+            for b in mine:
+                X, Y, _ = block(args.seed, b, min(args.block, args.rows - b * args.block), args.d)
+                rows += X.shape[0]
+                yield X, Y
+
+        t0 = time.perf_counter()
+        model.fit_blocks(blocks, group, outputs=1)
+        t_fit = time.perf_counter() - t0
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        per_rank = group.all_gather({"rank": group.rank, "rows": rows, "fit_s": t_fit, "peak_rss_gb": rss})
+        if not group.is_main:
+            return 0
+        Xt, Yt, Ft = block(args.seed, TEST, args.test, args.d)
+        pred = model.predict(Xt)
+        result = {
+            "command": " ".join(sys.argv),
+            "machine": describe_machine(),
+            "torch": torch.__version__,
+            "world_size": group.world_size,
+            "n": args.rows,
+            "d": args.d,
+            "m": args.centers,
+            "block": args.block,
+            "tuning": {
+                "objective": args.objective,
+                "rows": args.tune_rows,
+                "centers": args.tune_centers,
+                "epochs": tuned.tuning_.epochs,
+                "seconds": t_tune,
+                "lam": tuned.lam,
+            },
+            "fit_seconds": t_fit,
+            "per_rank": per_rank,
+            "test_mse": float(np.mean((pred - Yt) ** 2)),
+            "test_mse_vs_truth": float(np.mean((pred - Ft) ** 2)),
+            "noise_var": NOISE**2,
+            "solver": model.solver_used_,
+        }
+        if args.compare:
+            other = np.load(args.compare)["pred"]
+            result["max_rel_diff_vs"] = {
+                "file": args.compare,
+                "value": float(np.max(np.abs(pred - other)) / np.max(np.abs(other))),
+            }
+        out = Path(args.out)
+        out.write_text(json.dumps(result, indent=2))
+        np.savez(out.with_suffix(".npz"), pred=pred)
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
