@@ -153,7 +153,7 @@ def regression_data(n: int, d: int = 6, seed: int = 0):
     return X, f + 0.1 * rng.normal(size=n), f
 
 
-def speed(n: int, m: int, epochs: int, lr: float = 0.05) -> dict:
+def speed(n: int, m: int, epochs: int, lr: float = 0.05, objective: str = "proposed") -> dict:
     import gpytorch
 
     X, Y, _ = regression_data(n + 2000)
@@ -219,7 +219,7 @@ def speed(n: int, m: int, epochs: int, lr: float = 0.05) -> dict:
         Xtr,
         Yc,
         centers=m,
-        objective="proposed",
+        objective=objective,
         epochs=epochs,
         lr=lr,
         device="cpu",
@@ -245,6 +245,7 @@ def speed(n: int, m: int, epochs: int, lr: float = 0.05) -> dict:
         "ours_total": curve[-1][0] if curve else float("nan"),
         "noise_var": 0.01,
         "lr": lr,
+        "objective": objective,
     }
 
 
@@ -332,11 +333,43 @@ NOTES = [
 ]
 
 
+def speed_table(settings: list[str]) -> None:
+    """Print the SGPR comparison for each ``objective:lr``."""
+    print(
+        "| objective | Adam lr | SGPR final test MSE | ours final | time to SGPR's final: SGPR / ours (s) "
+        "| speed-up | to within 2 %: speed-up |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for setting in settings:
+        objective, _, lr = setting.partition(":")
+        r = speed(n=5000, m=200, epochs=100, lr=float(lr or 0.05), objective=objective)
+        reached = r["ours_time"] is not None
+        ratio = f"**{r['gp_time'] / r['ours_time']:.2f}×**" if reached else "not reached"
+        ours = f"{r['ours_time']:.2f}" if reached else "–"
+        near = r["ours_time_2pct"]
+        near = f"{r['gp_time_2pct'] / near:.2f}×" if near is not None else "not reached"
+        print(
+            f"| {objective} | {r['lr']:g} | {r['gp_final_mse']:.5f} | {r['ours_final_mse']:.5f} | "
+            f"{r['gp_time']:.2f} / {ours} | {ratio} | {near} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a minute or two)")
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/nystrom.md"))
+    ap.add_argument(
+        "--speed-only",
+        nargs="+",
+        metavar="OBJECTIVE:LR",
+        help="only the comparison with SGPR (n = 5000, m = 200, 100 epochs), once per objective and Adam "
+        "learning rate (both methods use it); prints a markdown table, writes nothing",
+    )
     args = ap.parse_args()
+    if args.speed_only:
+        speed_table(args.speed_only)
+        return
     q = args.quick
     cmd = "python benchmarks/bench_nystrom.py" + (" --quick" if q else "")
     t_start = time.perf_counter()

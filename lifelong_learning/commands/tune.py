@@ -20,6 +20,13 @@ and the promotion gate's verdict (:mod:`lifelong_learning.retraining.promotion`)
 and the serving model (``--serving``, default ``--init``) scored on the most recent part of the
 bags (``--holdout-fraction``, never trained on) and on ``--validation`` bags. The CLI announces
 nothing: the verdict says whether the ``nystrom_tuner`` node would.
+
+Under ``torchrun`` (``torchrun --nproc-per-node=N --no-python lifelong-learning tune ...``) the
+processes share the job: each reads a contiguous share of the bags, the tuning and the export are
+all-reduced (gloo on CPU, NCCL with a GPU per process) and rank 0 writes the model and the
+report, which records ``world_size`` and ``samples_per_rank``; the model equals the one-process
+model to rounding. Classification with the objectives proposed, gcv, creg or sgpr only (see
+:meth:`~lifelong_learning.retraining.pipeline.TuningJob.validate`).
 """
 
 from __future__ import annotations
@@ -135,6 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read, tune, evaluate, export, report. Returns 0 on success, 2 on bad input."""
     from lifelong_learning.io.bags import BagError
+    from lifelong_learning.nystrom.distributed import RankFailedError, joined
     from lifelong_learning.retraining.pipeline import (
         DEFAULT_FORGETTING,
         DEFAULT_HOLDOUT_FRACTION,
@@ -186,10 +194,13 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     try:
-        report = run_job(job)
-    except (BagError, ValueError, OSError) as exc:
+        with joined() as group:
+            report = run_job(job, group=group)
+    except (BagError, ValueError, OSError, RankFailedError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if not group.is_main:
+        return 0
     print(report["markdown"])
     print(f"model written to {args.out}")
     verdict = "would be promoted" if report["promotion"]["promoted"] else "would NOT be promoted"

@@ -212,6 +212,31 @@ class RecursiveRLS(Stateful):
         self.n_samples += Z2.shape[0]
         self._W = None
 
+    def add_sums(self, gram: np.ndarray, cross: np.ndarray, n: int) -> None:
+        """Add ``n`` rows known only by their sums ``ZᵀZ`` (``gram``, ``d × d``) and ``ZᵀU``
+        (``cross``, ``d × c``): e.g. rows held by other processes, whose sums were all-reduced.
+        The same state as :meth:`update` with the rows, to rounding; without forgetting only (with
+        it the rows' weights depend on their order).
+
+        Raises:
+            ValueError: forgetting, wrong shapes, non-finite sums or a ``gram`` that is not positive
+                semidefinite enough to keep the factor positive definite; the state is then unchanged.
+        """
+        if self.forgetting != 1.0:
+            raise ValueError("add_sums needs forgetting 1 (with forgetting the rows' order matters)")
+        d, c = self.n_features, self.n_outputs
+        G = np.asarray(gram, dtype=np.float64)
+        C = np.asarray(cross, dtype=np.float64).reshape(d, c) if np.size(cross) == d * c else None
+        if G.shape != (d, d) or C is None:
+            raise ValueError(f"sums of shapes {np.shape(gram)} and {np.shape(cross)} for d = {d}, c = {c}")
+        if not (np.all(np.isfinite(G)) and np.all(np.isfinite(C))) or int(n) < 0:
+            raise ValueError("the sums must be finite and n >= 0")
+        self._own_arrays()
+        self._R = chol_update_block(self._R, np.empty((0, d)), np.triu(G))
+        self._B = self._B + C
+        self.n_samples += int(n)
+        self._W = None
+
     def _rows_before_fold(self, n: int) -> int:
         """How many of ``n`` rows can be weighted before ``s²β^i`` falls below the fold threshold."""
         if self.forgetting == 1.0:

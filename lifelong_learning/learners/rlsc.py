@@ -405,6 +405,57 @@ class IncrementalRLSC(PersistentModel):
             self.select_model()
         return self
 
+    def learn_sums(
+        self,
+        labels: Sequence[Label],
+        gram: np.ndarray,
+        cross: np.ndarray,
+        counts: Sequence[int],
+        n_features_in: int,
+    ) -> IncrementalRLSC:
+        """Learn rows known only by their sums in the model's feature space (after ``feature_map``):
+        ``ΦᵀΦ`` (``gram``), ``ΦᵀE`` (``cross``, ``E`` one-hot over ``labels``) and the number of
+        rows of each label (``counts``), for inputs of ``n_features_in`` values: e.g. the rows of
+        several processes, all-reduced (eqs. 7.16-7.17 are sums). Classes of ``labels`` not known
+        yet are added first, in order (eq. 7.20). The state is that of :meth:`partial_fit` on the
+        rows, to rounding, for a model that selects nothing (one λ, a fixed α: nothing held out).
+
+        Raises:
+            ValueError: a model that selects (which rows it holds out depends on the rows), a bad
+                label, sums of the wrong shape or not finite; nothing changes then.
+        """
+        if self.selects_model:
+            raise ValueError("learn_sums needs one λ and a fixed α (model selection holds out rows)")
+        checked = [_check_label(lab) for lab in labels]
+        n_per = np.asarray(counts, dtype=np.int64)
+        if n_per.shape != (len(checked),) or np.any(n_per < 0):
+            raise ValueError(f"counts must be one non-negative count per label, got {list(counts)}")
+        if self.n_features_in_ not in (None, int(n_features_in)):
+            raise ValueError(f"the model takes {self.n_features_in_} features, the rows {n_features_in}")
+        d = self.n_model_features if self.feature_map is not None else int(n_features_in)
+        cross = np.asarray(cross, dtype=np.float64)
+        if cross.shape != (d, len(checked)):
+            raise ValueError(f"cross has shape {cross.shape}, expected {(d, len(checked))}")
+        with self._transaction():
+            if not self._engines:
+                self.n_features_in_ = int(n_features_in)
+                self._make_engines(d)
+            for lab in checked:
+                if _label_key(lab) not in self._index:
+                    self._add_class(lab)
+            cols = np.array([self._index[_label_key(lab)] for lab in checked], dtype=np.int64)
+            C = np.zeros((d, len(self._labels)))
+            C[:, cols] = cross
+            for rls in self._engines:
+                rls.add_sums(gram, C, int(n_per.sum()))
+            for name in ("_train_counts", "_seen_counts"):
+                grown = getattr(self, name).copy()
+                np.add.at(grown, cols, n_per)
+                setattr(self, name, grown)
+            self.n_samples += int(n_per.sum())
+            self._selection = None
+        return self
+
     def _next_selection(self) -> int:
         """Training samples between two selections of the shared-factor mode: doubling from
         ``validation_every`` (a young model changes fast) up to ``selection_every``. Besides, a class

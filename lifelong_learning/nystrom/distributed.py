@@ -59,9 +59,10 @@ class Group:
         return [obj]
 
     def agree(self, error: BaseException | None) -> None:
-        """Raise :class:`RankFailedError` on every process if ``error`` is set on any of them."""
+        """Raise on every process if ``error`` is set on any of them: one process raises ``error``
+        itself, several raise :class:`RankFailedError` naming each failed process and its error."""
         if error is not None:
-            raise RankFailedError(f"rank 0: {error}") from error
+            raise error
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(rank={self.rank}, world_size={self.world_size})"

@@ -18,16 +18,19 @@ Nyström residual exactly on its training data.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics, residual_features
 from lifelong_learning.learners.nystrom_features import NystromFeatureMap
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 from lifelong_learning.learners.rlsc import IncrementalRLSC
+from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group
 from lifelong_learning.nystrom.krr import NystromKRR
 
 _BLOCK = 4096  # rows per RLS update when replaying the training data
@@ -94,20 +97,50 @@ def export_classifier(
     labels: Sequence[Any],
     path: str | os.PathLike[str] | None = None,
     classes: Sequence[Any] = (),
+    group: Group = ONE_PROCESS,
 ) -> IncrementalRLSC:
     """An :class:`~lifelong_learning.learners.rlsc.IncrementalRLSC` (``λ = nλ``, ``α = 0``) with the
     model's Nyström map, trained on ``(X, labels)``: it reproduces ``model`` when ``model`` was
     fitted on ``one_hot(labels)`` of the same rows (other rows: a refit with the tuned map and
     per-sample ``λ``). ``classes`` (e.g. every class the serving model knows) come first and exist
-    even without a sample. Saved to ``path`` if given."""
+    even without a sample; the others follow in order of first appearance. Trained from the rows'
+    sums ``ΦᵀΦ``, ``ΦᵀE`` (:meth:`IncrementalRLSC.learn_sums`), so with ``group`` the rows may be
+    shared among processes (each passes its own, in the global order; the sums are all-reduced and
+    every process gets the same classifier). Saved to ``path`` if given (by the main process)."""
     fmap = feature_map_of(model)
     Xa = np.asarray(X, dtype=np.float64)
-    clf = IncrementalRLSC(lambdas=regularization_of(model, Xa.shape[0]), alpha=0.0, feature_map=fmap)
-    clf.add_classes(list(classes))
     labels = list(labels)
+    order = list(
+        dict.fromkeys(
+            [*classes, *itertools.chain.from_iterable(group.all_gather(list(dict.fromkeys(labels))))]
+        )
+    )
+    column = {lab: j for j, lab in enumerate(order)}
+    m = fmap.n_features
+    sums = np.zeros(m * m + m * len(order) + len(order))
+    G = sums[: m * m].reshape(m, m)
+    C = sums[m * m : m * m + m * len(order)].reshape(m, len(order))
+    counts = sums[m * m + m * len(order) :]
     for start in range(0, Xa.shape[0], _BLOCK):
-        clf.partial_fit(Xa[start : start + _BLOCK], labels[start : start + _BLOCK])
-    if path is not None:
+        Phi = np.asarray(fmap.transform(Xa[start : start + _BLOCK]), dtype=np.float64)
+        cols = np.array([column[lab] for lab in labels[start : start + _BLOCK]], dtype=np.int64)
+        E = np.zeros((cols.size, len(order)))
+        E[np.arange(cols.size), cols] = 1.0
+        G += Phi.T @ Phi
+        C += Phi.T @ E
+        np.add.at(counts, cols, 1.0)
+    total = group.all_reduce(torch.from_numpy(sums)).numpy() if group.world_size > 1 else sums
+    n_per = np.rint(total[m * m + m * len(order) :]).astype(np.int64)
+    clf = IncrementalRLSC(lambdas=regularization_of(model, int(n_per.sum())), alpha=0.0, feature_map=fmap)
+    clf.add_classes(list(classes))
+    clf.learn_sums(
+        order,
+        total[: m * m].reshape(m, m),
+        total[m * m : m * m + m * len(order)].reshape(m, len(order)),
+        n_per,
+        int(model.centers_.shape[1]),
+    )
+    if path is not None and group.is_main:
         clf.save(path)
     return clf
 

@@ -203,11 +203,7 @@ def _training_data(
             raise ValueError(f"X has {Xt.shape[0]} rows, Y has {Yt.shape[0]}")
     except ValueError as exc:
         error = exc
-    if group.world_size == 1:
-        if error is not None:
-            raise error
-    else:
-        group.agree(error)
+    group.agree(error)
     shapes = group.all_gather((int(Xt.shape[0]), tuple(Xt.shape[1:]), tuple(Yt.shape[1:])))
     if len({s[1:] for s in shapes}) > 1:
         raise ValueError(f"the processes' rows differ in shape: {shapes}")

@@ -27,12 +27,14 @@ import itertools
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from lifelong_learning.core.files import UnsafePathError, atomic_write_text, check_replaceable
 from lifelong_learning.core.model_file import is_model_file, read_model_kind
@@ -59,13 +61,14 @@ from lifelong_learning.io.bags import (
 )
 from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_CLASSES
 from lifelong_learning.learners.rlsc import IncrementalRLSC
+from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group, ShardedRows, contiguous_shares
 from lifelong_learning.nystrom.export import (
     export_classifier,
     one_hot,
     replay_inverse_dynamics,
     residual_data,
 )
-from lifelong_learning.nystrom.objectives import OBJECTIVES
+from lifelong_learning.nystrom.objectives import OBJECTIVES, SUMS_OBJECTIVES
 from lifelong_learning.nystrom.tuning import tune
 from lifelong_learning.retraining.promotion import (
     DEFAULT_MARGIN,
@@ -174,10 +177,13 @@ class TuningJob:
         if self.objectives is None:  # the task's default (DEFAULT_OBJECTIVES)
             self.objectives = (DEFAULT_OBJECTIVES.get(self.task, "proposed"),)
 
-    def validate(self) -> None:
-        """ValueError on an unknown task/objective, out-of-range sizes or a bag that is not a directory."""
+    def validate(self, group: Group = ONE_PROCESS) -> None:
+        """ValueError on an unknown task/objective, out-of-range sizes or a bag that is not a directory,
+        and, for a job of several processes (``group``), on what does not run across processes."""
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
+        if group.world_size > 1:
+            self._validate_across(group.world_size)
         bad = [o for o in self.objectives if o not in OBJECTIVES]
         if not self.objectives or bad:
             raise ValueError(f"unknown objective(s) {bad}; known: {', '.join(OBJECTIVES)}")
@@ -210,6 +216,24 @@ class TuningJob:
         self._validate_sample_tests()
         self._validate_gate()
         check_outputs(self)
+
+    def _validate_across(self, world_size: int) -> None:
+        if self.task != "classification":
+            raise ValueError(
+                "an inverse-dynamics job runs in one process (its bags are filtered over neighbouring "
+                "samples and the exported model replays every sample in time order: a sequential pass, "
+                "not a sum); run it without torchrun"
+            )
+        bad = [o for o in self.objectives if o not in SUMS_OBJECTIVES]
+        if bad:
+            raise ValueError(
+                f"objective(s) {bad} cannot be tuned across processes (they hold rows out by position in "
+                f"the one log); those that can: {', '.join(SUMS_OBJECTIVES)}"
+            )
+        if len(self.bags) < world_size:
+            raise ValueError(
+                f"{len(self.bags)} bag(s) for {world_size} processes: each process reads whole bags"
+            )
 
     def _validate_bags(self) -> None:
         if not self.bags:
@@ -376,15 +400,44 @@ _STILL_RMS_VELOCITY = 0.01
 
 
 class _Classification:
-    """Labeled features: a random split, test error, an IncrementalRLSC with the tuned map."""
+    """Labeled features: a random split, test error, an IncrementalRLSC with the tuned map.
+
+    With a ``group`` of several processes each reads the ``r``-th contiguous share of the bags
+    (by size); the rows keep the one-process order (process by process), and every choice made on
+    rows (the gate's most recent samples per class, the random test split, the classes' order, the
+    serving model's held-out samples appended last) is made on global row numbers, so that the
+    job equals the one-process job. The gate's samples are gathered by the main process, which
+    alone scores the gate and writes files."""
 
     metric = "test error (%)"
 
-    def __init__(self, job: TuningJob, rng: Any, check: Callable[[], None] | None = None) -> None:
-        data = read_labeled_features(job.bags, topic=job.topic)
-        self.skipped: dict[str, int] = dict(data.skipped)
+    def __init__(
+        self, job: TuningJob, rng: Any, check: Callable[[], None] | None = None, group: Group = ONE_PROCESS
+    ) -> None:
+        self.group = group
+        share = contiguous_shares([_bag_size(b) for b in job.bags], group.world_size)[group.rank]
+        self.bags_read = [str(job.bags[i]) for i in share]
+        error: Exception | None = None
+        data = None
+        try:
+            data = read_labeled_features(self.bags_read, topic=job.topic)
+        except (BagError, OSError) as exc:
+            error = exc
+        group.agree(error)
+        assert data is not None
+        dims = group.all_gather(int(data.X.shape[1]))
+        if len(set(dims)) > 1:
+            raise BagError(f"the processes' bags hold feature vectors of different lengths: {dims}")
+        self.samples_read = int(data.X.shape[0])
+        self.skipped: dict[str, int] = {}
+        for part in group.all_gather(dict(data.skipped)):
+            for reason, n in part.items():
+                self.skipped[reason] = self.skipped.get(reason, 0) + n
         data = self._hold_out(data, job)
-        self.tr, self.te = _split(len(data.labels), job.test_fraction, rng, chronological=False)
+        rows = ShardedRows(data.X, None, group)
+        self.tr, self.te = _split(rows.total, job.test_fraction, rng, chronological=False)
+        self.tr = self.tr[(self.tr >= rows.offset) & (self.tr < rows.offset + data.X.shape[0])] - rows.offset
+        self.te = self.te[(self.te >= rows.offset) & (self.te < rows.offset + data.X.shape[0])] - rows.offset
         self.warnings: list[str] = []
         self.baselines: dict[str, float] = {}
         self.known: list[Any] = []  # the serving model's classes, first in the exported model
@@ -393,29 +446,37 @@ class _Classification:
             X, labels = self._continue_from(IncrementalRLSC.load(job.init), X, labels)
         train = np.concatenate([self.tr, np.arange(len(data.labels), len(labels))])
         self.X, self.labels = X, labels
-        self.classes, self.Y_tr = one_hot([labels[i] for i in train])
+        train_labels = [labels[i] for i in train]
+        order = itertools.chain.from_iterable(group.all_gather(list(dict.fromkeys(train_labels))))
+        self.classes = list(dict.fromkeys(order))  # one_hot's order: first appearance in the global order
+        self.Y_tr = one_hot(self.classes + train_labels)[1][len(self.classes) :]
         if len(self.classes) > DEFAULT_MAX_CLASSES:
             self.warnings.append(
                 f"{len(self.classes)} classes: an object_recognition node with the default max_classes "
                 f"({DEFAULT_MAX_CLASSES}) will refuse to load this model; raise its max_classes"
             )
         self.X_tr = X[train]
-        self.n_train, self.n_test = len(self.tr), len(self.te)
+        self.n_train, self.n_test = (
+            int(v) for v in np.sum(group.all_gather((len(self.tr), len(self.te))), axis=0)
+        )
         self.groups: list[int] | None = None  # no bag boundaries: holdout-bags is holdout-recent
         self.X_te = X[self.te]
         self.labels_te = np.array([labels[i] for i in self.te], dtype=object)
 
     def _continue_from(self, serving: IncrementalRLSC, X: np.ndarray, labels: list[Any]) -> tuple[Any, Any]:
-        """The serving model's classes come first; its held-out samples join the training data."""
+        """The serving model's classes come first; its held-out samples join the training data
+        (after every row of the bags: on the last process)."""
         if serving.n_features_in_ not in (None, X.shape[1]):
             raise ValueError(
                 f"the model to continue from takes {serving.n_features_in_} features, the bags {X.shape[1]}"
             )
         self.known = [str(c) for c in serving.classes_.tolist()]
-        if serving.feature_map is None and serving.n_validation_:
+        last = self.group.rank == self.group.world_size - 1
+        if serving.feature_map is None and serving.n_validation_ and last:
             val_X, val_labels = serving.validation_samples()
             X, labels = np.vstack([X, val_X]), labels + [str(c) for c in val_labels]
-        unseen = sorted(set(self.known) - set(labels))
+        seen = set(itertools.chain.from_iterable(self.group.all_gather(sorted(set(labels)))))
+        unseen = sorted(set(self.known) - seen)
         if unseen:
             self.warnings.append(
                 f"classes {unseen} of the serving model have no sample in the bags or its validation buffer: "
@@ -426,16 +487,22 @@ class _Classification:
     def _hold_out(self, data: Any, job: TuningJob) -> Any:
         """Set the promotion gate's samples aside: the validation bags' when given, else the most
         recent ``holdout_fraction`` of each class's samples (of a class of 5 or more; objects are
-        taught one after the other, so the most recent part of the bags alone would be one class)."""
+        taught one after the other, so the most recent part of the bags alone would be one class),
+        counted over every process's rows in the global order."""
         labels = np.array(data.labels, dtype=object)
         gate = np.zeros(labels.size, dtype=bool)
-        for label in dict.fromkeys(data.labels) if not job.validation_bags else ():
-            rows = np.flatnonzero(labels == label)
-            k = round(float(job.holdout_fraction) * rows.size) if rows.size >= 5 else 0
-            gate[rows[rows.size - k :]] = k > 0
-        X_gate, labels_gate = data.X[gate], list(labels[gate])
-        self.recent = (X_gate, list(labels_gate))  # the bags' own held-out samples, learned after the gate
-        if job.validation_bags:
+        if not job.validation_bags:
+            per_process = self.group.all_gather(dict(Counter(data.labels)))
+            for label in dict.fromkeys(data.labels):
+                total = sum(c.get(label, 0) for c in per_process)
+                before = sum(c.get(label, 0) for c in per_process[: self.group.rank])
+                k = round(float(job.holdout_fraction) * total) if total >= 5 else 0
+                rows = np.flatnonzero(labels == label)
+                gate[rows[before + np.arange(rows.size) >= total - k]] = True
+        recent = _gathered((data.X[gate], list(labels[gate])), self.group)
+        self.recent = recent  # the bags' own held-out samples, learned after the gate (main process)
+        X_gate, labels_gate = recent
+        if job.validation_bags and self.group.is_main:
             extra = read_labeled_features(job.validation_bags, topic=job.topic)
             for reason, n in extra.skipped.items():
                 self.skipped[f"{reason} (validation bags)"] = (
@@ -477,15 +544,34 @@ class _Classification:
         return len(labels)
 
     def score(self, model: Any) -> tuple[float, dict[str, Any]]:
-        pred = model.predict(self.X_te)
-        err = float(np.mean(np.asarray(self.classes, dtype=object)[pred.argmax(1)] != self.labels_te))
-        return 100.0 * err, {}
+        pred = model.predict(self.X_te) if len(self.te) else np.zeros((0, len(self.classes)))
+        wrong = float(np.sum(np.asarray(self.classes, dtype=object)[pred.argmax(1)] != self.labels_te))
+        if self.group.world_size > 1:
+            wrong = float(self.group.all_reduce(torch.tensor([wrong], dtype=torch.float64))[0])
+        return 100.0 * wrong / self.n_test, {}
 
     def export(self, model: Any, choice: dict[str, Any], out: Path) -> None:
-        export_classifier(model, self.X, self.labels, out, classes=self.known)
+        export_classifier(model, self.X, self.labels, out, classes=self.known, group=self.group)
 
     def close(self) -> None:
         """Nothing to release (the features are in memory)."""
+
+
+def _bag_size(bag: Any) -> float:
+    """Bytes of a bag directory's files (the weight of its share of the work)."""
+    path = Path(os.path.expanduser(str(bag)))
+    return float(sum(f.stat().st_size for f in path.rglob("*") if f.is_file())) if path.is_dir() else 1.0
+
+
+def _gathered(part: tuple[np.ndarray, list[Any]], group: Group) -> tuple[np.ndarray, list[Any]]:
+    """Rows and labels of every process, in process order, on the main process (others: their own)."""
+    if group.world_size == 1:
+        return part
+    parts = group.all_gather(part)
+    if not group.is_main:
+        return part
+    X = np.vstack([p[0] for p in parts])
+    return X, [lab for p in parts for lab in p[1]]
 
 
 class _Moments:
@@ -1058,6 +1144,7 @@ def run_job(
     callback: Callable[[str, int, dict[str, Any]], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     phase: Callable[[str], None] | None = None,
+    group: Group = ONE_PROCESS,
 ) -> dict[str, Any]:
     """Run ``job``; returns the report (also written as ``<report>.md`` and ``<report>.json``,
     by default ``<out>.report.*``).
@@ -1072,6 +1159,13 @@ def run_job(
     The report's ``promotion`` entry is the gate's :class:`~lifelong_learning.retraining.promotion.Decision`
     (the candidate and the serving model on the held-out data); the job itself announces nothing.
 
+    ``group``: the processes that run the job together (e.g. under ``torchrun``,
+    :func:`~lifelong_learning.nystrom.distributed.joined`): each reads its share of the bags, the
+    tuning and the export are all-reduced, and the main process gates, writes the model and the
+    reports (``world_size`` and ``samples_per_rank`` in the report); every process returns the
+    report. Classification only, with the objectives of
+    :data:`~lifelong_learning.nystrom.objectives.SUMS_OBJECTIVES` (:meth:`TuningJob.validate`).
+
     Raises:
         BagError: unreadable bags or bad data. ValueError / OSError: invalid job or URDF path.
         JobCancelledError: ``should_stop()`` returned True.
@@ -1081,16 +1175,23 @@ def run_job(
         if should_stop is not None and should_stop():
             raise JobCancelledError("stopped on request before the model was written")
 
-    job.validate()
+    error: Exception | None = None
+    try:
+        job.validate(group)
+    except (ValueError, OSError) as exc:
+        error = exc
+    group.agree(error)
     objectives = list(job.objectives)
     rng = np.random.default_rng(job.seed)
     check()
     step = phase or (lambda name: None)
     step("reading")
-    task_class = _Classification if job.task == "classification" else _InverseDynamics
-    task = task_class(job, rng, check)
+    if job.task == "classification":
+        task: Any = _Classification(job, rng, check, group)
+    else:
+        task = _InverseDynamics(job, rng, check)
     try:
-        return _run_task(job, task, objectives, check, callback, step)
+        return _run_task(job, task, objectives, check, callback, step, group)
     finally:
         task.close()
 
@@ -1102,12 +1203,16 @@ def _run_task(
     check: Callable[[], None],
     callback: Callable[[str, int, dict[str, Any]], None] | None,
     step: Callable[[str], None],
+    group: Group = ONE_PROCESS,
 ) -> dict[str, Any]:
-    """Tune with each objective, score, export the first one's model, gate it, write the reports."""
+    """Tune with each objective, score, export the first one's model, gate it, write the reports
+    (the gate and the files: the main process)."""
     check()
     report: dict[str, Any] = {
         "task": job.task,
         "bags": [str(b) for b in job.bags],
+        "world_size": group.world_size,
+        "samples_per_rank": group.all_gather(int(getattr(task, "samples_read", task.n_train + task.n_test))),
         "centers": job.centers,
         "model": str(job.out),
         "exported_objective": objectives[0],
@@ -1137,11 +1242,12 @@ def _run_task(
             lr=job.lr,
             dtype=job.dtype,
             device=job.device,
-            progress=job.progress,
+            progress=job.progress and group.is_main,
             seed=job.seed,
             callback=on_epoch,
             lengthscale_range=job.lengthscale_range,
             groups=task.groups,
+            group=group,
         )
         seconds = time.perf_counter() - t0
         check()
@@ -1164,10 +1270,13 @@ def _run_task(
     # The test split only measured the tuned hyperparameters: the exported model is refitted
     # with them on every sample (for a robot's bag, the test split is its most recent part).
     out, md, js = job.output_paths()
-    check_outputs(job)  # again: the paths may have changed while the job ran
+    if group.is_main:
+        check_outputs(job)  # again: the paths may have changed while the job ran
     check()
     task.export(exported[0], exported[1], out)
     report["exported_samples"] = task.n_train + task.n_test
+    if not group.is_main:  # the main process gates the model and writes the reports
+        return report
     step("validating")
     try:
         check()

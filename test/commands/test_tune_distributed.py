@@ -1,0 +1,101 @@
+"""``lifelong-learning tune`` under torchrun: two gloo processes share the bags and give the
+one-process model; a corrupt bag on one process ends the job with no model written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lifelong_learning.cli import main
+from lifelong_learning.io.bags import write_labeled_features
+from lifelong_learning.learners.rlsc import IncrementalRLSC
+
+OPTIONS = [
+    "--task",
+    "classification",
+    "--centers",
+    "40",
+    "--epochs",
+    "10",
+    "--device",
+    "cpu",
+    "--no-progress",
+]
+
+
+@pytest.fixture(scope="module")
+def bags(tmp_path_factory):
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:420] / 16.0, [f"digit{v}" for v in y[:420]]
+    root = tmp_path_factory.mktemp("bags")
+    paths = []
+    for name, (a, b) in zip("abc", [(0, 180), (180, 300), (300, 420)], strict=True):
+        write_labeled_features(root / name, X[a:b], y[a:b], storage="mcap")
+        paths.append(root / name)
+    return paths, X
+
+
+def _torchrun(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    cmd = [torchrun, "--standalone", "--nproc-per-node=2", "-m", "lifelong_learning.cli", "tune", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
+
+
+def test_two_processes_write_the_one_process_model(bags, tmp_path):
+    paths, X = bags
+    one = tmp_path / "one.npz"
+    assert main(["tune", *map(str, paths), *OPTIONS, "--out", str(one)]) == 0
+    two = tmp_path / "two.npz"
+    res = _torchrun([*map(str, paths), *OPTIONS, "--out", str(two)], tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert res.stdout.count("model written to") == 1  # rank 0 reports, rank 1 is quiet
+    r1 = json.loads((tmp_path / "one.npz.report.json").read_text())
+    r2 = json.loads((tmp_path / "two.npz.report.json").read_text())
+    assert (r1["world_size"], r2["world_size"]) == (1, 2)
+    assert r1["samples_per_rank"] == [420]
+    assert sum(r2["samples_per_rank"]) == 420 and min(r2["samples_per_rank"]) > 0
+    for key in ("n_train", "n_test", "exported_samples"):
+        assert r1[key] == r2[key]
+    assert r1["promotion"]["n_samples"] == r2["promotion"]["n_samples"] > 0
+    a, b = IncrementalRLSC.load(one), IncrementalRLSC.load(two)
+    assert a.classes_.tolist() == b.classes_.tolist()
+    sa, sb = a.decision_function(X), b.decision_function(X)
+    assert np.max(np.abs(sa - sb)) <= 1e-8 * np.max(np.abs(sa))
+    assert abs(r1["objectives"]["proposed"]["value"] - r2["objectives"]["proposed"]["value"]) < 1e-9
+
+
+def test_a_corrupt_bag_on_one_process_ends_the_job_without_a_model(bags, tmp_path):
+    paths, _ = bags
+    bad = tmp_path / "c"
+    shutil.copytree(paths[2], bad)
+    for f in bad.glob("*.mcap"):  # its metadata and summary open: the damage is found by reading
+        data = bytearray(f.read_bytes())
+        data[len(data) // 2 - 200 : len(data) // 2 + 200] = b"\xff" * 400
+        f.write_bytes(bytes(data))
+    out = tmp_path / "model.npz"
+    res = _torchrun([str(paths[0]), str(paths[1]), str(bad), *OPTIONS, "--out", str(out)], tmp_path)
+    assert res.returncode != 0
+    assert "rank 1: BagError" in res.stderr and "corrupt or truncated" in res.stderr
+    assert not out.exists() and not (tmp_path / "model.npz.report.json").exists()
+
+
+def test_what_does_not_run_across_processes_is_refused_on_every_process(bags, tmp_path):
+    paths, _ = bags
+    res = _torchrun(
+        [*map(str, paths), *OPTIONS, "--objective", "holdout", "--out", str(tmp_path / "m.npz")], tmp_path
+    )
+    assert res.returncode != 0
+    # every process refuses, and names each process's reason
+    assert res.stderr.count("error: rank 0: ValueError: objective(s) ['holdout'] cannot be tuned") == 2
+    res = _torchrun([str(paths[0]), *OPTIONS, "--out", str(tmp_path / "m.npz")], tmp_path)
+    assert res.returncode != 0 and "1 bag(s) for 2 processes" in res.stderr
