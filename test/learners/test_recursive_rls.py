@@ -156,3 +156,26 @@ def test_a_draft_never_writes_its_engine_and_its_commit_equals_updating_in_place
     before = drafted.to_state()[1]["R"].copy()
     draft.update(Z[:1], [[1.0, 0.0, 2.0]])  # a spent draft's writes never reach the engine
     np.testing.assert_array_equal(drafted.to_state()[1]["R"], before)
+
+
+def test_add_sums_equals_learning_the_rows_and_refuses_what_it_cannot_apply():
+    rng = np.random.default_rng(3)
+    Z, U = rng.normal(size=(40, 5)), rng.normal(size=(40, 2))
+    rows = RecursiveRLS(5, 2, lam=0.5)
+    rows.update(Z[:10], U[:10])
+    rows.update(Z[10:], U[10:])
+    sums = RecursiveRLS(5, 2, lam=0.5)
+    sums.update(Z[:10], U[:10])
+    sums.add_sums(Z[10:].T @ Z[10:], Z[10:].T @ U[10:], 30)
+    np.testing.assert_allclose(sums.weights, rows.weights, rtol=1e-10, atol=1e-12)
+    assert sums.n_samples == rows.n_samples == 40
+    before = sums.weights.copy()
+    with pytest.raises(ValueError, match="shapes"):
+        sums.add_sums(np.eye(4), np.zeros((4, 2)), 1)
+    with pytest.raises(ValueError, match="finite"):
+        sums.add_sums(np.full((5, 5), np.nan), np.zeros((5, 2)), 1)
+    with pytest.raises(ValueError, match="positive definite"):
+        sums.add_sums(-1e6 * np.eye(5), np.zeros((5, 2)), 1)
+    np.testing.assert_array_equal(sums.weights, before)
+    with pytest.raises(ValueError, match="forgetting"):
+        RecursiveRLS(5, 2, lam=0.5, forgetting=0.99).add_sums(np.eye(5), np.zeros((5, 2)), 1)

@@ -547,3 +547,24 @@ def test_a_model_without_samples_reports_its_selection(selection_every):
     clf = IncrementalRLSC(lambdas=[0.1, 1.0, 10.0], alpha="auto", selection_every=selection_every)
     assert clf.calibration_ == (1.0, 0) and clf.lambda_ == 1.0 and clf.alpha_ == 0.5
     assert np.all(np.isnan(clf.validation_accuracy_))
+
+
+def test_learn_sums_equals_partial_fit_of_the_rows():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 6))
+    y = list(rng.choice(["a", "b", "c"], size=200))
+    rows = IncrementalRLSC(lambdas=2.0, alpha=0.0, n_features=6).add_classes(["z"]).partial_fit(X, y)
+    order = list(dict.fromkeys(y))
+    E = np.array([[lab == c for c in order] for lab in y], dtype=float)
+    sums = IncrementalRLSC(lambdas=2.0, alpha=0.0, n_features=6).add_classes(["z"])
+    sums.learn_sums(order, X.T @ X, X.T @ E, E.sum(0).astype(int), 6)
+    assert sums.classes_.tolist() == rows.classes_.tolist() == ["z", *order]
+    np.testing.assert_array_equal(sums.class_counts_, rows.class_counts_)
+    assert sums.n_samples == rows.n_samples == 200
+    Xt = rng.normal(size=(30, 6))
+    np.testing.assert_allclose(sums.decision_function(Xt), rows.decision_function(Xt), rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="one λ and a fixed α"):
+        IncrementalRLSC(lambdas=[1.0, 2.0]).learn_sums(order, X.T @ X, X.T @ E, E.sum(0).astype(int), 6)
+    with pytest.raises(ValueError, match="cross has shape"):
+        sums.learn_sums(order, X.T @ X, np.zeros((6, 2)), [1, 1, 1], 6)
+    assert sums.n_samples == 200  # unchanged
