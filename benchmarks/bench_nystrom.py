@@ -333,6 +333,11 @@ NOTES = [
 ]
 
 
+#: the sections after this line of nystrom.md come from other commands (each names its own) and are
+#: kept when this benchmark rewrites the file
+KEPT = "<!-- sections measured by other commands (each names it); kept by bench_nystrom.py -->"
+
+
 def speed_table(settings: list[str]) -> None:
     """Print the SGPR comparison for each ``objective:lr``."""
     print(
@@ -460,7 +465,9 @@ def main() -> None:
         "",
     ]
     L += NOTES
-    Path(args.out).write_text("\n".join(L), encoding="utf-8")
+    out = Path(args.out)
+    kept = out.read_text(encoding="utf-8").partition(KEPT)[2] if out.exists() else ""
+    out.write_text("\n".join(L) + ("\n\n" + KEPT + kept if kept else "\n"), encoding="utf-8")
     print("\n".join(L))
 
 
