@@ -12,7 +12,9 @@ Rows have one global order, that of the job's inputs: process ``r`` holds the ``
 share (:func:`contiguous_shares`), so global row ``i`` is the same row whatever the number of
 processes, and random choices made on global row indices (initial centres, the median
 heuristic's subsample) are the same too; only the order in which floating-point sums are added
-differs (float64: predictions agree to about 1e-12 relative).
+differs: float64 predictions agree to rounding amplified by the problem's conditioning (1e-8
+relative in the tests; a few 1e-7 for 2,000 centres and λ ≈ 4e-6, where summing the same rows in
+two groups instead of one moves a one-process fit as much: docs/benchmarks/nystrom.md §6).
 
 A process that fails before a collective call must not leave the others waiting in it:
 :meth:`Group.agree` is the checkpoint where every process says whether it failed, and all raise
@@ -86,7 +88,7 @@ class TorchGroup(Group):
         self.backend = str(dist.get_backend())
 
     def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.backend == "gloo" and tensor.is_cuda:  # gloo reduces CPU tensors
+        if "nccl" not in self.backend and tensor.is_cuda:  # gloo reduces CPU tensors
             host = tensor.cpu()
             self._dist.all_reduce(host)
             tensor.copy_(host)
@@ -116,20 +118,24 @@ def joined(backend: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S) -> Itera
     """The job's :class:`Group`: a :class:`TorchGroup` when started by ``torchrun`` with more than
     one process (the process group is set up here and torn down on exit), else :data:`ONE_PROCESS`.
 
-    ``backend``: ``"auto"`` (NCCL when this process has a CUDA device, else gloo), ``"gloo"`` or
-    ``"nccl"``. With NCCL each process uses the CUDA device of its ``LOCAL_RANK``.
+    ``backend``: ``"auto"`` (NCCL when the machine has a CUDA device for each of its processes,
+    else gloo), ``"gloo"`` or ``"nccl"``. With NCCL each process uses the CUDA device of its
+    ``LOCAL_RANK`` and CPU tensors still go over gloo (``"cpu:gloo,cuda:nccl"``).
     """
     if not launched_by_torchrun():
         yield ONE_PROCESS
         return
     import torch.distributed as dist
 
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
     if backend == "auto":
-        backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        backend = "nccl" if dist.is_nccl_available() and 0 < local <= gpus else "gloo"
     if backend not in ("gloo", "nccl"):
         raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
-    if backend == "nccl":
+    if backend == "nccl":  # CUDA tensors over NCCL, CPU tensors (counts, objects, CPU sums) over gloo
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        backend = "cpu:gloo,cuda:nccl"
     dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=float(timeout_s)))
     try:
         yield TorchGroup()
@@ -140,7 +146,9 @@ def joined(backend: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S) -> Itera
 def contiguous_shares(weights: Sequence[float], world_size: int) -> list[range]:
     """Split items of the given weights (e.g. file sizes), in order, into ``world_size``
     contiguous ranges of about equal total weight (item ``i`` goes to the share in which the middle
-    of its weight falls); a share may be empty when there are fewer items than processes."""
+    of its weight falls). When that would leave a share empty although there are as many items as
+    shares, the items are split into shares of about equal counts instead; with fewer items than
+    processes some shares are empty."""
     if world_size < 1:
         raise ValueError("world_size must be >= 1")
     w = np.maximum(np.asarray(weights, dtype=np.float64), 0.0)
@@ -150,6 +158,8 @@ def contiguous_shares(weights: Sequence[float], world_size: int) -> list[range]:
         w = np.ones_like(w)
     middle = (np.cumsum(w) - 0.5 * w) / w.sum()
     owner = np.minimum((middle * world_size).astype(int), world_size - 1)
+    if w.size >= world_size and np.unique(owner).size < world_size:  # a share would be empty
+        owner = np.minimum(np.arange(w.size) * world_size // w.size, world_size - 1)  # equal counts
     starts = np.searchsorted(owner, np.arange(world_size), side="left")
     stops = np.searchsorted(owner, np.arange(world_size), side="right")
     return [range(int(a), int(b)) for a, b in zip(starts, stops, strict=True)]

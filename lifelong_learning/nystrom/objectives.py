@@ -81,7 +81,7 @@ def _sums_terms(sums: KernelSums, Z: torch.Tensor, ls: torch.Tensor, lam: torch.
     """Everything the exact objectives need, from the data's sums (:mod:`~lifelong_learning.nystrom.sums`).
 
     Returns ``(resid2, datafit, trace_h, trace_kt, logdet_A, beta)`` where ``resid2 = ‖f̂(X) − Y‖²
-    = yy − 2⟨b, β⟩ + ⟨β, Gβ⟩``, ``datafit = Yᵀ(I−H)Y``, ``trace_h = Tr(H) = m − nλ Tr(A⁻¹)``,
+    = datafit − nλ‖w‖²`` (``w = A⁻¹L⁻¹b``), ``datafit = Yᵀ(I−H)Y``, ``trace_h = Tr(H) = m − nλ Tr(A⁻¹)``,
     ``trace_kt = Tr(K̃) = Tr(L⁻¹GL⁻ᵀ)``. Only m×m matrices are factorized or triangular-solved.
     """
     n, m = sums.n, Z.shape[0]
@@ -92,10 +92,12 @@ def _sums_terms(sums: KernelSums, Z: torch.Tensor, ls: torch.Tensor, lam: torch.
     eye = torch.eye(m, dtype=Z.dtype, device=Z.device)
     LA = torch.linalg.cholesky(M + n * lam * eye)
     c = torch.linalg.solve_triangular(LA, torch.linalg.solve_triangular(L, b, upper=False), upper=False)
-    beta = torch.linalg.solve_triangular(L.T, torch.linalg.solve_triangular(LA.T, c, upper=True), upper=True)
-    yy = sums.yy.sum()
-    resid2 = (yy - 2.0 * (b * beta).sum() + (beta * (G @ beta)).sum()).clamp_min(0.0)
-    datafit = yy - (c * c).sum()
+    w = torch.linalg.solve_triangular(LA.T, c, upper=True)  # A⁻¹L⁻¹b: the whitened weights
+    beta = torch.linalg.solve_triangular(L.T, w, upper=True)
+    datafit = sums.yy.sum() - (c * c).sum()
+    # ‖Y − Φw‖² = yy − 2wᵀr + wᵀMw with Aw = r (r = L⁻¹b): wᵀMw = wᵀr − nλ‖w‖², so
+    # resid2 = datafit − nλ‖w‖², two terms no larger than yy (no cancellation through a large β)
+    resid2 = datafit - n * lam * (w * w).sum()
     LA_inv = torch.linalg.solve_triangular(LA, eye, upper=False)
     trace_h = m - n * lam * (LA_inv * LA_inv).sum()
     logdet_A = 2.0 * torch.log(LA.diagonal()).sum()

@@ -81,22 +81,16 @@ class KernelSums:
             return KernelSums(
                 self.gram.detach().clone(), self.kty.detach().clone(), self.yy.detach().clone(), self.n
             )
-        flat = torch.cat(
-            [
-                self.gram.detach().reshape(-1),
-                self.kty.detach().reshape(-1),
-                self.yy.detach(),
-                torch.tensor([float(self.n)], dtype=self.gram.dtype, device=self.gram.device),
-            ]
-        )
+        flat = torch.cat([self.gram.detach().reshape(-1), self.kty.detach().reshape(-1), self.yy.detach()])
         group.all_reduce(flat)
+        n = int(group.all_reduce(torch.tensor([self.n], dtype=torch.int64, device=flat.device))[0])
         m, p = self.kty.shape
         gram, kty, yy = (
             flat[: m * m].reshape(m, m),
             flat[m * m : m * m + m * p].reshape(m, p),
-            flat[m * m + m * p : -1],
+            flat[m * m + m * p :],
         )
-        return KernelSums(gram, kty, yy, round(float(flat[-1])))
+        return KernelSums(gram, kty, yy, n)
 
 
 def kernel_sums(

@@ -161,7 +161,10 @@ def tune(
         opt.zero_grad()
         Z, ls, lam = hp.current()
         value = step(Z, ls, lam)
-        if stop.update(value, (Z, ls, lam)):
+        stopping = stop.update(value, (Z, ls, lam))
+        if distributed:  # rank 0 decides: every process stops at the same epoch
+            stopping = bool(group.all_gather(stopping)[0])
+        if stopping:
             break
         opt.step()
         if callback is not None:
@@ -174,9 +177,13 @@ def tune(
             bar.update(1)
     if bar is not None:
         bar.close()
-    if stop.best is None:
+    best = stop.best
+    if distributed:  # rank 0's best hyperparameters, for every process
+        best = group.all_gather(None if best is None else tuple(t.cpu() for t in best))[0]
+        best = None if best is None else tuple(t.to(dev) for t in best)
+    if best is None:
         raise ValueError("the objective was not finite at the initial hyperparameters")
-    model = _refit(stop.best, Xt, Yt, solver, dev, memory_budget, seed, group)
+    model = _refit(best, Xt, Yt, solver, dev, memory_budget, seed, group)
     model.tuning_ = TuningResult(
         objective=objective,
         lam=model.lam,

@@ -415,7 +415,8 @@ class _Classification:
         self, job: TuningJob, rng: Any, check: Callable[[], None] | None = None, group: Group = ONE_PROCESS
     ) -> None:
         self.group = group
-        share = contiguous_shares([_bag_size(b) for b in job.bags], group.world_size)[group.rank]
+        sizes = group.all_gather([_bag_size(b) for b in job.bags])[0]  # rank 0's view: one partition
+        share = contiguous_shares(sizes, group.world_size)[group.rank]
         self.bags_read = [str(job.bags[i]) for i in share]
         error: Exception | None = None
         data = None
@@ -443,7 +444,13 @@ class _Classification:
         self.known: list[Any] = []  # the serving model's classes, first in the exported model
         X, labels = data.X, list(data.labels)
         if job.init:
-            X, labels = self._continue_from(IncrementalRLSC.load(job.init), X, labels)
+            serving, error = None, None
+            try:
+                serving = IncrementalRLSC.load(job.init)
+            except (ValueError, OSError) as exc:  # a file another process's machine lacks, or corrupt
+                error = exc
+            group.agree(error)
+            X, labels = self._continue_from(serving, X, labels)
         train = np.concatenate([self.tr, np.arange(len(data.labels), len(labels))])
         self.X, self.labels = X, labels
         train_labels = [labels[i] for i in train]
@@ -502,17 +509,22 @@ class _Classification:
         recent = _gathered((data.X[gate], list(labels[gate])), self.group)
         self.recent = recent  # the bags' own held-out samples, learned after the gate (main process)
         X_gate, labels_gate = recent
-        if job.validation_bags and self.group.is_main:
-            extra = read_labeled_features(job.validation_bags, topic=job.topic)
-            for reason, n in extra.skipped.items():
-                self.skipped[f"{reason} (validation bags)"] = (
-                    self.skipped.get(f"{reason} (validation bags)", 0) + n
-                )
-            if extra.X.shape[1] != data.X.shape[1]:
-                raise BagError(
-                    f"the validation bags hold {extra.X.shape[1]} features, the bags {data.X.shape[1]}"
-                )
-            X_gate, labels_gate = np.vstack([X_gate, extra.X]), labels_gate + list(extra.labels)
+        error: Exception | None = None
+        if job.validation_bags and self.group.is_main:  # the gate's data: the main process's alone
+            try:
+                extra = read_labeled_features(job.validation_bags, topic=job.topic)
+                if extra.X.shape[1] != data.X.shape[1]:
+                    raise BagError(
+                        f"the validation bags hold {extra.X.shape[1]} features, the bags {data.X.shape[1]}"
+                    )
+                for reason, n in extra.skipped.items():
+                    self.skipped[f"{reason} (validation bags)"] = (
+                        self.skipped.get(f"{reason} (validation bags)", 0) + n
+                    )
+                X_gate, labels_gate = np.vstack([X_gate, extra.X]), labels_gate + list(extra.labels)
+            except (BagError, OSError) as exc:
+                error = exc
+        self.group.agree(error)
         self.held_out = (X_gate, np.array(labels_gate, dtype=object))
         keep = ~gate
         return LabeledFeatureSet(data.X[keep], list(labels[keep]), data.stamps[keep], data.skipped)
@@ -1169,6 +1181,8 @@ def run_job(
     Raises:
         BagError: unreadable bags or bad data. ValueError / OSError: invalid job or URDF path.
         JobCancelledError: ``should_stop()`` returned True.
+        RankFailedError: with several processes, instead of those: one or more processes failed
+            (each named with its error; raised on every process).
     """
 
     def check() -> None:
@@ -1270,8 +1284,13 @@ def _run_task(
     # The test split only measured the tuned hyperparameters: the exported model is refitted
     # with them on every sample (for a robot's bag, the test split is its most recent part).
     out, md, js = job.output_paths()
+    error: Exception | None = None
     if group.is_main:
-        check_outputs(job)  # again: the paths may have changed while the job ran
+        try:
+            check_outputs(job)  # again: the paths may have changed while the job ran
+        except (ValueError, OSError) as exc:
+            error = exc
+    group.agree(error)
     check()
     task.export(exported[0], exported[1], out)
     report["exported_samples"] = task.n_train + task.n_test

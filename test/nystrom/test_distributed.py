@@ -68,6 +68,8 @@ def test_contiguous_shares_keep_the_order_and_balance_the_weights():
     shares = contiguous_shares([5, 1, 1, 1, 1, 1], 2)
     assert shares == [range(0, 1), range(1, 6)]
     assert contiguous_shares([1] * 4, 3) == [range(0, 1), range(1, 3), range(3, 4)]
+    # one heavy item would leave a share empty: equal counts instead, every process reads something
+    assert contiguous_shares([100, 1, 1], 3) == [range(0, 1), range(1, 2), range(2, 3)]
     assert [len(s) for s in contiguous_shares([1, 1], 4)].count(0) == 2
     assert contiguous_shares([], 2) == [range(0, 0), range(0, 0)]
 
