@@ -18,7 +18,9 @@ the length-scales of x₀ and x₁ near 13 and its fit stayed near the variance 
 0.18 against GCV's 0.012, 3,000 rows and 200 centres) on ``--tune-rows`` rows and ``--tune-centers``
 centres (spread over the processes: the tuning runs across them too), then the fit with ``--centers``
 centres (random draws of ``x``) by the direct solver on every row: one Cholesky factorization of
-the m×m system, exact up to rounding, so converged by construction (no iteration cap). Threads are
+the m×m system, exact up to rounding, so converged by construction (no iteration cap). ``--regroup`` (one
+process) also fits from the sums of the two halves of the rows added, as two processes would, to
+show how far rounding alone moves the fit. Threads are
 pinned to one per process, so the two-process run uses the machine's two cores and the
 one-process run one of them. Peak RSS is ``ru_maxrss`` of each process.
 """
@@ -31,6 +33,7 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -46,6 +49,7 @@ from machine import describe_machine  # noqa: E402
 
 from lifelong_learning.nystrom import NystromKRR, tune  # noqa: E402
 from lifelong_learning.nystrom.distributed import contiguous_shares, joined  # noqa: E402
+from lifelong_learning.nystrom.sums import kernel_sums  # noqa: E402
 
 NOISE = 0.1
 #: block numbers of the tuning sample and the test set (the data blocks are 0, 1, ...)
@@ -75,6 +79,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True, help="JSON of the results (rank 0); predictions beside it (.npz)")
     ap.add_argument("--compare", help="an .npz of another run's test predictions: the largest difference")
+    ap.add_argument(
+        "--regroup",
+        action="store_true",
+        help="one process: fit again from the sums of the first and of the second half of the blocks, "
+        "added (what two processes do), and print the largest relative difference of the predictions",
+    )
     args = ap.parse_args()
     torch.set_num_threads(1)
     n_blocks = -(-args.rows // args.block)
@@ -82,7 +92,7 @@ def main() -> int:
         mine = contiguous_shares(
             [min(args.block, args.rows - b * args.block) for b in range(n_blocks)], group.world_size
         )[group.rank]
-        # 1. tuning on a sample (block -1), split over the processes
+        # 1. tuning on a sample (block TUNE), split over the processes
         Xs, Ys, _ = block(args.seed, TUNE, args.tune_rows, args.d)
         part = contiguous_shares([1.0] * args.tune_rows, group.world_size)[group.rank]
         t0 = time.perf_counter()
@@ -102,10 +112,15 @@ def main() -> int:
         model = NystromKRR(centers=Z, lengthscale=tuned.lengthscale_.numpy(), lam=tuned.lam, solver="direct")
         rows = 0
 
-        def blocks():
-            nonlocal rows
-            for b in mine:
+        def data(numbers: range) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+            """Rows and noisy targets of the data blocks ``numbers``."""
+            for b in numbers:
                 X, Y, _ = block(args.seed, b, min(args.block, args.rows - b * args.block), args.d)
+                yield torch.as_tensor(X), torch.as_tensor(Y)
+
+        def blocks() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+            nonlocal rows
+            for X, Y in data(mine):
                 rows += X.shape[0]
                 yield X, Y
 
@@ -142,6 +157,15 @@ def main() -> int:
             "noise_var": NOISE**2,
             "solver": model.solver_used_,
         }
+        if args.regroup and group.world_size == 1:
+            halves = [
+                kernel_sums(data(part), model.centers_, model.lengthscale_)
+                for part in contiguous_shares([1.0] * n_blocks, 2)
+            ]
+            sums = halves[0] + halves[1]
+            regrouped = NystromKRR(centers=Z, lengthscale=tuned.lengthscale_.numpy(), lam=tuned.lam)
+            other = regrouped.fit_sums(sums).predict(Xt)
+            result["regroup_max_rel_diff"] = float(np.max(np.abs(pred - other)) / np.max(np.abs(pred)))
         if args.compare:
             other = np.load(args.compare)["pred"]
             result["max_rel_diff_vs"] = {

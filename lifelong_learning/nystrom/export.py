@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lifelong_learning.core.checks import as_rows
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics, residual_features
 from lifelong_learning.learners.nystrom_features import NystromFeatureMap
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
@@ -108,8 +109,10 @@ def export_classifier(
     shared among processes (each passes its own, in the global order; the sums are all-reduced and
     every process gets the same classifier). Saved to ``path`` if given (by the main process)."""
     fmap = feature_map_of(model)
-    Xa = np.asarray(X, dtype=np.float64)
+    Xa = as_rows(X, int(model.centers_.shape[1]), "X")  # the model's input dimension, finite
     labels = list(labels)
+    if len(labels) != Xa.shape[0]:
+        raise ValueError(f"{Xa.shape[0]} rows and {len(labels)} labels")
     order = list(
         dict.fromkeys(
             [*classes, *itertools.chain.from_iterable(group.all_gather(list(dict.fromkeys(labels))))]

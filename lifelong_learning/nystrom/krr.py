@@ -30,13 +30,12 @@ from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group
 from lifelong_learning.nystrom.kernels import (
     DEFAULT_MEMORY_BUDGET,
     gaussian_kernel,
-    knm_gram,
     knm_gram_matmul,
     knm_matmul,
     knm_t_matmul,
     resolve_device,
 )
-from lifelong_learning.nystrom.sums import kernel_sums
+from lifelong_learning.nystrom.sums import KernelSums, kernel_sums
 
 #: above this many rows ``solver="auto"`` picks PCG (direct costs O(nm²), PCG O(nm) per iteration)
 AUTO_PCG_ROWS = 200_000
@@ -226,10 +225,11 @@ class NystromKRR:
         n = X.shape[0]
         L, eps = self._factor(Z, ls)
         solver = self._solver_for(n)
-        if solver == "direct":
-            G = knm_gram(X, Z, ls, self.memory_budget)
-            beta = self._direct(L, G, knm_t_matmul(X, Z, ls, Y, self.memory_budget), n)
-            return L.to(self.dtype), eps, beta, 0, solver
+        if solver == "direct":  # one pass over the rows for K_nmᵀK_nm and K_nmᵀY
+            sums = KernelSums.zeros(Z.shape[0], Y.shape[1], Z.dtype, Z.device).add(
+                X, Y, Z, ls, self.memory_budget
+            )
+            return L.to(self.dtype), eps, self._direct(L, sums.gram, sums.kty, n), 0, solver
         rhs = torch.linalg.solve_triangular(
             L, knm_t_matmul(X, Z, ls, Y, self.memory_budget).to(torch.float64), upper=False
         )
@@ -282,10 +282,7 @@ class NystromKRR:
         ends with the same model. The centres must be given (``centers=`` an ``(m, d)`` array:
         e.g. tuned ones); ``outputs``: the number of targets (needed by a process with no rows).
         """
-        if isinstance(self.centers, (int, np.integer)):
-            raise ValueError("fit_blocks needs the centres (an (m, d) array), not their number")
-        Z = self._t(self.centers, "centers")
-        ls = self._lengthscale_tensor(Z.shape[1])
+        Z, ls = self._given_centers("fit_blocks")
 
         def checked() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
             for X, Y in blocks():
@@ -298,28 +295,52 @@ class NystromKRR:
                 yield Xt, Yt
 
         with torch.no_grad():
-            L, eps = self._factor(Z, ls)
             sums = kernel_sums(checked(), Z, ls, outputs, group, self.memory_budget)
-            n = sums.n
-            if n < 1:
+            if self._solver_for(sums.n) == "direct":
+                return self.fit_sums(sums)
+            if sums.n < 1:
                 raise ValueError("no training data")
-            solver = self._solver_for(n)
-            iters = 0
-            if solver == "direct":
-                beta = self._direct(L, sums.gram, sums.kty, n)
-            else:
-                rhs = torch.linalg.solve_triangular(L, sums.kty.to(torch.float64), upper=False)
-                w, iters = self._pcg(
-                    lambda u: _blocks_gram_matmul(checked(), Z, ls, u, group, self.memory_budget),
-                    L,
-                    rhs,
-                    n,
-                    None,
-                )
-                beta = torch.linalg.solve_triangular(L.T, w, upper=True).to(self.dtype)
+            L, eps = self._factor(Z, ls)
+            rhs = torch.linalg.solve_triangular(L, sums.kty.to(torch.float64), upper=False)
+            w, iters = self._pcg(
+                lambda u: _blocks_gram_matmul(checked(), Z, ls, u, group, self.memory_budget),
+                L,
+                rhs,
+                sums.n,
+                None,
+            )
+            beta = torch.linalg.solve_triangular(L.T, w, upper=True).to(self.dtype)
         self.centers_, self.lengthscale_, self.chol_, self.jitter_ = Z, ls, L.to(self.dtype), eps
-        self.beta_, self.n_samples, self.cg_iterations_, self.solver_used_ = beta, n, iters, solver
+        self.beta_, self.n_samples, self.cg_iterations_, self.solver_used_ = beta, sums.n, iters, "pcg"
         return self
+
+    def fit_sums(self, sums: KernelSums) -> NystromKRR:
+        """Fit by the direct solver from the data's sums (:class:`~lifelong_learning.nystrom.sums.KernelSums`
+        at the given centres, e.g. all-reduced over processes, or added from groups of rows).
+
+        Raises:
+            ValueError: centres not given, sums of other shapes, no rows; the model is unchanged.
+        """
+        Z, ls = self._given_centers("fit_sums")
+        m = Z.shape[0]
+        if sums.gram.shape != (m, m) or sums.kty.ndim != 2 or sums.kty.shape[0] != m:
+            raise ValueError(
+                f"sums of shapes {tuple(sums.gram.shape)}, {tuple(sums.kty.shape)} for {m} centres"
+            )
+        if sums.n < 1:
+            raise ValueError("no training data")
+        with torch.no_grad():
+            L, eps = self._factor(Z, ls)
+            beta = self._direct(L, sums.gram, sums.kty, sums.n)
+        self.centers_, self.lengthscale_, self.chol_, self.jitter_ = Z, ls, L.to(self.dtype), eps
+        self.beta_, self.n_samples, self.cg_iterations_, self.solver_used_ = beta, sums.n, 0, "direct"
+        return self
+
+    def _given_centers(self, what: str) -> tuple[torch.Tensor, torch.Tensor]:
+        if isinstance(self.centers, (int, np.integer)):
+            raise ValueError(f"{what} needs the centres (an (m, d) array), not their number")
+        Z = self._t(self.centers, "centers")
+        return Z, self._lengthscale_tensor(Z.shape[1])
 
     def pcg_whitened(self, X, Z, ls, L, rhs, nlam, beta0=None):
         """Solve ``(ΦᵀΦ + nλI) w = rhs`` by PCG, ``Φ = K_nm L⁻ᵀ``; ``beta0`` (= L⁻ᵀw₀) warm-starts.

@@ -75,6 +75,10 @@ class KernelSums:
         self.n += int(X.shape[0])
         return self
 
+    def __add__(self, other: KernelSums) -> KernelSums:
+        """The sums over the rows of both (e.g. two groups of rows, in that order)."""
+        return KernelSums(self.gram + other.gram, self.kty + other.kty, self.yy + other.yy, self.n + other.n)
+
     def reduced(self, group: Group = ONE_PROCESS) -> KernelSums:
         """These sums added over every process of ``group`` (detached copies; a collective call)."""
         if group.world_size == 1:
@@ -102,17 +106,25 @@ def kernel_sums(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> KernelSums:
     """:class:`KernelSums` over every block of every process (one pass over this process's blocks,
-    then one all-reduce). ``p``: the number of outputs (needed when this process has no block)."""
+    then one all-reduce). ``p``: the number of outputs (needed when this process has no block). A
+    block that raises ValueError or OSError on any process raises on every process
+    (:meth:`~lifelong_learning.nystrom.distributed.Group.agree`)."""
     sums: KernelSums | None = None
-    if p is not None:
-        sums = KernelSums.zeros(Z.shape[0], p, Z.dtype, Z.device)
-    for X, Y in blocks:
-        Y = Y[:, None] if Y.ndim == 1 else Y
+    error: Exception | None = None
+    try:
+        if p is not None:
+            sums = KernelSums.zeros(Z.shape[0], p, Z.dtype, Z.device)
+        for X, Y in blocks:
+            Y = Y[:, None] if Y.ndim == 1 else Y
+            if sums is None:
+                sums = KernelSums.zeros(Z.shape[0], Y.shape[1], Z.dtype, Z.device)
+            sums.add(X, Y, Z, lengthscale, memory_budget)
         if sums is None:
-            sums = KernelSums.zeros(Z.shape[0], Y.shape[1], Z.dtype, Z.device)
-        sums.add(X, Y, Z, lengthscale, memory_budget)
-    if sums is None:
-        raise ValueError("no rows (and p not given)")
+            raise ValueError("no rows (and p not given)")
+    except (ValueError, OSError) as exc:  # a bad block on one process fails every process
+        error = exc
+    group.agree(error)
+    assert sums is not None
     return sums.reduced(group)
 
 

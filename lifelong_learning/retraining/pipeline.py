@@ -429,7 +429,7 @@ class _Classification:
         dims = group.all_gather(int(data.X.shape[1]))
         if len(set(dims)) > 1:
             raise BagError(f"the processes' bags hold feature vectors of different lengths: {dims}")
-        self.samples_read = int(data.X.shape[0])
+        self.samples_read = int(data.X.shape[0])  # usable labeled features (for the report)
         self.skipped: dict[str, int] = {}
         for part in group.all_gather(dict(data.skipped)):
             for reason, n in part.items():
@@ -725,6 +725,7 @@ class _InverseDynamics:
             self.skipped[reason] = self.skipped.get(reason, 0) + n
         self.skipped_detail = dict(stream.skipped.details)
         self.bag_joints, self.bags = stream.bag_joints, [str(p) for p in stream.paths]
+        self.samples_read = self.store.n if self.store is not None else 0  # usable joint states
         if not self._plausible:
             raise BagError(
                 f"no joint state within the URDF's limits (margin {self.gate.margin:g}): {self._gate_counts}"
@@ -1226,7 +1227,7 @@ def _run_task(
         "task": job.task,
         "bags": [str(b) for b in job.bags],
         "world_size": group.world_size,
-        "samples_per_rank": group.all_gather(int(getattr(task, "samples_read", task.n_train + task.n_test))),
+        "samples_per_rank": group.all_gather(task.samples_read),
         "centers": job.centers,
         "model": str(job.out),
         "exported_objective": objectives[0],

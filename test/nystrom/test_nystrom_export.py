@@ -27,6 +27,25 @@ def test_classifier_file_reproduces_nystrom_krr(tmp_path):
     np.testing.assert_allclose(clf.decision_function(Xt), model.predict(Xt), atol=1e-8)
 
 
+def test_classifier_export_refuses_bad_rows_and_writes_nothing(tmp_path):
+    import pytest
+
+    rng = np.random.default_rng(0)
+    X, labels = rng.normal(size=(40, 3)), ["a", "b"] * 20
+    model = NystromKRR(centers=10, lengthscale=1.0, lam=1e-3, device="cpu").fit(X, one_hot(labels)[1])
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    for rows, labs, match in (
+        (bad, labels, "NaN|finite"),
+        (X[:, :2], labels, "3"),
+        (X, labels[:-1], "40 rows and 39 labels"),
+        (X, ["a"] * 39 + [""], "label"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            export_classifier(model, rows, labs, tmp_path / "clf.npz")
+    assert not (tmp_path / "clf.npz").exists()
+
+
 def test_inverse_dynamics_file_reproduces_nystrom_residual(tmp_path):
     from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
     from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_text

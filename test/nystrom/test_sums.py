@@ -52,3 +52,24 @@ def test_fit_blocks_needs_the_centres_and_refuses_bad_blocks():
     with pytest.raises(ValueError, match="NaN"):
         model.fit_blocks(lambda: [(np.full((4, 2), np.nan), np.zeros((4, 1)))])
     assert not model.is_fitted
+
+
+def test_fit_sums_from_two_groups_of_rows_equals_the_fit_of_all():
+    data = _data()
+    Z = data["X"][::15]
+    kw = dict(centers=Z, lengthscale=[0.8, 1.0, 1.2], lam=1e-4, solver="direct")
+    whole = NystromKRR(**kw).fit(data["X"], data["Y"])
+    Zt, ls = torch.as_tensor(Z), torch.tensor([0.8, 1.0, 1.2], dtype=torch.float64)
+    X, Y = torch.as_tensor(data["X"]), torch.as_tensor(data["Y"])
+    a = kernel_sums([(X[:120], Y[:120])], Zt, ls)
+    b = kernel_sums([(X[120:], Y[120:])], Zt, ls)
+    both = a + b
+    assert both.n == 300
+    model = NystromKRR(**kw).fit_sums(both)
+    np.testing.assert_allclose(
+        model.predict(data["X_test"]), whole.predict(data["X_test"]), rtol=1e-7, atol=1e-9
+    )
+    with pytest.raises(ValueError, match="centres"):
+        NystromKRR(**{**kw, "centers": 5}).fit_sums(both)
+    with pytest.raises(ValueError, match="no training data"):
+        NystromKRR(**kw).fit_sums(KernelSums.zeros(len(Z), 2, torch.float64, torch.device("cpu")))
