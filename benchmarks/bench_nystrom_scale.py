@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from machine import describe_machine  # noqa: E402
 
 from lifelong_learning.nystrom import NystromKRR, tune  # noqa: E402
-from lifelong_learning.nystrom.distributed import contiguous_shares, joined  # noqa: E402
+from lifelong_learning.nystrom.distributed import JobProgress, contiguous_shares, joined  # noqa: E402
 from lifelong_learning.nystrom.sums import kernel_sums  # noqa: E402
 
 NOISE = 0.1
@@ -85,6 +85,7 @@ def main() -> int:
         help="one process: fit again from the sums of the first and of the second half of the blocks, "
         "added (what two processes do), and print the largest relative difference of the predictions",
     )
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar of the fit")
     args = ap.parse_args()
     torch.set_num_threads(1)
     n_blocks = -(-args.rows // args.block)
@@ -123,9 +124,12 @@ def main() -> int:
             for X, Y in data(mine):
                 rows += X.shape[0]
                 yield X, Y
+                progress.add(X.shape[0])  # once the block's sums are added
 
         t0 = time.perf_counter()
-        model.fit_blocks(blocks, group, outputs=1)
+        # the whole job's rows (every process's), with an ETA, on rank 0
+        with JobProgress(group, args.rows, "fit", unit="row", enabled=not args.no_progress) as progress:
+            model.fit_blocks(blocks, group, outputs=1)
         t_fit = time.perf_counter() - t0
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         per_rank = group.all_gather({"rank": group.rank, "rows": rows, "fit_s": t_fit, "peak_rss_gb": rss})

@@ -133,6 +133,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="relative margin by which the candidate must beat the serving model (default 0.02)",
     )
+    parser.add_argument(
+        "--sample-rows",
+        type=int,
+        default=None,
+        help="tune on a uniform random sample of at most this many training samples (default 20000); "
+        "the test error and the exported model use every sample",
+    )
     parser.add_argument("--out", required=True, help="model file to write (never over a non-model file)")
     parser.add_argument("--report", default=None, help="report path without suffix (default: OUT.report)")
     parser.add_argument("--seed", type=int, default=0)
@@ -142,13 +149,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read, tune, evaluate, export, report. Returns 0 on success, 2 on bad input."""
     from lifelong_learning.io.bags import BagError
-    from lifelong_learning.nystrom.distributed import RankFailedError, joined
+    from lifelong_learning.nystrom.distributed import GroupSetupError, RankFailedError, joined
     from lifelong_learning.retraining.pipeline import (
         DEFAULT_FORGETTING,
         DEFAULT_HOLDOUT_FRACTION,
         DEFAULT_LIMIT_MARGIN,
         DEFAULT_OUTLIER_K,
         DEFAULT_RESIDUAL_REGULARIZATION,
+        DEFAULT_SAMPLE_ROWS,
         TuningJob,
         run_job,
     )
@@ -190,13 +198,14 @@ def run(args: argparse.Namespace) -> int:
         limit_margin=DEFAULT_LIMIT_MARGIN if args.limit_margin is None else args.limit_margin,
         outlier_k=DEFAULT_OUTLIER_K if args.outlier_k is None else args.outlier_k,
         report=args.report,
+        sample_rows=DEFAULT_SAMPLE_ROWS if args.sample_rows is None else args.sample_rows,
         seed=args.seed,
         progress=not args.no_progress,
     )
     try:
         with joined() as group:
             report = run_job(job, group=group)
-    except (BagError, ValueError, OSError, RankFailedError) as exc:
+    except (BagError, ValueError, OSError, RankFailedError, GroupSetupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not group.is_main:

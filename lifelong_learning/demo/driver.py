@@ -26,6 +26,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 
+from lifelong_learning.action import TuneModel
 from lifelong_learning.msg import Prediction
 from lifelong_learning.nodes._base import status_node
 from lifelong_learning.vision.image_conversion import numpy_to_image
@@ -34,6 +35,7 @@ from lifelong_learning.vision.image_conversion import numpy_to_image
 IMAGE, TEACHER_LABEL, PREDICTIONS = "image", "teacher_label", "prediction"
 JOINT_STATES, PREDICTED_TORQUES = "joint_states", "predicted_torque"
 TUNED_MODEL = "tuned_model"
+TUNE_ACTION = "/nystrom_tuner/tune"
 LABELED_FEATURES = "labeled_features"  # not used by the driver: the demo waits until it is recorded
 
 
@@ -73,6 +75,10 @@ class DemoDriver(Node):
         self.create_subscription(JointState, PREDICTED_TORQUES, self._on_torques, 1000)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
         self.create_subscription(String, TUNED_MODEL, self._on_model, latched)
+        # Action clients are made here, before the executor spins, and kept: rclpy's ActionClient
+        # registers itself with the node before it has its lock, so one made (or destroyed) while
+        # another thread spins can crash that thread (AttributeError: no attribute '_lock').
+        self.actions = {TUNE_ACTION: ActionClient(self, TuneModel, TUNE_ACTION)}
 
     # ------------------------------------------------------------------ answers
     def _on_prediction(self, msg: Prediction) -> None:
@@ -171,22 +177,18 @@ class DemoDriver(Node):
         finally:
             self.destroy_client(client)
 
-    def run_goal(self, action_type: Any, name: str, goal: Any, timeout: float = 600.0) -> tuple[bool, Any]:
-        """Send an action goal and wait for its result (feedback: tuning epochs, every 5 s at most);
-        ``(accepted, result)``, result None when the goal was rejected. RuntimeError on timeout."""
-        client = ActionClient(self, action_type, name)
-        try:
-            if not client.wait_for_server(timeout_sec=30.0):
-                raise RuntimeError(f"action {name} not available")
-            sent = client.send_goal_async(goal, feedback_callback=self._on_feedback)
-            handle = self._wait(sent, 30.0, f"action {name} did not answer the goal")
-            if not handle.accepted:
-                return False, None
-            return True, self._wait(
-                handle.get_result_async(), timeout, f"action {name} did not finish"
-            ).result
-        finally:
-            client.destroy()
+    def run_goal(self, name: str, goal: Any, timeout: float = 600.0) -> tuple[bool, Any]:
+        """Send a goal to the action ``name`` (one of :attr:`actions`) and wait for its result
+        (feedback: tuning epochs, every 5 s at most); ``(accepted, result)``, result None when the
+        goal was rejected. RuntimeError on timeout."""
+        client = self.actions[name]
+        if not client.wait_for_server(timeout_sec=30.0):
+            raise RuntimeError(f"action {name} not available")
+        sent = client.send_goal_async(goal, feedback_callback=self._on_feedback)
+        handle = self._wait(sent, 30.0, f"action {name} did not answer the goal")
+        if not handle.accepted:
+            return False, None
+        return True, self._wait(handle.get_result_async(), timeout, f"action {name} did not finish").result
 
     @staticmethod
     def _wait(future: Any, timeout: float, what: str) -> Any:
@@ -212,5 +214,7 @@ def running_driver(say: Callable[[str], None]) -> Iterator[DemoDriver]:
     finally:
         executor.shutdown()
         if driver is not None:
+            for client in driver.actions.values():  # not spinning any more: safe to destroy
+                client.destroy()
             driver.destroy_node()
         rclpy.try_shutdown()

@@ -32,7 +32,7 @@ from std_srvs.srv import Trigger
 
 from lifelong_learning.action import TuneModel
 from lifelong_learning.core.metrics import normalized_mse
-from lifelong_learning.demo.driver import DemoDriver
+from lifelong_learning.demo.driver import TUNE_ACTION, DemoDriver
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
 from lifelong_learning.io.bags import write_joint_states
 from lifelong_learning.sim.objects import ObjectRenderer, object_catalog, random_viewpoint
@@ -336,7 +336,7 @@ def tune(stage: Stage, task: str, serving: str, validation: list[str]) -> dict[s
     )
     t0 = time.monotonic()
     stage.say(f"tuner: {task} goal sent")
-    accepted, result = stage.driver.run_goal(TuneModel, "/nystrom_tuner/tune", goal)
+    accepted, result = stage.driver.run_goal(TUNE_ACTION, goal)
     if not accepted:
         raise RuntimeError(f"the tuner rejected the {task} goal (its log and diagnostics say why)")
     if not result.success:

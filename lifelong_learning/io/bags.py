@@ -29,7 +29,7 @@ import itertools
 import os
 import stat
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -153,11 +153,17 @@ def _check_files(path: Path) -> None:
 
 
 def _messages(
-    path: Path, msgtype: str, topic: str | None, single_topic: bool = False, skipped: Skipped | None = None
+    path: Path,
+    msgtype: str,
+    topic: str | None,
+    single_topic: bool = False,
+    skipped: Skipped | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """(timestamp ns, deserialized message) of one bag's ``topic`` (or all topics of ``msgtype``;
     with ``single_topic``, a BagError if the bag has several, rather than mixing them). A message
-    that does not deserialize is counted in ``skipped`` and left out (without ``skipped``: BagError)."""
+    that does not deserialize is counted in ``skipped`` and left out (without ``skipped``: BagError).
+    ``progress(1)`` is called for every message read, usable or not."""
     from rosbags.rosbag2 import Reader
 
     if not path.exists():
@@ -180,6 +186,8 @@ def _messages(
                 if c.msgtype != msgtype:
                     raise BagError(f"{path}: topic {c.topic!r} has type {c.msgtype}, expected {msgtype}")
             for conn, stamp, raw in reader.messages(connections=conns):
+                if progress is not None:
+                    progress(1)
                 try:
                     msg = store.deserialize_cdr(raw, conn.msgtype)
                 except Exception as exc:  # rosbags raises assorted errors on bad CDR
@@ -215,10 +223,36 @@ def _modal_length(lengths: list[int]) -> int:
     return next(n for n in lengths if counts[n] == best)
 
 
+def message_count(
+    bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    msgtype: str = LABELED_FEATURES_TYPE,
+    topic: str | None = None,
+) -> int:
+    """The number of messages of ``topic`` (default: every topic of ``msgtype``) that the bags'
+    metadata announce (what a reader will read; 0 for a bag that does not open)."""
+    from rosbags.rosbag2 import Reader
+
+    total = 0
+    for path in _paths(bags):
+        try:
+            with Reader(path) as reader:
+                total += sum(
+                    c.msgcount
+                    for c in reader.connections
+                    if (c.topic == topic if topic else c.msgtype == msgtype)
+                )
+        except Exception:  # reading will say what is wrong with it
+            continue
+    return total
+
+
 def read_labeled_features(
-    bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], topic: str | None = None
+    bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    topic: str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> LabeledFeatureSet:
     """Every usable LabeledFeatures message of ``topic`` (default: all topics of that type), in bag order.
+    ``progress(1)`` is called for every message read (:func:`message_count` gives their number).
 
     Skipped and counted (``skipped``): messages that do not deserialize, with non-finite values,
     an empty label or one the object_recognition node refuses with its defaults (unprintable
@@ -235,7 +269,7 @@ def read_labeled_features(
     stamps: list[int] = []
     for path in _paths(bags):
         part: list[tuple[int, np.ndarray, str]] = []
-        for stamp, msg in _messages(path, LABELED_FEATURES_TYPE, topic, skipped=skipped):
+        for stamp, msg in _messages(path, LABELED_FEATURES_TYPE, topic, skipped=skipped, progress=progress):
             v = np.asarray(msg.data, dtype=np.float64)
             label = str(msg.label).strip()  # as the object_recognition node learns it
             problem = label_problem(label, DEFAULT_MAX_LABEL_LENGTH)  # the node's rule

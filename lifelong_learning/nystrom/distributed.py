@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -39,6 +40,11 @@ DEFAULT_TIMEOUT_S = 1800.0
 
 class RankFailedError(RuntimeError):
     """One or more processes of the job failed; raised on every process at :meth:`Group.agree`."""
+
+
+class GroupSetupError(RuntimeError):
+    """The process group could not be set up (:func:`joined`): the rendezvous did not answer, or
+    the processes disagree on the world size."""
 
 
 class Group:
@@ -66,6 +72,24 @@ class Group:
         if error is not None:
             raise error
 
+    def decided(self, flag: bool) -> bool:
+        """The main process's ``flag`` on every process (a decision all must follow: stop
+        iterating, say)."""
+        return bool(flag)
+
+    def counter(self, name: str) -> Callable[[int], int]:
+        """A counter every process adds to: ``add(k)`` adds ``k`` and returns the sum so far over
+        the processes (those that have added), without waiting for any. ``name`` must be new to
+        the job and the same on every process."""
+        total = 0
+
+        def add(k: int) -> int:
+            nonlocal total
+            total += int(k)
+            return total
+
+        return add
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(rank={self.rank}, world_size={self.world_size})"
 
@@ -86,6 +110,7 @@ class TorchGroup(Group):
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
         self.backend = str(dist.get_backend())
+        self._store: Any = None
 
     def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
         if "nccl" not in self.backend and tensor.is_cuda:  # gloo reduces CPU tensors
@@ -106,6 +131,23 @@ class TorchGroup(Group):
         failed = [f"rank {r}: {msg}" for r, msg in enumerate(failures) if msg is not None]
         if failed:
             raise RankFailedError("; ".join(failed)) from error
+
+    def decided(self, flag: bool) -> bool:
+        return bool(self.all_gather(bool(flag))[0])
+
+    def counter(self, name: str) -> Callable[[int], int]:
+        """Counts meet in the job's rendezvous store (the TCPStore at ``MASTER_ADDR:MASTER_PORT``
+        that ``torchrun`` or rank 0 serves), a key per counter: no collective call."""
+        if self._store is None:
+            self._store = self._dist.TCPStore(
+                os.environ["MASTER_ADDR"],
+                int(os.environ["MASTER_PORT"]),
+                is_master=False,
+                timeout=datetime.timedelta(seconds=60),
+            )
+        key = f"lifelong_learning/counter/{name}"
+        store = self._store
+        return lambda k: int(store.add(key, int(k)))
 
 
 def launched_by_torchrun() -> bool:
@@ -136,7 +178,15 @@ def joined(backend: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S) -> Itera
     if backend == "nccl":  # CUDA tensors over NCCL, CPU tensors (counts, objects, CPU sums) over gloo
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         backend = "cpu:gloo,cuda:nccl"
-    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=float(timeout_s)))
+    where = (
+        f"rank {os.environ.get('RANK', '?')} of {os.environ.get('WORLD_SIZE', '?')}, rendezvous "
+        f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    )
+    try:
+        dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=float(timeout_s)))
+    except Exception as exc:  # DistNetworkError, DistStoreError, RuntimeError, ValueError (bad env)
+        why = f"{type(exc).__name__}: {exc}"
+        raise GroupSetupError(f"could not join the process group ({where}): {why}") from exc
     try:
         yield TorchGroup()
     finally:
@@ -221,10 +271,88 @@ class ShardedRows:
         return torch.as_tensor(lows, dtype=dt, device=dev), torch.as_tensor(highs, dtype=dt, device=dev)
 
 
+class JobProgress:
+    """Progress of one phase of a job over all its processes, with an ETA: every process adds
+    what it has done (messages, rows, epochs); the main process shows a tqdm bar of the sum.
+
+    A process passes its count on at most every ``interval_s`` (and at :meth:`close`), through
+    :meth:`Group.counter`: no process waits for another here. ``total`` is the whole job's. Counts
+    are best-effort: a counter that cannot be reached turns the bar off, never the job.
+
+    Args:
+        group: the job's processes. total: the sum every process's counts reach.
+        desc, unit: the bar's label and unit. enabled: False makes every call a no-op (e.g.
+            ``--no-progress``); the bar is the main process's alone either way.
+    """
+
+    _made = 0  # progress bars made by this process: a job's processes make them in the same order
+
+    def __init__(
+        self,
+        group: Group,
+        total: float,
+        desc: str,
+        unit: str = "it",
+        enabled: bool = True,
+        interval_s: float = 0.5,
+    ) -> None:
+        self.group, self.interval_s = group, float(interval_s)
+        self._pending, self._last = 0, time.monotonic()
+        self._add: Callable[[int], int] | None = None
+        self._bar: Any = None
+        if not enabled:
+            return
+        JobProgress._made += 1  # the same sequence on every process: the same key
+        try:
+            self._add = group.counter(f"{desc}/{JobProgress._made}")
+        except Exception:  # no store to meet in: no bar
+            return
+        if group.is_main:
+            from tqdm.auto import tqdm
+
+            where = f" ({group.world_size} processes)" if group.world_size > 1 else ""
+            self._bar = tqdm(total=total, desc=f"{desc}{where}", unit=unit, unit_scale=True)
+
+    def add(self, k: int) -> None:
+        """This process did ``k`` more."""
+        if self._add is None:
+            return
+        self._pending += int(k)
+        if time.monotonic() - self._last >= self.interval_s:
+            self._flush()
+
+    def _flush(self) -> None:
+        assert self._add is not None
+        try:
+            done = self._add(self._pending)
+        except Exception:  # the store went away: stop counting, keep the job
+            self._add = None
+            return
+        self._pending, self._last = 0, time.monotonic()
+        if self._bar is not None and done > self._bar.n:
+            self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        """Pass on the rest of this process's count; the main process closes its bar."""
+        if self._add is not None:
+            self._flush()
+        if self._bar is not None:
+            self._bar.close()
+        self._add = self._bar = None
+
+    def __enter__(self) -> JobProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "ONE_PROCESS",
     "Group",
+    "GroupSetupError",
+    "JobProgress",
     "RankFailedError",
     "ShardedRows",
     "TorchGroup",

@@ -84,10 +84,14 @@ def conjugate_gradient(
     x0: torch.Tensor | None = None,
     tol: float = 1e-7,
     max_iter: int = 100,
+    agree: Callable[[bool], bool] | None = None,
 ) -> tuple[torch.Tensor, int]:
     """Preconditioned CG for SPD ``A x = b`` on every column of ``rhs`` at once.
 
     Stops when each column's residual norm is below ``tol`` times its right-hand-side norm.
+    ``agree(converged)`` turns this process's stop test into the one every process of a job
+    follows (e.g. the main process's), so that all make the same number of ``matvec`` calls (each
+    an all-reduce) even where their floating-point results differ in the last bits.
 
     Returns:
         ``(x, iterations)``.
@@ -100,7 +104,10 @@ def conjugate_gradient(
     rz = (r * z).sum(0)
     it = 0
     for it in range(1, max_iter + 1):
-        if bool((r.norm(dim=0) <= tol * bnorm).all()):
+        converged = bool((r.norm(dim=0) <= tol * bnorm).all())
+        if agree is not None:
+            converged = agree(converged)
+        if converged:
             return x, it - 1
         Ap = matvec(p)
         pAp = (p * Ap).sum(0)
@@ -308,6 +315,7 @@ class NystromKRR:
                 rhs,
                 sums.n,
                 None,
+                agree=group.decided,
             )
             beta = torch.linalg.solve_triangular(L.T, w, upper=True).to(self.dtype)
         self.centers_, self.lengthscale_, self.chol_, self.jitter_ = Z, ls, L.to(self.dtype), eps
@@ -352,7 +360,7 @@ class NystromKRR:
             lambda u: knm_gram_matmul(X, Z, ls, u, self.memory_budget), L, rhs, n, beta0, nlam=nlam
         )
 
-    def _pcg(self, gram_matmul, L, rhs, n, beta0, nlam=None):
+    def _pcg(self, gram_matmul, L, rhs, n, beta0, nlam=None, agree=None):
         """PCG on the whitened system with Falkon's preconditioner; ``gram_matmul(u)`` is
         ``K_nmᵀK_nm u`` (over every row of the job)."""
         m = L.shape[0]
@@ -371,7 +379,9 @@ class NystromKRR:
             return torch.cholesky_solve(r, Lp) / n
 
         x0 = None if beta0 is None else L.T @ beta0.to(L)
-        return conjugate_gradient(matvec, rhs, precond, x0=x0, tol=self.cg_tol, max_iter=self.cg_max_iter)
+        return conjugate_gradient(
+            matvec, rhs, precond, x0=x0, tol=self.cg_tol, max_iter=self.cg_max_iter, agree=agree
+        )
 
     @property
     def is_fitted(self) -> bool:

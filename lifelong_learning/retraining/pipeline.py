@@ -8,10 +8,11 @@ metrics (:func:`lifelong_learning.core.metrics.normalized_mse`) → the first ob
 exported to the online learners' model file (IncrementalRLSC or SemiparametricInverseDynamics,
 see :mod:`lifelong_learning.nystrom.export`) → a markdown + JSON report next to it.
 
-Inverse dynamics streams its bags: memory is bounded by ``TuningJob.block`` rows and a sample of
-``TuningJob.sample_rows`` rows, not by the bags (see :class:`_InverseDynamics` and
-``docs/benchmarks/retraining-streaming.md``); a job that names no objective takes the task's
-default (:data:`DEFAULT_OBJECTIVES`: holdout-bags for inverse dynamics,
+Both tasks tune on a uniform random sample of at most ``TuningJob.sample_rows`` training rows
+(every row when there are fewer) and score and export with every row. Inverse dynamics streams
+its bags: memory is bounded by ``TuningJob.block`` rows and that sample, not by the bags (see
+:class:`_InverseDynamics` and ``docs/benchmarks/retraining-streaming.md``); a job that names no
+objective takes the task's default (:data:`DEFAULT_OBJECTIVES`: holdout-bags for inverse dynamics,
 ``docs/benchmarks/retraining-objective-default.md``).
 
 A job can be stopped (``run_job(..., should_stop=...)``): it is asked after every tuning epoch,
@@ -56,12 +57,19 @@ from lifelong_learning.io.bags import (
     JointStateBlock,
     JointStateStream,
     LabeledFeatureSet,
+    message_count,
     read_joint_states,
     read_labeled_features,
 )
 from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_CLASSES
 from lifelong_learning.learners.rlsc import IncrementalRLSC
-from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group, ShardedRows, contiguous_shares
+from lifelong_learning.nystrom.distributed import (
+    ONE_PROCESS,
+    Group,
+    JobProgress,
+    ShardedRows,
+    contiguous_shares,
+)
 from lifelong_learning.nystrom.export import (
     export_classifier,
     one_hot,
@@ -179,7 +187,13 @@ class TuningJob:
 
     def validate(self, group: Group = ONE_PROCESS) -> None:
         """ValueError on an unknown task/objective, out-of-range sizes or a bag that is not a directory,
-        and, for a job of several processes (``group``), on what does not run across processes."""
+        and, for a job of several processes (``group``), on what does not run across processes.
+
+        With several processes (a collective call: every process calls it) each checks the files it
+        reads itself: the bags of its share (:meth:`shares`) and the model to continue from; the
+        main process alone the validation bags, the serving model and the outputs, which only it
+        reads or writes (on a cluster each machine may hold only its own bags)."""
+        mine = self.shares(group)[group.rank]  # first: a collective call, before anything can raise
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
         if group.world_size > 1:
@@ -193,7 +207,7 @@ class TuningJob:
             raise ValueError("test_fraction must be in (0, 1)")
         if self.centers < 1 or self.epochs < 1:
             raise ValueError("centers and epochs must be >= 1")
-        self._validate_bags()
+        self._validate_bags(mine, group.is_main)
         if self.task == "inverse-dynamics" and not (self.urdf or self.init):
             raise ValueError("inverse-dynamics needs a URDF (or a model to continue from)")
         self._validate_init()
@@ -214,8 +228,19 @@ class TuningJob:
         if self.sample_rows < 4:
             raise ValueError(f"sample_rows must be >= 4, got {self.sample_rows}")
         self._validate_sample_tests()
-        self._validate_gate()
-        check_outputs(self)
+        self._validate_gate(group.is_main)
+        if group.is_main:
+            check_outputs(self)
+
+    def shares(self, group: Group = ONE_PROCESS) -> list[range]:
+        """The bags each process reads (by position in ``bags``): contiguous shares of about equal
+        size (:func:`~lifelong_learning.nystrom.distributed.contiguous_shares`). A bag's size is the
+        largest any process sees (0 where it is not), all-gathered: every process computes the same
+        partition even when each machine holds only the bags of its own share."""
+        sizes = [_bag_size(b) for b in self.bags]
+        if group.world_size > 1:
+            sizes = np.max(np.asarray(group.all_gather(sizes), dtype=np.float64), axis=0).tolist()
+        return contiguous_shares(sizes, group.world_size)
 
     def _validate_across(self, world_size: int) -> None:
         if self.task != "classification":
@@ -235,18 +260,18 @@ class TuningJob:
                 f"{len(self.bags)} bag(s) for {world_size} processes: each process reads whole bags"
             )
 
-    def _validate_bags(self) -> None:
+    def _validate_bags(self, mine: Sequence[int], main: bool = True) -> None:
         if not self.bags:
             raise ValueError("no bag given")
         bags = [Path(os.path.expanduser(str(b))) for b in self.bags]
         gate = [Path(os.path.expanduser(str(b))) for b in self.validation_bags]
-        for bag in bags + gate:
+        for bag in [bags[i] for i in mine] + (gate if main else []):
             _check_bag(bag)
         named = [b.resolve() for b in bags + gate]
         if len(set(named)) != len(named):  # its samples would be in two parts
             raise ValueError(f"a bag is named twice: {[str(b) for b in [*self.bags, *self.validation_bags]]}")
 
-    def _validate_gate(self) -> None:
+    def _validate_gate(self, main: bool = True) -> None:
         if not 0.0 <= float(self.holdout_fraction) <= 0.5:
             raise ValueError(f"holdout_fraction must be in [0, 0.5], got {self.holdout_fraction}")
         if not 0.0 <= float(self.promotion_margin) < 1.0:
@@ -257,7 +282,8 @@ class TuningJob:
             )
         if self.serving is not None:
             self.serving = os.path.expanduser(self.serving)
-            self._check_model_kind(self.serving, "the serving model")
+            if main:  # the gate's: the main process reads it
+                self._check_model_kind(self.serving, "the serving model")
 
     def _check_model_kind(self, path: str, what: str) -> None:
         if not Path(path).is_file():
@@ -357,7 +383,7 @@ def _markdown(report: dict[str, Any]) -> str:
         f"- bags: {', '.join(report['bags'])}",
         f"- samples: {report['n_train']} train, {report['n_test']} test "
         f"({'the most recent part' if report['task'] == 'inverse-dynamics' else 'a random part'}); "
-        f"centres: {report['centers']}",
+        f"centres: {report['centers']}; tuned on {report['tuning_rows']} of the training samples",
         f"- exported: `{report['model']}` (objective `{report['exported_objective']}`, refitted on all "
         f"{report['exported_samples']} samples)",
     ]
@@ -404,10 +430,10 @@ class _Classification:
 
     With a ``group`` of several processes each reads the ``r``-th contiguous share of the bags
     (by size); the rows keep the one-process order (process by process), and every choice made on
-    rows (the gate's most recent samples per class, the random test split, the classes' order, the
-    serving model's held-out samples appended last) is made on global row numbers, so that the
-    job equals the one-process job. The gate's samples are gathered by the main process, which
-    alone scores the gate and writes files."""
+    rows (the gate's most recent samples per class, the random test split, the tuning sample, the
+    classes' order, the serving model's held-out samples appended last) is made on global row
+    numbers, so that the job equals the one-process job. The gate's samples are gathered by the
+    main process, which alone scores the gate and writes files."""
 
     metric = "test error (%)"
 
@@ -415,15 +441,15 @@ class _Classification:
         self, job: TuningJob, rng: Any, check: Callable[[], None] | None = None, group: Group = ONE_PROCESS
     ) -> None:
         self.group = group
-        sizes = group.all_gather([_bag_size(b) for b in job.bags])[0]  # rank 0's view: one partition
-        share = contiguous_shares(sizes, group.world_size)[group.rank]
-        self.bags_read = [str(job.bags[i]) for i in share]
+        self.bags_read = [str(job.bags[i]) for i in job.shares(group)[group.rank]]
         error: Exception | None = None
         data = None
-        try:
-            data = read_labeled_features(self.bags_read, topic=job.topic)
-        except (BagError, OSError) as exc:
-            error = exc
+        messages = sum(group.all_gather(message_count(self.bags_read, topic=job.topic)))
+        with JobProgress(group, messages, "reading bags", unit="msg", enabled=job.progress) as progress:
+            try:
+                data = read_labeled_features(self.bags_read, topic=job.topic, progress=progress.add)
+            except (BagError, OSError) as exc:
+                error = exc
         group.agree(error)
         assert data is not None
         dims = group.all_gather(int(data.X.shape[1]))
@@ -462,7 +488,9 @@ class _Classification:
                 f"{len(self.classes)} classes: an object_recognition node with the default max_classes "
                 f"({DEFAULT_MAX_CLASSES}) will refuse to load this model; raise its max_classes"
             )
-        self.X_tr = X[train]
+        self.X_fit, self.labels_fit = X[train], train_labels  # every training row: the score's refit
+        tune_rows = _tuning_sample(len(train), int(job.sample_rows), job.seed, group)
+        self.X_tr, self.Y_tr = self.X_fit[tune_rows], self.Y_tr[tune_rows]
         self.n_train, self.n_test = (
             int(v) for v in np.sum(group.all_gather((len(self.tr), len(self.te))), axis=0)
         )
@@ -556,7 +584,10 @@ class _Classification:
         return len(labels)
 
     def score(self, model: Any) -> tuple[float, dict[str, Any]]:
-        pred = model.predict(self.X_te) if len(self.te) else np.zeros((0, len(self.classes)))
+        """The test error of the classifier exported with the tuned map from every training row
+        (the tuning may have seen only a sample of them), in the classes' order."""
+        clf = export_classifier(model, self.X_fit, self.labels_fit, classes=self.classes, group=self.group)
+        pred = clf.decision_function(self.X_te) if len(self.te) else np.zeros((0, len(self.classes)))
         wrong = float(np.sum(np.asarray(self.classes, dtype=object)[pred.argmax(1)] != self.labels_te))
         if self.group.world_size > 1:
             wrong = float(self.group.all_reduce(torch.tensor([wrong], dtype=torch.float64))[0])
@@ -569,10 +600,26 @@ class _Classification:
         """Nothing to release (the features are in memory)."""
 
 
+def _tuning_sample(n: int, sample_rows: int, seed: Any, group: Group = ONE_PROCESS) -> np.ndarray:
+    """This process's positions (among its ``n`` rows) of a uniform random sample of at most
+    ``sample_rows`` of every process's rows (all of them when there are no more), drawn on global
+    row numbers: the same rows whatever the number of processes."""
+    counts = [int(c) for c in group.all_gather(int(n))]
+    total, offset = sum(counts), sum(counts[: group.rank])
+    if total <= sample_rows:
+        return np.arange(n)
+    pick = np.sort(np.random.default_rng(seed).choice(total, size=sample_rows, replace=False))
+    return pick[(pick >= offset) & (pick < offset + n)] - offset
+
+
 def _bag_size(bag: Any) -> float:
-    """Bytes of a bag directory's files (the weight of its share of the work)."""
+    """Bytes of a bag directory's files (the weight of its share of the work); 0 where there is none
+    (or it cannot be listed)."""
     path = Path(os.path.expanduser(str(bag)))
-    return float(sum(f.stat().st_size for f in path.rglob("*") if f.is_file())) if path.is_dir() else 1.0
+    try:
+        return float(sum(f.stat().st_size for f in path.rglob("*") if f.is_file())) if path.is_dir() else 0.0
+    except OSError:
+        return 0.0
 
 
 def _gathered(part: tuple[np.ndarray, list[Any]], group: Group) -> tuple[np.ndarray, list[Any]]:
@@ -1233,6 +1280,7 @@ def _run_task(
         "exported_objective": objectives[0],
         "n_train": task.n_train,
         "n_test": task.n_test,
+        "tuning_rows": int(sum(group.all_gather(len(task.X_tr)))),  # the sample the tuning saw
         "baselines": task.baselines,
         "warnings": task.warnings,
         "skipped": dict(sorted(task.skipped.items())),

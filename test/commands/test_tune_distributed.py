@@ -26,6 +26,8 @@ OPTIONS = [
     "10",
     "--device",
     "cpu",
+    "--sample-rows",
+    "200",  # of about 300 training samples: the tuning sample is drawn across processes too
     "--no-progress",
 ]
 
@@ -64,8 +66,9 @@ def test_two_processes_write_the_one_process_model(bags, tmp_path):
     assert (r1["world_size"], r2["world_size"]) == (1, 2)
     assert r1["samples_per_rank"] == [420]
     assert sum(r2["samples_per_rank"]) == 420 and min(r2["samples_per_rank"]) > 0
-    for key in ("n_train", "n_test", "exported_samples"):
+    for key in ("n_train", "n_test", "exported_samples", "tuning_rows"):
         assert r1[key] == r2[key]
+    assert r1["tuning_rows"] == 200 < r1["n_train"]
     assert r1["promotion"]["n_samples"] == r2["promotion"]["n_samples"] > 0
     a, b = IncrementalRLSC.load(one), IncrementalRLSC.load(two)
     assert a.classes_.tolist() == b.classes_.tolist()

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from lifelong_learning.nystrom import tune
-from lifelong_learning.nystrom.distributed import contiguous_shares, joined
+from lifelong_learning.nystrom.distributed import JobProgress, contiguous_shares, joined
 
 
 def main() -> int:
@@ -33,7 +33,14 @@ def main() -> int:
         Xr, Yr = X[share.start : share.stop].copy(), Y[share.start : share.stop]
         if group.rank == args.fail_rank:
             Xr[0, 0] = np.nan
+        with JobProgress(group, X.shape[0], "rows read", unit="row") as progress:
+            progress.add(len(share))  # the main process's bar: every process's rows
         model = tune(Xr, Yr, centers=12, objective=args.objective, epochs=8, lr=0.1, seed=1, group=group)
+        add = group.counter("rows")  # no collective: each adds when it gets here
+        add(len(share))
+        group.all_gather(None)  # every process has added
+        counted = add(0)
+        decisions = group.all_gather(group.decided(group.rank == 0))  # the main process's decision
         if group.is_main:
             np.savez(
                 args.out,
@@ -41,6 +48,8 @@ def main() -> int:
                 history=np.asarray(model.tuning_.history),
                 world_size=group.world_size,
                 rows=len(share),
+                counted=counted,
+                decisions=np.asarray(decisions),
             )
     return 0
 

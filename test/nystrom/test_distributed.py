@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,14 @@ import pytest
 import torch
 
 from lifelong_learning.nystrom import tune
-from lifelong_learning.nystrom.distributed import ONE_PROCESS, ShardedRows, contiguous_shares
+from lifelong_learning.nystrom.distributed import (
+    ONE_PROCESS,
+    GroupSetupError,
+    JobProgress,
+    ShardedRows,
+    contiguous_shares,
+    joined,
+)
 from lifelong_learning.nystrom.objectives import SUMS_OBJECTIVES
 
 JOB = Path(__file__).with_name("distributed_job.py")
@@ -48,6 +56,10 @@ def test_two_processes_give_the_one_process_model(tmp_path, objective):
     pred = one.predict(data["X_test"])
     assert np.max(np.abs(out["pred"] - pred)) <= 1e-8 * np.max(np.abs(pred))
     assert 0 < int(out["rows"]) < 300  # rank 0 held a share, not everything
+    # the job's counters see every process's count; the main process's decisions are everyone's
+    assert int(out["counted"]) == 300
+    assert out["decisions"].tolist() == [True, True]
+    assert "rows read (2 processes)" in res.stderr and "300/300" in res.stderr  # the whole job's bar
 
 
 def test_a_corrupt_share_on_one_process_fails_every_process_with_its_message(tmp_path):
@@ -62,6 +74,34 @@ def test_hold_out_objectives_are_refused_across_processes(tmp_path):
     assert res.returncode != 0
     assert "cannot be tuned across processes" in res.stdout + res.stderr
     assert "holdout" not in SUMS_OBJECTIVES
+
+
+def test_a_rendezvous_that_does_not_answer_is_a_setup_error(monkeypatch):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for key, value in {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(
+        GroupSetupError,
+        match=rf"could not join the process group \(rank 1 of 2, rendezvous 127.0.0.1:{port}\)",
+    ):
+        with joined(backend="gloo", timeout_s=2):
+            pass
+    assert not torch.distributed.is_initialized()
+
+
+def test_one_process_progress_and_decisions():
+    add = ONE_PROCESS.counter("x")
+    assert (add(3), add(4)) == (3, 7)
+    assert ONE_PROCESS.decided(True) is True
+    with JobProgress(ONE_PROCESS, 10, "off", enabled=False) as progress:
+        progress.add(5)  # disabled: nothing counted, nothing shown
 
 
 def test_contiguous_shares_keep_the_order_and_balance_the_weights():

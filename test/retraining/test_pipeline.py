@@ -8,6 +8,7 @@ import pytest
 
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.io.bags import write_joint_states, write_labeled_features
+from lifelong_learning.nystrom.distributed import Group
 from lifelong_learning.retraining.pipeline import TuningJob, run_job
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path
 
@@ -286,3 +287,58 @@ def test_with_validation_bags_the_gate_scores_on_them_alone_and_nothing_is_held_
         TuningJob(
             bags=[str(tmp_path / "bag")], validation_bags=[str(tmp_path / "bag")], **common, out="x"
         ).validate()
+
+
+class _OtherMachine(Group):
+    """Two processes, the other one on another machine. Stands in for that machine, whose own
+    filesystem cannot exist here: its all_gather answers with what the other process would send."""
+
+    world_size = 2
+
+    def __init__(self, rank: int, theirs: object) -> None:
+        self.rank, self.theirs = rank, theirs
+
+    def all_gather(self, obj: object) -> list[object]:
+        return [obj, self.theirs] if self.rank == 0 else [self.theirs, obj]
+
+
+def test_on_a_cluster_each_process_checks_only_the_files_it_reads(tmp_path):
+    """Each machine holds only the bags of its share: the partition comes from the largest size any
+    process sees; a process checks only its share's bags, the main process alone the outputs and
+    the serving model."""
+    for name in ("a", "b"):
+        write_labeled_features(tmp_path / name, np.zeros((40, 3)), ["x"] * 40)
+    here = [str(tmp_path / n) for n in ("a", "b")]
+    there = [str(tmp_path / n) for n in ("c", "d")]  # on the other machine only
+    common = {"task": "classification", "objectives": ["gcv"]}
+    job = TuningJob(bags=here + there, out=str(tmp_path / "m.llm"), **common)
+    assert job.shares() == [range(0, 4)]  # one process reads every bag
+    big = float(sum(f.stat().st_size for f in (tmp_path / "a").rglob("*")))
+    assert job.shares(_OtherMachine(0, [0.0, 0.0, big, big])) == [range(0, 2), range(2, 4)]
+    job.validate(_OtherMachine(0, [0.0, 0.0, big, big]))  # c and d are the other process's to check
+    with pytest.raises(ValueError, match="no such bag"):  # as the process that should read c and d
+        job.validate(_OtherMachine(1, [big, big, 0.0, 0.0]))
+    # outputs and serving model: the main process's to check, not another's
+    elsewhere = {"out": str(tmp_path / "no such dir" / "m.llm"), "serving": str(tmp_path / "none.llm")}
+    TuningJob(bags=there + here, **elsewhere, **common).validate(_OtherMachine(1, [big, big, 0.0, 0.0]))
+    with pytest.raises(ValueError):
+        TuningJob(bags=here, **elsewhere, **common).validate()
+
+
+def test_a_classification_job_tunes_on_a_sample_and_scores_and_exports_every_sample(tmp_path):
+    from lifelong_learning.learners import IncrementalRLSC
+
+    rng = np.random.default_rng(3)
+    centres = np.eye(3, 6) * 3.0
+    labels = [f"obj{i % 3}" for i in range(300)]
+    X = centres[[i % 3 for i in range(300)]] + rng.normal(scale=0.5, size=(300, 6))
+    write_labeled_features(tmp_path / "bag", X, labels)
+    common = {"bags": [str(tmp_path / "bag")], "task": "classification", "centers": 20, "epochs": 5}
+    sampled = run_job(TuningJob(out=str(tmp_path / "s.llm"), sample_rows=40, **common))
+    assert sampled["tuning_rows"] == 40 < sampled["n_train"]
+    assert "tuned on 40 of the training samples" in sampled["markdown"]
+    model = IncrementalRLSC.load(tmp_path / "s.llm")
+    assert model.n_samples == sampled["exported_samples"] == 300  # every sample, held-out ones last
+    assert sampled["objectives"]["proposed"]["value"] < 5.0  # % wrong: the export on every training row
+    every = run_job(TuningJob(out=str(tmp_path / "e.llm"), **common))
+    assert every["tuning_rows"] == every["n_train"] == sampled["n_train"]
