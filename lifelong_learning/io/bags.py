@@ -216,13 +216,6 @@ class LabeledFeatureSet:
     skipped: Skipped = field(default_factory=Skipped)
 
 
-def _modal_length(lengths: list[int]) -> int:
-    """The most common length (the first seen among equals)."""
-    counts = Counter(lengths)
-    best = max(counts.values())
-    return next(n for n in lengths if counts[n] == best)
-
-
 def message_count(
     bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     msgtype: str = LABELED_FEATURES_TYPE,
@@ -246,62 +239,141 @@ def message_count(
     return total
 
 
-def read_labeled_features(
+def _modal_length(lengths: list[int]) -> int:
+    """The most common length (the first seen among equals)."""
+    counts = Counter(lengths)
+    best = max(counts.values())
+    return next(n for n in lengths if counts[n] == best)
+
+
+#: usable messages at the start of each bag whose most common length is the bag's feature length
+LENGTH_WINDOW = 100
+
+
+def labeled_feature_blocks(
     bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     topic: str | None = None,
+    block: int = 20_000,
+    skipped: Skipped | None = None,
     progress: Callable[[int], None] | None = None,
-) -> LabeledFeatureSet:
-    """Every usable LabeledFeatures message of ``topic`` (default: all topics of that type), in bag order.
-    ``progress(1)`` is called for every message read (:func:`message_count` gives their number).
+) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
+    """Every usable LabeledFeatures message of ``topic`` (default: all topics of that type), in bag
+    order, as blocks ``(X, labels, stamps)`` of at most ``block`` rows (``X`` float64): memory is
+    bounded by the block, not by the bags.
 
-    Skipped and counted (``skipped``): messages that do not deserialize, with non-finite values,
+    Skipped and counted in ``skipped``: messages that do not deserialize, with non-finite values,
     an empty label or one the object_recognition node refuses with its defaults (unprintable
     characters, more than 64 characters; labels are stripped of surrounding whitespace, as the
-    node does), or a length other than the bag's most common one.
+    node does), or a length other than the bag's, which is the most common among its first
+    :data:`LENGTH_WINDOW` usable messages (so that a stray vector cannot set it). ``progress(1)`` is
+    called for every message read (:func:`message_count` gives their number).
 
     Raises:
         BagError: unreadable bag, no such topic, no usable message, or bags whose vectors have
             different lengths (features of another network).
     """
-    skipped = Skipped()
-    rows: list[np.ndarray] = []
-    labels: list[str] = []
-    stamps: list[int] = []
+    skipped = Skipped() if skipped is None else skipped
+    d: int | None = None  # the length of the bags read so far
+    rows: list[tuple[int, np.ndarray, str]] = []
+    yielded = 0
     for path in _paths(bags):
-        part: list[tuple[int, np.ndarray, str]] = []
-        for stamp, msg in _messages(path, LABELED_FEATURES_TYPE, topic, skipped=skipped, progress=progress):
-            v = np.asarray(msg.data, dtype=np.float64)
-            label = str(msg.label).strip()  # as the object_recognition node learns it
-            problem = label_problem(label, DEFAULT_MAX_LABEL_LENGTH)  # the node's rule
-            if not np.all(np.isfinite(v)):
-                skipped.add(NON_FINITE, f"{path}: feature vector with NaN or Inf at {stamp}")
-            elif not label:
-                skipped.add(EMPTY_LABEL, f"{path}: empty label at {stamp}")
-            elif problem is not None:
-                reason = LONG_LABEL if len(label) > DEFAULT_MAX_LABEL_LENGTH else UNPRINTABLE_LABEL
-                skipped.add(reason, f"{path}: {problem} ({label[:80]!r}) at {stamp}")
-            else:
-                part.append((stamp, v, label))
-        if not part:
-            continue
-        d = _modal_length([v.size for _, v, _ in part])
-        if rows and d != rows[0].size:
-            raise BagError(f"{path}: feature vectors of different lengths ({d} vs {rows[0].size} before)")
-        for stamp, v, label in part:
-            if v.size != d:
-                skipped.add(
-                    WRONG_DIMENSION, f"{path}: a vector of {v.size} values at {stamp}, the bag's have {d}"
-                )
-                continue
-            rows.append(v)
-            labels.append(label)
-            stamps.append(stamp)
-    if not rows:
+        for row in _bag_features(path, topic, skipped, progress, d):
+            d = row[1].size
+            rows.append(row)
+            if len(rows) >= block:
+                yield _block(rows)
+                yielded, rows = yielded + len(rows), []
+    if rows:
+        yield _block(rows)
+        yielded += len(rows)
+    if not yielded:
         why = f"; skipped: {skipped.summary()}" if skipped else ""
         raise BagError(f"no usable LabeledFeatures message in the bag(s){why}")
-    if rows[0].size == 0:
+    if d == 0:
         raise BagError("feature vectors are empty")
-    return LabeledFeatureSet(np.vstack(rows), labels, np.asarray(stamps, dtype=np.int64), skipped)
+
+
+def _bag_features(
+    path: Path, topic: str | None, skipped: Skipped, progress: Callable[[int], None] | None, d: int | None
+) -> Iterator[tuple[int, np.ndarray, str]]:
+    """One bag's usable ``(stamp, vector, label)`` of the bag's length (``d``: the earlier bags')."""
+    window: list[tuple[int, np.ndarray, str]] = []
+    bag_d: int | None = None
+    for stamp, msg in _messages(path, LABELED_FEATURES_TYPE, topic, skipped=skipped, progress=progress):
+        usable = _usable_feature(path, stamp, msg, skipped)
+        if usable is None:
+            continue
+        if bag_d is not None:
+            yield from _of_length([(stamp, *usable)], bag_d, path, skipped)
+            continue
+        window.append((stamp, *usable))
+        if len(window) == LENGTH_WINDOW:
+            bag_d = _bag_length(path, window, d)
+            yield from _of_length(window, bag_d, path, skipped)
+    if bag_d is None and window:  # fewer usable messages than the window
+        yield from _of_length(window, _bag_length(path, window, d), path, skipped)
+
+
+def _usable_feature(path: Path, stamp: int, msg: Any, skipped: Skipped) -> tuple[np.ndarray, str] | None:
+    """``(vector, label)`` of a message the node would learn, else None (counted in ``skipped``)."""
+    v = np.asarray(msg.data, dtype=np.float64)
+    label = str(msg.label).strip()  # as the object_recognition node learns it
+    problem = label_problem(label, DEFAULT_MAX_LABEL_LENGTH)  # the node's rule
+    if not np.all(np.isfinite(v)):
+        skipped.add(NON_FINITE, f"{path}: feature vector with NaN or Inf at {stamp}")
+    elif not label:
+        skipped.add(EMPTY_LABEL, f"{path}: empty label at {stamp}")
+    elif problem is not None:
+        reason = LONG_LABEL if len(label) > DEFAULT_MAX_LABEL_LENGTH else UNPRINTABLE_LABEL
+        skipped.add(reason, f"{path}: {problem} ({label[:80]!r}) at {stamp}")
+    else:
+        return v, label
+    return None
+
+
+def _bag_length(path: Path, window: list[tuple[int, np.ndarray, str]], d: int | None) -> int:
+    """The bag's feature length: the most common in ``window``; BagError if not the earlier bags' ``d``."""
+    n = _modal_length([v.size for _, v, _ in window])
+    if d is not None and n != d:
+        raise BagError(f"{path}: feature vectors of different lengths ({n} vs {d} before)")
+    return n
+
+
+def _of_length(
+    rows: list[tuple[int, np.ndarray, str]], n: int, path: Path, skipped: Skipped
+) -> Iterator[tuple[int, np.ndarray, str]]:
+    """The rows whose vectors have ``n`` values; the others counted in ``skipped``."""
+    for stamp, v, label in rows:
+        if v.size == n:
+            yield stamp, v, label
+        else:
+            skipped.add(
+                WRONG_DIMENSION, f"{path}: a vector of {v.size} values at {stamp}, the bag's have {n}"
+            )
+
+
+def _block(rows: list[tuple[int, np.ndarray, str]]) -> tuple[np.ndarray, list[str], np.ndarray]:
+    return (
+        np.vstack([v for _, v, _ in rows]),
+        [label for _, _, label in rows],
+        np.asarray([stamp for stamp, _, _ in rows], dtype=np.int64),
+    )
+
+
+def read_labeled_features(
+    bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    topic: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> LabeledFeatureSet:
+    """Every usable LabeledFeatures message in memory: :func:`labeled_feature_blocks` joined."""
+    skipped = Skipped()
+    parts = list(labeled_feature_blocks(bags, topic, skipped=skipped, progress=progress))
+    return LabeledFeatureSet(
+        np.vstack([p[0] for p in parts]),
+        [label for p in parts for label in p[1]],
+        np.concatenate([p[2] for p in parts]),
+        skipped,
+    )
 
 
 @dataclass

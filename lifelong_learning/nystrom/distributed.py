@@ -190,6 +190,13 @@ def joined(backend: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S) -> Itera
     try:
         yield TorchGroup()
     finally:
+        # No process tears the group down while another still uses it (one that did aborted now
+        # and then at exit: "terminate called without an active exception"); bounded, so that a
+        # process whose peers died still ends.
+        try:
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=60))
+        except Exception:  # peers gone, or a backend without monitored barriers
+            pass
         dist.destroy_process_group()
 
 
@@ -276,8 +283,10 @@ class JobProgress:
     what it has done (messages, rows, epochs); the main process shows a tqdm bar of the sum.
 
     A process passes its count on at most every ``interval_s`` (and at :meth:`close`), through
-    :meth:`Group.counter`: no process waits for another here. ``total`` is the whole job's. Counts
-    are best-effort: a counter that cannot be reached turns the bar off, never the job.
+    :meth:`Group.counter`: no process waits for another while it works. At :meth:`close` the main
+    process waits until every process has closed (at most ``close_timeout_s``), so that its bar
+    ends at the job's count. ``total`` is the whole job's. Counts are best-effort: a counter that
+    cannot be reached turns the bar off, never the job.
 
     Args:
         group: the job's processes. total: the sum every process's counts reach.
@@ -295,16 +304,19 @@ class JobProgress:
         unit: str = "it",
         enabled: bool = True,
         interval_s: float = 0.5,
+        close_timeout_s: float = 30.0,
     ) -> None:
-        self.group, self.interval_s = group, float(interval_s)
+        self.group, self.interval_s, self.close_timeout_s = group, float(interval_s), float(close_timeout_s)
         self._pending, self._last = 0, time.monotonic()
         self._add: Callable[[int], int] | None = None
+        self._closed: Callable[[int], int] | None = None
         self._bar: Any = None
         if not enabled:
             return
-        JobProgress._made += 1  # the same sequence on every process: the same key
+        JobProgress._made += 1  # the same sequence on every process: the same keys
+        key = f"{desc}/{JobProgress._made}"
         try:
-            self._add = group.counter(f"{desc}/{JobProgress._made}")
+            self._add, self._closed = group.counter(key), group.counter(f"{key}/closed")
         except Exception:  # no store to meet in: no bar
             return
         if group.is_main:
@@ -321,24 +333,39 @@ class JobProgress:
         if time.monotonic() - self._last >= self.interval_s:
             self._flush()
 
-    def _flush(self) -> None:
-        assert self._add is not None
+    def _flush(self) -> int:
+        """Pass this process's count on; the sum so far (-1 if the counter went away)."""
+        if self._add is None:
+            return -1
         try:
             done = self._add(self._pending)
         except Exception:  # the store went away: stop counting, keep the job
             self._add = None
-            return
+            return -1
         self._pending, self._last = 0, time.monotonic()
         if self._bar is not None and done > self._bar.n:
             self._bar.update(done - self._bar.n)
+        return done
 
     def close(self) -> None:
-        """Pass on the rest of this process's count; the main process closes its bar."""
-        if self._add is not None:
-            self._flush()
+        """Pass on the rest of this process's count; the main process, once every process has
+        closed (or after ``close_timeout_s``), shows the job's count and closes its bar."""
+        self._flush()
+        try:
+            if self._closed is not None:
+                closed = self._closed(1)
+                deadline = time.monotonic() + self.close_timeout_s
+                while (
+                    self._bar is not None and closed < self.group.world_size and time.monotonic() < deadline
+                ):
+                    time.sleep(0.02)
+                    closed = self._closed(0)
+                self._flush()
+        except Exception:  # the store went away: the bar ends where it is
+            pass
         if self._bar is not None:
             self._bar.close()
-        self._add = self._bar = None
+        self._add = self._closed = self._bar = None
 
     def __enter__(self) -> JobProgress:
         return self

@@ -107,12 +107,14 @@ def export_classifier(
     even without a sample; the others follow in order of first appearance. Trained from the rows'
     sums ``ΦᵀΦ``, ``ΦᵀE`` (:meth:`IncrementalRLSC.learn_sums`), so with ``group`` the rows may be
     shared among processes (each passes its own, in the global order; the sums are all-reduced and
-    every process gets the same classifier). Saved to ``path`` if given (by the main process)."""
+    every process gets the same classifier). Saved to ``path`` if given (by the main process).
+
+    ``X``: the rows, or a callable that gives them as blocks of rows in order (e.g. read back from a
+    file: memory is then bounded by a block and ``m``). Bad rows (dimension, NaN/Inf, their count)
+    raise ValueError on every process of ``group``."""
     fmap = feature_map_of(model)
-    Xa = as_rows(X, int(model.centers_.shape[1]), "X")  # the model's input dimension, finite
+    d = int(model.centers_.shape[1])  # the model's input dimension
     labels = list(labels)
-    if len(labels) != Xa.shape[0]:
-        raise ValueError(f"{Xa.shape[0]} rows and {len(labels)} labels")
     order = list(
         dict.fromkeys(
             [*classes, *itertools.chain.from_iterable(group.all_gather(list(dict.fromkeys(labels))))]
@@ -124,14 +126,26 @@ def export_classifier(
     G = sums[: m * m].reshape(m, m)
     C = sums[m * m : m * m + m * len(order)].reshape(m, len(order))
     counts = sums[m * m + m * len(order) :]
-    for start in range(0, Xa.shape[0], _BLOCK):
-        Phi = np.asarray(fmap.transform(Xa[start : start + _BLOCK]), dtype=np.float64)
-        cols = np.array([column[lab] for lab in labels[start : start + _BLOCK]], dtype=np.int64)
-        E = np.zeros((cols.size, len(order)))
-        E[np.arange(cols.size), cols] = 1.0
-        G += Phi.T @ Phi
-        C += Phi.T @ E
-        np.add.at(counts, cols, 1.0)
+    error: Exception | None = None
+    try:
+        seen = 0
+        for block in X() if callable(X) else _row_blocks(X, d):
+            rows = as_rows(block, d, "X")  # finite
+            k = rows.shape[0]
+            if seen + k <= len(labels):
+                Phi = np.asarray(fmap.transform(rows), dtype=np.float64)
+                cols = np.array([column[lab] for lab in labels[seen : seen + k]], dtype=np.int64)
+                E = np.zeros((k, len(order)))
+                E[np.arange(k), cols] = 1.0
+                G += Phi.T @ Phi
+                C += Phi.T @ E
+                np.add.at(counts, cols, 1.0)
+            seen += k
+        if seen != len(labels):
+            raise ValueError(f"{seen} rows and {len(labels)} labels")
+    except ValueError as exc:
+        error = exc
+    group.agree(error)
     total = group.all_reduce(torch.from_numpy(sums)).numpy() if group.world_size > 1 else sums
     n_per = np.rint(total[m * m + m * len(order) :]).astype(np.int64)
     clf = IncrementalRLSC(lambdas=regularization_of(model, int(n_per.sum())), alpha=0.0, feature_map=fmap)
@@ -141,11 +155,18 @@ def export_classifier(
         total[: m * m].reshape(m, m),
         total[m * m : m * m + m * len(order)].reshape(m, len(order)),
         n_per,
-        int(model.centers_.shape[1]),
+        d,
     )
     if path is not None and group.is_main:
         clf.save(path)
     return clf
+
+
+def _row_blocks(X: Any, d: int) -> Iterator[np.ndarray]:
+    """The rows of ``X`` (checked: ``d`` columns, finite) in blocks of :data:`_BLOCK`."""
+    rows = as_rows(X, d, "X")
+    for start in range(0, rows.shape[0], _BLOCK):
+        yield rows[start : start + _BLOCK]
 
 
 def residual_data(

@@ -28,7 +28,6 @@ import itertools
 import json
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +55,8 @@ from lifelong_learning.io.bags import (
     BagError,
     JointStateBlock,
     JointStateStream,
-    LabeledFeatureSet,
+    Skipped,
+    labeled_feature_blocks,
     message_count,
     read_joint_states,
     read_labeled_features,
@@ -67,7 +67,6 @@ from lifelong_learning.nystrom.distributed import (
     ONE_PROCESS,
     Group,
     JobProgress,
-    ShardedRows,
     contiguous_shares,
 )
 from lifelong_learning.nystrom.export import (
@@ -84,7 +83,7 @@ from lifelong_learning.retraining.promotion import (
     gate_classifier,
     gate_inverse_dynamics,
 )
-from lifelong_learning.retraining.rows import Rows, RowStore
+from lifelong_learning.retraining.rows import FeatureStore, Rows, RowStore
 
 TASKS = ("classification", "inverse-dynamics")
 #: forgetting factors per sample the inverse-dynamics export chooses from, on the most recent block.
@@ -428,6 +427,13 @@ _STILL_RMS_VELOCITY = 0.01
 class _Classification:
     """Labeled features: a random split, test error, an IncrementalRLSC with the tuned map.
 
+    Memory is bounded by the block (``job.block`` rows) and the samples (at most
+    ``job.sample_rows`` rows each for the tuning and for the promotion gate), not by the bags,
+    but for a few bytes per row (the labels' codes and the split): the bags are read a block at a
+    time (:func:`~lifelong_learning.io.bags.labeled_feature_blocks`) into a temporary file
+    (:class:`~lifelong_learning.retraining.rows.FeatureStore`) that every later pass (the score,
+    the export) reads back a block at a time.
+
     With a ``group`` of several processes each reads the ``r``-th contiguous share of the bags
     (by size); the rows keep the one-process order (process by process), and every choice made on
     rows (the gate's most recent samples per class, the random test split, the tuning sample, the
@@ -442,33 +448,56 @@ class _Classification:
     ) -> None:
         self.group = group
         self.bags_read = [str(job.bags[i]) for i in job.shares(group)[group.rank]]
-        error: Exception | None = None
-        data = None
-        messages = sum(group.all_gather(message_count(self.bags_read, topic=job.topic)))
-        with JobProgress(group, messages, "reading bags", unit="msg", enabled=job.progress) as progress:
-            try:
-                data = read_labeled_features(self.bags_read, topic=job.topic, progress=progress.add)
-            except (BagError, OSError) as exc:
-                error = exc
-        group.agree(error)
-        assert data is not None
-        dims = group.all_gather(int(data.X.shape[1]))
-        if len(set(dims)) > 1:
-            raise BagError(f"the processes' bags hold feature vectors of different lengths: {dims}")
-        self.samples_read = int(data.X.shape[0])  # usable labeled features (for the report)
-        self.skipped: dict[str, int] = {}
-        for part in group.all_gather(dict(data.skipped)):
-            for reason, n in part.items():
-                self.skipped[reason] = self.skipped.get(reason, 0) + n
-        data = self._hold_out(data, job)
-        rows = ShardedRows(data.X, None, group)
-        self.tr, self.te = _split(rows.total, job.test_fraction, rng, chronological=False)
-        self.tr = self.tr[(self.tr >= rows.offset) & (self.tr < rows.offset + data.X.shape[0])] - rows.offset
-        self.te = self.te[(self.te >= rows.offset) & (self.te < rows.offset + data.X.shape[0])] - rows.offset
+        self.store = FeatureStore(int(job.block))
         self.warnings: list[str] = []
         self.baselines: dict[str, float] = {}
         self.known: list[Any] = []  # the serving model's classes, first in the exported model
-        X, labels = data.X, list(data.labels)
+        self.groups: list[int] | None = None  # no bag boundaries: holdout-bags is holdout-recent
+        try:
+            self._read(job)
+            self._split(job, rng)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Delete the temporary file of the features."""
+        self.store.close()
+
+    def _read(self, job: TuningJob) -> None:
+        """Every usable labeled feature of this process's bags into the store; the skipped ones counted."""
+        group, skipped = self.group, Skipped()
+        error: Exception | None = None
+        messages = sum(group.all_gather(message_count(self.bags_read, topic=job.topic)))
+        with JobProgress(group, messages, "reading bags", unit="msg", enabled=job.progress) as progress:
+            try:
+                for X, labels, _ in labeled_feature_blocks(
+                    self.bags_read, job.topic, int(job.block), skipped, progress.add
+                ):
+                    self.store.append(X, labels)
+            except (BagError, OSError) as exc:
+                error = exc
+        group.agree(error)
+        dims = group.all_gather(self.store.d)
+        if len(set(dims)) > 1:
+            raise BagError(f"the processes' bags hold feature vectors of different lengths: {dims}")
+        self.samples_read = self.store.n  # usable labeled features (for the report)
+        self.skipped: dict[str, int] = {}
+        for part in group.all_gather(dict(skipped)):
+            for reason, n in part.items():
+                self.skipped[reason] = self.skipped.get(reason, 0) + n
+
+    def _split(self, job: TuningJob, rng: Any) -> None:
+        """The gate's rows, the random test split of the others, the serving model's held-out
+        samples, the classes' order and the tuning sample."""
+        group, store = self.group, self.store
+        kept = np.flatnonzero(~self._hold_out(job))  # row numbers of the rows not held out
+        counts = [int(c) for c in group.all_gather(int(kept.size))]
+        offset = sum(counts[: group.rank])
+        tr, te = _split(sum(counts), job.test_fraction, rng, chronological=False)
+        mine = lambda p: p[(p >= offset) & (p < offset + kept.size)] - offset  # noqa: E731
+        self.kept, self.train_rows, self.test_rows = kept, kept[mine(tr)], kept[mine(te)]
+        self.extra_X, self.extra_labels = np.empty((0, store.d or 0)), []  # the serving model's samples
         if job.init:
             serving, error = None, None
             try:
@@ -476,86 +505,108 @@ class _Classification:
             except (ValueError, OSError) as exc:  # a file another process's machine lacks, or corrupt
                 error = exc
             group.agree(error)
-            X, labels = self._continue_from(serving, X, labels)
-        train = np.concatenate([self.tr, np.arange(len(data.labels), len(labels))])
-        self.X, self.labels = X, labels
-        train_labels = [labels[i] for i in train]
+            self._continue_from(serving)
+        train_labels = [*store.labels(self.train_rows), *self.extra_labels]
         order = itertools.chain.from_iterable(group.all_gather(list(dict.fromkeys(train_labels))))
         self.classes = list(dict.fromkeys(order))  # one_hot's order: first appearance in the global order
-        self.Y_tr = one_hot(self.classes + train_labels)[1][len(self.classes) :]
         if len(self.classes) > DEFAULT_MAX_CLASSES:
             self.warnings.append(
                 f"{len(self.classes)} classes: an object_recognition node with the default max_classes "
                 f"({DEFAULT_MAX_CLASSES}) will refuse to load this model; raise its max_classes"
             )
-        self.X_fit, self.labels_fit = X[train], train_labels  # every training row: the score's refit
-        tune_rows = _tuning_sample(len(train), int(job.sample_rows), job.seed, group)
-        self.X_tr, self.Y_tr = self.X_fit[tune_rows], self.Y_tr[tune_rows]
+        self.train_labels = train_labels  # every training row's: the score's refit
+        pick = _tuning_sample(len(train_labels), int(job.sample_rows), job.seed, group)
+        self.X_tr = self._training_rows(pick)
+        self.Y_tr = one_hot(self.classes + [train_labels[i] for i in pick])[1][len(self.classes) :]
         self.n_train, self.n_test = (
-            int(v) for v in np.sum(group.all_gather((len(self.tr), len(self.te))), axis=0)
+            int(v) for v in np.sum(group.all_gather((self.train_rows.size, self.test_rows.size)), axis=0)
         )
-        self.groups: list[int] | None = None  # no bag boundaries: holdout-bags is holdout-recent
-        self.X_te = X[self.te]
-        self.labels_te = np.array([labels[i] for i in self.te], dtype=object)
+        self.labels_te = store.labels(self.test_rows)
 
-    def _continue_from(self, serving: IncrementalRLSC, X: np.ndarray, labels: list[Any]) -> tuple[Any, Any]:
+    def _training_rows(self, pick: np.ndarray) -> np.ndarray:
+        """The training rows at positions ``pick`` (sorted) among the bags' and the serving model's."""
+        bags = pick[pick < self.train_rows.size]
+        extra = pick[pick >= self.train_rows.size] - self.train_rows.size
+        return np.vstack([self.store.take(self.train_rows[bags]), self.extra_X[extra]])
+
+    def _blocks(self, rows: np.ndarray, extra: bool) -> Callable[[], Iterator[np.ndarray]]:
+        """The rows ``rows`` of the store (and, with ``extra``, the serving model's samples after
+        them), a block at a time."""
+
+        def blocks() -> Iterator[np.ndarray]:
+            yield from self.store.blocks(rows)
+            if extra and len(self.extra_labels):
+                yield self.extra_X
+
+        return blocks
+
+    def _continue_from(self, serving: Any) -> None:
         """The serving model's classes come first; its held-out samples join the training data
         (after every row of the bags: on the last process)."""
-        if serving.n_features_in_ not in (None, X.shape[1]):
+        d = self.store.d
+        if serving.n_features_in_ not in (None, d):
             raise ValueError(
-                f"the model to continue from takes {serving.n_features_in_} features, the bags {X.shape[1]}"
+                f"the model to continue from takes {serving.n_features_in_} features, the bags {d}"
             )
         self.known = [str(c) for c in serving.classes_.tolist()]
         last = self.group.rank == self.group.world_size - 1
         if serving.feature_map is None and serving.n_validation_ and last:
             val_X, val_labels = serving.validation_samples()
-            X, labels = np.vstack([X, val_X]), labels + [str(c) for c in val_labels]
-        seen = set(itertools.chain.from_iterable(self.group.all_gather(sorted(set(labels)))))
+            self.extra_X, self.extra_labels = (
+                np.asarray(val_X, dtype=np.float64),
+                [str(c) for c in val_labels],
+            )
+        mine = set(self.store.vocabulary) | set(self.extra_labels)
+        seen = set(itertools.chain.from_iterable(self.group.all_gather(sorted(mine))))
         unseen = sorted(set(self.known) - seen)
         if unseen:
             self.warnings.append(
                 f"classes {unseen} of the serving model have no sample in the bags or its validation buffer: "
                 "they are kept but cannot be predicted until taught again"
             )
-        return X, labels
 
-    def _hold_out(self, data: Any, job: TuningJob) -> Any:
-        """Set the promotion gate's samples aside: the validation bags' when given, else the most
-        recent ``holdout_fraction`` of each class's samples (of a class of 5 or more; objects are
-        taught one after the other, so the most recent part of the bags alone would be one class),
-        counted over every process's rows in the global order."""
-        labels = np.array(data.labels, dtype=object)
-        gate = np.zeros(labels.size, dtype=bool)
+    def _hold_out(self, job: TuningJob) -> np.ndarray:
+        """Which rows the promotion gate holds out (a mask of this process's rows): the validation
+        bags' when given (then none), else the most recent ``holdout_fraction`` of each class's
+        samples (of a class of 5 or more; objects are taught one after the other, so the most
+        recent part of the bags alone would be one class), at most about ``sample_rows`` in all,
+        counted over every process's rows in the global order. Sets :attr:`held_out` (the gate's
+        data, main process) and :attr:`recent` (the bags' held-out samples, learned after the gate)."""
+        store, group = self.store, self.group
+        codes = store.codes
+        gate = np.zeros(store.n, dtype=bool)
         if not job.validation_bags:
-            per_process = self.group.all_gather(dict(Counter(data.labels)))
-            for label in dict.fromkeys(data.labels):
+            mine = {store.vocabulary[c]: int(k) for c, k in enumerate(np.bincount(codes)) if k}
+            per_process = group.all_gather(mine)
+            total_rows = sum(sum(c.values()) for c in per_process)
+            fraction = min(float(job.holdout_fraction), int(job.sample_rows) / max(total_rows, 1))
+            for code, label in enumerate(store.vocabulary):
                 total = sum(c.get(label, 0) for c in per_process)
-                before = sum(c.get(label, 0) for c in per_process[: self.group.rank])
-                k = round(float(job.holdout_fraction) * total) if total >= 5 else 0
-                rows = np.flatnonzero(labels == label)
+                before = sum(c.get(label, 0) for c in per_process[: group.rank])
+                k = round(fraction * total) if total >= 5 else 0
+                rows = np.flatnonzero(codes == code)
                 gate[rows[before + np.arange(rows.size) >= total - k]] = True
-        recent = _gathered((data.X[gate], list(labels[gate])), self.group)
-        self.recent = recent  # the bags' own held-out samples, learned after the gate (main process)
+        rows = np.flatnonzero(gate)
+        recent = _gathered((store.take(rows), list(store.labels(rows))), group)
+        self.recent = recent  # the bags' held-out samples, learned after the gate (main process)
         X_gate, labels_gate = recent
         error: Exception | None = None
-        if job.validation_bags and self.group.is_main:  # the gate's data: the main process's alone
+        if job.validation_bags and group.is_main:  # the gate's data: the main process's alone
             try:
                 extra = read_labeled_features(job.validation_bags, topic=job.topic)
-                if extra.X.shape[1] != data.X.shape[1]:
+                if extra.X.shape[1] != store.d:
                     raise BagError(
-                        f"the validation bags hold {extra.X.shape[1]} features, the bags {data.X.shape[1]}"
+                        f"the validation bags hold {extra.X.shape[1]} features, the bags {store.d}"
                     )
                 for reason, n in extra.skipped.items():
-                    self.skipped[f"{reason} (validation bags)"] = (
-                        self.skipped.get(f"{reason} (validation bags)", 0) + n
-                    )
+                    key = f"{reason} (validation bags)"
+                    self.skipped[key] = self.skipped.get(key, 0) + n
                 X_gate, labels_gate = np.vstack([X_gate, extra.X]), labels_gate + list(extra.labels)
             except (BagError, OSError) as exc:
                 error = exc
-        self.group.agree(error)
+        group.agree(error)
         self.held_out = (X_gate, np.array(labels_gate, dtype=object))
-        keep = ~gate
-        return LabeledFeatureSet(data.X[keep], list(labels[keep]), data.stamps[keep], data.skipped)
+        return gate
 
     def promotion(self, out: Path, job: TuningJob) -> Decision:
         """The gate: the exported classifier and the serving one on the held-out samples."""
@@ -586,18 +637,30 @@ class _Classification:
     def score(self, model: Any) -> tuple[float, dict[str, Any]]:
         """The test error of the classifier exported with the tuned map from every training row
         (the tuning may have seen only a sample of them), in the classes' order."""
-        clf = export_classifier(model, self.X_fit, self.labels_fit, classes=self.classes, group=self.group)
-        pred = clf.decision_function(self.X_te) if len(self.te) else np.zeros((0, len(self.classes)))
-        wrong = float(np.sum(np.asarray(self.classes, dtype=object)[pred.argmax(1)] != self.labels_te))
+        clf = export_classifier(
+            model,
+            self._blocks(self.train_rows, True),
+            self.train_labels,
+            classes=self.classes,
+            group=self.group,
+        )
+        classes = np.asarray(self.classes, dtype=object)
+        wrong, seen = 0.0, 0
+        for X in self.store.blocks(self.test_rows):
+            pred = classes[clf.decision_function(X).argmax(1)]
+            wrong += float(np.sum(pred != self.labels_te[seen : seen + X.shape[0]]))
+            seen += X.shape[0]
         if self.group.world_size > 1:
             wrong = float(self.group.all_reduce(torch.tensor([wrong], dtype=torch.float64))[0])
         return 100.0 * wrong / self.n_test, {}
 
     def export(self, model: Any, choice: dict[str, Any], out: Path) -> None:
-        export_classifier(model, self.X, self.labels, out, classes=self.known, group=self.group)
-
-    def close(self) -> None:
-        """Nothing to release (the features are in memory)."""
+        """Every row but the gate's (the training and the test rows, in their order), then the
+        serving model's held-out samples."""
+        labels = [*self.store.labels(self.kept), *self.extra_labels]
+        export_classifier(
+            model, self._blocks(self.kept, True), labels, out, classes=self.known, group=self.group
+        )
 
 
 def _tuning_sample(n: int, sample_rows: int, seed: Any, group: Group = ONE_PROCESS) -> np.ndarray:

@@ -1,4 +1,6 @@
-"""The filtered rows of a joint-state log, spilled to a temporary file and read back in blocks.
+"""Rows of a retraining job spilled to a temporary file and read back in blocks: the filtered
+joint states of an inverse-dynamics job (:class:`RowStore`), the labeled features of a
+classification job (:class:`FeatureStore`).
 
 The retraining job for inverse dynamics reads its bags once
 (:class:`~lifelong_learning.io.bags.JointStateStream`), filters them block by block and appends
@@ -12,8 +14,10 @@ however it ends. One byte per row in a second such file marks the rows a pass le
 
 from __future__ import annotations
 
+import itertools
 import tempfile
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,4 +130,87 @@ class RowStore:
         return np.asarray(self.bag_of_start)[np.maximum(at, 0)]
 
 
-__all__ = ["RowStore", "Rows"]
+class FeatureStore:
+    """Feature vectors (float64, ``d`` of them per row, ``d`` set by the first rows) in an unnamed
+    temporary file (``8 d`` bytes per row on disk, gone when closed), and their labels in memory as
+    codes (4 bytes per row) into :attr:`vocabulary`. Rows are read back a block of at most
+    ``block`` rows at a time. Use as a context manager, or :meth:`close`."""
+
+    def __init__(self, block: int) -> None:
+        self.block = int(block)
+        self.d: int | None = None
+        self.n = 0
+        self.vocabulary: list[str] = []
+        self._code: dict[str, int] = {}
+        self._codes = array("i")
+        self._rows = tempfile.TemporaryFile(prefix="lifelong-learning-features-")
+
+    def __enter__(self) -> FeatureStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Delete the file."""
+        self._rows.close()
+
+    def append(self, X: np.ndarray, labels: Sequence[str]) -> None:
+        """Append rows ``X`` ``(k, d)`` and their labels."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[0] != len(labels) or (self.d is not None and X.shape[1] != self.d):
+            raise ValueError(
+                f"rows of shape {X.shape} with {len(labels)} labels for a store of width {self.d}"
+            )
+        if not X.shape[0]:
+            return
+        self.d = int(X.shape[1])
+        self._rows.seek(0, 2)
+        self._rows.write(X.tobytes())
+        for label in labels:
+            code = self._code.get(label)
+            if code is None:
+                code = self._code[label] = len(self.vocabulary)
+                self.vocabulary.append(label)
+            self._codes.append(code)
+        self.n += X.shape[0]
+
+    @property
+    def codes(self) -> np.ndarray:
+        """The label code of every row (a view: valid until the next :meth:`append`)."""
+        return np.frombuffer(self._codes, dtype=np.int32) if self.n else np.zeros(0, dtype=np.int32)
+
+    def labels(self, index: np.ndarray) -> np.ndarray:
+        """The labels of rows ``index`` (an object array of the vocabulary's strings)."""
+        return np.asarray(self.vocabulary, dtype=object)[self.codes[np.asarray(index, dtype=np.int64)]]
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start`` to ``stop`` (excluded)."""
+        k = max(0, stop - start)
+        out = np.empty((k, self.d or 0))
+        self._rows.seek(start * (self.d or 0) * 8)
+        if self._rows.readinto(memoryview(out).cast("B")) != out.nbytes:
+            raise OSError("the temporary file of the features was truncated")
+        return out
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """Rows at the sorted row numbers ``index``, in memory (for a sample: few rows)."""
+        parts = list(self.blocks(index))
+        return np.vstack(parts) if parts else np.empty((0, self.d or 0))
+
+    def blocks(self, index: np.ndarray) -> Iterator[np.ndarray]:
+        """Rows at the sorted row numbers ``index``, in order, one block of the file (at most
+        :attr:`block` consecutive rows) read at a time: memory is bounded by a block however
+        sparse ``index`` is."""
+        index = np.asarray(index, dtype=np.int64)
+        if not index.size:
+            return
+        window = index // self.block
+        cuts = np.concatenate([[0], np.flatnonzero(np.diff(window)) + 1, [index.size]])
+        for lo, hi in itertools.pairwise(cuts.tolist()):
+            chunk = index[lo:hi]
+            first = int(chunk[0])
+            yield self.read(first, int(chunk[-1]) + 1)[chunk - first]
+
+
+__all__ = ["FeatureStore", "RowStore", "Rows"]
