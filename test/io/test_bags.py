@@ -299,3 +299,36 @@ def test_a_bag_whose_joint_states_lack_the_joints_says_so(tmp_path):
     with pytest.raises(BagError, match=r"lack joints \['b'\].*\(given\); it has \['a', 'x'\]"):
         write_joint_states(tmp_path / "ax", t, ["a", "x"], q, q, q)
         read_joint_states(tmp_path / "ax", joint_names=["a", "b"])
+
+
+def test_labeled_features_are_read_a_block_at_a_time_and_a_stray_vector_sets_no_length(tmp_path):
+    from lifelong_learning.io.bags import LENGTH_WINDOW, Skipped, labeled_feature_blocks, message_count
+
+    X = np.arange(250 * 4, dtype=np.float64).reshape(250, 4)
+    write_labeled_features(tmp_path / "a", X[:150], [f"c{i % 3}" for i in range(150)])
+    write_labeled_features(tmp_path / "b", X[150:], [f"c{i % 3}" for i in range(150, 250)])
+    seen: list[int] = []
+    blocks = list(labeled_feature_blocks([tmp_path / "a", tmp_path / "b"], block=64, progress=seen.append))
+    assert [len(b[1]) for b in blocks] == [64, 64, 64, 58]  # at most a block, across bags, in order
+    np.testing.assert_array_equal(np.vstack([b[0] for b in blocks]), X)
+    assert len(seen) == message_count([tmp_path / "a", tmp_path / "b"]) == 250
+    # the first message of a bag has another length: the bag's is that of most of its first messages
+    bag = tmp_path / "stray"
+    from rosbags.rosbag2 import Writer
+
+    from lifelong_learning.io.bags import LABELED_FEATURES_TYPE, typestore
+
+    store = typestore()
+    msg, header = store.types[LABELED_FEATURES_TYPE], store.types["std_msgs/msg/Header"]
+    stamp = store.types["builtin_interfaces/msg/Time"](sec=1, nanosec=0)
+    with Writer(bag, version=9) as writer:
+        conn = writer.add_connection("/labeled_features", LABELED_FEATURES_TYPE, typestore=store)
+        for i, n in enumerate([5] + [4] * (LENGTH_WINDOW + 10)):
+            raw = store.serialize_cdr(
+                msg(header=header(stamp=stamp, frame_id=""), data=np.ones(n, dtype=np.float32), label="x"),
+                LABELED_FEATURES_TYPE,
+            )
+            writer.write(conn, i + 1, raw)
+    skipped = Skipped()
+    rows = np.vstack([b[0] for b in labeled_feature_blocks(bag, skipped=skipped)])
+    assert rows.shape == (LENGTH_WINDOW + 10, 4) and dict(skipped) == {"wrong feature length": 1}

@@ -86,3 +86,58 @@ def test_a_log_read_in_small_blocks_gives_the_model_of_the_whole_log(tmp_path):
     a, b = one["objectives"]["holdout-bags"], small["objectives"]["holdout-bags"]
     assert b["lam"] == pytest.approx(a["lam"], rel=1e-6) and b["value"] == pytest.approx(a["value"], rel=1e-6)
     np.testing.assert_allclose(b["lengthscale"], a["lengthscale"], rtol=1e-6)
+
+
+def test_a_classification_job_streams_its_bags_too(tmp_path, monkeypatch):
+    """Labeled features (512 values) of 800 and of 3200 messages, read in blocks of 200 rows with
+    samples of 200: the larger job's peak (tracemalloc) stays within 25 % of the smaller one's,
+    no tuning and no feature-map pass sees more than a block, and the model learned every sample.
+    (The MCAP reader holds one chunk of the file, a few MB: both bags are larger than a chunk.)"""
+    from lifelong_learning.io.bags import write_labeled_features
+    from lifelong_learning.learners import IncrementalRLSC
+    from lifelong_learning.learners.nystrom_features import NystromFeatureMap
+
+    rng = np.random.default_rng(0)
+    for n in (800, 3200):
+        y = rng.integers(0, 4, size=n)
+        X = np.eye(4, 512)[y] * 8.0 + rng.normal(scale=0.5, size=(n, 512))
+        write_labeled_features(tmp_path / f"f{n}", X, [f"obj{v}" for v in y])
+
+    def job(n):
+        return TuningJob(
+            bags=[str(tmp_path / f"f{n}")],
+            task="classification",
+            out=str(tmp_path / f"f{n}.llm"),
+            centers=10,
+            epochs=2,
+            device="cpu",
+            block=200,
+            sample_rows=200,
+        )
+
+    run_job(job(800))  # imports and caches: not the job's memory
+    peaks = {}
+    for n in (800, 3200):
+        tracemalloc.start()
+        report = run_job(job(n))
+        peaks[n] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peaks[3200] < 1.25 * peaks[800], peaks
+    assert report["tuning_rows"] == 200 and report["n_train"] > 2000
+    assert report["objectives"]["proposed"]["value"] < 5.0  # % wrong on the test split
+    assert IncrementalRLSC.load(tmp_path / "f3200.llm").n_samples == report["exported_samples"] == 3200
+
+    rows = {"tune": 0, "transform": 0}
+    tune, transform = pipeline.tune, NystromFeatureMap.transform
+
+    def spy(name, f, at):
+        def wrapped(*args, **kwargs):
+            rows[name] = max(rows[name], np.shape(args[at])[0])
+            return f(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(pipeline, "tune", spy("tune", tune, 0))
+    monkeypatch.setattr(NystromFeatureMap, "transform", spy("transform", transform, 1))
+    run_job(job(3200))
+    assert rows == {"tune": 200, "transform": 200}, rows
