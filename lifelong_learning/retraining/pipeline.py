@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import resource
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -1406,6 +1407,10 @@ def _run_task(
     check()
     task.export(exported[0], exported[1], out)
     report["exported_samples"] = task.n_train + task.n_test
+    # each process's peak resident memory so far (MB): reading, tuning, scoring and the export
+    report["peak_rss_mb_per_rank"] = group.all_gather(
+        round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    )
     if not group.is_main:  # the main process gates the model and writes the reports
         return report
     step("validating")
