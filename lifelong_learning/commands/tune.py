@@ -125,7 +125,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--holdout-fraction",
         type=float,
         default=None,
-        help="most recent share of the bags held out for the promotion gate (default 0.1)",
+        help="most recent share of the bags held out for the promotion gate (default 0.1; at most about "
+        "--sample-rows samples)",
     )
     parser.add_argument(
         "--margin",

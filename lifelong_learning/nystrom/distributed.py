@@ -187,15 +187,18 @@ def joined(backend: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S) -> Itera
     except Exception as exc:  # DistNetworkError, DistStoreError, RuntimeError, ValueError (bad env)
         why = f"{type(exc).__name__}: {exc}"
         raise GroupSetupError(f"could not join the process group ({where}): {why}") from exc
+    # monitored barriers need gloo: with NCCL, a gloo group of the same processes for the exit
+    exit_group = None if backend == "gloo" else dist.new_group(backend="gloo")
     try:
         yield TorchGroup()
     finally:
         # No process tears the group down while another still uses it (one that did aborted now
-        # and then at exit: "terminate called without an active exception"); bounded, so that a
-        # process whose peers died still ends.
+        # and then at exit: "terminate called without an active exception"); bounded by the job's
+        # timeout (the main process may still gate and write while the others wait here), so
+        # that a process whose peers died still ends.
         try:
-            dist.monitored_barrier(timeout=datetime.timedelta(seconds=60))
-        except Exception:  # peers gone, or a backend without monitored barriers
+            dist.monitored_barrier(group=exit_group, timeout=datetime.timedelta(seconds=float(timeout_s)))
+        except Exception:  # peers gone
             pass
         dist.destroy_process_group()
 
@@ -304,7 +307,7 @@ class JobProgress:
         unit: str = "it",
         enabled: bool = True,
         interval_s: float = 0.5,
-        close_timeout_s: float = 30.0,
+        close_timeout_s: float = 600.0,
     ) -> None:
         self.group, self.interval_s, self.close_timeout_s = group, float(interval_s), float(close_timeout_s)
         self._pending, self._last = 0, time.monotonic()

@@ -143,7 +143,7 @@ def export_classifier(
             seen += k
         if seen != len(labels):
             raise ValueError(f"{seen} rows and {len(labels)} labels")
-    except ValueError as exc:
+    except Exception as exc:  # bad rows, or a block that could not be read: every process raises
         error = exc
     group.agree(error)
     total = group.all_reduce(torch.from_numpy(sums)).numpy() if group.world_size > 1 else sums

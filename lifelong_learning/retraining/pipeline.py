@@ -24,6 +24,7 @@ is written. The outputs never replace anything but a model file (the model) or a
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -429,8 +430,10 @@ class _Classification:
     """Labeled features: a random split, test error, an IncrementalRLSC with the tuned map.
 
     Memory is bounded by the block (``job.block`` rows) and the samples (at most
-    ``job.sample_rows`` rows each for the tuning and for the promotion gate), not by the bags,
-    but for a few bytes per row (the labels' codes and the split): the bags are read a block at a
+    ``job.sample_rows`` rows each for the tuning and for the promotion gate), not by the features
+    of the bags, but for some tens of bytes per row (the labels' codes, the split's row numbers,
+    the training labels; the random split is drawn over every process's rows) and the validation
+    bags, which are read whole (by the main process): the bags are read a block at a
     time (:func:`~lifelong_learning.io.bags.labeled_feature_blocks`) into a temporary file
     (:class:`~lifelong_learning.retraining.rows.FeatureStore`) that every later pass (the score,
     the export) reads back a block at a time.
@@ -501,11 +504,15 @@ class _Classification:
         self.extra_X, self.extra_labels = np.empty((0, store.d or 0)), []  # the serving model's samples
         if job.init:
             serving, error = None, None
+            digest = None
             try:
                 serving = IncrementalRLSC.load(job.init)
+                digest = hashlib.sha256(Path(job.init).read_bytes()).hexdigest()
             except (ValueError, OSError) as exc:  # a file another process's machine lacks, or corrupt
                 error = exc
             group.agree(error)
+            if len(set(group.all_gather(digest))) > 1:  # every process must continue from one model
+                raise ValueError(f"the processes' copies of {job.init} differ: give each the same model file")
             self._continue_from(serving)
         train_labels = [*store.labels(self.train_rows), *self.extra_labels]
         order = itertools.chain.from_iterable(group.all_gather(list(dict.fromkeys(train_labels))))
@@ -645,7 +652,7 @@ class _Classification:
             classes=self.classes,
             group=self.group,
         )
-        classes = np.asarray(self.classes, dtype=object)
+        classes = np.asarray(clf.classes_.tolist(), dtype=object)  # self.classes, in that order
         wrong, seen = 0.0, 0
         for X in self.store.blocks(self.test_rows):
             pred = classes[clf.decision_function(X).argmax(1)]
@@ -1419,7 +1426,8 @@ def _run_task(
         where = (
             f"validation bags {', '.join(map(str, job.validation_bags))}"
             if job.validation_bags
-            else f"the most recent {float(job.holdout_fraction):.0%} of the bags (never trained on)"
+            else f"the most recent {float(job.holdout_fraction):.0%} of the bags, at most about "
+            f"{int(job.sample_rows)} samples (never trained on)"
         )
         report["promotion"] = {**task.promotion(out, job).to_dict(), "data": where}
         # the model scored is the one written; then it learns the bags' held-out part, as the online

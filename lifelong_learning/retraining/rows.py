@@ -177,7 +177,8 @@ class FeatureStore:
 
     @property
     def codes(self) -> np.ndarray:
-        """The label code of every row (a view: valid until the next :meth:`append`)."""
+        """The label code of every row (a view of the store's codes: let it go before the next
+        :meth:`append`, which cannot grow the codes while a view exists)."""
         return np.frombuffer(self._codes, dtype=np.int32) if self.n else np.zeros(0, dtype=np.int32)
 
     def labels(self, index: np.ndarray) -> np.ndarray:
