@@ -102,3 +102,32 @@ def test_what_does_not_run_across_processes_is_refused_on_every_process(bags, tm
     assert res.stderr.count("error: rank 0: ValueError: objective(s) ['holdout'] cannot be tuned") == 2
     res = _torchrun([str(paths[0]), *OPTIONS, "--out", str(tmp_path / "m.npz")], tmp_path)
     assert res.returncode != 0 and "1 bag(s) for 2 processes" in res.stderr
+
+
+def test_two_processes_continue_from_a_serving_model_as_one_does(bags, tmp_path):
+    """--init: the serving model's classes come first and its held-out samples join the training
+    data after every bag's row (on the last process); both processes check the same file."""
+    paths, X = bags
+    serving = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto", validation_every=3)
+    rng = np.random.default_rng(0)
+    for i in range(60):  # a class the bags lack ("ten"), and some the bags have
+        label = ("ten", "digit0", "digit1")[i % 3]
+        x = X[i] if label != "ten" else rng.uniform(0, 1, size=X.shape[1])
+        serving.partial_fit(x[None], [label])
+    serving.save(tmp_path / "serving.llm")
+    init = ["--init", str(tmp_path / "serving.llm")]
+    one, two = tmp_path / "one.npz", tmp_path / "two.npz"
+    assert main(["tune", *map(str, paths), *OPTIONS, *init, "--out", str(one)]) == 0
+    res = _torchrun([*map(str, paths), *OPTIONS, *init, "--out", str(two)], tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    a, b = IncrementalRLSC.load(one), IncrementalRLSC.load(two)
+    assert a.classes_.tolist() == b.classes_.tolist() and a.classes_.tolist()[:3] == [
+        "ten",
+        "digit0",
+        "digit1",
+    ]
+    sa, sb = a.decision_function(X), b.decision_function(X)
+    assert np.max(np.abs(sa - sb)) <= 1e-8 * np.max(np.abs(sa))
+    r1 = json.loads((tmp_path / "one.npz.report.json").read_text())
+    r2 = json.loads((tmp_path / "two.npz.report.json").read_text())
+    assert r1["exported_samples"] == r2["exported_samples"] and r1["warnings"] == r2["warnings"]
