@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -92,29 +93,48 @@ def one_hot(labels: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
     return classes, E
 
 
-def export_classifier(
-    model: NystromKRR,
-    X: Any,
-    labels: Sequence[Any],
-    path: str | os.PathLike[str] | None = None,
-    classes: Sequence[Any] = (),
-    group: Group = ONE_PROCESS,
-) -> IncrementalRLSC:
-    """An :class:`~lifelong_learning.learners.rlsc.IncrementalRLSC` (``λ = nλ``, ``α = 0``) with the
-    model's Nyström map, trained on ``(X, labels)``: it reproduces ``model`` when ``model`` was
-    fitted on ``one_hot(labels)`` of the same rows (other rows: a refit with the tuned map and
-    per-sample ``λ``). ``classes`` (e.g. every class the serving model knows) come first and exist
-    even without a sample; the others follow in order of first appearance. Trained from the rows'
-    sums ``ΦᵀΦ``, ``ΦᵀE`` (:meth:`IncrementalRLSC.learn_sums`), so with ``group`` the rows may be
-    shared among processes (each passes its own, in the global order; the sums are all-reduced and
-    every process gets the same classifier). Saved to ``path`` if given (by the main process).
+@dataclass
+class ClassifierSums:
+    """What an exported classifier needs from labeled rows: ``ΦᵀΦ`` (``gram``), ``ΦᵀE``
+    (``cross``, ``E`` one-hot with a column per entry of ``labels``) and the rows of each label
+    (``counts``), in the feature space of a tuned Nyström map (thesis eqs. 7.16-7.17 are sums).
+    Sums of two groups of rows add (:meth:`__add__`)."""
+
+    labels: list[Any]
+    gram: np.ndarray
+    cross: np.ndarray
+    counts: np.ndarray
+
+    def __add__(self, other: ClassifierSums) -> ClassifierSums:
+        """The sums of both groups of rows; columns: this one's labels, then the other's new ones."""
+        labels = list(dict.fromkeys([*self.labels, *other.labels]))
+        return ClassifierSums(
+            labels,
+            self.gram + other.gram,
+            *(a + b for a, b in zip(self.in_columns(labels), other.in_columns(labels), strict=True)),
+        )
+
+    def in_columns(self, labels: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """``cross`` and ``counts`` with a column per entry of ``labels`` (zero for labels without rows)."""
+        at = {lab: j for j, lab in enumerate(labels)}
+        cross, counts = np.zeros((self.gram.shape[0], len(labels))), np.zeros(len(labels))
+        cols = [at[lab] for lab in self.labels]
+        cross[:, cols], counts[cols] = self.cross, self.counts
+        return cross, counts
+
+
+def classifier_sums(
+    model: NystromKRR, X: Any, labels: Sequence[Any], classes: Sequence[Any] = (), group: Group = ONE_PROCESS
+) -> ClassifierSums:
+    """The :class:`ClassifierSums` of rows ``(X, labels)`` in ``model``'s feature map, over every
+    process of ``group`` (each passes its own rows, in the global order; the sums are all-reduced).
+    Columns: ``classes`` first, then the labels in order of first appearance.
 
     ``X``: the rows, or a callable that gives them as blocks of rows in order (e.g. read back from a
     file: memory is then bounded by a block and ``m``). Bad rows (dimension, NaN/Inf, their count)
-    raise ValueError on every process of ``group``."""
+    or a block that cannot be read raise on every process of ``group``."""
     fmap = feature_map_of(model)
     d = int(model.centers_.shape[1])  # the model's input dimension
-    labels = list(labels)
     order = list(
         dict.fromkeys(
             [*classes, *itertools.chain.from_iterable(group.all_gather(list(dict.fromkeys(labels))))]
@@ -147,19 +167,55 @@ def export_classifier(
         error = exc
     group.agree(error)
     total = group.all_reduce(torch.from_numpy(sums)).numpy() if group.world_size > 1 else sums
-    n_per = np.rint(total[m * m + m * len(order) :]).astype(np.int64)
-    clf = IncrementalRLSC(lambdas=regularization_of(model, int(n_per.sum())), alpha=0.0, feature_map=fmap)
-    clf.add_classes(list(classes))
-    clf.learn_sums(
+    return ClassifierSums(
         order,
         total[: m * m].reshape(m, m),
         total[m * m : m * m + m * len(order)].reshape(m, len(order)),
-        n_per,
-        d,
+        np.rint(total[m * m + m * len(order) :]),
     )
+
+
+def classifier_from_sums(
+    model: NystromKRR,
+    sums: ClassifierSums,
+    classes: Sequence[Any] = (),
+    path: str | os.PathLike[str] | None = None,
+    group: Group = ONE_PROCESS,
+) -> IncrementalRLSC:
+    """The exported classifier of :func:`export_classifier` from the rows' sums: ``classes``
+    first (they exist even without a row), then the sums' labels. Saved to ``path`` if given (by the
+    main process of ``group``)."""
+    order = list(dict.fromkeys([*classes, *sums.labels]))
+    cross, counts = sums.in_columns(order)
+    n_per = counts.astype(np.int64)
+    fmap = feature_map_of(model)
+    clf = IncrementalRLSC(lambdas=regularization_of(model, int(n_per.sum())), alpha=0.0, feature_map=fmap)
+    clf.add_classes(list(classes))
+    clf.learn_sums(order, sums.gram, cross, n_per, int(model.centers_.shape[1]))
     if path is not None and group.is_main:
         clf.save(path)
     return clf
+
+
+def export_classifier(
+    model: NystromKRR,
+    X: Any,
+    labels: Sequence[Any],
+    path: str | os.PathLike[str] | None = None,
+    classes: Sequence[Any] = (),
+    group: Group = ONE_PROCESS,
+) -> IncrementalRLSC:
+    """An :class:`~lifelong_learning.learners.rlsc.IncrementalRLSC` (``λ = nλ``, ``α = 0``) with the
+    model's Nyström map, trained on ``(X, labels)``: it reproduces ``model`` when ``model`` was
+    fitted on ``one_hot(labels)`` of the same rows (other rows: a refit with the tuned map and
+    per-sample ``λ``). ``classes`` (e.g. every class the serving model knows) come first and exist
+    even without a sample; the others follow in order of first appearance. Trained from the rows'
+    sums (:func:`classifier_sums`, :meth:`IncrementalRLSC.learn_sums`), so with ``group`` the rows
+    may be shared among processes (each passes its own, in the global order; every process gets the
+    same classifier). ``X``: the rows, or a callable of blocks of rows (:func:`classifier_sums`).
+    Saved to ``path`` if given (by the main process)."""
+    sums = classifier_sums(model, X, labels, classes, group)
+    return classifier_from_sums(model, sums, classes, path, group)
 
 
 def _row_blocks(X: Any, d: int) -> Iterator[np.ndarray]:

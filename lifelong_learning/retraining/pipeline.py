@@ -72,7 +72,8 @@ from lifelong_learning.nystrom.distributed import (
     contiguous_shares,
 )
 from lifelong_learning.nystrom.export import (
-    export_classifier,
+    classifier_from_sums,
+    classifier_sums,
     one_hot,
     replay_inverse_dynamics,
     residual_data,
@@ -457,6 +458,7 @@ class _Classification:
         self.baselines: dict[str, float] = {}
         self.known: list[Any] = []  # the serving model's classes, first in the exported model
         self.groups: list[int] | None = None  # no bag boundaries: holdout-bags is holdout-recent
+        self._scored: tuple[Any, Any] | None = None  # a model and its training rows' sums (score)
         try:
             self._read(job)
             self._split(job, rng)
@@ -644,14 +646,14 @@ class _Classification:
 
     def score(self, model: Any) -> tuple[float, dict[str, Any]]:
         """The test error of the classifier exported with the tuned map from every training row
-        (the tuning may have seen only a sample of them), in the classes' order."""
-        clf = export_classifier(
-            model,
-            self._blocks(self.train_rows, True),
-            self.train_labels,
-            classes=self.classes,
-            group=self.group,
+        (the tuning may have seen only a sample of them), in the classes' order. The training
+        rows' sums are kept for the export of the same model."""
+        sums = classifier_sums(
+            model, self._blocks(self.train_rows, True), self.train_labels, self.classes, self.group
         )
+        if self._scored is None:  # the first objective's model: the one exported
+            self._scored = (model, sums)
+        clf = classifier_from_sums(model, sums)
         classes = np.asarray(clf.classes_.tolist(), dtype=object)  # self.classes, in that order
         wrong, seen = 0.0, 0
         for X in self.store.blocks(self.test_rows):
@@ -663,12 +665,20 @@ class _Classification:
         return 100.0 * wrong / self.n_test, {}
 
     def export(self, model: Any, choice: dict[str, Any], out: Path) -> None:
-        """Every row but the gate's (the training and the test rows, in their order), then the
-        serving model's held-out samples."""
-        labels = [*self.store.labels(self.kept), *self.extra_labels]
-        export_classifier(
-            model, self._blocks(self.kept, True), labels, out, classes=self.known, group=self.group
+        """Every row but the gate's (the training rows, the serving model's held-out samples, the
+        test rows: sums add, so the training rows' sums of :meth:`score` are reused), the serving
+        model's classes first, then the others in order of first appearance in the bags."""
+        test = classifier_sums(model, self._blocks(self.test_rows, False), self.labels_te, (), self.group)
+        if self._scored is not None and self._scored[0] is model:
+            train = self._scored[1]
+        else:  # a model not scored first: its training rows' sums again
+            blocks = self._blocks(self.train_rows, True)
+            train = classifier_sums(model, blocks, self.train_labels, (), self.group)
+        mine = dict.fromkeys([*self.store.labels(self.kept), *self.extra_labels])  # this process's order
+        order = dict.fromkeys(
+            [*self.known, *itertools.chain.from_iterable(self.group.all_gather(list(mine)))]
         )
+        classifier_from_sums(model, train + test, list(order), out, self.group)
 
 
 def _tuning_sample(n: int, sample_rows: int, seed: Any, group: Group = ONE_PROCESS) -> np.ndarray:

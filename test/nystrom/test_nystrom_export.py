@@ -86,3 +86,19 @@ def test_inverse_dynamics_export_replays_the_samples_like_the_online_learner():
         by_hand.update(q[block], qd[block], qdd[block], tau[block])
     assert sp.forgetting == 0.999 and sp.n_samples == len(q)
     np.testing.assert_array_equal(sp.predict(q[:5], qd[:5], qdd[:5]), by_hand.predict(q[:5], qd[:5], qdd[:5]))
+
+
+def test_classifier_sums_of_two_groups_of_rows_add_up_to_those_of_all_rows():
+    from lifelong_learning.nystrom.export import classifier_from_sums, classifier_sums
+
+    rng = np.random.default_rng(1)
+    X, labels = rng.normal(size=(60, 3)), [("a", "b", "c")[i % 3] for i in range(60)]
+    model = NystromKRR(centers=12, lengthscale=1.0, lam=1e-3, device="cpu").fit(X, one_hot(labels)[1])
+    whole = export_classifier(model, X, labels, classes=["z"])
+    first, second = classifier_sums(model, X[:25], labels[:25]), classifier_sums(model, X[25:], labels[25:])
+    parts = classifier_from_sums(model, first + second, ["z"])
+    assert parts.classes_.tolist() == whole.classes_.tolist() == ["z", "a", "b", "c"]
+    np.testing.assert_allclose(parts.decision_function(X), whole.decision_function(X), rtol=1e-9, atol=1e-12)
+    only_b = classifier_sums(model, X[1:2], labels[1:2])  # one label: columns merge by label
+    merged = first + only_b
+    assert merged.labels == ["a", "b", "c"] and merged.counts.tolist() == [9, 9, 8]

