@@ -91,11 +91,15 @@ def test_learns_predicts_and_rejects(executor, spin, rclpy_context, sim_states):
     for k, state in enumerate(sim_states[:60]):
         peer.pub.publish(to_message(state))
         assert spin(executor, lambda k=k: len(peer.torques) > k, 10)
+        # Each answer waits here for the learning of the samples before it, so that the residual
+        # test sees the same predictions on a loaded machine: when learning lags (by design, it
+        # runs after answering), this short trajectory drifts from the few samples learned and
+        # its errors can count as outliers (seen in CI).
+        assert node.learner.wait_idle(10)
     # every message answered; learned (after answering, on the learning thread) from the 9th on,
     # once the q̈ filter holds a full window
-    assert node.learner.wait_idle(10)
-    assert node.model.n_samples == 60 - 8 and node.rejections.total == 0
-    assert node.not_learned == {"acceleration filter warming up": 8}
+    assert node.not_learned == {"acceleration filter warming up": 8}, node.not_learned
+    assert node.model.n_samples == 60 - 8 and node.rejections.total == 0, node.rejections.counts
     out = peer.torques[-1]
     assert list(out.name) == JOINT_NAMES and len(out.effort) == 7
     last = sim_states[59]
