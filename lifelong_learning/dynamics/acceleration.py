@@ -148,8 +148,9 @@ class AccelerationEstimator:
         """Forget the buffered samples."""
         self._t: deque[float] = deque(maxlen=self.window)
         self._v: deque[np.ndarray] = deque(maxlen=self.window)
-        self._weights_key: tuple[int, bytes] | None = None
+        self._fitted_offsets = np.zeros(0)  # the normalized offsets the slope row was fitted on
         self._unit_weights = np.zeros(0)
+        self.fits = 0  # slope rows solved (the others were reused)
 
     def __len__(self) -> int:
         """Samples in the window now (up to ``window``)."""
@@ -187,20 +188,30 @@ class AccelerationEstimator:
 
     def _slope_weights(self) -> np.ndarray:
         """``w`` with ``q̈ = w · q̇_window``: the slope row of the window's least-squares fit (as in
-        :func:`_fit_slopes`). The fit depends on the stamps only through their offsets relative to
-        the window's span, so the row is kept while those offsets repeat to 1e-9 (evenly stamped
-        streams: every sample after the first window), and only the span is applied again."""
+        :func:`_fit_slopes`).
+
+        The fit depends on the stamps only through their offsets ``u`` relative to the window's
+        span, so the row is kept while the offsets repeat, and only the span is applied again. They
+        repeat to the stamps' own resolution, not exactly: a float64 stamp of epoch time (about
+        1.8·10⁹ s) resolves 0.24 µs, so even a perfectly periodic 1 kHz stream gives offsets that
+        differ by 10⁻⁵ of the span from one window to the next. The tolerance is that resolution
+        (4 ulp of the largest stamp, over the span), plus 10⁻⁹: a reused row is as exact as the
+        stamps it is applied to. Jittered stamps (a driver that stamps in software) differ by
+        more, and the row is solved again."""
         t = np.asarray(self._t)
         s = t - t[-1]
         span = max(-s[0], 1e-12)
         u = s / span
-        key = (len(t), np.round(u, 9).tobytes())
-        if key != self._weights_key:
+        cached = self._fitted_offsets
+        tolerance = 1e-9 + 4.0 * np.spacing(max(abs(t[0]), abs(t[-1]))) / span
+        if cached.shape != u.shape or np.max(np.abs(u - cached), initial=0.0) > tolerance:
             p = min(self.degree, len(t) - 1)
             if p < 1:
-                self._weights_key, self._unit_weights = key, np.zeros(len(t))
+                self._unit_weights = np.zeros(len(t))
             else:
                 V = u[:, None] ** np.arange(p + 1)[None, :]
                 # pinv, not solve: stamps that cluster make VᵀV rank-deficient (see _fit_slopes)
-                self._weights_key, self._unit_weights = key, (np.linalg.pinv(V.T @ V) @ V.T)[1]
+                self._unit_weights = (np.linalg.pinv(V.T @ V) @ V.T)[1]
+            self._fitted_offsets = u
+            self.fits += 1
         return self._unit_weights / span

@@ -33,6 +33,28 @@ def test_evenly_stamped_streams_reuse_the_fit_and_still_equal_the_whole_array():
     np.testing.assert_allclose(streamed[50:, 0], 3 * np.cos(3 * t[50:]), atol=1e-3)  # the true q̈
 
 
+def test_epoch_stamps_of_a_periodic_stream_reuse_the_fit_to_their_float_resolution():
+    """ROS stamps as float seconds since the epoch resolve 0.24 µs: a periodic 1 kHz stream's
+    offsets repeat only to that, and the slope row is still reused (it was solved per sample)."""
+    k = np.arange(2000)
+    t = (1_795_000_000 + k // 1000) + (k % 1000) * 1_000_000 * 1e-9  # sec + nanosec, as the node reads
+    qd = np.stack([np.sin(3 * (t - t[0])), np.cos(5 * (t - t[0]))], axis=1)
+    est = AccelerationEstimator(2, window=9, degree=2)
+    streamed = np.array([est.update(ti, vi) for ti, vi in zip(t, qd, strict=True)])
+    assert est.fits == 9  # one per window length while the window fills, then one row for good
+    # the rows' differences are of the stamps' rounding: q̈ of magnitude 3-25, agreement to 1e-3
+    np.testing.assert_allclose(streamed, estimate_accelerations(t, qd, window=9, degree=2), atol=1e-3)
+    np.testing.assert_allclose(streamed[50:, 0], 3 * np.cos(3 * (t[50:] - t[0])), atol=1e-3)
+
+    jittered = t + np.random.default_rng(1).uniform(-5e-5, 5e-5, t.size)  # software stamps
+    est = AccelerationEstimator(2, window=9, degree=2)
+    streamed = np.array([est.update(ti, vi) for ti, vi in zip(jittered, qd, strict=True)])
+    assert est.fits == t.size
+    np.testing.assert_allclose(
+        streamed, estimate_accelerations(jittered, qd, window=9, degree=2), rtol=1e-6, atol=1e-6
+    )
+
+
 def test_starts_restart_the_filter_like_a_new_estimator():
     t = _jittered_stamps(120, seed=4)
     qd = np.stack([np.sin(3 * t), np.cos(2 * t)], axis=1)
