@@ -20,7 +20,7 @@ The floor measured in the same run: one ``predict`` of the model in this process
 answer needs), and the time to publish one pre-serialized message.
 
 Usage: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_control_rate.py [--seconds 5] [--rate 1000]
-[--executors single,events,multi] [--out docs/benchmarks/control-rate.md]``
+[--executors single,events,multi] [--realtime-priority 50] [--out docs/benchmarks/control-rate.md]``
 """
 
 from __future__ import annotations
@@ -79,7 +79,12 @@ def floor_costs(states: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def run_one(
-    executor: str, states: list[dict[str, Any]], seconds: float, rate_hz: float, learning: bool = True
+    executor: str,
+    states: list[dict[str, Any]],
+    seconds: float,
+    rate_hz: float,
+    learning: bool = True,
+    realtime_priority: int = 0,
 ) -> dict[str, Any]:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
@@ -98,7 +103,8 @@ def run_one(
         "inverse_dynamics",
         params_files=[REPO / "config" / "inverse_dynamics.yaml"],
         params=[f"urdf_path:={panda_urdf_path()}", f"model_directory:={folder}", "diagnostics_period_s:=0.5",
-                "checkpoint_interval_s:=0.0", f"learning:={str(learning).lower()}"],
+                "checkpoint_interval_s:=0.0", f"learning:={str(learning).lower()}",
+                f"realtime_priority:={realtime_priority}"],
     )  # fmt: skip
     env = {"LIFELONG_LEARNING_EXECUTOR": executor, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     proc = NodeProcess(argv, log_path=folder / "node.log", env=env)
@@ -184,7 +190,8 @@ def run_one(
             "publish_us": 1e6 * float(np.median(publish_cost)),
             "sender_late_ms": 1e3 * late,
             "node": {k: v for k, v in values.items() if any(w in k for w in (
-                "receive to publish", "answer", "block", "learned", "lost", "queue", "not learned"))},
+                "receive to publish", "answer", "block", "learned", "lost", "queue", "not learned",
+                "real-time"))},
         }  # fmt: skip
     finally:
         stop.set()
@@ -200,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--executors", default="single,events,multi")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-learning", action="store_true", help="the node answers only (learning:=false)")
+    parser.add_argument(
+        "--realtime-priority", type=int, default=0, help="the node realtime_priority (0: normal)"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
@@ -208,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"floor: predict {floor['predict_ms']:.3f} ms, learn {floor['learn_ms']:.3f} ms (one sample)")
     rows = []
     for kind in [k.strip() for k in args.executors.split(",") if k.strip()]:
-        r = run_one(kind, states, args.seconds, args.rate, learning=not args.no_learning)
+        r = run_one(kind, states, args.seconds, args.rate, not args.no_learning, args.realtime_priority)
         r["executor"] += " (learning off)" if args.no_learning else ""
+        r["executor"] += f", SCHED_FIFO {args.realtime_priority}" if args.realtime_priority else ""
         rows.append(r)
         print(
             f"{kind}: answered {r['answered']}/{r['sent']} ({100 * r['answered'] / r['sent']:.1f} %), "

@@ -259,6 +259,7 @@ class NodeBase(Node):
         self.rejections = RejectionCounter(self.get_logger(), self.params["warn_period_s"])
         self.stats = NodeStats()
         self.dropped = 0
+        self.realtime = "off"  # what run_nodes did with realtime_request() (diagnostics of nodes that ask)
         self.losses = SequenceLossCounter()  # messages published to us that we never processed
         # rejections, drops and losses at the previous diagnostics publication (what rose is a WARN)
         self._published_counts: dict[str, int] = {}
@@ -502,6 +503,14 @@ class NodeBase(Node):
     def idle_message(self) -> str:
         """The status message when nothing is wrong."""
         return "running"
+
+    def realtime_request(self) -> tuple[int, list[int]]:
+        """The ``SCHED_FIFO`` priority this node wants for the thread that spins it and the
+        middleware's threads (0: none), and the ids of its threads to keep at the normal policy.
+        :func:`~lifelong_learning.nodes._runner.run_nodes` applies it when the node has its process
+        to itself (:mod:`lifelong_learning.core.realtime`) and reports the outcome in
+        :attr:`realtime`."""
+        return 0, []
 
     def stopping(self) -> None:
         """Called when the process stops, before its executor waits for running callbacks: a

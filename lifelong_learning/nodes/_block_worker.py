@@ -60,6 +60,11 @@ class BlockWorker(Generic[Item]):
         self._thread.start()
 
     @property
+    def native_id(self) -> int | None:
+        """The worker thread's id in the operating system (None once it has ended)."""
+        return self._thread.native_id if self._thread.is_alive() else None
+
+    @property
     def waiting(self) -> int:
         """Items queued and not yet taken."""
         with self._ready:

@@ -36,6 +36,7 @@ from rclpy.logging import get_logger
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from lifelong_learning.core.realtime import make_realtime
 from lifelong_learning.nodes._base import LearnerNode, NodeBase
 from lifelong_learning.nodes.supervisor import STOP_SIGNALS, StopSignals, stop_signals
 
@@ -73,6 +74,40 @@ def _spin(executor: Executor, nodes: Sequence[Node], stop: StopSignals) -> None:
                 owner.reject("internal error", f"{type(exc).__name__}: {exc}")
             logger = owner.get_logger() if owner is not None else get_logger("run_nodes")
             logger.error(f"callback failed, node keeps running:\n{traceback.format_exc()}")
+
+
+def _apply_realtime(nodes: Sequence[Node], executor: Executor) -> None:
+    """Real-time scheduling for a node that asks for it (:meth:`NodeBase.realtime_request`), on
+    this thread (the one that spins the executor) and the middleware's threads. Only for a node
+    alone in its process on a single-threaded executor: otherwise the spinning thread also serves
+    the other nodes, or is not the one that answers. Refused or not applicable: logged, in the
+    node's diagnostics, and the node runs on at the normal policy."""
+    for node in nodes:
+        if not isinstance(node, NodeBase):
+            continue
+        priority, keep_normal = node.realtime_request()
+        if priority <= 0:
+            continue
+        logger = node.get_logger()
+        if len(nodes) > 1 or isinstance(executor, MultiThreadedExecutor):
+            node.realtime = "not applied: the node shares its process (run it in a process of its own)"
+            logger.warning(
+                f"realtime_priority {priority} applies only to a node in a process of its own (its "
+                "executable, or `up --processes`): scheduling unchanged"
+            )
+            continue
+        try:
+            applied = make_realtime(priority, keep_normal)
+        except OSError as exc:  # PermissionError: no rtprio allowance
+            node.realtime = f"refused: {exc}"
+            logger.warning(
+                f"realtime_priority {priority} refused ({exc}): the node runs at the normal policy. "
+                "Allow real-time priorities to this user (an rtprio limit in "
+                "/etc/security/limits.conf, as for ros2_control) or set realtime_priority to 0."
+            )
+            continue
+        node.realtime = applied.describe()
+        logger.info(f"real-time scheduling: {node.realtime}")
 
 
 def _finish_callbacks(executor: Executor, timeout_s: float = 10.0) -> None:
@@ -177,6 +212,7 @@ def run_nodes(
             return 2
         for node in nodes:
             executor.add_node(node)
+        _apply_realtime(nodes, executor)
         _spin(executor, nodes, stop)
         if stop.signal_name:
             print(f"[run_nodes] {stop.signal_name} received: stopping", file=sys.stderr, flush=True)

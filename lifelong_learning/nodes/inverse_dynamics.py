@@ -152,6 +152,14 @@ PARAMS: tuple[ParamSpec, ...] = (
         "reset, looping bag, paused driver) instead of being refused.",
         bounds=(0.001, 3600.0),
     ),
+    ParamSpec(
+        "realtime_priority",
+        0,
+        "SCHED_FIFO priority (1-99) of the answering path: the thread that takes, predicts and publishes "
+        "and the middleware's threads; learning stays at the normal policy. 0 = normal scheduling. "
+        "Applied when the node runs in a process of its own; needs an rtprio limit (as ros2_control).",
+        bounds=(0, 99),
+    ),
 )
 
 
@@ -664,6 +672,11 @@ class InverseDynamicsNode(LearnerNode):
         self.reject("internal error", f"learning a block failed: {type(exc).__name__}: {exc}")
         self.get_logger().error(f"learning a block failed, learning goes on: {exc!r}")
 
+    def realtime_request(self) -> tuple[int, list[int]]:
+        """``realtime_priority`` for the answering path; the learning thread stays normal."""
+        learning = self.learner.native_id
+        return int(self.params["realtime_priority"]), [] if learning is None else [learning]
+
     def shutdown(self) -> None:
         """The final checkpoint, with every sample queued for learning learned first."""
         self._stop_learning()
@@ -752,6 +765,7 @@ class InverseDynamicsNode(LearnerNode):
         calls = self.answer_calls
         values["joint states answered"] = str(self.answered)
         values["answered per callback"] = f"{self.answered / calls:.2f}" if calls else "0"
+        values["real-time scheduling"] = self.realtime
         values["learning queue"] = str(learner.pending)  # answered, not learned yet (in blocks of samples)
         values["learned blocks"] = str(learner.blocks)
         values["mean block size"] = f"{learner.items / learner.blocks:.2f}" if learner.blocks else "0"

@@ -1,0 +1,65 @@
+"""core.realtime: the calling thread and named middleware threads get SCHED_FIFO, kept threads do
+not; bad priorities are refused before anything changes. Run in a child process, so that the test
+process keeps its own scheduling."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from lifelong_learning.core.realtime import make_realtime, max_priority, supported, thread_policy
+
+pytestmark = pytest.mark.skipif(not supported(), reason="SCHED_FIFO per thread is Linux only")
+
+CHILD = textwrap.dedent(
+    """
+    import os, threading, time, ctypes
+    from lifelong_learning.core.realtime import make_realtime, thread_policy
+
+    def named(name, ids):
+        ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME, as the middleware does
+        ids.append(threading.get_native_id())
+        time.sleep(30)
+
+    ids = []
+    for name in ("dds.udp.7400", "worker"):
+        threading.Thread(target=named, args=(name, ids), daemon=True).start()
+    while len(ids) < 2:
+        time.sleep(0.01)
+    learning = threading.Thread(target=time.sleep, args=(30,), daemon=True)
+    learning.start()
+    try:
+        applied = make_realtime(7, keep_normal=[learning.native_id])
+    except PermissionError as exc:
+        print("refused", exc)
+        raise SystemExit(0)
+    policy = {tid: thread_policy(tid) for tid in (applied.answering, *ids, learning.native_id)}
+    print(applied.describe())
+    print(int(policy[applied.answering] == os.SCHED_FIFO), int(policy[ids[0]] == os.SCHED_FIFO),
+          int(policy[ids[1]] == os.SCHED_OTHER), int(policy[learning.native_id] == os.SCHED_OTHER),
+          len(applied.middleware), applied.normal == [learning.native_id])
+    """
+)
+
+
+def test_fifo_for_the_caller_and_the_middleware_only():
+    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    if out.stdout.startswith("refused"):
+        pytest.skip(f"this machine refuses SCHED_FIFO: {out.stdout}")
+    described, checks = out.stdout.strip().splitlines()
+    assert described.startswith("SCHED_FIFO 7 on the answering thread")
+    assert checks == "1 1 1 1 1 True"
+
+
+@pytest.mark.parametrize("priority", [0, -1, 100])
+def test_priorities_out_of_range_change_nothing(priority):
+    if priority == 100:
+        priority = max_priority() + 1
+    with pytest.raises(ValueError, match="real-time priority"):
+        make_realtime(priority)
+    assert thread_policy(os.getpid()) == os.SCHED_OTHER
