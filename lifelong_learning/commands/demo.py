@@ -19,13 +19,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run folder (default: runs/<date-time> under the current directory)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the objects, views and trajectories")
+    parser.add_argument(
+        "--realtime-priority",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run inverse_dynamics' answering path at SCHED_FIFO priority N (1-99; needs rtprio), as on a "
+        "robot; 0 (default): normal scheduling",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from lifelong_learning.demo.run import DemoConfig, DemoRun
 
+    if not 0 <= args.realtime_priority <= 99:
+        print(f"error: --realtime-priority must be in [0, 99], got {args.realtime_priority}", file=sys.stderr)
+        return 2
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
     cfg.seed = args.seed
+    cfg.realtime_priority = args.realtime_priority
     out = (args.out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
     try:
         out.mkdir(parents=True, exist_ok=True)

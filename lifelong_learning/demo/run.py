@@ -73,6 +73,8 @@ class DemoConfig:
     tune_centers: int = 400  # as in docs/benchmarks/retraining.md
     tune_epochs: int = 40
     seed: int = 0
+    # inverse_dynamics' realtime_priority (SCHED_FIFO of its answering path, as on a robot; 0: normal)
+    realtime_priority: int = 0
 
     @classmethod
     def quick(cls) -> DemoConfig:
@@ -144,6 +146,7 @@ class DemoRun:
             "joint_names:=[" + ",".join(JOINT_NAMES) + "]",
             f"checkpoint_path:={self.out / 'inverse_dynamics.llm'}",
             f"model_directory:={models}",
+            f"realtime_priority:={self.cfg.realtime_priority}",
         )
         self.start_node("nystrom_tuner", f"output_dir:={models}", f"urdf_path:={urdf}")
         # Files close on ~/split_bagfile (and on the size/duration limits): the demo splits once,
