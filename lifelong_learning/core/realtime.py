@@ -8,7 +8,9 @@ ros2_control's controller manager does for its loop, the threads on the answerin
 a fixed real-time priority: the thread that spins the node's executor (it takes, predicts and
 publishes) and the middleware's threads (they receive the messages and wake the executor). Every
 other thread keeps the normal policy, in particular a thread that learns in the background: it
-must never delay an answer, and a runaway real-time thread could starve the machine.
+must never delay an answer, and a runaway real-time thread could starve the machine. Background
+threads started later by a real-time thread (a checkpoint write) inherit its policy, and drop it
+first thing with :func:`normal_policy_here`.
 
 The middleware's threads are found by name: Fast DDS (ROS 2's default RMW) names them ``dds.*``
 (``dds.udp.7411``, ``dds.shm.7413``, ``dds.ev.0``, ...). Threads a thread of this policy creates
@@ -62,6 +64,20 @@ def thread_policy(tid: int, pid: int | None = None) -> int:
     # fields after the command name (in parentheses, which may hold spaces): field 3 onwards
     rest = stat[stat.rindex(")") + 2 :].split()
     return int(rest[_POLICY_FIELD - 3])
+
+
+def normal_policy_here() -> None:
+    """Put the calling thread back at the normal policy when it inherited ``SCHED_FIFO`` or
+    ``SCHED_RR`` from the thread that started it (Linux threads inherit it): call it first in a
+    thread of background work (learning, a checkpoint write), which must never compete with the
+    answering path. Lowering needs no privilege; elsewhere, or on failure, nothing happens."""
+    if not supported():
+        return
+    try:
+        if os.sched_getscheduler(0) in (os.SCHED_FIFO, os.SCHED_RR):
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except OSError:
+        return
 
 
 @dataclass

@@ -67,6 +67,7 @@ from lifelong_learning.core.model_file import (
     save_model_file,
 )
 from lifelong_learning.core.persistence import PersistentModel
+from lifelong_learning.core.realtime import normal_policy_here
 from lifelong_learning.msg import ModelFile as ModelFileMessage
 from lifelong_learning.srv import LoadModel, SaveModel
 
@@ -918,8 +919,14 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         writer = self._checkpoint_writer
         if writer is not None and writer.is_alive():
             return
-        self._checkpoint_writer = threading.Thread(target=self.checkpoint, name="checkpoint", daemon=True)
+        self._checkpoint_writer = threading.Thread(
+            target=self._background_checkpoint, name="checkpoint", daemon=True
+        )
         self._checkpoint_writer.start()
+
+    def _background_checkpoint(self) -> None:
+        normal_policy_here()  # started by the executor's thread, which may run at a real-time priority
+        self.checkpoint()
 
     def _destroy_configured(self) -> None:
         self._schedule_checkpoints(0.0)

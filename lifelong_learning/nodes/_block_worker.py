@@ -20,6 +20,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from lifelong_learning.core.realtime import normal_policy_here
+
 Item = TypeVar("Item")
 
 
@@ -97,6 +99,7 @@ class BlockWorker(Generic[Item]):
             return block
 
     def _run(self) -> None:
+        normal_policy_here()  # background work: never at the answering path's real-time priority
         started = -float("inf")
         while (block := self._take(started + self.min_interval)) is not None:
             started = time.monotonic()

@@ -90,10 +90,11 @@ def _apply_realtime(nodes: Sequence[Node], executor: Executor) -> None:
             continue
         logger = node.get_logger()
         if len(nodes) > 1 or isinstance(executor, MultiThreadedExecutor):
-            node.realtime = "not applied: the node shares its process (run it in a process of its own)"
+            why = "the node shares its process" if len(nodes) > 1 else "a multi-threaded executor spins it"
+            node.realtime = f"not applied: {why}"
             logger.warning(
-                f"realtime_priority {priority} applies only to a node in a process of its own (its "
-                "executable, or `up --processes`): scheduling unchanged"
+                f"realtime_priority {priority} not applied ({why}): it needs the node alone in its "
+                "process on a single-threaded executor (its executable, or `up --processes`)"
             )
             continue
         try:

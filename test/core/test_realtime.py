@@ -1,6 +1,6 @@
 """core.realtime: the calling thread and named middleware threads get SCHED_FIFO, kept threads do
-not; bad priorities are refused before anything changes. Run in a child process, so that the test
-process keeps its own scheduling."""
+not, a thread started later drops it with normal_policy_here; bad priorities are refused before
+anything changes. Run in a child process, so that the test process keeps its own scheduling."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not supported(), reason="SCHED_FIFO per thread i
 CHILD = textwrap.dedent(
     """
     import os, threading, time, ctypes
-    from lifelong_learning.core.realtime import make_realtime, thread_policy
+    from lifelong_learning.core.realtime import make_realtime, normal_policy_here, thread_policy
 
     def named(name, ids):
         ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME, as the middleware does
@@ -37,6 +37,17 @@ CHILD = textwrap.dedent(
     except PermissionError as exc:
         print("refused", exc)
         raise SystemExit(0)
+    inherited = []
+
+    def background():  # started by the real-time thread: inherits its policy, then drops it
+        inherited.append(thread_policy(threading.get_native_id()))
+        normal_policy_here()
+        inherited.append(thread_policy(threading.get_native_id()))
+
+    late = threading.Thread(target=background)
+    late.start()
+    late.join()
+    print(inherited == [os.SCHED_FIFO, os.SCHED_OTHER])
     policy = {tid: thread_policy(tid) for tid in (applied.answering, *ids, learning.native_id)}
     print(applied.describe())
     print(int(policy[applied.answering] == os.SCHED_FIFO), int(policy[ids[0]] == os.SCHED_FIFO),
@@ -51,7 +62,8 @@ def test_fifo_for_the_caller_and_the_middleware_only():
     assert out.returncode == 0, out.stderr
     if out.stdout.startswith("refused"):
         pytest.skip(f"this machine refuses SCHED_FIFO: {out.stdout}")
-    described, checks = out.stdout.strip().splitlines()
+    background, described, checks = out.stdout.strip().splitlines()
+    assert background == "True"  # a thread a real-time thread starts returns to the normal policy
     assert described.startswith("SCHED_FIFO 7 on the answering thread")
     assert checks == "1 1 1 1 1 True"
 
