@@ -60,7 +60,14 @@ def test_lifecycle_transitions_from_a_manager(tmp_path: Path, start_process, rcl
         assert res.success, proc.log()
 
     # discovery first, with the node's log if it never comes (the process may have failed to start)
-    assert spin_until(executor, get_state.service_is_ready, 90), (proc.alive(), proc.log())
+    # (the nodes and services seen say whether the node's participant was discovered at all: in one CI
+    # run the node was alive and logged, and its service was not seen in 90 s)
+    assert spin_until(executor, get_state.service_is_ready, 90), (
+        proc.alive(),
+        proc.log(),
+        peer.get_node_names_and_namespaces(),
+        [name for name, _ in peer.get_service_names_and_types() if NODE in name],
+    )
     assert state() == State.PRIMARY_STATE_UNCONFIGURED, proc.log()
     assert not info.service_is_ready()  # no model, no model services, before configure
     transition(Transition.TRANSITION_CONFIGURE)
