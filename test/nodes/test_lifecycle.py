@@ -59,10 +59,17 @@ def test_lifecycle_transitions_from_a_manager(tmp_path: Path, start_process, rcl
         res = call_service(executor, change, ChangeState.Request(transition=Transition(id=tid)), 30.0)
         assert res.success, proc.log()
 
-    # discovery first, with the node's log if it never comes (the process may have failed to start)
-    # (the nodes and services seen say whether the node's participant was discovered at all: in one CI
-    # run the node was alive and logged, and its service was not seen in 90 s)
-    assert spin_until(executor, get_state.service_is_ready, 90), (
+    # Discovery first, with the node's log if it never comes (the process may have failed to start).
+    # Two fresh-clone CI runs saw the node alive and some of its services, but this client never
+    # became ready in 90 s (not reproduced alone or in the suite's order here): wait 30 s, then
+    # make the client again, three times.
+    for _ in range(3):
+        if spin_until(executor, get_state.service_is_ready, 30):
+            break
+        print("get_state not ready; services seen:", peer.get_service_names_and_types())
+        peer.destroy_client(get_state)
+        get_state = peer.create_client(GetState, f"/{NODE}/get_state")
+    assert get_state.service_is_ready(), (
         proc.alive(),
         proc.log(),
         peer.get_node_names_and_namespaces(),
