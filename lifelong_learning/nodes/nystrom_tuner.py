@@ -25,7 +25,8 @@ machine) and its bytes on ``tuned_model_data`` (lifelong_learning/ModelFile, lat
 on any machine, no shared filesystem). The result says both figures and the decision.
 
 Publishes ``tuning_progress`` (std_msgs/String, JSON) for observers that hold no goal (and for
-the bags): ``running`` after each epoch, then ``done`` / ``failed`` / ``cancelled`` /
+the bags): ``running`` after an epoch (at most one per ``feedback_period_s``, like the feedback,
+and always an objective's first and last), then ``done`` / ``failed`` / ``cancelled`` /
 ``rejected``.
 
 Stopping (SIGINT/SIGTERM, :meth:`NystromTunerNode.destroy_node`): the running job is told to
@@ -145,6 +146,15 @@ PARAMS: tuple[ParamSpec, ...] = (
         bounds=(0.01, 0.5),
     ),
     ParamSpec("progress_topic", "tuning_progress", "std_msgs/String (JSON) progress output."),
+    ParamSpec(
+        "feedback_period_s",
+        0.1,
+        "Least time between two epochs' feedback and tuning_progress messages (an objective's first "
+        "and last epoch are always sent): small jobs run hundreds of epochs a second, more than a "
+        "client's feedback history (10 deep by default) holds; 0 sends every epoch (settable at run time).",
+        bounds=(0.0, 60.0),
+        at_run_time=True,
+    ),
     ParamSpec(
         "model_topic",
         "tuned_model",
@@ -395,10 +405,16 @@ class NystromTunerNode(NodeBase):
             return result
         t0 = time.monotonic()
         steps_total = len(job.objectives) * job.epochs
+        last_sent = [-math.inf]
 
         def progress(objective: str, epoch: int, info: dict[str, Any]) -> None:
+            now = time.monotonic()
+            ends = epoch <= 1 or epoch >= job.epochs  # an objective's first and last epoch: always
+            if not ends and now - last_sent[0] < float(self.params["feedback_period_s"]):
+                return
+            last_sent[0] = now
             steps = list(job.objectives).index(objective) * job.epochs + epoch
-            elapsed = time.monotonic() - t0
+            elapsed = now - t0
             eta = elapsed / steps * (steps_total - steps) if steps else NAN
             value = float(info["objective"])
             handle.publish_feedback(
