@@ -55,8 +55,8 @@ class DemoDriver(Node):
     ``say`` prints progress (tuning epochs, at most every 5 s).
     """
 
-    def __init__(self, say: Callable[[str], None]) -> None:
-        super().__init__("demo_driver")
+    def __init__(self, say: Callable[[str], None], **kwargs: Any) -> None:
+        super().__init__("demo_driver", **kwargs)  # kwargs: rclpy Node's (a context)
         self.lock = threading.Lock()
         self.predictions: dict[int, tuple[str, float]] = {}  # stamp ns → (label, receive time)
         # stamp ns → (effort, receive time here, the time inverse_dynamics published it: DDS source time)
@@ -137,6 +137,25 @@ class DemoDriver(Node):
         joint-state stamp, or None."""
         with self.lock:
             return [self.torques.get(int(s)) for s in stamps]
+
+    def settled_torques(
+        self, stamps: Sequence[int], quiet_s: float = 1.0, cap_s: float = 30.0
+    ) -> list[tuple[np.ndarray, float, float] | None]:
+        """:meth:`answered_torques` once no answer to ``stamps`` has arrived for ``quiet_s`` (or
+        every stamp is answered, or ``cap_s`` passed): answers still in this process's queue are
+        counted, so a backlog here is not reported as the node's missing answers."""
+        wanted = {int(s) for s in stamps}
+        deadline = time.monotonic() + cap_s
+        count, changed = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            with self.lock:
+                now_count = sum(1 for s in wanted if s in self.torques)
+            if now_count != count:
+                count, changed = now_count, time.monotonic()
+            if count == len(wanted) or time.monotonic() - changed >= quiet_s:
+                break
+            time.sleep(0.05)
+        return self.answered_torques(stamps)
 
     # ------------------------------------------------------------------ sensors
     def publish_frame(self, frame: np.ndarray) -> int:
