@@ -128,3 +128,39 @@ def test_sighup_stops_too_unless_ignored(built_interfaces):
         assert stop_signals() == [signal.SIGINT, signal.SIGTERM]
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_realtime_is_not_applied_where_the_spinning_thread_serves_more(built_interfaces):
+    """``realtime_priority`` needs the node alone in its process on a single-threaded executor: with
+    another node beside it (``up`` in one process), or a multi-threaded executor, nothing is raised and
+    the node says why (its diagnostics' ``real-time scheduling``)."""
+    from conftest import new_context
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.core.realtime import thread_policy
+    from lifelong_learning.nodes._base import NodeBase
+    from lifelong_learning.nodes._runner import _apply_realtime
+
+    quiet = [Parameter("diagnostics_period_s", value=0.0)]
+
+    class WantsRealtime(NodeBase):
+        def realtime_request(self) -> tuple[int, list[int]]:
+            return 10, []
+
+    here = threading.get_native_id()
+    before = thread_policy(here)
+    with new_context() as ctx:
+        asking = WantsRealtime("asking", context=ctx, parameter_overrides=quiet)
+        other = NodeBase("other", context=ctx, parameter_overrides=quiet)
+        try:
+            _apply_realtime([asking, other], SingleThreadedExecutor(context=ctx))
+            assert asking.realtime == "not applied: the node shares its process"
+            assert other.realtime == "off"  # it asked for nothing
+            asking.realtime = "off"
+            _apply_realtime([asking], MultiThreadedExecutor(num_threads=2, context=ctx))
+            assert asking.realtime == "not applied: a multi-threaded executor spins it"
+            assert thread_policy(here) == before == os.SCHED_OTHER  # this thread was never raised
+        finally:
+            asking.destroy_node()
+            other.destroy_node()
