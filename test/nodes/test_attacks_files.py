@@ -235,7 +235,9 @@ def test_load_of_a_file_whose_header_claims_8_tib_is_refused_at_once(target):
 
     res = target.refused(load, "model reload failed", "the limit is")
     assert "8796093022208 bytes" in res.message
-    assert took[0] < 2.0  # answered at once (a service round trip), nothing allocated
+    # answered at once (a service round trip, generous for a loaded machine), nothing allocated:
+    # it must not hang on the bad file
+    assert took[0] < 10.0
     assert huge.stat().st_size < 1000
 
 
