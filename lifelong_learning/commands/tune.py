@@ -53,6 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--epochs", type=int, default=100, help="Adam steps (early stop when the objective rises)"
     )
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="early stop after the objective rose this many times since its best (Meanti et al. §5; "
+        "default 5)",
+    )
     parser.add_argument("--lr", type=float, default=0.05, help="Adam learning rate")
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float64")
@@ -151,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
     """Read, tune, evaluate, export, report. Returns 0 on success, 2 on bad input."""
     from lifelong_learning.io.bags import BagError
     from lifelong_learning.nystrom.distributed import GroupSetupError, RankFailedError, joined
+    from lifelong_learning.nystrom.tuning import DEFAULT_PATIENCE
     from lifelong_learning.retraining.pipeline import (
         DEFAULT_FORGETTING,
         DEFAULT_HOLDOUT_FRACTION,
@@ -182,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         objectives=[o.strip() for o in args.objective.split(",") if o.strip()] or None,
         centers=args.centers,
         epochs=args.epochs,
+        patience=DEFAULT_PATIENCE if args.patience is None else args.patience,
         lr=args.lr,
         device=args.device,
         dtype=args.dtype,

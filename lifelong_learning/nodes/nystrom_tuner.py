@@ -103,6 +103,13 @@ PARAMS: tuple[ParamSpec, ...] = (
         bounds=(1, 1000000),
     ),
     ParamSpec("learning_rate", 0.05, "Adam learning rate.", bounds=(1e-06, 10.0)),
+    ParamSpec(
+        "patience",
+        5,  # nystrom.tuning.DEFAULT_PATIENCE (not imported here: that package imports torch)
+        "Early stop: the tuning ends after the objective rose this many times since its best "
+        "(Meanti et al. §5); the best hyperparameters are kept.",
+        bounds=(1, 1000000),
+    ),
     ParamSpec("device", "auto", "'auto' (CUDA if available), 'cpu' or 'cuda'."),
     ParamSpec("dtype", "float64", "'float64' or 'float32'."),
     ParamSpec(
@@ -283,6 +290,7 @@ class NystromTunerNode(NodeBase):
             objectives=objectives,
             centers=int(goal.centers) or int(p["default_centers"]),
             epochs=int(goal.epochs) or int(p["default_epochs"]),
+            patience=int(p["patience"]),
             lr=float(p["learning_rate"]),
             device=p["device"],
             dtype=p["dtype"],

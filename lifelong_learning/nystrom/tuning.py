@@ -52,6 +52,10 @@ class TuningResult:
     stopped_early: bool = False
 
 
+#: rises of the objective since its best before the tuning stops (Meanti et al., §5)
+DEFAULT_PATIENCE = 5
+
+
 def tune(
     X: Any,
     Y: Any,
@@ -64,7 +68,7 @@ def tune(
     lam_init: float | None = None,
     lengthscale_init: float | Any | None = None,
     lengthscale_range: tuple[float, float] | None = None,
-    patience: int = 5,
+    patience: int = DEFAULT_PATIENCE,
     num_probes: int = 20,
     cg_tol: float = 1e-3,
     cg_max_iter: int = 100,

@@ -79,7 +79,7 @@ from lifelong_learning.nystrom.export import (
     residual_data,
 )
 from lifelong_learning.nystrom.objectives import OBJECTIVES, SUMS_OBJECTIVES
-from lifelong_learning.nystrom.tuning import tune
+from lifelong_learning.nystrom.tuning import DEFAULT_PATIENCE, tune
 from lifelong_learning.retraining.promotion import (
     DEFAULT_MARGIN,
     Decision,
@@ -158,6 +158,7 @@ class TuningJob:
     objectives: Sequence[str] | None = None
     centers: int = 100
     epochs: int = 100
+    patience: int = DEFAULT_PATIENCE
     lr: float = 0.05
     device: str = "auto"
     dtype: str = "float64"
@@ -207,8 +208,8 @@ class TuningJob:
             raise ValueError(f"an objective is named twice: {list(self.objectives)}")
         if not 0.0 < self.test_fraction < 1.0:
             raise ValueError("test_fraction must be in (0, 1)")
-        if self.centers < 1 or self.epochs < 1:
-            raise ValueError("centers and epochs must be >= 1")
+        if self.centers < 1 or self.epochs < 1 or self.patience < 1:
+            raise ValueError("centers, epochs and patience must be >= 1")
         self._validate_bags(mine, group.is_main)
         if self.task == "inverse-dynamics" and not (self.urdf or self.init):
             raise ValueError("inverse-dynamics needs a URDF (or a model to continue from)")
@@ -1383,6 +1384,7 @@ def _run_task(
             centers=job.centers,
             objective=obj,
             epochs=job.epochs,
+            patience=job.patience,
             lr=job.lr,
             dtype=job.dtype,
             device=job.device,

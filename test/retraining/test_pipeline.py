@@ -342,3 +342,29 @@ def test_a_classification_job_tunes_on_a_sample_and_scores_and_exports_every_sam
     assert sampled["objectives"]["proposed"]["value"] < 5.0  # % wrong: the export on every training row
     every = run_job(TuningJob(out=str(tmp_path / "e.llm"), **common))
     assert every["tuning_rows"] == every["n_train"] == sampled["n_train"]
+
+
+def test_patience_sets_when_the_tuning_stops_early(tmp_path):
+    """``patience``: the rises of the objective since its best that end the tuning (Meanti et al. §5).
+    A large one runs every epoch asked for; the job validates it."""
+    rng = np.random.default_rng(4)
+    X = np.eye(3, 6)[[i % 3 for i in range(120)]] * 3.0 + rng.normal(scale=0.5, size=(120, 6))
+    write_labeled_features(tmp_path / "bag", X, [f"obj{i % 3}" for i in range(120)])
+    common = {
+        "bags": [str(tmp_path / "bag")],
+        "task": "classification",
+        "centers": 10,
+        "epochs": 60,
+        "lr": 1.0,
+    }
+    epochs: dict[int, list[int]] = {}
+    for patience in (1, 10**6):
+        seen = epochs.setdefault(patience, [])
+        run_job(
+            TuningJob(out=str(tmp_path / f"{patience}.llm"), patience=patience, **common),
+            callback=lambda _objective, epoch, _info, seen=seen: seen.append(epoch),
+        )
+    assert epochs[10**6] == list(range(1, 61))  # never stopped early
+    assert len(epochs[1]) < 60  # the first rise ended it
+    with pytest.raises(ValueError, match="patience"):
+        TuningJob(out=str(tmp_path / "x.llm"), patience=0, **common).validate()
