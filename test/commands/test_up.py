@@ -157,8 +157,9 @@ def teach(executor, spin, peer, labels=("mug", "duck")) -> None:
         pub.publish(LabeledFeatures(data=[float(i == k) for k in range(4)], label=label))
     client = peer.create_client(GetClassifierInfo, "/object_recognition/info")
 
-    def seen() -> int:
-        return call_service(executor, client, GetClassifierInfo.Request(), 20).samples_seen
+    def seen() -> int:  # a query, sent again every 3 s: a first reply may be lost before discovery matched
+        request = GetClassifierInfo.Request()
+        return call_service(executor, client, request, 30, answer_timeout=3, attempts=10).samples_seen
 
     assert spin(executor, lambda: seen() == len(labels), 20)
 

@@ -272,9 +272,11 @@ def test_a_simulator_reset_restarts_the_filter(target):
         target.send(target.message())
         target.wait_value(key, n + 1)
 
+    start = len(target.diagnostics)
     unchanged_after(target, attack)
-    status = target.diagnostics[-1]
-    assert any("acceleration filter restarted" in s.message for s in target.diagnostics[-10:]), status.message
+    # the WARN is published once, in the first status after the restart: every status since counts
+    since = target.diagnostics[start:]
+    assert any("acceleration filter restarted" in s.message for s in since), [s.message for s in since]
 
 
 def test_a_small_step_back_is_refused(target):
@@ -294,12 +296,17 @@ def test_gaps_count_the_missed_joint_states(target):
     target.good(12)
     n = target.value(key)
     target.stamp += 4 * PERIOD  # four states never arrive
+    start = len(target.diagnostics)
     target.good(1)
     target.wait_value(key, n + 4)
     target.good(3)
     assert target.value(key) == n + 4  # exactly the four: refused messages earlier were seen, not missed
-    assert spin_until(target.executor, lambda: "missed" in target.diagnostics[-1].message, 5)
-    assert target.diagnostics[-1].level == b"\x01"  # WARN
+    # the WARN goes out once, in the first status after the count rose (later ones may be OK again)
+    assert spin_until(
+        target.executor,
+        lambda: any("missed" in s.message and s.level == b"\x01" for s in target.diagnostics[start:]),
+        5,
+    ), [s.message for s in target.diagnostics[start:]]
 
 
 def test_a_flood_is_counted_not_lost_silently(target):

@@ -107,7 +107,7 @@ def graph(built_interfaces, tmp_path_factory):
             peer = Node("tuner_attacker", context=context)
             client = ActionClient(peer, TuneModel, "/nystrom_tuner/tune")
             g = Graph(root, root / "models", process, executor, client)
-            peer.create_subscription(
+            progress = peer.create_subscription(
                 String, "tuning_progress", lambda m: g.progress.append(json.loads(m.data)), 100
             )
 
@@ -120,6 +120,8 @@ def graph(built_interfaces, tmp_path_factory):
             peer.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
             executor.add_node(peer)
             assert spin_until(executor, client.server_is_ready, 60), process.log()
+            # a rejection is published once (volatile): its writer must have matched this reader
+            assert spin_until(executor, lambda: progress.get_publisher_count() > 0, 60), process.log()
             assert spin_until(executor, lambda: "jobs done" in g.diag, 20), process.log()
             yield g
     finally:

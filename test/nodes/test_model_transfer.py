@@ -91,9 +91,10 @@ class Sender:
         self.pub.publish(msg)
         assert self.pub.wait_for_all_acked(Duration(seconds=10))
 
-    def value(self, key: str, want: str) -> bool:
-        """Wait until the node's diagnostics show ``key`` = ``want``."""
-        return spin_until(self.executor, lambda: self.diagnostics.get(key) == want, 10)
+    def value(self, key: str, want: str, timeout: float = 60.0) -> bool:
+        """Wait until the node's diagnostics show ``key`` = ``want`` (60 s: a process may have just
+        started, its imports, its model and the discovery of /diagnostics included)."""
+        return spin_until(self.executor, lambda: self.diagnostics.get(key) == want, timeout)
 
 
 def test_a_classifier_crosses_as_bytes_and_bad_ones_are_refused(executor, start_process, tmp_path):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import call_service, new_context, new_executor, node_argv, spin_until
+from conftest import call_service, first_call, new_context, new_executor, node_argv, spin_until
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 
@@ -87,17 +87,22 @@ class Recognizer:
     def call(self, client: Any, request: Any) -> Any:
         return call_service(self.executor, client, request, 20.0)
 
+    def query(self, client: Any, request: Any) -> Any:
+        """A call that may be sent again (a query): sent again every 3 s, up to 60 s. Just after a
+        start the server's reply writer may not have matched this peer yet: a reply then is lost."""
+        return first_call(self.executor, client, request, 60.0)
+
     def info(self) -> Any:
         from lifelong_learning.srv import GetClassifierInfo
 
-        return self.call(self.peer.info, GetClassifierInfo.Request())
+        return self.query(self.peer.info, GetClassifierInfo.Request())
 
     def predict(self, label: str) -> Any:
         """The ~/predict answer to a new sample of ``label``."""
         from lifelong_learning.srv import Predict
 
         x = sample(self.rng, label)[0].astype(np.float32).tolist()
-        return self.call(self.peer.predict, Predict.Request(data=x))
+        return self.query(self.peer.predict, Predict.Request(data=x))
 
 
 @pytest.fixture(scope="module")

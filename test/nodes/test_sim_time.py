@@ -9,6 +9,7 @@ and keep what it had learned.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -119,8 +120,8 @@ def test_a_clock_reset_is_logged_once_and_the_node_answers_again_within_two_seco
             assert spin_until(executor, lambda: (step(), counted())[1], 5), proc.log()[-2000:]
             values = {kv.key: kv.value for kv in diagnostics[-1].values}
             assert int(values["samples learned"]) > learned_before, values  # learning went on, nothing lost
-            assert proc.log().count("the clock jumped back by 4.99") == 1, proc.log()[
-                -2000:
-            ]  # 5 s less a step
+            # logged once: 5 s less a step, or a few (/clock is best effort, depth 1: ticks may be lost)
+            jumps = [float(x) for x in re.findall(r"the clock jumped back by (\d+\.\d+) s", proc.log())]
+            assert len(jumps) == 1 and 4.8 <= jumps[0] <= 5.0, (jumps, proc.log()[-2000:])
         finally:
             proc.stop()
