@@ -218,7 +218,11 @@ def test_sigint_during_a_job_stops_it_cleanly(built_interfaces, tmp_path, start_
     models = tmp_path / "models"
     process = start_process(
         tuner_argv(
-            models, "progress_topic:=sigint_progress", "diagnostics_period_s:=0.0", name="tuner_sigint"
+            models,
+            "progress_topic:=sigint_progress",
+            "diagnostics_period_s:=0.0",
+            "patience:=1000000",  # no early stop: the job is still running when the signal comes
+            name="tuner_sigint",
         )
     )
     with new_context() as context, new_executor(context) as executor:
