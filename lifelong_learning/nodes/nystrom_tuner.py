@@ -13,10 +13,11 @@ diagnostics (``rejected: <reason>``, ``last rejected goal``) and published on
 ``tuning_progress`` as ``{"state": "rejected", "reason": ...}``. At most ``max_queued_goals``
 goals wait behind the running one; more are rejected (``queue full``).
 
-Feedback: phase (queued, reading, tuning, validating, writing), objective, epoch, value, ETA,
-queue position. Cancel works at any time: a queued goal ends at once, a running one at its next
-epoch or replayed block, and no file is left behind. Each goal writes its own file
-(``<task>-<UTC time>-<goal id>.npz`` unless it names one).
+Goals run in the order they were accepted, also when rclpy runs their accepted callbacks on two
+threads in the other order. Feedback: phase (queued, reading, tuning, validating, writing),
+objective, epoch, value, ETA, queue position. Cancel works at any time: a queued goal ends at
+once, a running one at its next epoch or replayed block, and no file is left behind. Each goal
+writes its own file (``<task>-<UTC time>-<goal id>.npz`` unless it names one).
 
 Before a candidate is announced, the promotion gate (:mod:`lifelong_learning.retraining.promotion`)
 scores it and the serving model on the same held-out data; only a better candidate (or a forced
@@ -66,6 +67,9 @@ STOP_WAIT_S = 10.0
 #: executor threads of the one-node executable: one runs a goal, the others answer goal, cancel
 #: and result requests, feedback and diagnostics meanwhile
 THREADS = 3
+#: seconds an accepted goal waits for one accepted before it to be placed in the queue first (the
+#: accepted callbacks of two goals may run on two threads in either order)
+ORDER_WAIT_S = 2.0
 NAN = float("nan")
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -220,6 +224,10 @@ class NystromTunerNode(NodeBase):
                 String, p["robot_description_topic"], self._on_robot_description, latched
             )
         self._lock = threading.Lock()
+        self._placed = threading.Condition(self._lock)
+        # acceptance order: id(goal message) -> (ticket, the message, kept so that its id stays its own)
+        self._tickets: dict[int, tuple[int, Any]] = {}
+        self._issued = self._next_ticket = 0
         self._running: ServerGoalHandle | None = None
         self._queue: deque[ServerGoalHandle] = deque()
         self._jobs: dict[bytes, Any] = {}  # goal id -> its TuningJob, from acceptance to its end
@@ -331,6 +339,9 @@ class NystromTunerNode(NodeBase):
         except Exception as exc:  # never leave a client without an answer
             self.get_logger().error(f"goal check failed: {type(exc).__name__}: {exc}")
             return self._reject("internal error", f"{type(exc).__name__}: {exc}")
+        with self._lock:  # the order goals run in: the order they were accepted (see _on_accepted)
+            self._tickets[id(goal)] = (self._issued, goal)
+            self._issued += 1
         return GoalResponse.ACCEPT
 
     def _on_accepted(self, handle: ServerGoalHandle) -> None:
@@ -339,7 +350,16 @@ class NystromTunerNode(NodeBase):
             self._jobs[goal_id] = self._job(handle.request, self._out_path(handle.request, goal_id))
         except Exception as exc:  # the check passed a moment ago; the goal ends at once, aborted
             self.last_failure = f"{type(exc).__name__}: {exc}"
-        with self._lock:
+        with self._placed:
+            # rclpy calls this on any free executor thread after the goal response is sent: a goal
+            # accepted later (a client's next goal) can get here first. It waits for the earlier ones
+            # (at most ORDER_WAIT_S: an earlier goal whose callback never comes is skipped).
+            ticket, _ = self._tickets.pop(id(handle.request), (None, None))
+            if ticket is not None:
+                if not self._placed.wait_for(lambda: self._next_ticket >= ticket, ORDER_WAIT_S):
+                    self.get_logger().warning(f"goal {goal_id.hex()[:8]}: an earlier goal never arrived")
+                self._next_ticket = max(self._next_ticket, ticket + 1)
+                self._placed.notify_all()
             start = self._running is None
             if start:
                 self._running = handle

@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -282,3 +284,62 @@ def test_goals_queue_and_cancel_at_any_time_leaves_no_file(graph):
     assert all(name.startswith("robot_description-") and name.endswith(".urdf") for name in new), new
     graph.executor.remove_node(robot)
     robot.destroy_node()
+
+
+class _Handle:
+    """Stands in for rclpy's ServerGoalHandle in the test below: the part ``_on_accepted`` uses."""
+
+    def __init__(self, goal: Any, n: int) -> None:
+        self.request, self.goal_id = goal, SimpleNamespace(uuid=bytes([n]) * 16)
+        self.executed, self.feedback = False, []
+
+    def execute(self) -> None:
+        self.executed = True
+
+    def publish_feedback(self, feedback: Any) -> None:
+        self.feedback.append(feedback)
+
+
+def test_goals_run_in_the_order_accepted_when_their_callbacks_race(built_interfaces, tmp_path, monkeypatch):
+    """rclpy sends the goal response, then calls the accepted callback on any free executor thread:
+    a client's next goal can reach it first (a fresh-clone CI run saw the second goal run first).
+    The later goal waits for the earlier one and queues behind it."""
+    from lifelong_learning.action import TuneModel
+    from rclpy.action import GoalResponse
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes import nystrom_tuner
+
+    monkeypatch.setattr(nystrom_tuner, "ORDER_WAIT_S", 60.0)  # no skipping however slow this machine
+    write_labeled_features(tmp_path / "bag", X, LABELS)
+    with new_context() as ctx:
+        node = nystrom_tuner.NystromTunerNode(
+            context=ctx,
+            parameter_overrides=[
+                Parameter("output_dir", value=str(tmp_path / "out")),
+                Parameter("diagnostics_period_s", value=0.0),
+            ],
+        )
+        try:
+            goals = [
+                TuneModel.Goal(bags=[str(tmp_path / "bag")], task="classification", centers=8, epochs=3)
+                for _ in range(2)
+            ]
+            assert [node._on_goal(g) for g in goals] == [GoalResponse.ACCEPT] * 2
+            first, second = _Handle(goals[0], 1), _Handle(goals[1], 2)
+            late = threading.Thread(target=node._on_accepted, args=(second,))
+            late.start()  # the later goal's callback runs first, and waits
+            deadline = time.monotonic() + 30
+            while id(goals[1]) in node._tickets and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert late.is_alive() and not second.executed and not second.feedback
+            node._on_accepted(first)
+            late.join(30)
+            assert first.executed and not second.executed
+            assert [(f.phase, f.queue_position) for f in second.feedback] == [("queued", 1)]
+            with node._lock:  # neither runs (stand-in handles): nothing for destroy_node to wait for
+                node._running = None
+                node._queue.clear()
+                node._idle.set()
+        finally:
+            node.destroy_node()
