@@ -20,7 +20,8 @@ The floor measured in the same run: one ``predict`` of the model in this process
 answer needs), and the time to publish one pre-serialized message.
 
 Usage: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_control_rate.py [--seconds 5] [--rate 1000]
-[--executors single,events,multi] [--realtime-priority 50] [--out docs/benchmarks/control-rate.md]``
+[--executors single,events,multi] [--realtime-priority 50] [--no-learning | --learning-elsewhere]
+[--out docs/benchmarks/control-rate.md]``
 """
 
 from __future__ import annotations
@@ -78,6 +79,38 @@ def floor_costs(states: list[dict[str, Any]]) -> dict[str, float]:
     return {"predict_ms": 1e3 * float(np.median(pred)), "learn_ms": 1e3 * float(np.median(learn))}
 
 
+def learning_load(states: list[dict[str, Any]], rate_hz: float, go: Any, stop: Any, done: Any) -> None:
+    """What the node's learning thread does, in a process of its own (``--learning-elsewhere``): from
+    ``go`` to ``stop``, every sample that a ``rate_hz`` stream has delivered since the last block is
+    prepared and learned as one block (``stage`` + ``commit``), at most one block per the node's
+    ``LEARNING_INTERVAL_S``, as the learning thread does. An emulation of learning out of the
+    answering process: the updated weights are not sent back."""
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    from lifelong_learning.dynamics import SemiparametricInverseDynamics
+    from lifelong_learning.nodes.inverse_dynamics import LEARNING_INTERVAL_S
+    from lifelong_learning.sim.panda import JOINT_NAMES, panda_urdf_path
+
+    model = SemiparametricInverseDynamics(panda_urdf_path(), JOINT_NAMES, n_features=500)
+    q = np.array([s["position"] for s in states])
+    qd = np.array([s["velocity"] for s in states])
+    tau = np.array([s["effort"] for s in states])
+    model.update(q[:200], qd[:200], np.zeros_like(q[:200]), tau[:200])
+    go.wait()
+    start, taken, blocks = time.perf_counter(), 0, 0
+    while not stop.is_set():
+        began = time.perf_counter()
+        due = int((began - start) * rate_hz)
+        if due <= taken:
+            time.sleep(0.0005)
+            continue
+        rows = np.arange(taken, due) % len(states)
+        prepared = model.prepare(q[rows], qd[rows], np.zeros((rows.size, q.shape[1])))
+        model.commit(model.stage(prepared, tau[rows], solve_weights=True))
+        taken, blocks = due, blocks + 1
+        time.sleep(max(0.0, began + LEARNING_INTERVAL_S - time.perf_counter()))
+    done.put((taken, blocks))
+
+
 def run_one(
     executor: str,
     states: list[dict[str, Any]],
@@ -85,6 +118,7 @@ def run_one(
     rate_hz: float,
     learning: bool = True,
     realtime_priority: int = 0,
+    learning_elsewhere: bool = False,
 ) -> dict[str, Any]:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
@@ -137,6 +171,14 @@ def run_one(
             ex.spin_once(timeout_sec=0.05)
 
     spinner = threading.Thread(target=spin, daemon=True)
+    loader = None
+    if learning_elsewhere:
+        import multiprocessing
+
+        spawn = multiprocessing.get_context("spawn")
+        go, stop_load, done = spawn.Event(), spawn.Event(), spawn.Queue()
+        loader = spawn.Process(target=learning_load, args=(states, rate_hz, go, stop_load, done), daemon=True)
+        loader.start()
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and (pub.get_subscription_count() == 0 or not diagnostics):
@@ -159,6 +201,8 @@ def run_one(
             stamps.append(stamp)
         sent_at: list[int] = []
         publish_cost: list[float] = []
+        if loader is not None:
+            go.set()
         start = time.perf_counter()
         for i, payload in enumerate(payloads):
             due = start + i / rate_hz
@@ -169,6 +213,10 @@ def run_one(
             pub.publish(payload)
             publish_cost.append(time.perf_counter() - t0)
         late = time.perf_counter() - (start + (n - 1) / rate_hz)
+        learned_elsewhere = None
+        if loader is not None:
+            stop_load.set()
+            learned_elsewhere = done.get(timeout=30)
         stamps, sent_at = stamps[warm:], sent_at[warm:]
         n -= warm
         time.sleep(1.5)  # the last answers
@@ -189,6 +237,7 @@ def run_one(
             "p99_ms": p99,
             "publish_us": 1e6 * float(np.median(publish_cost)),
             "sender_late_ms": 1e3 * late,
+            "learned_elsewhere": learned_elsewhere,  # (samples, blocks) of --learning-elsewhere
             "node": {k: v for k, v in values.items() if any(w in k for w in (
                 "receive to publish", "answer", "block", "learned", "lost", "queue", "not learned",
                 "real-time"))},
@@ -198,6 +247,9 @@ def run_one(
         peer.destroy_node()
         rclpy.try_shutdown()
         proc.stop()
+        if loader is not None:
+            loader.kill()
+            loader.join(5)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,6 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--executors", default="single,events,multi")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-learning", action="store_true", help="the node answers only (learning:=false)")
+    parser.add_argument(
+        "--learning-elsewhere",
+        action="store_true",
+        help="the node answers only, and another process learns every sample as the node's learning "
+        "thread would (an emulation of learning out of the answering process)",
+    )
     parser.add_argument(
         "--realtime-priority", type=int, default=0, help="the node realtime_priority (0: normal)"
     )
@@ -218,14 +276,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"floor: predict {floor['predict_ms']:.3f} ms, learn {floor['learn_ms']:.3f} ms (one sample)")
     rows = []
     for kind in [k.strip() for k in args.executors.split(",") if k.strip()]:
-        r = run_one(kind, states, args.seconds, args.rate, not args.no_learning, args.realtime_priority)
+        learning = not (args.no_learning or args.learning_elsewhere)
+        r = run_one(
+            kind, states, args.seconds, args.rate, learning, args.realtime_priority, args.learning_elsewhere
+        )
         r["executor"] += " (learning off)" if args.no_learning else ""
+        r["executor"] += " (learning in another process)" if args.learning_elsewhere else ""
         r["executor"] += f", SCHED_FIFO {args.realtime_priority}" if args.realtime_priority else ""
         rows.append(r)
         print(
             f"{kind}: answered {r['answered']}/{r['sent']} ({100 * r['answered'] / r['sent']:.1f} %), "
             f"publish→answer p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms, sender late "
-            f"{r['sender_late_ms']:.1f} ms; node: {r['node']}",
+            f"{r['sender_late_ms']:.1f} ms; node: {r['node']}"
+            + (
+                f"; learned elsewhere (samples, blocks): {r['learned_elsewhere']}"
+                if r["learned_elsewhere"]
+                else ""
+            ),
             flush=True,
         )
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else ["?"] * 3
