@@ -79,7 +79,9 @@ def floor_costs(states: list[dict[str, Any]]) -> dict[str, float]:
     return {"predict_ms": 1e3 * float(np.median(pred)), "learn_ms": 1e3 * float(np.median(learn))}
 
 
-def learning_load(states: list[dict[str, Any]], rate_hz: float, go: Any, stop: Any, done: Any) -> None:
+def learning_load(
+    states: list[dict[str, Any]], rate_hz: float, ready: Any, go: Any, stop: Any, done: Any
+) -> None:
     """What the node's learning thread does, in a process of its own (``--learning-elsewhere``): from
     ``go`` to ``stop``, every sample that a ``rate_hz`` stream has delivered since the last block is
     prepared and learned as one block (``stage`` + ``commit``), at most one block per the node's
@@ -94,7 +96,8 @@ def learning_load(states: list[dict[str, Any]], rate_hz: float, go: Any, stop: A
     q = np.array([s["position"] for s in states])
     qd = np.array([s["velocity"] for s in states])
     tau = np.array([s["effort"] for s in states])
-    model.update(q[:200], qd[:200], np.zeros_like(q[:200]), tau[:200])
+    model.update(q[:200], qd[:200], np.zeros_like(q[:200]), tau[:200])  # compiled and warm
+    ready.set()
     go.wait()
     start, taken, blocks = time.perf_counter(), 0, 0
     while not stop.is_set():
@@ -172,14 +175,18 @@ def run_one(
 
     spinner = threading.Thread(target=spin, daemon=True)
     loader = None
-    if learning_elsewhere:
-        import multiprocessing
-
-        spawn = multiprocessing.get_context("spawn")
-        go, stop_load, done = spawn.Event(), spawn.Event(), spawn.Queue()
-        loader = spawn.Process(target=learning_load, args=(states, rate_hz, go, stop_load, done), daemon=True)
-        loader.start()
     try:
+        if learning_elsewhere:
+            import multiprocessing
+
+            spawn = multiprocessing.get_context("spawn")
+            ready, go, stop_load, done = spawn.Event(), spawn.Event(), spawn.Event(), spawn.Queue()
+            loader = spawn.Process(
+                target=learning_load, args=(states, rate_hz, ready, go, stop_load, done), daemon=True
+            )
+            loader.start()
+            if not ready.wait(120):
+                raise RuntimeError(f"the learning process did not start (exit code {loader.exitcode})")
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and (pub.get_subscription_count() == 0 or not diagnostics):
             ex.spin_once(timeout_sec=0.1)
@@ -216,7 +223,10 @@ def run_one(
         learned_elsewhere = None
         if loader is not None:
             stop_load.set()
-            learned_elsewhere = done.get(timeout=30)
+            loader.join(30)
+            if loader.exitcode != 0:
+                raise RuntimeError(f"the learning process failed (exit code {loader.exitcode})")
+            learned_elsewhere = done.get(timeout=5)
         stamps, sent_at = stamps[warm:], sent_at[warm:]
         n -= warm
         time.sleep(1.5)  # the last answers
@@ -258,8 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--executors", default="single,events,multi")
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--no-learning", action="store_true", help="the node answers only (learning:=false)")
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--no-learning", action="store_true", help="the node answers only (learning:=false)")
+    where.add_argument(
         "--learning-elsewhere",
         action="store_true",
         help="the node answers only, and another process learns every sample as the node's learning "

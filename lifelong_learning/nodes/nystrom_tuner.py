@@ -44,6 +44,7 @@ import os
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -329,7 +330,7 @@ class NystromTunerNode(NodeBase):
             if len(self._queue) >= int(self.params["max_queued_goals"]) and self._running is not None:
                 return self._reject("queue full", f"{len(self._queue)} goal(s) already wait")
         try:
-            self._job(goal, self._out_path(goal, os.urandom(4)))
+            job = self._job(goal, self._out_path(goal, os.urandom(4)))  # its file: named in _on_accepted
         except OverflowError as exc:
             return self._reject("goal over limit", str(exc))
         except UnsafePathError as exc:
@@ -340,26 +341,40 @@ class NystromTunerNode(NodeBase):
             self.get_logger().error(f"goal check failed: {type(exc).__name__}: {exc}")
             return self._reject("internal error", f"{type(exc).__name__}: {exc}")
         with self._lock:  # the order goals run in: the order they were accepted (see _on_accepted)
-            self._tickets[id(goal)] = (self._issued, goal)
+            self._tickets[id(goal)] = (self._issued, goal, job)
             self._issued += 1
         return GoalResponse.ACCEPT
 
     def _on_accepted(self, handle: ServerGoalHandle) -> None:
         goal_id = bytes(handle.goal_id.uuid)
-        try:
-            self._jobs[goal_id] = self._job(handle.request, self._out_path(handle.request, goal_id))
+        with self._placed:
+            ticket, _, job = self._tickets.pop(id(handle.request), (None, None, None))
+        try:  # the job checked in _on_goal, its file named after the goal id
+            out = str(self._out_path(handle.request, goal_id))
+            self._jobs[goal_id] = (
+                replace(job, out=out) if job is not None else self._job(handle.request, Path(out))
+            )
         except Exception as exc:  # the check passed a moment ago; the goal ends at once, aborted
             self.last_failure = f"{type(exc).__name__}: {exc}"
         with self._placed:
-            # rclpy calls this on any free executor thread after the goal response is sent: a goal
-            # accepted later (a client's next goal) can get here first. It waits for the earlier ones
-            # (at most ORDER_WAIT_S: an earlier goal whose callback never comes is skipped).
-            ticket, _ = self._tickets.pop(id(handle.request), (None, None))
+            # rclpy sends the goal response before it calls this: a client's next goal, accepted
+            # later, can get here first on another executor thread. It waits for the earlier ones, at
+            # most ORDER_WAIT_S: an earlier goal whose callback never comes (rclpy failed to send its
+            # response) is skipped, and its ticket dropped.
             if ticket is not None:
                 if not self._placed.wait_for(lambda: self._next_ticket >= ticket, ORDER_WAIT_S):
                     self.get_logger().warning(f"goal {goal_id.hex()[:8]}: an earlier goal never arrived")
+                    for key in [k for k, entry in self._tickets.items() if entry[0] < ticket]:
+                        del self._tickets[key]
                 self._next_ticket = max(self._next_ticket, ticket + 1)
                 self._placed.notify_all()
+            if self._stop.is_set():  # stopping: like the queued goals, it never starts
+                self._jobs.pop(goal_id, None)
+                return
+            if handle.is_cancel_requested:  # cancelled while it waited: it ends without running
+                self._dropped.add(goal_id)
+                handle.execute()
+                return
             start = self._running is None
             if start:
                 self._running = handle
@@ -434,17 +449,11 @@ class NystromTunerNode(NodeBase):
         t0 = time.monotonic()
         steps_total = len(job.objectives) * job.epochs
         last_sent = [-math.inf]
+        held: list[tuple[str, int, float] | None] = [None]  # the latest epoch not sent (throttled)
 
-        def progress(objective: str, epoch: int, info: dict[str, Any]) -> None:
-            now = time.monotonic()
-            ends = epoch <= 1 or epoch >= job.epochs  # an objective's first and last epoch: always
-            if not ends and now - last_sent[0] < float(self.params["feedback_period_s"]):
-                return
-            last_sent[0] = now
+        def send(objective: str, epoch: int, value: float) -> None:
             steps = list(job.objectives).index(objective) * job.epochs + epoch
-            elapsed = now - t0
-            eta = elapsed / steps * (steps_total - steps) if steps else NAN
-            value = float(info["objective"])
+            eta = (time.monotonic() - t0) / steps * (steps_total - steps) if steps else NAN
             handle.publish_feedback(
                 self._feedback(
                     "tuning", objective=objective, epoch=epoch, epochs=job.epochs, value=value, eta_s=eta
@@ -455,7 +464,24 @@ class NystromTunerNode(NodeBase):
                  "value": value, "eta_s": None if math.isnan(eta) else eta}
             )  # fmt: skip
 
+        def flush() -> None:  # an objective's last epoch, also when early stopping ended it
+            if held[0] is not None:
+                send(*held[0])
+                held[0] = None
+
+        def progress(objective: str, epoch: int, info: dict[str, Any]) -> None:
+            now = time.monotonic()
+            if epoch <= 1:
+                flush()  # the previous objective's last epoch first
+            ends = epoch <= 1 or epoch >= job.epochs  # an objective's first and last epoch: always
+            if not ends and now - last_sent[0] < float(self.params["feedback_period_s"]):
+                held[0] = (objective, epoch, float(info["objective"]))
+                return
+            last_sent[0], held[0] = now, None
+            send(objective, epoch, float(info["objective"]))
+
         def phase(name: str) -> None:
+            flush()
             handle.publish_feedback(self._feedback(name))
 
         self.get_logger().info(f"tuning {job.task} on {len(job.bags)} bag(s) into {job.out}")

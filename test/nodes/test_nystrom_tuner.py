@@ -291,7 +291,7 @@ class _Handle:
 
     def __init__(self, goal: Any, n: int) -> None:
         self.request, self.goal_id = goal, SimpleNamespace(uuid=bytes([n]) * 16)
-        self.executed, self.feedback = False, []
+        self.executed, self.feedback, self.is_cancel_requested = False, [], False
 
     def execute(self) -> None:
         self.executed = True
@@ -337,6 +337,14 @@ def test_goals_run_in_the_order_accepted_when_their_callbacks_race(built_interfa
             late.join(30)
             assert first.executed and not second.executed
             assert [(f.phase, f.queue_position) for f in second.feedback] == [("queued", 1)]
+            # a goal cancelled before it was placed ends without running or queuing
+            third = _Handle(
+                TuneModel.Goal(bags=[str(tmp_path / "bag")], task="classification", centers=8, epochs=3), 3
+            )
+            assert node._on_goal(third.request) == GoalResponse.ACCEPT
+            third.is_cancel_requested = True
+            node._on_accepted(third)
+            assert third.executed and bytes([3]) * 16 in node._dropped and third not in node._queue
             with node._lock:  # neither runs (stand-in handles): nothing for destroy_node to wait for
                 node._running = None
                 node._queue.clear()
