@@ -1471,6 +1471,15 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
         if self.checkpoint():
             self.get_logger().info(f"final checkpoint written to {self.checkpoint_path}")
 
+    def destroy_node(self) -> None:
+        """Destroy the node and its lifecycle services. rclpy's ``destroy_node`` leaves those (they
+        belong to the lifecycle state machine) in the graph until the node object is garbage
+        collected: another node of the same name then shares ``~/get_state`` with a dead one."""
+        super().destroy_node()
+        machine = getattr(self, "_state_machine", None)  # None: the constructor failed before it
+        if machine is not None:
+            machine.destroy_when_not_in_use()
+
 
 def run_node(factory: Callable[..., Node], args: Sequence[str] | None = None, threads: int = 1) -> int:
     """Run one node until Ctrl-C/SIGTERM; learner nodes write a final checkpoint on the way out.

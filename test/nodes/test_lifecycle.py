@@ -7,6 +7,7 @@ and reported as a conflict."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +166,38 @@ def test_a_checkpoint_that_conflicts_with_the_parameters_is_restored_and_reporte
         assert checkpoint.exists()  # not moved aside as "unreadable"
     finally:
         node.destroy_node()
+
+
+def test_a_destroyed_node_leaves_no_lifecycle_service_behind(rclpy_context):
+    """rclpy's LifecycleNode.destroy_node keeps the lifecycle services (its state machine's) in the
+    graph until garbage collection; a learner node's destroy_node removes them too."""
+    from conftest import new_context
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes.object_recognition import ObjectRecognitionNode
+
+    node = ObjectRecognitionNode(
+        context=rclpy_context,
+        namespace="/destroyed_test",
+        parameter_overrides=[Parameter("diagnostics_period_s", value=0.0)],
+    )
+    with new_context() as other:
+        observer = Node("destroy_observer", context=other)
+
+        def services() -> list[str]:
+            return [n for n, _ in observer.get_service_names_and_types() if n.startswith("/destroyed_test/")]
+
+        def wait(predicate) -> bool:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not predicate():
+                time.sleep(0.1)
+            return predicate()
+
+        try:
+            assert wait(lambda: "/destroyed_test/object_recognition/get_state" in services()), services()
+            node.destroy_node()
+            assert wait(lambda: not services()), services()  # the object is still referenced here
+            assert node is not None
+        finally:
+            observer.destroy_node()
