@@ -87,7 +87,6 @@ def learning_load(
     prepared and learned as one block (``stage`` + ``commit``), at most one block per the node's
     ``LEARNING_INTERVAL_S``, as the learning thread does. An emulation of learning out of the
     answering process: the updated weights are not sent back."""
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
     from lifelong_learning.dynamics import SemiparametricInverseDynamics
     from lifelong_learning.nodes.inverse_dynamics import LEARNING_INTERVAL_S
     from lifelong_learning.sim.panda import JOINT_NAMES, panda_urdf_path

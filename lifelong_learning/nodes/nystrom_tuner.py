@@ -226,8 +226,9 @@ class NystromTunerNode(NodeBase):
             )
         self._lock = threading.Lock()
         self._placed = threading.Condition(self._lock)
-        # acceptance order: id(goal message) -> (ticket, the message, kept so that its id stays its own)
-        self._tickets: dict[int, tuple[int, Any]] = {}
+        # acceptance order: id(goal message) -> (ticket, the message: kept so that its id stays its
+        # own, the job checked in _on_goal)
+        self._tickets: dict[int, tuple[int, Any, Any]] = {}
         self._issued = self._next_ticket = 0
         self._running: ServerGoalHandle | None = None
         self._queue: deque[ServerGoalHandle] = deque()

@@ -1358,6 +1358,8 @@ def _run_task(
         "world_size": group.world_size,
         "samples_per_rank": group.all_gather(task.samples_read),
         "centers": job.centers,
+        "epochs_asked": job.epochs,  # each objective's "epochs": how many ran (early stopping)
+        "patience": job.patience,
         "model": str(job.out),
         "exported_objective": objectives[0],
         "n_train": task.n_train,

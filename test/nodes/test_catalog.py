@@ -54,3 +54,12 @@ def test_declared_parameters_are_what_a_running_node_declares(rclpy_context):
     # every input and output stream's QoS can be overridden from a params file
     assert "qos_overrides./features.subscription.reliability" in declared
     assert "qos_overrides./prediction.publisher.depth" in declared
+
+
+def test_the_tuner_node_default_patience_is_the_tuning_default():
+    """The node declares its default as a literal (importing the tuning module would load torch)."""
+    from lifelong_learning.nodes import catalog
+    from lifelong_learning.nystrom.tuning import DEFAULT_PATIENCE
+
+    spec = next(s for s in catalog.declared_parameters("nystrom_tuner") if s.name == "patience")
+    assert spec.default == DEFAULT_PATIENCE

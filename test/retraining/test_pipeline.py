@@ -358,13 +358,15 @@ def test_patience_sets_when_the_tuning_stops_early(tmp_path):
         "lr": 1.0,
     }
     epochs: dict[int, list[int]] = {}
+    reports = {}
     for patience in (1, 10**6):
         seen = epochs.setdefault(patience, [])
-        run_job(
+        reports[patience] = run_job(
             TuningJob(out=str(tmp_path / f"{patience}.llm"), patience=patience, **common),
             callback=lambda _objective, epoch, _info, seen=seen: seen.append(epoch),
         )
     assert epochs[10**6] == list(range(1, 61))  # never stopped early
     assert len(epochs[1]) < 60  # the first rise ended it
+    assert reports[1]["patience"] == 1 and reports[1]["epochs_asked"] == 60  # the report says how it ran
     with pytest.raises(ValueError, match="patience"):
         TuningJob(out=str(tmp_path / "x.llm"), patience=0, **common).validate()
