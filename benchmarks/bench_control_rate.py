@@ -21,12 +21,13 @@ answer needs), and the time to publish one pre-serialized message.
 
 Usage: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_control_rate.py [--seconds 5] [--rate 1000]
 [--executors single,events,multi] [--realtime-priority 50] [--no-learning | --learning-elsewhere]
-[--out docs/benchmarks/control-rate.md]``
+[--pin CPU] [--latencies FILE] [--out docs/benchmarks/control-rate.md]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import struct
@@ -113,6 +114,26 @@ def learning_load(
     done.put((taken, blocks))
 
 
+def pin_answering_path(pid: int, cpu: int) -> None:
+    """``--pin CPU``: the node's answering path (its main thread, which spins the executor, and the
+    middleware's ``dds.*`` threads) on ``cpu`` alone; its other threads (learning) and every thread
+    of this process (the publisher) on the other CPUs. An emulation of a core set aside for the
+    control path (``isolcpus``/cpusets on a robot), except that other processes may still use it."""
+    from lifelong_learning.core.realtime import MIDDLEWARE_THREAD_PREFIXES, thread_names
+
+    allowed = os.sched_getaffinity(0)
+    rest = allowed - {cpu}
+    if not rest or cpu not in allowed:
+        raise SystemExit(
+            f"--pin {cpu}: needs that CPU and another one (this process may use {sorted(allowed)})"
+        )
+    for tid, name in thread_names(pid).items():
+        answering = tid == pid or name.startswith(MIDDLEWARE_THREAD_PREFIXES)
+        os.sched_setaffinity(tid, {cpu} if answering else rest)
+    for tid in thread_names():
+        os.sched_setaffinity(tid, rest)
+
+
 def run_one(
     executor: str,
     states: list[dict[str, Any]],
@@ -121,6 +142,8 @@ def run_one(
     learning: bool = True,
     realtime_priority: int = 0,
     learning_elsewhere: bool = False,
+    pin: int | None = None,
+    latencies_out: Path | None = None,
 ) -> dict[str, Any]:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
@@ -191,6 +214,8 @@ def run_one(
             ex.spin_once(timeout_sec=0.1)
         if pub.get_subscription_count() == 0:
             raise RuntimeError(f"the node did not start:\n{proc.log()[-3000:]}")
+        if pin is not None:
+            pin_answering_path(proc.pid, pin)
         spinner.start()
         warm = int(WARMUP_S * rate_hz)  # a running node: the first second (first calls, caches) not counted
         n = warm + int(seconds * rate_hz)
@@ -236,6 +261,9 @@ def run_one(
         stop.set()
         spinner.join(5)
         latency = [(answers[st] - sa) * 1e-6 for st, sa in zip(stamps, sent_at, strict=True) if st in answers]
+        if latencies_out is not None:  # per measured message: [published, answer published or null] (ns)
+            pairs = [[sa, answers.get(st)] for st, sa in zip(stamps, sent_at, strict=True)]
+            latencies_out.write_text(json.dumps(pairs))
         values = {kv.key: kv.value for kv in diagnostics[-1].values} if diagnostics else {}
         p50, p99 = percentiles(latency)
         return {
@@ -276,6 +304,14 @@ def main(argv: list[str] | None = None) -> int:
         "thread would (an emulation of learning out of the answering process)",
     )
     parser.add_argument(
+        "--pin", type=int, default=None, metavar="CPU",
+        help="the node's answering path on this CPU alone; its learning and this process on the others",
+    )  # fmt: skip
+    parser.add_argument(
+        "--latencies", type=Path, default=None, metavar="FILE",
+        help="write every measured message's publish and answer times (ns, JSON) to FILE",
+    )  # fmt: skip
+    parser.add_argument(
         "--realtime-priority", type=int, default=0, help="the node realtime_priority (0: normal)"
     )
     args = parser.parse_args(argv)
@@ -288,7 +324,15 @@ def main(argv: list[str] | None = None) -> int:
     for kind in [k.strip() for k in args.executors.split(",") if k.strip()]:
         learning = not (args.no_learning or args.learning_elsewhere)
         r = run_one(
-            kind, states, args.seconds, args.rate, learning, args.realtime_priority, args.learning_elsewhere
+            kind,
+            states,
+            args.seconds,
+            args.rate,
+            learning,
+            args.realtime_priority,
+            args.learning_elsewhere,
+            args.pin,
+            args.latencies,
         )
         r["executor"] += " (learning off)" if args.no_learning else ""
         r["executor"] += " (learning in another process)" if args.learning_elsewhere else ""
