@@ -20,7 +20,7 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.action import ActionClient
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
@@ -51,7 +51,7 @@ def _set_stamp(header: Any, ns: int) -> None:
 class DemoDriver(Node):
     """The node ``demo_driver``: publishers for the simulated sensors, the answers collected.
 
-    Every collection is guarded by :attr:`lock` (the callbacks run on the executor's threads).
+    Every collection is guarded by :attr:`lock` (the callbacks run on the executor's thread).
     ``say`` prints progress (tuning epochs, at most every 5 s).
     """
 
@@ -221,9 +221,14 @@ class DemoDriver(Node):
 
 @contextmanager
 def running_driver(say: Callable[[str], None]) -> Iterator[DemoDriver]:
-    """rclpy initialized and a :class:`DemoDriver` spinning on two threads in the background."""
+    """rclpy initialized and a :class:`DemoDriver` spinning in the background.
+
+    One thread and a single-threaded executor: the callbacks are short (they file an answer),
+    and rclpy's MultiThreadedExecutor costs far more per message (its spinning thread alone took
+    about two thirds of a core in the demo's robot phase, measured with py-spy), which made this
+    process read the answers seconds late on 2 cores."""
     rclpy.init()
-    executor = MultiThreadedExecutor(num_threads=2)
+    executor = SingleThreadedExecutor()
     driver: DemoDriver | None = None
     try:
         driver = DemoDriver(say)
