@@ -21,7 +21,10 @@ answer needs), and the time to publish one pre-serialized message.
 
 Usage: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_control_rate.py [--seconds 5] [--rate 1000]
 [--executors single,events,multi] [--realtime-priority 50] [--no-learning | --learning-elsewhere]
-[--pin CPU] [--latencies FILE] [--out docs/benchmarks/control-rate.md]``
+[--pin CPU] [--latencies FILE] [--beside NODES] [--out docs/benchmarks/control-rate.md]``
+
+``--executors`` takes ``single``, ``events``, ``multi`` (the variable set to that) and ``default``
+(unset: the process chooses, one SingleThreadedExecutor per node).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +148,7 @@ def run_one(
     learning_elsewhere: bool = False,
     pin: int | None = None,
     latencies_out: Path | None = None,
+    beside: Sequence[str] = (),
 ) -> dict[str, Any]:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
@@ -158,14 +163,42 @@ def run_one(
 
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_control_rate_{os.getpid()}_{executor}"
     folder.mkdir(parents=True, exist_ok=True)
-    argv = node_command(
-        "inverse_dynamics",
-        params_files=[REPO / "config" / "inverse_dynamics.yaml"],
-        params=[f"urdf_path:={panda_urdf_path()}", f"model_directory:={folder}", "diagnostics_period_s:=0.5",
-                "checkpoint_interval_s:=0.0", f"learning:={str(learning).lower()}",
-                f"realtime_priority:={realtime_priority}"],
-    )  # fmt: skip
-    env = {"LIFELONG_LEARNING_EXECUTOR": executor, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    params = {
+        "urdf_path": str(panda_urdf_path()),
+        "model_directory": str(folder),
+        "diagnostics_period_s": 0.5,
+        "checkpoint_interval_s": 0.0,
+        "learning": learning,
+        "realtime_priority": realtime_priority,
+    }
+    if beside:  # `lifelong-learning up`: inverse_dynamics and the others in one process
+        files = {
+            "object_recognition": {"model_directory": str(folder)},
+            "bag_recorder": {"output": str(folder / "bag")},
+            "nystrom_tuner": {"output_dir": str(folder / "tuned")},
+            "inverse_dynamics": params,
+        }
+        up_yaml = folder / "up.yaml"  # JSON is YAML
+        chosen = ["inverse_dynamics", *beside]
+        up_yaml.write_text(json.dumps({name: {"ros__parameters": files.get(name, {})} for name in chosen}))
+        argv = [
+            sys.executable,
+            "-m",
+            "lifelong_learning.cli",
+            "up",
+            str(up_yaml),
+            "--nodes",
+            ",".join(chosen),
+        ]
+    else:
+        argv = node_command(
+            "inverse_dynamics",
+            params_files=[REPO / "config" / "inverse_dynamics.yaml"],
+            params=[f"{k}:={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()],
+        )
+    # "default": the variable unset, the process chooses (one SingleThreadedExecutor per node)
+    kind = "" if executor == "default" else executor
+    env = {"LIFELONG_LEARNING_EXECUTOR": kind, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     proc = NodeProcess(argv, log_path=folder / "node.log", env=env)
     rclpy.init()
     peer = Node("control_rate_bench")
@@ -308,6 +341,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the node's answering path on this CPU alone; its learning and this process on the others",
     )  # fmt: skip
     parser.add_argument(
+        "--beside", default="", metavar="NODES",
+        help="comma-separated nodes to run beside inverse_dynamics in one process (`lifelong-learning up`)",
+    )  # fmt: skip
+    parser.add_argument(
         "--latencies", type=Path, default=None, metavar="FILE",
         help="write every measured message's publish and answer times (ns, JSON) to FILE",
     )  # fmt: skip
@@ -333,7 +370,9 @@ def main(argv: list[str] | None = None) -> int:
             args.learning_elsewhere,
             args.pin,
             args.latencies,
+            [n.strip() for n in args.beside.split(",") if n.strip()],
         )
+        r["executor"] += f" (`up` with {args.beside})" if args.beside else ""
         r["executor"] += " (learning off)" if args.no_learning else ""
         r["executor"] += " (learning in another process)" if args.learning_elsewhere else ""
         r["executor"] += f", SCHED_FIFO {args.realtime_priority}" if args.realtime_priority else ""

@@ -3,9 +3,13 @@
 :func:`run_nodes` is the main loop of ``lifelong-learning up`` (every node in one process)
 and works for a single node as well:
 
-- one executor serves every node: a SingleThreadedExecutor for one node (the node executables:
-  it keeps up with 100 Hz joint states where a MultiThreadedExecutor did not), a
-  MultiThreadedExecutor for several (`up`);
+- every node is spun by a SingleThreadedExecutor of its own: a node executable on its main
+  thread, each node of ``up`` (several in one process) on a thread of its own. A node's callbacks
+  thus run one at a time, exactly as in its executable, and a long callback of one node never
+  holds up another. rclpy's MultiThreadedExecutor costs far more per message: at 1 kHz joint
+  states inverse_dynamics answered 48 % of them on it, 100 % on a SingleThreadedExecutor
+  (benchmarks/bench_control_rate.py); ``LIFELONG_LEARNING_EXECUTOR`` puts every node on one
+  executor of the kind it names instead;
 - an exception raised by a callback does not stop the process: it is counted on the node
   whose callback raised (``reject("internal error", ...)``), logged with its traceback, and
   the nodes keep serving;
@@ -24,12 +28,14 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
 import rclpy
+from rclpy.context import Context
 from rclpy.exceptions import NameValidationException, ParameterException
 from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.logging import get_logger
@@ -40,7 +46,15 @@ from lifelong_learning.core.realtime import make_realtime
 from lifelong_learning.nodes._base import LearnerNode, NodeBase
 from lifelong_learning.nodes.supervisor import STOP_SIGNALS, StopSignals, stop_signals
 
-__all__ = ["EXECUTOR_VARIABLE", "STOP_SIGNALS", "make_executor", "owner_of", "run_nodes", "stop_signals"]
+__all__ = [
+    "EXECUTOR_VARIABLE",
+    "STOP_SIGNALS",
+    "make_executor",
+    "make_executors",
+    "owner_of",
+    "run_nodes",
+    "stop_signals",
+]
 
 
 def owner_of(tb: TracebackType | None, nodes: Sequence[Node]) -> Node | None:
@@ -74,6 +88,44 @@ def _spin(executor: Executor, nodes: Sequence[Node], stop: StopSignals) -> None:
                 owner.reject("internal error", f"{type(exc).__name__}: {exc}")
             logger = owner.get_logger() if owner is not None else get_logger("run_nodes")
             logger.error(f"callback failed, node keeps running:\n{traceback.format_exc()}")
+
+
+def _spin_all(
+    plan: Sequence[tuple[Executor, list[Node]]],
+    nodes: Sequence[Node],
+    stop: StopSignals,
+    spinners: list[threading.Thread],
+) -> None:
+    """Spin every executor of ``plan`` (:func:`make_executors`) until a stop is requested: one
+    executor on this thread (with real-time scheduling when its node asks), several on a thread
+    each (appended to ``spinners``) while this one waits."""
+    for executor, served in plan:
+        for node in served:
+            executor.add_node(node)
+    _apply_realtime(nodes, plan[0][0])  # this thread's; with several nodes, reported as not applied
+    if len(plan) == 1:
+        _spin(plan[0][0], nodes, stop)
+        return
+    for executor, served in plan:
+        spinner = threading.Thread(
+            target=_spin_until_stopped, args=(executor, served, stop), name=f"spin-{served[0].get_name()}",
+            daemon=True,
+        )  # fmt: skip
+        spinners.append(spinner)
+        spinner.start()
+    while not stop.event.wait(0.25) and rclpy.ok():
+        pass
+
+
+def _spin_until_stopped(executor: Executor, nodes: Sequence[Node], stop: StopSignals) -> None:
+    """:func:`_spin` on a thread of its own: the context shut down from outside ends every
+    spinning thread (the stop is requested for all)."""
+    try:
+        _spin(executor, nodes, stop)
+    except ExternalShutdownException:
+        pass
+    finally:
+        stop.event.set()
 
 
 def _apply_realtime(nodes: Sequence[Node], executor: Executor) -> None:
@@ -111,17 +163,29 @@ def _apply_realtime(nodes: Sequence[Node], executor: Executor) -> None:
         logger.info(f"real-time scheduling: {node.realtime}")
 
 
-def _finish_callbacks(executor: Executor, timeout_s: float = 10.0) -> None:
-    """Let callbacks already handed to the thread pool finish before the final checkpoints.
+def _finish_callbacks(
+    executors: Sequence[Executor], spinners: Sequence[threading.Thread], timeout_s: float = 10.0
+) -> None:
+    """Let callbacks already running finish before the final checkpoints.
 
-    Spinning has stopped, but a callback taken before the stop may still be updating a model on
-    a pool thread; a checkpoint written now would lose its sample. A callback that hangs longer
-    than ``timeout_s`` is left behind (logged) rather than blocking the checkpoints forever.
+    A stop was requested, but a callback taken before it may still be updating a model: on a
+    spinning thread (``spinners``, which end after their current callback) or on a
+    MultiThreadedExecutor's pool thread. A checkpoint written now would lose its sample. A
+    callback that hangs longer than ``timeout_s`` in all is left behind (logged) rather than
+    blocking the checkpoints forever.
     """
-    done = threading.Thread(target=executor.shutdown, daemon=True, name="executor-shutdown")
-    done.start()
-    done.join(timeout_s)
-    if done.is_alive():
+    deadline = time.monotonic() + timeout_s
+    for spinner in spinners:
+        spinner.join(max(0.0, deadline - time.monotonic()))
+    done = [
+        threading.Thread(target=executor.shutdown, daemon=True, name="executor-shutdown")
+        for executor in executors
+    ]
+    for thread in done:
+        thread.start()
+    for thread in done:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if any(thread.is_alive() for thread in [*spinners, *done]):
         get_logger("run_nodes").warning(
             f"a callback is still running after {timeout_s:g} s; writing the checkpoints anyway"
         )
@@ -143,7 +207,21 @@ EXECUTOR_VARIABLE = "LIFELONG_LEARNING_EXECUTOR"
 EXECUTORS = ("single", "events", "multi")
 
 
-def make_executor(threads: int | None, n_nodes: int) -> Executor:
+def make_executors(threads: int | None, nodes: Sequence[Node]) -> list[tuple[Executor, list[Node]]]:
+    """The executors of a process and the nodes each spins: one SingleThreadedExecutor per node,
+    unless :data:`EXECUTOR_VARIABLE` is set or ``threads`` is given (then one executor for every
+    node, :func:`make_executor`).
+
+    Raises:
+        ValueError: an unknown value of :data:`EXECUTOR_VARIABLE`.
+    """
+    if len(nodes) > 1 and threads is None and not os.environ.get(EXECUTOR_VARIABLE, "").strip():
+        return [(SingleThreadedExecutor(context=node.context), [node]) for node in nodes]
+    one = 1 if threads is None and len(nodes) == 1 else threads
+    return [(make_executor(one, len(nodes), nodes[0].context if nodes else None), list(nodes))]
+
+
+def make_executor(threads: int | None, n_nodes: int, context: Context | None = None) -> Executor:
     """The executor of a process: :data:`EXECUTOR_VARIABLE` when set, else a SingleThreadedExecutor for
     ``threads == 1`` and a MultiThreadedExecutor (``threads``, default two per node) otherwise.
 
@@ -162,10 +240,10 @@ def make_executor(threads: int | None, n_nodes: int) -> Executor:
     if kind == "events":
         from rclpy.experimental import EventsExecutor
 
-        return EventsExecutor()
+        return EventsExecutor(context=context)
     if kind == "single" or (not kind and threads == 1):
-        return SingleThreadedExecutor()
-    return MultiThreadedExecutor(num_threads=threads or 2 * max(1, n_nodes))
+        return SingleThreadedExecutor(context=context)
+    return MultiThreadedExecutor(num_threads=threads or 2 * max(1, n_nodes), context=context)
 
 
 def run_nodes(
@@ -180,10 +258,12 @@ def run_nodes(
             node classes themselves, typically).
         args: command-line arguments for ``rclpy.init`` (``--ros-args`` ... applies to every
             node of the process; a params file configures the nodes it names).
-        threads: executor threads; 1 = a SingleThreadedExecutor (what a one-node executable uses:
-            at 100 Hz joint states the inverse_dynamics node answered >= 90 % in every run of
-            test/nodes/test_robot_ready.py, a 2-thread MultiThreadedExecutor 236 and 414 of 500 in
-            two runs); default two per node.
+        threads: None (the default): a SingleThreadedExecutor per node, each node on its own
+            thread when there are several (:func:`make_executors`). Given: one executor for
+            every node, single-threaded for 1, else a MultiThreadedExecutor of that many threads
+            (at 100 Hz joint states the inverse_dynamics node answered >= 90 % in every run of
+            test/nodes/test_robot_ready.py on a SingleThreadedExecutor, on a 2-thread
+            MultiThreadedExecutor 236 and 414 of 500 in two runs).
 
     Returns 0 after a clean stop, 2 when a node cannot start because of its configuration
     (``ValueError`` / ``OSError`` from its constructor, or rclpy's parameter and name errors: a
@@ -193,7 +273,8 @@ def run_nodes(
     stop = StopSignals("run_nodes", "writing the final checkpoints").install()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     nodes: list[Node] = []
-    executor: Executor | None = None
+    executors: list[Executor] = []
+    spinners: list[threading.Thread] = []
     started = False
     try:
         for factory in factories:
@@ -207,14 +288,12 @@ def run_nodes(
                 return 2
         started = True
         try:
-            executor = make_executor(threads, len(nodes))
+            plan = make_executors(threads, nodes)
         except ValueError as exc:
             print(f"[ERROR] cannot start the node: {exc}", file=sys.stderr, flush=True)
             return 2
-        for node in nodes:
-            executor.add_node(node)
-        _apply_realtime(nodes, executor)
-        _spin(executor, nodes, stop)
+        executors.extend(executor for executor, _ in plan)
+        _spin_all(plan, nodes, stop, spinners)
         if stop.signal_name:
             print(f"[run_nodes] {stop.signal_name} received: stopping", file=sys.stderr, flush=True)
     except (KeyboardInterrupt, ExternalShutdownException):
@@ -224,8 +303,8 @@ def run_nodes(
         for node in nodes:
             if isinstance(node, NodeBase):
                 node.stopping()
-        if executor is not None:
-            _finish_callbacks(executor)
+        if executors:
+            _finish_callbacks(executors, spinners)
         if started:
             _final_checkpoints(nodes)
         for node in nodes:

@@ -29,10 +29,12 @@ def node_classes(checkpoint):
         def __init__(self):
             super().__init__("flaky", parameter_overrides=quiet)
             self.calls = 0
+            self.threads = set()
             self.create_timer(0.02, self.tick)
 
         def tick(self):
             self.calls += 1
+            self.threads.add(threading.current_thread().name)
             if self.calls <= 2:
                 raise RuntimeError("boom")
 
@@ -46,10 +48,12 @@ def node_classes(checkpoint):
             )
             self.start_learner()
             self.ticks = 0
+            self.threads = set()
             self.create_timer(0.02, self.learn)
             self.context_ok_at_shutdown = None
 
         def learn(self):
+            self.threads.add(threading.current_thread().name)
             with self.model_lock:
                 self.model.update([1.0, float(self.ticks)], [2.0])
                 self.updates_since_checkpoint += 1
@@ -102,6 +106,95 @@ def test_two_nodes_one_failing_callback_and_a_final_checkpoint(built_interfaces,
     saved = load_model_file(checkpoint, kind="test_rls")
     assert RecursiveRLS.from_state(saved.meta, saved.arrays).n_samples == learner.ticks
     assert {s: signal.getsignal(s) for s in handlers} == handlers  # restored
+    # each node spun by its own executor, on its own thread, as in its own executable
+    assert flaky.threads == {"spin-flaky"} and learner.threads == {"spin-learner"}
+
+
+def test_a_node_blocked_in_a_callback_does_not_hold_up_the_others(built_interfaces, tmp_path, monkeypatch):
+    """``up`` in one process: a callback of one node that takes long (a tuning job, a model load)
+    leaves the other nodes serving, and the stop still writes the final checkpoint."""
+    from lifelong_learning.nodes._base import NodeBase
+    from lifelong_learning.nodes._runner import EXECUTOR_VARIABLE, run_nodes
+
+    monkeypatch.delenv(EXECUTOR_VARIABLE, raising=False)
+    checkpoint = tmp_path / "learner.llm"
+    _, Learner = node_classes(checkpoint)
+    made = []
+    blocked = threading.Event()
+
+    class Slow(NodeBase):
+        def __init__(self):
+            super().__init__("slow")
+            self.create_timer(0.02, self.block)
+            self.ticks_while_blocked = None
+
+        def block(self):
+            if blocked.is_set():
+                return
+            blocked.set()
+            start = made[1].ticks
+            time.sleep(1.0)  # the learner's timer (50 Hz) must go on meanwhile
+            self.ticks_while_blocked = made[1].ticks - start
+
+    def stop_when_done():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (len(made) < 2 or made[0].ticks_while_blocked is None):
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    def keep(cls):
+        def make():
+            made.append(cls())
+            return made[-1]
+
+        return make
+
+    stopper = threading.Thread(target=stop_when_done, daemon=True)
+    stopper.start()
+    assert run_nodes([keep(Slow), keep(Learner)], ["test", "--ros-args"]) == 0
+    stopper.join(5)
+    slow, learner = made
+    assert slow.ticks_while_blocked is not None, "the slow callback never ran"
+    assert slow.ticks_while_blocked >= 10, f"the learner ticked {slow.ticks_while_blocked} times in 1 s"
+    saved = load_model_file(checkpoint, kind="test_rls")
+    assert RecursiveRLS.from_state(saved.meta, saved.arrays).n_samples == learner.ticks
+
+
+def test_the_executor_variable_puts_every_node_on_one_executor(built_interfaces, monkeypatch):
+    from conftest import new_context
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+
+    from lifelong_learning.nodes._base import NodeBase
+    from lifelong_learning.nodes._runner import EXECUTOR_VARIABLE, make_executors
+
+    with new_context() as ctx:
+        nodes = [NodeBase(name, context=ctx) for name in ("a", "b")]
+        made = []
+
+        def plan(threads):
+            result = make_executors(threads, nodes)
+            made.extend(ex for ex, _ in result)
+            return result
+
+        try:
+            monkeypatch.delenv(EXECUTOR_VARIABLE, raising=False)
+            own = plan(None)
+            assert [served for _, served in own] == [[nodes[0]], [nodes[1]]]
+            assert all(type(ex) is SingleThreadedExecutor and ex.context is ctx for ex, _ in own)
+            monkeypatch.setenv(EXECUTOR_VARIABLE, "multi")
+            ((shared, served),) = plan(None)
+            assert served == nodes and isinstance(shared, MultiThreadedExecutor)
+            monkeypatch.setenv(EXECUTOR_VARIABLE, "single")
+            ((shared, served),) = plan(None)
+            assert served == nodes and type(shared) is SingleThreadedExecutor
+            monkeypatch.delenv(EXECUTOR_VARIABLE)
+            ((shared, served),) = plan(4)  # threads given: one executor
+            assert served == nodes and isinstance(shared, MultiThreadedExecutor)
+        finally:
+            for ex in made:
+                ex.shutdown()
+            for node in nodes:
+                node.destroy_node()
 
 
 def test_a_node_that_cannot_start_exits_2_without_checkpoints(built_interfaces, tmp_path, capsys):
