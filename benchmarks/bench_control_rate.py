@@ -21,10 +21,13 @@ answer needs), and the time to publish one pre-serialized message.
 
 Usage: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_control_rate.py [--seconds 5] [--rate 1000]
 [--executors single,events,multi] [--realtime-priority 50] [--no-learning | --learning-elsewhere]
-[--pin CPU] [--latencies FILE] [--beside NODES] [--out docs/benchmarks/control-rate.md]``
+[--pin CPU] [--latencies FILE] [--beside NODES] [--param NAME:=VALUE ...]
+[--out docs/benchmarks/control-rate.md]``
 
-``--executors`` takes ``single``, ``events``, ``multi`` (the variable set to that) and ``default``
-(unset: the process chooses, one SingleThreadedExecutor per node).
+``--executors`` takes ``single``, ``events``, ``multi`` (the variable set to that), ``default``
+(unset: the process chooses, one SingleThreadedExecutor per node) and ``echo``: a node that only
+republishes each joint state as its answer, in the node's place (the floor of the transport and of
+rclpy's executor here; the node's diagnostics are then absent).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 WARMUP_S = 1.0  # joint states sent before the measured ones
@@ -118,6 +122,89 @@ def learning_load(
     done.put((taken, blocks))
 
 
+def thinning_accuracy(seconds: float, seeds: Sequence[int], rates: Sequence[float]) -> str:
+    """``--accuracy``: what ``learn_max_hz`` costs in accuracy, judged on motion the model never saw.
+
+    Per seed: a MuJoCo Panda trajectory at 1 kHz (``seconds`` long, a 1 kg payload grasped at 60 %
+    of it) is learned sample by sample as the node does (its guard with ``learn_max_hz``, the
+    residual outlier test, the shipped config's model), then the model predicts a new 15 s
+    trajectory (another seed, the payload held throughout; q̈ estimated from the velocities).
+    Printed: the torque nMSE there (mean over joints), the samples learned and the CPU time of
+    learning (the guard, the test's prediction and the update)."""
+    from lifelong_learning.core.metrics import normalized_mse
+    from lifelong_learning.dynamics import SemiparametricInverseDynamics
+    from lifelong_learning.dynamics.acceleration import estimate_accelerations
+    from lifelong_learning.dynamics.guard import RefusedSampleError, SampleGuard
+    from lifelong_learning.dynamics.plausibility import JointLimits
+    from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_text
+
+    urdf = panda_urdf_text()
+    limits = JointLimits.from_urdf(urdf, JOINT_NAMES)
+    shipped = yaml.safe_load((REPO / "config" / "inverse_dynamics.yaml").read_text())
+    p = next(iter(shipped.values()))["ros__parameters"]
+    kwargs = {
+        "mode": p["mode"], "prior": p["prior"], "n_features": p["n_features"], "bandwidth": p["bandwidth"],
+        "lam_parametric": p["lam_parametric"], "lam_residual": p["lam_residual"],
+        "friction": tuple(t for t in p["friction_terms"] if t),
+        "coulomb_smoothing": p["coulomb_smoothing_velocity"],
+        "lam_friction": p["lam_friction"], "forgetting": p["forgetting"], "seed": p["seed"],
+    }  # fmt: skip
+    lines = [
+        f"\n### learn_max_hz: accuracy on a new trajectory ({seconds:g} s at 1 kHz learned per seed)\n",
+        "| seed | learn_max_hz | samples learned | learning CPU [s] | nMSE, new trajectory |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for seed in seeds:
+        sim = PandaSimulation(timestep=0.001)
+        log = sim.run(seconds, seed=seed, payload_mass=1.0, payload_at=0.6 * seconds)
+        new = PandaSimulation(timestep=0.001).run(15.0, seed=seed + 1000, payload_mass=1.0, payload_at=0.0)
+        qdd_new = estimate_accelerations(new["t"], new["qd"])
+        for hz in rates:
+            model = SemiparametricInverseDynamics(urdf, JOINT_NAMES, **kwargs)
+            guard = SampleGuard(
+                limits, outlier_k=p["outlier_k"], outlier_window=p["outlier_window"], learn_max_hz=hz
+            )
+            t0 = time.process_time()
+            for i in range(log["t"].size):
+                q, qd, tau = log["q"][i], log["qd"][i], log["tau"][i]
+                try:
+                    admitted = guard.admit(log["t"][i], q, qd, tau)
+                except RefusedSampleError:
+                    continue
+                if admitted.learn and guard.residual_refusal(tau, model.predict(q, qd, admitted.qdd)) is None:
+                    model.update(q, qd, admitted.qdd, tau)
+            cpu = time.process_time() - t0
+            score = float(normalized_mse(new["tau"], model.predict(new["q"], new["qd"], qdd_new)).mean())
+            lines.append(f"| {seed} | {hz:g} | {model.n_samples} | {cpu:.1f} | {score:.4f} |")
+            print(lines[-1], flush=True)
+    return "\n".join(lines) + "\n"
+
+
+def echo_node() -> int:
+    """``--executors echo`` runs this in the node's place: the floor of an answer over DDS on this
+    machine. A node in its own process (rclpy, a SingleThreadedExecutor) republishes each joint
+    state's bytes, unread, as the answer, with the node's QoS (best effort in, depth 100 each)."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+
+    rclpy.init()
+    node = Node("control_rate_echo")
+    out = node.create_publisher(JointState, "predicted_torque", 100)
+    best_effort = QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT)
+    node.create_subscription(JointState, "joint_states", out.publish, best_effort, raw=True)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    rclpy.try_shutdown()
+    return 0
+
+
 def pin_answering_path(pid: int, cpu: int) -> None:
     """``--pin CPU``: the node's answering path (its main thread, which spins the executor, and the
     middleware's ``dds.*`` threads) on ``cpu`` alone; its other threads (learning) and every thread
@@ -149,6 +236,7 @@ def run_one(
     pin: int | None = None,
     latencies_out: Path | None = None,
     beside: Sequence[str] = (),
+    extra_params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
@@ -170,6 +258,7 @@ def run_one(
         "checkpoint_interval_s": 0.0,
         "learning": learning,
         "realtime_priority": realtime_priority,
+        **(extra_params or {}),
     }
     if beside:  # `lifelong-learning up`: inverse_dynamics and the others in one process
         files = {
@@ -190,6 +279,8 @@ def run_one(
             "--nodes",
             ",".join(chosen),
         ]
+    elif executor == "echo":
+        argv = [sys.executable, str(Path(__file__).resolve()), "--echo-node"]
     else:
         argv = node_command(
             "inverse_dynamics",
@@ -243,7 +334,10 @@ def run_one(
             if not ready.wait(120):
                 raise RuntimeError(f"the learning process did not start (exit code {loader.exitcode})")
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and (pub.get_subscription_count() == 0 or not diagnostics):
+        has_diagnostics = executor != "echo"
+        while time.monotonic() < deadline and (
+            pub.get_subscription_count() == 0 or (has_diagnostics and not diagnostics)
+        ):
             ex.spin_once(timeout_sec=0.1)
         if pub.get_subscription_count() == 0:
             raise RuntimeError(f"the node did not start:\n{proc.log()[-3000:]}")
@@ -305,6 +399,7 @@ def run_one(
             "answered": sum(st in answers for st in stamps),
             "p50_ms": p50,
             "p99_ms": p99,
+            "p999_ms": float(np.percentile(latency, 99.9)) if latency else float("nan"),
             "publish_us": 1e6 * float(np.median(publish_cost)),
             "sender_late_ms": 1e3 * late,
             "learned_elsewhere": learned_elsewhere,  # (samples, blocks) of --learning-elsewhere
@@ -345,15 +440,39 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated nodes to run beside inverse_dynamics in one process (`lifelong-learning up`)",
     )  # fmt: skip
     parser.add_argument(
+        "--param", action="append", default=[], metavar="NAME:=VALUE",
+        help="another inverse_dynamics parameter (repeatable), e.g. learn_max_hz:=250",
+    )  # fmt: skip
+    parser.add_argument(
         "--latencies", type=Path, default=None, metavar="FILE",
         help="write every measured message's publish and answer times (ns, JSON) to FILE",
     )  # fmt: skip
     parser.add_argument(
         "--realtime-priority", type=int, default=0, help="the node realtime_priority (0: normal)"
     )
+    parser.add_argument(
+        "--accuracy", type=float, default=0.0, metavar="SECONDS",
+        help="no ROS: the accuracy cost of learn_max_hz (0, 250, 100) on a new trajectory, learning "
+        "SECONDS of 1 kHz motion per seed (seeds 0 1 2)",
+    )  # fmt: skip
+    parser.add_argument("--echo-node", action="store_true", help=argparse.SUPPRESS)  # runs echo_node()
     args = parser.parse_args(argv)
+    if args.echo_node:
+        return echo_node()
+    if args.accuracy > 0:
+        text = thinning_accuracy(args.accuracy, [0, 1, 2], [0.0, 250.0, 100.0])
+        if args.out is not None:
+            with open(args.out, "a", encoding="utf-8") as f:
+                f.write(text)
+        return 0
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    extra: dict[str, Any] = {}
+    for item in args.param:
+        name, sep, value = item.partition(":=")
+        if not sep or not name:
+            parser.error(f"--param {item!r}: expected NAME:=VALUE")
+        extra[name] = yaml.safe_load(value)  # typed as in a params file
     states = trajectory(args.seconds, args.rate)
     floor = floor_costs(states)
     print(f"floor: predict {floor['predict_ms']:.3f} ms, learn {floor['learn_ms']:.3f} ms (one sample)")
@@ -371,15 +490,18 @@ def main(argv: list[str] | None = None) -> int:
             args.pin,
             args.latencies,
             [n.strip() for n in args.beside.split(",") if n.strip()],
+            extra,
         )
         r["executor"] += f" (`up` with {args.beside})" if args.beside else ""
+        r["executor"] += "".join(f", {item}" for item in args.param)
         r["executor"] += " (learning off)" if args.no_learning else ""
         r["executor"] += " (learning in another process)" if args.learning_elsewhere else ""
         r["executor"] += f", SCHED_FIFO {args.realtime_priority}" if args.realtime_priority else ""
         rows.append(r)
         print(
             f"{kind}: answered {r['answered']}/{r['sent']} ({100 * r['answered'] / r['sent']:.1f} %), "
-            f"publish→answer p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms, sender late "
+            f"publish→answer p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms p99.9 {r['p999_ms']:.2f} ms, "
+            "sender late "
             f"{r['sender_late_ms']:.1f} ms; node: {r['node']}"
             + (
                 f"; learned elsewhere (samples, blocks): {r['learned_elsewhere']}"

@@ -45,6 +45,7 @@ WARMUP_ERRORS = 10
 #: why a sample was not learned, beyond the plausibility reasons
 OUTLIER = "residual outlier"
 WARMING_UP = "acceleration filter warming up"
+THINNED = "above learn_max_hz"
 STAMP_BACK = "stamp not increasing"
 
 #: after this many consecutive samples refused as stepping back, the stamps are taken to have
@@ -80,6 +81,8 @@ class SampleGuard:
         outlier_k: residual outlier threshold in robust standard deviations (0 disables the test).
         outlier_window: errors kept for the robust scale.
         outlier_floor: smallest robust scale as a fraction of each joint's effort limit.
+        learn_max_hz: at most this many samples per second of stamps may be learned (0: every
+            one); see :attr:`learn_max_hz`.
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class SampleGuard:
         outlier_k: float = 6.0,
         outlier_window: int = 200,
         outlier_floor: float = 0.002,
+        learn_max_hz: float = 0.0,
     ):
         if not (np.isfinite(stamp_jump_s) and stamp_jump_s > 0):
             raise ValueError(f"stamp_jump_s must be > 0, got {stamp_jump_s}")
@@ -100,6 +104,7 @@ class SampleGuard:
         if not (np.isfinite(outlier_floor) and outlier_floor >= 0):
             raise ValueError(f"outlier_floor must be ≥ 0, got {outlier_floor}")
         n = len(limits.names)
+        self.learn_max_hz = learn_max_hz
         self.gate = PlausibilityGate(limits, margin)
         self.estimator = AccelerationEstimator(n, window, degree)
         self.stamp_jump_s = float(stamp_jump_s)
@@ -119,6 +124,25 @@ class SampleGuard:
             )
         self.reset()
 
+    @property
+    def learn_max_hz(self) -> float:
+        """Thinning of the learned samples: a sample that may be learned is offered for learning
+        only when its stamp is at least ``1 / learn_max_hz`` after the last one offered (0: every
+        sample). Consecutive joint states of a 1 kHz stream are nearly the same sample, and
+        learning each one costs CPU that the answers need on a small computer; thinned ones are
+        answered and feed the acceleration filter as before. A stamp before the last offered one
+        (a reset) starts the count anew. The forgetting factor applies per learned sample, so
+        thinning lengthens its horizon in seconds by the same factor."""
+        return self._learn_max_hz
+
+    @learn_max_hz.setter
+    def learn_max_hz(self, value: float) -> None:
+        if not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"learn_max_hz must be ≥ 0 (0: every sample), got {value}")
+        self._learn_max_hz = float(value)
+        self._learn_gap = 1.0 / value if value > 0 else 0.0
+        self._last_offered: float | None = None
+
     def reset(self) -> None:
         """Forget the stream (stamps, the acceleration filter, the recent errors); the counts of
         restarts and missed samples go on (they are the stream's history, as diagnostics show it)."""
@@ -130,6 +154,7 @@ class SampleGuard:
         self._period: float | None = None  # median of _periods, refreshed every 16 samples
         self._steps = 0  # steps appended to _periods
         self._backsteps = 0  # consecutive samples refused as stamp not increasing
+        self._last_offered = None  # stamp of the last sample offered for learning (learn_max_hz)
 
     def forget_errors(self) -> None:
         """Forget the recent prediction errors (e.g. when another model starts serving)."""
@@ -228,6 +253,13 @@ class SampleGuard:
             why = WARMING_UP
         if why is not None:
             self._previous_outlier = False
+        elif self._learn_gap > 0:
+            last = self._last_offered
+            # (a thousandth of the gap of slack: float stamps of an even stream are not exact)
+            if last is not None and 0 <= t - last < self._learn_gap * (1 - 1e-3):
+                why = THINNED  # the outlier test's run state is kept: thinned samples are not tested
+            else:
+                self._last_offered = t
         return Admitted(acc, why is None, why)
 
     def residual_refusal(self, tau: Any, predicted: Any) -> str | None:

@@ -59,13 +59,24 @@ from std_msgs.msg import Float64MultiArray, String
 
 from lifelong_learning.core.model_file import ModelFileError
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
-from lifelong_learning.dynamics.guard import OUTLIER, WARMING_UP, Admitted, RefusedSampleError, SampleGuard
+from lifelong_learning.dynamics.guard import (
+    OUTLIER,
+    THINNED,
+    WARMING_UP,
+    Admitted,
+    RefusedSampleError,
+    SampleGuard,
+)
 from lifelong_learning.dynamics.plausibility import JointLimits
 from lifelong_learning.dynamics.regressor import kinematic_difference, moving_joints
 from lifelong_learning.dynamics.semiparametric import PreparedSamples
 from lifelong_learning.nodes._base import LearnerNode, ParamSpec, run_node
 from lifelong_learning.nodes._block_worker import BlockWorker
 from lifelong_learning.srv import PredictTorques
+
+#: default ``learning_period_s``: at most one learned block per this many seconds (what arrives
+#: meanwhile joins the next block)
+LEARNING_INTERVAL_S = 0.01
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("joint_states_topic", "joint_states", "sensor_msgs/JointState input (best effort, depth 100)."),
@@ -153,6 +164,26 @@ PARAMS: tuple[ParamSpec, ...] = (
         bounds=(0.001, 3600.0),
     ),
     ParamSpec(
+        "learn_max_hz",
+        0.0,
+        "Learn at most this many joint states per second of stamps; the others are answered only "
+        "(counted as 'not learned: above learn_max_hz'). 0 = learn every one. At 1 kHz on a small "
+        "computer, 250 with learning_period_s 0.05 cut the learning thread's CPU about 5x with the same "
+        "accuracy on new motion (docs/benchmarks/control-rate.md). Forgetting is per learned sample, so "
+        "its horizon in seconds grows by the same factor. Settable at run time.",
+        bounds=(0.0, 1e6),
+        at_run_time=True,
+    ),
+    ParamSpec(
+        "learning_period_s",
+        LEARNING_INTERVAL_S,
+        "The learning thread learns what was answered since its last block at most this often, as one "
+        "block; a block has a fixed cost (solving the weights), so a longer period costs less CPU and "
+        "learns later. Settable at run time.",
+        bounds=(0.0, 1.0),
+        at_run_time=True,
+    ),
+    ParamSpec(
         "realtime_priority",
         0,
         "SCHED_FIFO priority (1-99) of the answering path: the thread that takes, predicts and publishes "
@@ -165,8 +196,6 @@ PARAMS: tuple[ParamSpec, ...] = (
 
 #: joint states that queued up while the node was busy, taken and answered in one callback
 JOINT_STATES_BATCH = 50
-#: at most one learned block per this many seconds (what arrives meanwhile joins the next block)
-LEARNING_INTERVAL_S = 0.01
 #: the interpreter's thread switch interval in a process with an inverse_dynamics node
 SWITCH_INTERVAL_S = 0.0005
 #: answered samples that may wait for the learning thread (2 s of 1 kHz joint states)
@@ -243,6 +272,7 @@ class InverseDynamicsNode(LearnerNode):
             "stamp_jump_s": float(p["stamp_jump_s"]),
             "outlier_k": float(p["outlier_k"]),
             "outlier_window": int(p["outlier_window"]),
+            "learn_max_hz": float(p["learn_max_hz"]),
         }
         # fail at start on bad parameters, also when the URDF is to come from a topic later
         one = np.ones(1)
@@ -284,7 +314,7 @@ class InverseDynamicsNode(LearnerNode):
             self._learn_block,
             LEARNING_QUEUE,
             self._learning_failed,
-            min_interval=LEARNING_INTERVAL_S,
+            min_interval=float(p["learning_period_s"]),
         )
         # The answering thread must get the GIL back quickly from the learning thread's Python
         # parts: CPython's default switch interval (5 ms) alone would break a 2 ms answer budget.
@@ -460,6 +490,14 @@ class InverseDynamicsNode(LearnerNode):
         super().apply_parameter(name, value)
         if name == "learning":
             self.learning = bool(value)
+        elif name == "learning_period_s":
+            self.learner.min_interval = float(value)
+        elif name == "learn_max_hz":
+            with self.model_lock:
+                self._guard_kwargs["learn_max_hz"] = float(value)
+                guard = getattr(self, "guard", None)  # none before the joints are known
+                if guard is not None:
+                    guard.learn_max_hz = float(value)
 
     # ---------------------------------------------------------------- inputs
     def _order(self, names: list[str]) -> np.ndarray:
@@ -629,7 +667,7 @@ class InverseDynamicsNode(LearnerNode):
         ):
             reasons += [LEARNING_BEHIND] * len(keep)
         for reason in reasons:
-            if reason in (OUTLIER, WARMING_UP, LEARNING_BEHIND):
+            if reason in (OUTLIER, WARMING_UP, THINNED, LEARNING_BEHIND):
                 with self.model_lock:
                     self.not_learned[reason] = self.not_learned.get(reason, 0) + 1
                     self._outliers_since += reason == OUTLIER

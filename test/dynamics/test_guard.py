@@ -6,6 +6,7 @@ import pytest
 from lifelong_learning.dynamics.guard import (
     OUTLIER,
     STAMP_BACK,
+    THINNED,
     WARMING_UP,
     RefusedSampleError,
     SampleGuard,
@@ -94,6 +95,47 @@ def test_isolated_outlier_leaves_the_filter_but_a_run_of_them_stays():
     assert len(guard.estimator) == n  # the second of a run stays
 
 
+def test_learn_max_hz_thins_the_learned_samples_by_their_stamps():
+    """1 kHz stamps (float seconds since the epoch, not exact) thinned to 250 Hz: every 4th sample
+    that may be learned is offered; the others are admitted (answered) with a reason; every
+    sample still feeds the acceleration filter; a reset of the stamps starts the count anew."""
+    guard = SampleGuard(LIMITS, window=5, degree=1, learn_max_hz=250.0)
+    t0 = 1.8e9
+    out = [feed(guard, t0 + 0.001 * k, qd=np.full(7, 0.2 * 0.001 * k)) for k in range(4 + 40)]
+    assert [a.not_learned for a in out[:4]] == [WARMING_UP] * 4
+    learned = [k for k, a in enumerate(out) if a.learn]
+    assert learned == list(range(4, 44, 4))
+    assert all(out[k].not_learned == THINNED for k in range(4, 44) if k not in learned)
+    np.testing.assert_allclose(out[-1].qdd, 0.2, rtol=1e-6)  # the filter saw every sample
+    after_reset = feed(guard, t0 - 5.0)  # stamps jumped back: the filter restarts, warming up
+    assert after_reset.not_learned == WARMING_UP
+    later = [feed(guard, t0 - 5.0 + 0.001 * k) for k in range(1, 9)]
+    assert [a.learn for a in later] == [False] * 3 + [True] + [False] * 3 + [True]
+
+    guard.learn_max_hz = 0.0  # off at run time: every sample again
+    assert all(feed(guard, t0 - 5.0 + 0.001 * k).learn for k in range(9, 14))
+
+
+def test_thinned_samples_keep_a_run_of_outliers_a_run():
+    """A thinned sample is not tested, so it neither starts nor ends a run of outliers: the second
+    outlier of a run (with thinned samples between) keeps its velocity in the filter."""
+    guard = SampleGuard(LIMITS, window=5, degree=1, outlier_window=60, learn_max_hz=50.0)
+    rng = np.random.default_rng(0)
+    k = 0
+    while k < 300:
+        if feed(guard, 0.01 * k).learn:
+            assert guard.residual_refusal(rng.normal(0, 0.5, 7), np.zeros(7)) is None
+        k += 1
+    assert feed(guard, 0.01 * k).learn  # 300 is a multiple of 2 steps: offered
+    n = len(guard.estimator)
+    assert guard.residual_refusal(np.full(7, 40.0), np.zeros(7)) == OUTLIER
+    assert len(guard.estimator) == n - 1
+    assert feed(guard, 0.01 * (k + 1)).not_learned == THINNED
+    assert feed(guard, 0.01 * (k + 2)).learn
+    assert guard.residual_refusal(np.full(7, 40.0), np.zeros(7)) == OUTLIER
+    assert len(guard.estimator) == n  # the second of the run stays (taken out, it would be n - 1)
+
+
 def test_reset_forgets_the_stream():
     guard = SampleGuard(LIMITS)
     for k in range(60):
@@ -106,7 +148,9 @@ def test_reset_forgets_the_stream():
 
 
 def test_bad_parameters():
-    for kw in ({"stamp_jump_s": 0.0}, {"outlier_k": -1.0}, {"outlier_floor": np.nan}, {"margin": -1.0}):
+    bad = ({"stamp_jump_s": 0.0}, {"outlier_k": -1.0}, {"outlier_floor": np.nan}, {"margin": -1.0},
+           {"learn_max_hz": -1.0}, {"learn_max_hz": np.inf})  # fmt: skip
+    for kw in bad:
         with pytest.raises(ValueError):
             SampleGuard(LIMITS, **kw)
 

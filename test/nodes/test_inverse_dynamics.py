@@ -172,6 +172,33 @@ def test_a_burst_is_answered_message_by_message_then_learned_as_blocks(
     assert node.model.n_samples == len(burst) - sum(node.not_learned.values())  # the rest: outliers
 
 
+def test_learn_max_hz_answers_every_joint_state_and_learns_some(executor, spin, rclpy_context, sim_states):
+    """Thinning (``learn_max_hz``): 100 Hz joint states, at most 25 learned per second of stamps;
+    every one answered, the thinned ones counted; both learning settings changed at run time."""
+    from rclpy.parameter import Parameter
+
+    node, peer = setup_graph(executor, spin, rclpy_context, learn_max_hz=25.0, outlier_k=0.0)
+    first = sim_states[:48]
+    for state in first:
+        peer.pub.publish(to_message(state))
+    assert spin(executor, lambda: len(peer.torques) == len(first), 20), len(peer.torques)
+    assert node.learner.wait_idle(10)
+    # 8 warm up; of the other 40 (10 ms apart) every 4th is learned
+    assert node.not_learned == {"acceleration filter warming up": 8, "above learn_max_hz": 30}
+    assert node.model.n_samples == 10 and node.rejections.total == 0
+
+    results = node.set_parameters(
+        [Parameter("learn_max_hz", value=0.0), Parameter("learning_period_s", value=0.05)]
+    )
+    assert all(r.successful for r in results), [r.reason for r in results]
+    assert node.learner.min_interval == 0.05
+    for state in sim_states[48:58]:
+        peer.pub.publish(to_message(state))
+    assert spin(executor, lambda: len(peer.torques) == 58, 20), len(peer.torques)
+    assert node.learner.wait_idle(10)
+    assert node.model.n_samples == 20 and node.not_learned["above learn_max_hz"] == 30
+
+
 def test_executable_in_its_own_process(executor, spin, rclpy_context, start_process, sim_states, tmp_path):
     peer = Peer(rclpy_context)
     executor.add_node(peer.node)
