@@ -441,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--param", action="append", default=[], metavar="NAME:=VALUE",
-        help="another inverse_dynamics parameter (repeatable), e.g. learn_max_hz:=250",
+        help="another inverse_dynamics parameter (repeatable), typed as in a params file: "
+        "learn_max_hz:=250.0 (a double needs the point)",
     )  # fmt: skip
     parser.add_argument(
         "--latencies", type=Path, default=None, metavar="FILE",
@@ -467,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    if args.beside and (args.pin is not None or "echo" in args.executors):
+        parser.error("--beside runs `up`: --pin and --executors echo need the node alone in its process")
     extra: dict[str, Any] = {}
     for item in args.param:
         name, sep, value = item.partition(":=")

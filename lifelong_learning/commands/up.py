@@ -13,8 +13,8 @@ must be declared by the node it configures) and value types (a double needs ``5.
 :mod:`lifelong_learning.commands._system_config`).
 
 Modes:
-- default: every node in this one process, one multi-threaded executor
-  (:func:`lifelong_learning.nodes._runner.run_nodes`);
+- default: every node in this one process, each on a thread of its own with the executor of its
+  executable (:func:`lifelong_learning.nodes._runner.run_nodes`);
 - ``--processes``: one child process per node, their output prefixed with ``[node]``; a child
   that exits is reported with its exit status, the others keep running (the processes and
   signals: :mod:`lifelong_learning.nodes.supervisor`).

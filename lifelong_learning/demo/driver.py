@@ -230,13 +230,17 @@ def running_driver(say: Callable[[str], None]) -> Iterator[DemoDriver]:
     rclpy.init()
     executor = SingleThreadedExecutor()
     driver: DemoDriver | None = None
+    spinner: threading.Thread | None = None
     try:
         driver = DemoDriver(say)
         executor.add_node(driver)
-        threading.Thread(target=executor.spin, daemon=True).start()
+        spinner = threading.Thread(target=executor.spin, name="demo-driver-spin", daemon=True)
+        spinner.start()
         yield driver
     finally:
-        executor.shutdown()
+        executor.shutdown()  # does not wait for a callback in progress: the spinning thread's join does
+        if spinner is not None:
+            spinner.join(5.0)
         if driver is not None:
             for client in driver.actions.values():  # not spinning any more: safe to destroy
                 client.destroy()

@@ -127,12 +127,13 @@ class SampleGuard:
     @property
     def learn_max_hz(self) -> float:
         """Thinning of the learned samples: a sample that may be learned is offered for learning
-        only when its stamp is at least ``1 / learn_max_hz`` after the last one offered (0: every
-        sample). Consecutive joint states of a 1 kHz stream are nearly the same sample, and
-        learning each one costs CPU that the answers need on a small computer; thinned ones are
-        answered and feed the acceleration filter as before. A stamp before the last offered one
-        (a reset) starts the count anew. The forgetting factor applies per learned sample, so
-        thinning lengthens its horizon in seconds by the same factor."""
+        only when its stamp reaches the next slot of a grid ``1 / learn_max_hz`` apart (0: every
+        sample), so that a jittered stream is thinned to the rate asked. Consecutive joint states
+        of a 1 kHz stream are nearly the same sample, and learning each one costs CPU that the
+        answers need on a small computer; thinned ones are answered and feed the acceleration
+        filter as before. A stamp before the last slot (a reset) or past the next two (a pause)
+        starts the grid anew. The forgetting factor applies per learned sample, so thinning
+        lengthens its horizon in seconds by the same factor."""
         return self._learn_max_hz
 
     @learn_max_hz.setter
@@ -254,12 +255,14 @@ class SampleGuard:
         if why is not None:
             self._previous_outlier = False
         elif self._learn_gap > 0:
-            last = self._last_offered
+            last, gap = self._last_offered, self._learn_gap
             # (a thousandth of the gap of slack: float stamps of an even stream are not exact)
-            if last is not None and 0 <= t - last < self._learn_gap * (1 - 1e-3):
+            if last is not None and 0 <= t - last < gap * (1 - 1e-3):
                 why = THINNED  # the outlier test's run state is kept: thinned samples are not tested
-            else:
-                self._last_offered = t
+            else:  # the next slot on a grid of the gap, so jitter does not lower the rate; anew after
+                # a reset (t < last) or a pause (the stream missed a slot)
+                fresh = last is None or t < last or t - last >= 2 * gap
+                self._last_offered = t if fresh else last + gap
         return Admitted(acc, why is None, why)
 
     def residual_refusal(self, tau: Any, predicted: Any) -> str | None:

@@ -252,6 +252,10 @@ class NodeBase(Node):
 
     #: streams whose silence is a problem once they have started (see ``input_timeout_s``)
     MAIN_STREAMS: ClassVar[tuple[str, ...]] = ()
+    #: threads of the node's executor, in its executable and on its thread in ``up``: 1 = a
+    #: SingleThreadedExecutor (its callbacks one at a time); more for a node whose callbacks must
+    #: run beside a long one (the tuner's goal), in a reentrant callback group
+    EXECUTOR_THREADS: ClassVar[int] = 1
 
     def __init__(self, node_name: str, params: Sequence[ParamSpec] = (), **kwargs: Any):
         super().__init__(node_name, **kwargs)
@@ -1481,7 +1485,9 @@ class LearnerNode(LifecycleNodeMixin, NodeBase):
             machine.destroy_when_not_in_use()
 
 
-def run_node(factory: Callable[..., Node], args: Sequence[str] | None = None, threads: int = 1) -> int:
+def run_node(
+    factory: Callable[..., Node], args: Sequence[str] | None = None, threads: int | None = None
+) -> int:
     """Run one node until Ctrl-C/SIGTERM; learner nodes write a final checkpoint on the way out.
 
     The ``main()`` of every node executable: :func:`lifelong_learning.nodes._runner.run_nodes`

@@ -3,13 +3,15 @@
 :func:`run_nodes` is the main loop of ``lifelong-learning up`` (every node in one process)
 and works for a single node as well:
 
-- every node is spun by a SingleThreadedExecutor of its own: a node executable on its main
-  thread, each node of ``up`` (several in one process) on a thread of its own. A node's callbacks
-  thus run one at a time, exactly as in its executable, and a long callback of one node never
-  holds up another. rclpy's MultiThreadedExecutor costs far more per message: at 1 kHz joint
-  states inverse_dynamics answered 48 % of them on it, 100 % on a SingleThreadedExecutor
-  (benchmarks/bench_control_rate.py); ``LIFELONG_LEARNING_EXECUTOR`` puts every node on one
-  executor of the kind it names instead;
+- every node is spun by an executor of its own, the one it has in its executable (a
+  SingleThreadedExecutor; the tuner, whose goals run in a callback, a MultiThreadedExecutor of
+  its ``EXECUTOR_THREADS``): a node executable on its main thread, each node of ``up`` (several
+  in one process) on a thread of its own. A node's callbacks thus run as in its executable, and
+  a long callback of one node never blocks another node's callbacks (they still share the GIL).
+  rclpy's MultiThreadedExecutor costs far more per message: at 1 kHz joint states (10 s)
+  inverse_dynamics answered 4,769 of 10,000 on one, 10,000 on a SingleThreadedExecutor
+  (benchmarks/bench_control_rate.py, docs/benchmarks/control-rate.md); ``LIFELONG_LEARNING_EXECUTOR``
+  puts every node on one executor of the kind it names instead;
 - an exception raised by a callback does not stop the process: it is counted on the node
   whose callback raised (``reject("internal error", ...)``), logged with its traceback, and
   the nodes keep serving;
@@ -95,10 +97,12 @@ def _spin_all(
     nodes: Sequence[Node],
     stop: StopSignals,
     spinners: list[threading.Thread],
+    failures: list[BaseException],
 ) -> None:
     """Spin every executor of ``plan`` (:func:`make_executors`) until a stop is requested: one
     executor on this thread (with real-time scheduling when its node asks), several on a thread
-    each (appended to ``spinners``) while this one waits."""
+    each (appended to ``spinners``) while this one waits. A spinning thread that ends on an
+    error it cannot survive appends it to ``failures`` and stops every node."""
     for executor, served in plan:
         for node in served:
             executor.add_node(node)
@@ -108,8 +112,8 @@ def _spin_all(
         return
     for executor, served in plan:
         spinner = threading.Thread(
-            target=_spin_until_stopped, args=(executor, served, stop), name=f"spin-{served[0].get_name()}",
-            daemon=True,
+            target=_spin_until_stopped, args=(executor, served, stop, failures),
+            name=f"spin-{served[0].get_name()}", daemon=True,
         )  # fmt: skip
         spinners.append(spinner)
         spinner.start()
@@ -117,13 +121,20 @@ def _spin_all(
         pass
 
 
-def _spin_until_stopped(executor: Executor, nodes: Sequence[Node], stop: StopSignals) -> None:
-    """:func:`_spin` on a thread of its own: the context shut down from outside ends every
-    spinning thread (the stop is requested for all)."""
+def _spin_until_stopped(
+    executor: Executor, nodes: Sequence[Node], stop: StopSignals, failures: list[BaseException]
+) -> None:
+    """:func:`_spin` on a thread of its own. Whatever ends it (the context shut down from outside,
+    an error outside any callback, recorded in ``failures``) ends every spinning thread."""
     try:
         _spin(executor, nodes, stop)
     except ExternalShutdownException:
         pass
+    except Exception as exc:  # not a callback's (those are counted and survived in _spin)
+        failures.append(exc)
+        get_logger("run_nodes").error(
+            f"spinning {', '.join(n.get_name() for n in nodes)} failed, stopping:\n{traceback.format_exc()}"
+        )
     finally:
         stop.event.set()
 
@@ -208,17 +219,25 @@ EXECUTORS = ("single", "events", "multi")
 
 
 def make_executors(threads: int | None, nodes: Sequence[Node]) -> list[tuple[Executor, list[Node]]]:
-    """The executors of a process and the nodes each spins: one SingleThreadedExecutor per node,
-    unless :data:`EXECUTOR_VARIABLE` is set or ``threads`` is given (then one executor for every
-    node, :func:`make_executor`).
+    """The executors of a process and the nodes each spins: one per node, as in the node's own
+    executable (a SingleThreadedExecutor, or a MultiThreadedExecutor of the node's
+    ``EXECUTOR_THREADS`` when it needs more), unless :data:`EXECUTOR_VARIABLE` is set or
+    ``threads`` is given: then one executor for every node (:func:`make_executor`).
 
     Raises:
         ValueError: an unknown value of :data:`EXECUTOR_VARIABLE`.
     """
-    if len(nodes) > 1 and threads is None and not os.environ.get(EXECUTOR_VARIABLE, "").strip():
-        return [(SingleThreadedExecutor(context=node.context), [node]) for node in nodes]
-    one = 1 if threads is None and len(nodes) == 1 else threads
-    return [(make_executor(one, len(nodes), nodes[0].context if nodes else None), list(nodes))]
+    if threads is None and not os.environ.get(EXECUTOR_VARIABLE, "").strip():
+        return [(_own_executor(node), [node]) for node in nodes]
+    return [(make_executor(threads, len(nodes), nodes[0].context if nodes else None), list(nodes))]
+
+
+def _own_executor(node: Node) -> Executor:
+    """The executor a node would have in its executable (``EXECUTOR_THREADS``, default 1)."""
+    n = int(getattr(node, "EXECUTOR_THREADS", 1))
+    if n <= 1:
+        return SingleThreadedExecutor(context=node.context)
+    return MultiThreadedExecutor(num_threads=n, context=node.context)
 
 
 def make_executor(threads: int | None, n_nodes: int, context: Context | None = None) -> Executor:
@@ -258,14 +277,16 @@ def run_nodes(
             node classes themselves, typically).
         args: command-line arguments for ``rclpy.init`` (``--ros-args`` ... applies to every
             node of the process; a params file configures the nodes it names).
-        threads: None (the default): a SingleThreadedExecutor per node, each node on its own
-            thread when there are several (:func:`make_executors`). Given: one executor for
-            every node, single-threaded for 1, else a MultiThreadedExecutor of that many threads
+        threads: None (the default): each node's own executor (:func:`make_executors`), each
+            node on its own thread when there are several. Given: one executor for every
+            node, single-threaded for 1, else a MultiThreadedExecutor of that many threads
             (at 100 Hz joint states the inverse_dynamics node answered >= 90 % in every run of
             test/nodes/test_robot_ready.py on a SingleThreadedExecutor, on a 2-thread
             MultiThreadedExecutor 236 and 414 of 500 in two runs).
 
-    Returns 0 after a clean stop, 2 when a node cannot start because of its configuration
+    Returns 0 after a clean stop, 1 when a node's spinning thread failed (outside any callback:
+    the others are stopped, with their final checkpoints), 2 when a node cannot start because of
+    its configuration
     (``ValueError`` / ``OSError`` from its constructor, or rclpy's parameter and name errors: a
     parameter of the wrong type, an invalid topic name; a clear message, no traceback, and
     the nodes already created are destroyed without a checkpoint).
@@ -275,6 +296,7 @@ def run_nodes(
     nodes: list[Node] = []
     executors: list[Executor] = []
     spinners: list[threading.Thread] = []
+    failures: list[BaseException] = []  # what ended a spinning thread (exit status 1)
     started = False
     try:
         for factory in factories:
@@ -293,7 +315,7 @@ def run_nodes(
             print(f"[ERROR] cannot start the node: {exc}", file=sys.stderr, flush=True)
             return 2
         executors.extend(executor for executor, _ in plan)
-        _spin_all(plan, nodes, stop, spinners)
+        _spin_all(plan, nodes, stop, spinners, failures)
         if stop.signal_name:
             print(f"[run_nodes] {stop.signal_name} received: stopping", file=sys.stderr, flush=True)
     except (KeyboardInterrupt, ExternalShutdownException):
@@ -311,4 +333,4 @@ def run_nodes(
             node.destroy_node()
         rclpy.try_shutdown()
         stop.restore()
-    return 0
+    return 1 if failures else 0

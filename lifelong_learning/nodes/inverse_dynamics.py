@@ -168,7 +168,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         0.0,
         "Learn at most this many joint states per second of stamps; the others are answered only "
         "(counted as 'not learned: above learn_max_hz'). 0 = learn every one. At 1 kHz on a small "
-        "computer, 250 with learning_period_s 0.05 cut the learning thread's CPU about 5x with the same "
+        "computer, 250 with learning_period_s 0.05 cut the learning thread's CPU about 4x with the same "
         "accuracy on new motion (docs/benchmarks/control-rate.md). Forgetting is per learned sample, so "
         "its horizon in seconds grows by the same factor. Settable at run time.",
         bounds=(0.0, 1e6),
@@ -666,12 +666,14 @@ class InverseDynamicsNode(LearnerNode):
             _ToLearn(model, prepared.take(keep), np.stack([taus[k] for k in keep]))
         ):
             reasons += [LEARNING_BEHIND] * len(keep)
-        for reason in reasons:
-            if reason in (OUTLIER, WARMING_UP, THINNED, LEARNING_BEHIND):
-                with self.model_lock:
+        counted = [r for r in reasons if r in (OUTLIER, WARMING_UP, THINNED, LEARNING_BEHIND)]
+        if counted:  # one lock for the callback's block (thinning alone counts 750 a second at 1 kHz)
+            with self.model_lock:
+                for reason in counted:
                     self.not_learned[reason] = self.not_learned.get(reason, 0) + 1
-                    self._outliers_since += reason == OUTLIER
-            else:  # an effort beyond the limits: bad input
+                self._outliers_since += counted.count(OUTLIER)
+        for reason in reasons:
+            if reason not in counted:  # an effort beyond the limits: bad input
                 self.reject(reason, "the sample is answered, not learned")
 
     def _learn_block(self, block: list[_ToLearn]) -> None:

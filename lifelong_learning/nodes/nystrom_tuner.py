@@ -47,7 +47,7 @@ from collections import deque
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -184,6 +184,8 @@ PARAMS: tuple[ParamSpec, ...] = (
 
 class NystromTunerNode(NodeBase):
     """Retrains Nyström models from bags, one action goal at a time; announces only better models."""
+
+    EXECUTOR_THREADS: ClassVar[int] = THREADS  # a goal runs in a callback: cancels and requests beside it
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("nystrom_tuner", PARAMS, **kwargs)
@@ -615,7 +617,7 @@ class NystromTunerNode(NodeBase):
 
 def main(args: list[str] | None = None) -> int:
     """Run the node (the ``nystrom_tuner`` executable)."""
-    return run_node(NystromTunerNode, args, threads=THREADS)
+    return run_node(NystromTunerNode, args)
 
 
 if __name__ == "__main__":

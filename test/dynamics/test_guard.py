@@ -116,6 +116,19 @@ def test_learn_max_hz_thins_the_learned_samples_by_their_stamps():
     assert all(feed(guard, t0 - 5.0 + 0.001 * k).learn for k in range(9, 14))
 
 
+def test_learn_max_hz_holds_its_rate_on_jittered_stamps_and_restarts_after_a_pause():
+    rng = np.random.default_rng(3)
+    guard = SampleGuard(LIMITS, window=5, degree=1, learn_max_hz=250.0)
+    stamps = 100.0 + 0.001 * np.arange(4000) + rng.uniform(-2e-4, 2e-4, 4000)  # 1 kHz, ±0.2 ms
+    learned = sum(feed(guard, t).learn for t in stamps)
+    assert 995 <= learned <= 1001  # 4 s at 250 Hz (a grid: jitter does not lower the rate)
+    guard = SampleGuard(LIMITS, window=5, degree=1, stamp_jump_s=1.0, learn_max_hz=100.0)
+    out = [feed(guard, 0.001 * k).learn for k in range(30)]
+    assert out.index(True) == 4 and sum(out) == 3  # at 4, 14 and 24 ms
+    resumed = [feed(guard, 0.5 + 0.001 * k).learn for k in range(3)]  # after a 0.47 s pause
+    assert resumed == [True, False, False]  # offered at once, the grid anew from there
+
+
 def test_thinned_samples_keep_a_run_of_outliers_a_run():
     """A thinned sample is not tested, so it neither starts nor ends a run of outliers: the second
     outlier of a run (with thinned samples between) keeps its velocity in the filter."""

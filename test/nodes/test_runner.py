@@ -160,6 +160,62 @@ def test_a_node_blocked_in_a_callback_does_not_hold_up_the_others(built_interfac
     assert RecursiveRLS.from_state(saved.meta, saved.arrays).n_samples == learner.ticks
 
 
+def test_a_node_that_needs_more_threads_gets_them_beside_the_others(built_interfaces, tmp_path, monkeypatch):
+    """A node whose callbacks must run beside a long one of its own (the tuner: a goal runs in a
+    callback, and its cancel must get through) keeps its ``EXECUTOR_THREADS`` in one process."""
+    from rclpy.callback_groups import ReentrantCallbackGroup
+
+    from lifelong_learning.nodes._base import NodeBase
+    from lifelong_learning.nodes._runner import EXECUTOR_VARIABLE, run_nodes
+
+    monkeypatch.delenv(EXECUTOR_VARIABLE, raising=False)
+    _, Learner = node_classes(tmp_path / "learner.llm")
+    made = []
+
+    class Busy(NodeBase):
+        EXECUTOR_THREADS = 2
+
+        def __init__(self):
+            super().__init__("busy")
+            group = ReentrantCallbackGroup()
+            self.blocked = threading.Event()
+            self.ticks_while_blocked = None
+            self.ticks = 0
+            self.create_timer(0.02, self.block, callback_group=group)
+            self.create_timer(0.02, self.tick, callback_group=group)
+
+        def tick(self):
+            self.ticks += 1
+
+        def block(self):
+            if self.blocked.is_set():
+                return
+            self.blocked.set()
+            start = self.ticks
+            time.sleep(1.0)  # its own other timer must go on meanwhile
+            self.ticks_while_blocked = self.ticks - start
+
+    def stop_when_done():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (not made or made[0].ticks_while_blocked is None):
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    def keep(cls):
+        def make():
+            made.append(cls())
+            return made[-1]
+
+        return make
+
+    stopper = threading.Thread(target=stop_when_done, daemon=True)
+    stopper.start()
+    assert run_nodes([keep(Busy), keep(Learner)], ["test", "--ros-args"]) == 0
+    stopper.join(5)
+    busy = made[0]
+    assert busy.ticks_while_blocked is not None and busy.ticks_while_blocked >= 10, busy.ticks_while_blocked
+
+
 def test_the_executor_variable_puts_every_node_on_one_executor(built_interfaces, monkeypatch):
     from conftest import new_context
     from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
@@ -181,6 +237,10 @@ def test_the_executor_variable_puts_every_node_on_one_executor(built_interfaces,
             own = plan(None)
             assert [served for _, served in own] == [[nodes[0]], [nodes[1]]]
             assert all(type(ex) is SingleThreadedExecutor and ex.context is ctx for ex, _ in own)
+            nodes[1].EXECUTOR_THREADS = 3  # as the tuner asks
+            ((_, _), (threaded, _)) = plan(None)
+            assert isinstance(threaded, MultiThreadedExecutor) and threaded._executor._max_workers == 3
+            del nodes[1].EXECUTOR_THREADS
             monkeypatch.setenv(EXECUTOR_VARIABLE, "multi")
             ((shared, served),) = plan(None)
             assert served == nodes and isinstance(shared, MultiThreadedExecutor)
