@@ -188,10 +188,10 @@ def test_learn_max_hz_answers_every_joint_state_and_learns_some(executor, spin, 
     assert node.model.n_samples == 10 and node.rejections.total == 0
 
     results = node.set_parameters(
-        [Parameter("learn_max_hz", value=0.0), Parameter("learning_period_s", value=0.05)]
+        [Parameter("learn_max_hz", value=0.0), Parameter("learning_period_s", value=0.02)]
     )
     assert all(r.successful for r in results), [r.reason for r in results]
-    assert node.learner.min_interval == 0.05
+    assert node.learner.min_interval == 0.02
     for state in sim_states[48:58]:
         peer.pub.publish(to_message(state))
     assert spin(executor, lambda: len(peer.torques) == 58, 20), len(peer.torques)
