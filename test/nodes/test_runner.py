@@ -110,17 +110,44 @@ def test_two_nodes_one_failing_callback_and_a_final_checkpoint(built_interfaces,
     assert flaky.threads == {"spin-flaky"} and learner.threads == {"spin-learner"}
 
 
+def run_until(classes, done):
+    """run_nodes with a node of each class (``made``, in order) in this process, stopped by SIGINT
+    once ``done(made)`` (or after 30 s); returns (exit status, made)."""
+    from lifelong_learning.nodes._runner import run_nodes
+
+    made = []
+
+    def keep(cls):
+        def make():
+            made.append(cls())
+            return made[-1]
+
+        return make
+
+    def stop_when_done():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (len(made) == len(classes) and done(made)):
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    stopper = threading.Thread(target=stop_when_done, daemon=True)
+    stopper.start()
+    status = run_nodes([keep(cls) for cls in classes], ["test", "--ros-args"])
+    stopper.join(5)
+    return status, made
+
+
 def test_a_node_blocked_in_a_callback_does_not_hold_up_the_others(built_interfaces, tmp_path, monkeypatch):
     """``up`` in one process: a callback of one node that takes long (a tuning job, a model load)
     leaves the other nodes serving, and the stop still writes the final checkpoint."""
     from lifelong_learning.nodes._base import NodeBase
-    from lifelong_learning.nodes._runner import EXECUTOR_VARIABLE, run_nodes
+    from lifelong_learning.nodes._runner import EXECUTOR_VARIABLE
 
     monkeypatch.delenv(EXECUTOR_VARIABLE, raising=False)
     checkpoint = tmp_path / "learner.llm"
     _, Learner = node_classes(checkpoint)
-    made = []
     blocked = threading.Event()
+    learners = []
 
     class Slow(NodeBase):
         def __init__(self):
@@ -132,27 +159,16 @@ def test_a_node_blocked_in_a_callback_does_not_hold_up_the_others(built_interfac
             if blocked.is_set():
                 return
             blocked.set()
-            start = made[1].ticks
+            start = learners[0].ticks
             time.sleep(1.0)  # the learner's timer (50 Hz) must go on meanwhile
-            self.ticks_while_blocked = made[1].ticks - start
+            self.ticks_while_blocked = learners[0].ticks - start
 
-    def stop_when_done():
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (len(made) < 2 or made[0].ticks_while_blocked is None):
-            time.sleep(0.02)
-        os.kill(os.getpid(), signal.SIGINT)
+    def make_learner():
+        learners.append(Learner())
+        return learners[0]
 
-    def keep(cls):
-        def make():
-            made.append(cls())
-            return made[-1]
-
-        return make
-
-    stopper = threading.Thread(target=stop_when_done, daemon=True)
-    stopper.start()
-    assert run_nodes([keep(Slow), keep(Learner)], ["test", "--ros-args"]) == 0
-    stopper.join(5)
+    status, made = run_until([Slow, make_learner], lambda made: made[0].ticks_while_blocked is not None)
+    assert status == 0
     slow, learner = made
     assert slow.ticks_while_blocked is not None, "the slow callback never ran"
     assert slow.ticks_while_blocked >= 10, f"the learner ticked {slow.ticks_while_blocked} times in 1 s"
@@ -166,11 +182,10 @@ def test_a_node_that_needs_more_threads_gets_them_beside_the_others(built_interf
     from rclpy.callback_groups import ReentrantCallbackGroup
 
     from lifelong_learning.nodes._base import NodeBase
-    from lifelong_learning.nodes._runner import EXECUTOR_VARIABLE, run_nodes
+    from lifelong_learning.nodes._runner import EXECUTOR_VARIABLE
 
     monkeypatch.delenv(EXECUTOR_VARIABLE, raising=False)
     _, Learner = node_classes(tmp_path / "learner.llm")
-    made = []
 
     class Busy(NodeBase):
         EXECUTOR_THREADS = 2
@@ -195,23 +210,8 @@ def test_a_node_that_needs_more_threads_gets_them_beside_the_others(built_interf
             time.sleep(1.0)  # its own other timer must go on meanwhile
             self.ticks_while_blocked = self.ticks - start
 
-    def stop_when_done():
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (not made or made[0].ticks_while_blocked is None):
-            time.sleep(0.02)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    def keep(cls):
-        def make():
-            made.append(cls())
-            return made[-1]
-
-        return make
-
-    stopper = threading.Thread(target=stop_when_done, daemon=True)
-    stopper.start()
-    assert run_nodes([keep(Busy), keep(Learner)], ["test", "--ros-args"]) == 0
-    stopper.join(5)
+    status, made = run_until([Busy, Learner], lambda made: made[0].ticks_while_blocked is not None)
+    assert status == 0
     busy = made[0]
     assert busy.ticks_while_blocked is not None and busy.ticks_while_blocked >= 10, busy.ticks_while_blocked
 
