@@ -75,8 +75,8 @@ from lifelong_learning.nodes._block_worker import BlockWorker
 from lifelong_learning.srv import PredictTorques
 
 #: default ``learning_period_s``: at most one learned block per this many seconds (what arrives
-#: meanwhile joins the next block). A block's cost is mostly fixed (solving the weights), so 50 ms
-#: costs a fifth of the CPU of 10 ms and delays learning by an imperceptible 50 ms
+#: meanwhile joins the next block). A block's cost is mostly fixed (solving the weights): in the
+#: demo at 100 Hz, 50 ms took a third of the learning CPU of 10 ms, and delays learning by 50 ms
 LEARNING_INTERVAL_S = 0.05
 #: default ``learn_max_hz``: streams up to 250 Hz are learned whole; a 1 kHz stream every 4th
 #: sample, with the same accuracy on new motion (docs/benchmarks/control-rate.md, fifth round)
@@ -208,6 +208,9 @@ LEARNING_QUEUE = 2000
 #: why an answered sample was not learned, beyond the guard's reasons
 LEARNING_BEHIND = "learning queue full"
 MODEL_REPLACED = "model replaced before learning"
+#: why an answered sample was not learned that are counted (diagnostics ``not learned: ...``), not
+#: rejected as bad input (an effort beyond the limits is)
+NOT_LEARNED = frozenset({OUTLIER, WARMING_UP, THINNED, LEARNING_BEHIND})
 
 
 @dataclass(frozen=True)
@@ -671,14 +674,14 @@ class InverseDynamicsNode(LearnerNode):
             _ToLearn(model, prepared.take(keep), np.stack([taus[k] for k in keep]))
         ):
             reasons += [LEARNING_BEHIND] * len(keep)
-        counted = [r for r in reasons if r in (OUTLIER, WARMING_UP, THINNED, LEARNING_BEHIND)]
+        counted = [r for r in reasons if r in NOT_LEARNED]
         if counted:  # one lock for the callback's block (thinning alone counts 750 a second at 1 kHz)
             with self.model_lock:
                 for reason in counted:
                     self.not_learned[reason] = self.not_learned.get(reason, 0) + 1
                 self._outliers_since += counted.count(OUTLIER)
         for reason in reasons:
-            if reason not in counted:  # an effort beyond the limits: bad input
+            if reason not in NOT_LEARNED:  # an effort beyond the limits: bad input
                 self.reject(reason, "the sample is answered, not learned")
 
     def _learn_block(self, block: list[_ToLearn]) -> None:

@@ -187,6 +187,11 @@ def test_learn_max_hz_answers_every_joint_state_and_learns_some(executor, spin, 
     assert node.not_learned == {"acceleration filter warming up": 8, "above learn_max_hz": 30}
     assert node.model.n_samples == 10 and node.rejections.total == 0
 
+    for name, bad in (("learn_max_hz", float("nan")), ("learn_max_hz", -1.0), ("learn_max_hz", 100),
+                      ("learning_period_s", float("inf")), ("learning_period_s", 5.0)):  # fmt: skip
+        refused = node.set_parameters([Parameter(name, value=bad)])[0]
+        assert not refused.successful and refused.reason, (name, bad)
+    assert node.params["learn_max_hz"] == 25.0 and node.guard.learn_max_hz == 25.0
     results = node.set_parameters(
         [Parameter("learn_max_hz", value=0.0), Parameter("learning_period_s", value=0.02)]
     )

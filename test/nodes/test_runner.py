@@ -69,50 +69,9 @@ def node_classes(checkpoint):
     return Flaky, Learner
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_two_nodes_one_failing_callback_and_a_final_checkpoint(built_interfaces, tmp_path, sig):
-    from lifelong_learning.nodes._runner import run_nodes
-
-    checkpoint = tmp_path / "learner.llm"
-    made = []
-
-    def factory(cls):
-        def make():
-            made.append(cls())
-            return made[-1]
-
-        return make
-
-    def stop_when_ready():
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if len(made) == 2 and made[0].calls >= 10 and made[1].ticks >= 10:
-                break
-            time.sleep(0.02)
-        os.kill(os.getpid(), sig)
-        os.kill(os.getpid(), sig)  # a second signal while stopping is ignored
-
-    Flaky, Learner = node_classes(checkpoint)
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    stopper = threading.Thread(target=stop_when_ready, daemon=True)
-    stopper.start()
-    assert run_nodes([factory(Flaky), factory(Learner)], ["test", "--ros-args"]) == 0
-    stopper.join(5)
-    flaky, learner = made
-    assert flaky.calls >= 10, "the node stopped serving after its callback failed"
-    assert flaky.rejections.counts == {"internal error": 2}
-    assert learner.rejections.total == 0 and learner.ticks >= 10
-    assert learner.context_ok_at_shutdown is True
-    saved = load_model_file(checkpoint, kind="test_rls")
-    assert RecursiveRLS.from_state(saved.meta, saved.arrays).n_samples == learner.ticks
-    assert {s: signal.getsignal(s) for s in handlers} == handlers  # restored
-    # each node spun by its own executor, on its own thread, as in its own executable
-    assert flaky.threads == {"spin-flaky"} and learner.threads == {"spin-learner"}
-
-
-def run_until(classes, done):
-    """run_nodes with a node of each class (``made``, in order) in this process, stopped by SIGINT
-    once ``done(made)`` (or after 30 s); returns (exit status, made)."""
+def run_until(classes, done, sig=signal.SIGINT, signals=1):
+    """run_nodes with a node of each class (``made``, in order) in this process, stopped by ``sig``
+    (sent ``signals`` times) once ``done(made)`` (or after 30 s); returns (exit status, made)."""
     from lifelong_learning.nodes._runner import run_nodes
 
     made = []
@@ -128,13 +87,36 @@ def run_until(classes, done):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not (len(made) == len(classes) and done(made)):
             time.sleep(0.02)
-        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(signals):
+            os.kill(os.getpid(), sig)
 
     stopper = threading.Thread(target=stop_when_done, daemon=True)
     stopper.start()
     status = run_nodes([keep(cls) for cls in classes], ["test", "--ros-args"])
     stopper.join(5)
     return status, made
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_two_nodes_one_failing_callback_and_a_final_checkpoint(built_interfaces, tmp_path, sig):
+    checkpoint = tmp_path / "learner.llm"
+    Flaky, Learner = node_classes(checkpoint)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    # a second signal while stopping is ignored
+    status, made = run_until(
+        [Flaky, Learner], lambda made: made[0].calls >= 10 and made[1].ticks >= 10, sig, signals=2
+    )
+    assert status == 0
+    flaky, learner = made
+    assert flaky.calls >= 10, "the node stopped serving after its callback failed"
+    assert flaky.rejections.counts == {"internal error": 2}
+    assert learner.rejections.total == 0 and learner.ticks >= 10
+    assert learner.context_ok_at_shutdown is True
+    saved = load_model_file(checkpoint, kind="test_rls")
+    assert RecursiveRLS.from_state(saved.meta, saved.arrays).n_samples == learner.ticks
+    assert {s: signal.getsignal(s) for s in handlers} == handlers  # restored
+    # each node spun by its own executor, on its own thread, as in its own executable
+    assert flaky.threads == {"spin-flaky"} and learner.threads == {"spin-learner"}
 
 
 def test_a_node_blocked_in_a_callback_does_not_hold_up_the_others(built_interfaces, tmp_path, monkeypatch):
