@@ -27,7 +27,7 @@ import numpy as np
 from scipy.linalg import lapack
 from scipy.linalg.blas import dsyr
 
-from lifelong_learning.learners._cholesky import chol_update_rows, gram
+from lifelong_learning.learners.cholesky import chol_update_rows, gram
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 

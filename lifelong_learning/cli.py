@@ -1,7 +1,7 @@
 """The ``lifelong-learning`` command: offline work and running nodes without ROS tooling.
 
-Sub-commands live in :mod:`lifelong_learning.commands` (one module each) and are found at
-run time; ``lifelong-learning --help`` lists them.
+Sub-commands live in :mod:`lifelong_learning.commands` (one module each, the modules that define
+``HELP``) and are found at run time; ``lifelong-learning --help`` lists them.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
         if info.name.startswith("_"):
             continue
         mod = importlib.import_module(f"lifelong_learning.commands.{info.name}")
+        if not hasattr(mod, "HELP"):  # a module the sub-commands share, e.g. system_config
+            continue
         name = getattr(mod, "NAME", info.name.replace("_", "-"))
         p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)

@@ -10,7 +10,7 @@ files in order, so a system file holds only what differs (see ``config/robot.yam
 Everything is checked before anything starts: YAML syntax, node names, parameter names (each
 must be declared by the node it configures) and value types (a double needs ``5.0``, not
 ``5``). Errors exit with status 2 and name the file, node and parameter (the checks:
-:mod:`lifelong_learning.commands._system_config`).
+:mod:`lifelong_learning.commands.system_config`).
 
 Modes:
 - default: every node in this one process, each on a thread of its own with the executor of its
@@ -39,7 +39,7 @@ import os
 import shlex
 import sys
 
-from lifelong_learning.commands._system_config import ConfigError, SystemConfig, load_system
+from lifelong_learning.commands.system_config import ConfigError, SystemConfig, load_system
 from lifelong_learning.nodes import catalog
 from lifelong_learning.nodes.supervisor import (
     FASTDDS_PROFILES_VARIABLE,

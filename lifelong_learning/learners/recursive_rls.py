@@ -6,11 +6,11 @@ Multi-output ridge regression kept up to date one sample (or a small batch) at a
 
 with the state ``R`` (upper triangular, ``RᵀR = A = ZᵀZ + λI``, ``R₀ = √λ I``) and
 ``B = ZᵀU``. A new row ``z`` with target ``u`` costs one rank-1 update of ``R`` (O(d²),
-:func:`~lifelong_learning.learners._cholesky.chol_update_rows`) and ``B += zᵀu`` (O(dc)).
+:func:`~lifelong_learning.learners.cholesky.chol_update_rows`) and ``B += zᵀu`` (O(dc)).
 The thesis prefers this to Sherman–Morrison updates of ``A⁻¹`` for numerical stability. A block
 of ``k`` rows (a warm start, a bag replayed, messages that queued up) is one rank-k update at
 BLAS-3 speed instead, ``R ← chol(RᵀR + ZᵀZ)``
-(:func:`~lifelong_learning.learners._cholesky.chol_update_block`), once ``k`` is a sizeable
+(:func:`~lifelong_learning.learners.cholesky.chol_update_block`), once ``k`` is a sizeable
 fraction of ``d``; engines that learn the same block can share its Gram matrix ``ZᵀZ``.
 
 Weights ``W = R⁻¹R⁻ᵀB`` are solved lazily (two triangular solves, O(d²c)) when asked for
@@ -53,7 +53,7 @@ from scipy.linalg import blas, cho_solve, cholesky, solve_triangular
 
 from lifelong_learning.core.checks import as_rows, same_rows
 from lifelong_learning.core.persistence import Stateful
-from lifelong_learning.learners._cholesky import (
+from lifelong_learning.learners.cholesky import (
     block_pays,
     chol_update_block,
     chol_update_rows,
@@ -179,13 +179,13 @@ class RecursiveRLS(Stateful):
         """Add rows ``Z`` (``(n, d)`` or ``(d,)``) with targets ``U`` (``(n, c)`` or ``(c,)``).
 
         A few rows are swept in by Givens rotations (rank-1 each); a block of rows
-        (:func:`~lifelong_learning.learners._cholesky.block_pays`) by one BLAS-3 refactorization
+        (:func:`~lifelong_learning.learners.cholesky.block_pays`) by one BLAS-3 refactorization
         of ``RᵀR + ZᵀZ`` (rank-k), with forgetting by weighting the rows. Both give the batch
         solution to rounding.
 
         Args:
             gram: ``ZᵀZ`` (upper triangle) when the caller has it already, e.g. several engines
-                learning the same block (:func:`~lifelong_learning.learners._cholesky.gram`);
+                learning the same block (:func:`~lifelong_learning.learners.cholesky.gram`);
                 used without forgetting only, and only when the block path is taken.
 
         Raises:

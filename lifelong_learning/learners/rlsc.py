@@ -74,8 +74,8 @@ import numpy as np
 from lifelong_learning.core.checks import as_rows
 from lifelong_learning.core.model_file import prefixed, unprefixed
 from lifelong_learning.core.persistence import PersistentModel
-from lifelong_learning.learners._cholesky import block_pays, gram
 from lifelong_learning.learners.calibration import T_DEFAULT, fit_inverse_temperature, softmax
+from lifelong_learning.learners.cholesky import block_pays, gram
 from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 

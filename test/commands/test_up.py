@@ -92,7 +92,7 @@ def test_shipped_robot_yaml_and_every_config_file_are_valid(capsys):
 
 
 def test_a_key_names_its_node_in_any_namespace(tmp_path, capsys):
-    from lifelong_learning.commands._system_config import node_of_key
+    from lifelong_learning.commands.system_config import node_of_key
 
     assert [
         node_of_key(k) for k in ("inverse_dynamics", "/robot1/inverse_dynamics", "/**/inverse_dynamics")

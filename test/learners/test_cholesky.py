@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.linalg import cho_solve, cholesky
 
-from lifelong_learning.learners._cholesky import (
+from lifelong_learning.learners.cholesky import (
     block_pays,
     chol_update_block,
     chol_update_rows,

@@ -10,8 +10,8 @@ Checked: YAML syntax, node names, parameter names (each must be declared by the 
 configures) and value types (a double needs ``5.0``, not ``5``); a :class:`ConfigError` names
 the file, node and parameter.
 
-(The leading underscore keeps this module out of the sub-commands that ``lifelong-learning``
-finds in :mod:`lifelong_learning.commands`.)
+It defines no ``HELP``, so ``lifelong-learning`` does not take it for a sub-command
+(:mod:`lifelong_learning.commands`).
 """
 
 from __future__ import annotations
