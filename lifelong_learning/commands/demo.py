@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lifelong_learning.demo.run import DemoConfig, DemoRun
+    from lifelong_learning.demo.config import DemoConfig
+    from lifelong_learning.demo.run import DemoRun
 
     if not 0 <= args.realtime_priority <= 99:
         print(f"error: --realtime-priority must be in [0, 99], got {args.realtime_priority}", file=sys.stderr)

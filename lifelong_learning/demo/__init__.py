@@ -1,7 +1,8 @@
 """The main job (``make demo`` / ``lifelong-learning demo``): the learners online over DDS
 against a simulated robot and camera, ending in a report.
 
-- :mod:`.run`: ``DemoConfig``, the node processes (through :mod:`lifelong_learning.nodes.supervisor`),
+- :mod:`.config`: ``DemoConfig``, what the demo does (the full run and the quick one);
+- :mod:`.run`: the node processes (through :mod:`lifelong_learning.nodes.supervisor`),
   the phases in order, the results;
 - :mod:`.driver`: the demo's own node: the camera, teacher and robot publishers, the answers
   collected, service calls;

@@ -22,6 +22,7 @@ frozen) answered by the online model → retraining → the same evaluation traj
 by the retrained model, and every object shown again → report.
 
 This module starts and stops the node processes and runs the phases in order;
+:mod:`~lifelong_learning.demo.config` says what the demo does (``DemoConfig``),
 :mod:`~lifelong_learning.demo.driver` is the demo's own node (sensors out, answers in),
 :mod:`~lifelong_learning.demo.scenarios` what it plays in each phase and how it scores the
 answers, :mod:`~lifelong_learning.demo.report` writes the report.
@@ -34,13 +35,13 @@ import platform
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rosbags.highlevel import AnyReader
 
 from lifelong_learning.demo import scenarios
+from lifelong_learning.demo.config import DemoConfig
 from lifelong_learning.demo.driver import LABELED_FEATURES, DemoDriver, running_driver
 from lifelong_learning.demo.report import write_report
 from lifelong_learning.demo.scenarios import Stage
@@ -54,42 +55,6 @@ NODES = ("feature_extractor", "object_recognition", "inverse_dynamics", "nystrom
 
 #: seconds each node may take to stop (final checkpoint, bag closed) before it is killed
 STOP_TIMEOUT_S = 30.0
-
-
-@dataclass
-class DemoConfig:
-    """What the demo does; the defaults finish in under 5 minutes on a 2-core machine."""
-
-    n_objects: int = 8
-    labeled_frames: int = 20
-    rare_labeled_frames: int = 3
-    test_frames_per_object: int = 5
-    image_size: tuple[int, int] = (240, 320)  # height, width
-    camera_hz: float = 8.0
-    robot_seconds: float = 90.0
-    eval_seconds: float = 15.0
-    joint_state_hz: float = 100.0
-    payload_at_fraction: float = 0.6
-    tune_centers: int = 400  # as in docs/benchmarks/retraining.md
-    tune_epochs: int = 40
-    seed: int = 0
-    # inverse_dynamics' realtime_priority (SCHED_FIFO of its answering path, as on a robot; 0: normal)
-    realtime_priority: int = 0
-
-    @classmethod
-    def quick(cls) -> DemoConfig:
-        """A short run for CI (about a minute)."""
-        return cls(
-            n_objects=3,
-            labeled_frames=10,
-            rare_labeled_frames=2,
-            test_frames_per_object=3,
-            image_size=(120, 160),
-            robot_seconds=20.0,
-            eval_seconds=5.0,
-            tune_centers=50,
-            tune_epochs=10,
-        )
 
 
 def bag_summary(path: Path) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
@@ -32,15 +32,13 @@ from std_srvs.srv import Trigger
 
 from lifelong_learning.action import TuneModel
 from lifelong_learning.core.metrics import normalized_mse
+from lifelong_learning.demo.config import DemoConfig
 from lifelong_learning.demo.driver import TUNE_ACTION, DemoDriver
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
 from lifelong_learning.io.bags import write_joint_states
 from lifelong_learning.sim.objects import ObjectRenderer, object_catalog, random_viewpoint
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path, panda_urdf_text
 from lifelong_learning.srv import SaveModel
-
-if TYPE_CHECKING:
-    from lifelong_learning.demo.run import DemoConfig
 
 #: the physics step of :class:`PandaSimulation` (its default), s
 SIM_TIMESTEP_S = 0.002

@@ -34,30 +34,23 @@ class FeatureMap(Protocol):
         """Scalars and arrays that the class's ``from_state`` restores exactly."""
 
 
-_REGISTRY: dict[str, type] = {}
+def feature_map_kinds() -> dict[str, type]:
+    """The feature maps a model file may hold, by ``kind``: :func:`feature_map_from_state`
+    dispatches on it. A new map is added here (imported on call: cheap, no torch, no ROS; the
+    maps' modules do not import this one, so the import graph has no cycle)."""
+    from lifelong_learning.learners.nystrom_features import NystromFeatureMap
+    from lifelong_learning.learners.random_features import RandomFourierFeatures
 
-
-def register_feature_map(cls: type) -> type:
-    """Class decorator: make ``cls`` loadable by :func:`feature_map_from_state` by its ``kind``."""
-    _REGISTRY[cls.kind] = cls
-    return cls
+    return {cls.kind: cls for cls in (RandomFourierFeatures, NystromFeatureMap)}
 
 
 def feature_map_from_state(kind: str, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> FeatureMap:
-    """Rebuild a registered feature map from its saved state."""
-    # Import the modules that register the known maps (cheap; no torch, no ROS).
-    import importlib
-
-    for mod in ("lifelong_learning.learners.random_features", "lifelong_learning.learners.nystrom_features"):
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:  # a module not written yet
-            if exc.name != mod:
-                raise
+    """Rebuild a feature map of a known kind (:func:`feature_map_kinds`) from its saved state."""
+    kinds = feature_map_kinds()
     try:
-        cls = _REGISTRY[kind]
+        cls = kinds[kind]
     except KeyError:
-        raise ValueError(f"unknown feature map kind {kind!r}; known: {sorted(_REGISTRY)}") from None
+        raise ValueError(f"unknown feature map kind {kind!r}; known: {sorted(kinds)}") from None
     return cls.from_state(meta, arrays)  # type: ignore[attr-defined]
 
 

@@ -22,10 +22,8 @@ from scipy.linalg import solve_triangular
 from lifelong_learning.core.checks import as_rows
 from lifelong_learning.core.linalg import jittered_cholesky
 from lifelong_learning.core.persistence import Stateful
-from lifelong_learning.learners.feature_map import register_feature_map
 
 
-@register_feature_map
 class NystromFeatureMap(Stateful):
     """``φ(x) = L⁻¹k(Z, x)`` for a Gaussian kernel ``k(x, z) = exp(−½‖(x − z)/ℓ‖²)``.
 

@@ -17,10 +17,8 @@ import numpy as np
 
 from lifelong_learning.core.checks import as_rows
 from lifelong_learning.core.persistence import Stateful
-from lifelong_learning.learners.feature_map import register_feature_map
 
 
-@register_feature_map
 class RandomFourierFeatures(Stateful):
     """Random Fourier feature map of a Gaussian kernel with bandwidth ``σ``.
 

@@ -1,0 +1,42 @@
+"""What the demo does: how many objects and frames, how long the robot runs, how hard the tuner
+works (:class:`DemoConfig`, the full run and :meth:`DemoConfig.quick`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class DemoConfig:
+    """What the demo does; the defaults finish in under 5 minutes on a 2-core machine."""
+
+    n_objects: int = 8
+    labeled_frames: int = 20
+    rare_labeled_frames: int = 3
+    test_frames_per_object: int = 5
+    image_size: tuple[int, int] = (240, 320)  # height, width
+    camera_hz: float = 8.0
+    robot_seconds: float = 90.0
+    eval_seconds: float = 15.0
+    joint_state_hz: float = 100.0
+    payload_at_fraction: float = 0.6
+    tune_centers: int = 400  # as in docs/benchmarks/retraining.md
+    tune_epochs: int = 40
+    seed: int = 0
+    # inverse_dynamics' realtime_priority (SCHED_FIFO of its answering path, as on a robot; 0: normal)
+    realtime_priority: int = 0
+
+    @classmethod
+    def quick(cls) -> DemoConfig:
+        """A short run for CI (about a minute)."""
+        return cls(
+            n_objects=3,
+            labeled_frames=10,
+            rare_labeled_frames=2,
+            test_frames_per_object=3,
+            image_size=(120, 160),
+            robot_seconds=20.0,
+            eval_seconds=5.0,
+            tune_centers=50,
+            tune_epochs=10,
+        )
