@@ -227,17 +227,9 @@ def _retraining_section(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def write_report(results: dict[str, Any], out: Path) -> Path:
-    """Write ``results.json``, the plots and ``report.md`` into ``out``; returns the report path."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=float))
-    plots = [
-        plot_recognition(results, out),
-        plot_dynamics(results, out),
-        plot_latency(results, out),
-        plot_evaluation(results, out),
-    ]
-    lines = [
+def _header(results: dict[str, Any]) -> list[str]:
+    """The title, the command, machine and time of the run, and what ran over DDS."""
+    return [
         "# lifelong_learning demo report",
         "",
         f"Run: `{results.get('command', 'lifelong-learning demo')}` on {results.get('machine', '?')}, "
@@ -250,117 +242,140 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         "models it announced. Numbers are from this run only.",
         "",
     ]
+
+
+def _recognition_section(results: dict[str, Any], plot: Path | None) -> list[str]:
+    """Accuracy after each object taught (and after retraining), with the plot."""
     rec = results.get("recognition")
-    if rec:
-        lines += ["## Object recognition", ""]
-        lines += [
-            f"{rec['n_objects']} objects shown to the camera one after the other; the teacher names each "
-            f"while it is shown ({rec['labeled_per_object']} labelled frames; the rare object "
-            f"`{rec.get('rare_object')}` only {rec['rare_labeled']}); after each, unlabelled views of every "
-            "object taught so far are shown and the predictions scored.",
-            "",
-            "| objects taught | accuracy [%] | rare object accuracy [%] | test frames | answered |",
-            "|---:|---:|---:|---:|---:|",
-        ]
-        for r in rec["rounds"]:
-            rare = "" if r.get("rare_accuracy") is None else f"{100 * r['rare_accuracy']:.1f}"
-            acc = 100 * r["accuracy"]
-            lines.append(f"| {r['n_taught']} | {acc:.1f} | {rare} | {r['n_test']} | {r['n_answered']} |")
-        after = rec.get("after_retraining")
-        if after:
-            rare = "" if after.get("rare_accuracy") is None else f"{100 * after['rare_accuracy']:.1f}"
-            lines.append(
-                f"| {rec['n_objects']}, after retraining from the bag | {100 * after['accuracy']:.1f} "
-                f"| {rare} | {after['n_test']} | {after['n_answered']} |"
-            )
-        lines += ["", "![recognition](recognition_accuracy.png)" if plots[0] else "", ""]
-        if rec.get("info"):
-            lines += [f"Classifier state at the end: {rec['info']}", ""]
+    if not rec:
+        return []
+    lines = ["## Object recognition", ""]
+    lines += [
+        f"{rec['n_objects']} objects shown to the camera one after the other; the teacher names each "
+        f"while it is shown ({rec['labeled_per_object']} labelled frames; the rare object "
+        f"`{rec.get('rare_object')}` only {rec['rare_labeled']}); after each, unlabelled views of every "
+        "object taught so far are shown and the predictions scored.",
+        "",
+        "| objects taught | accuracy [%] | rare object accuracy [%] | test frames | answered |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in rec["rounds"]:
+        rare = "" if r.get("rare_accuracy") is None else f"{100 * r['rare_accuracy']:.1f}"
+        acc = 100 * r["accuracy"]
+        lines.append(f"| {r['n_taught']} | {acc:.1f} | {rare} | {r['n_test']} | {r['n_answered']} |")
+    after = rec.get("after_retraining")
+    if after:
+        rare = "" if after.get("rare_accuracy") is None else f"{100 * after['rare_accuracy']:.1f}"
+        lines.append(
+            f"| {rec['n_objects']}, after retraining from the bag | {100 * after['accuracy']:.1f} "
+            f"| {rare} | {after['n_test']} | {after['n_answered']} |"
+        )
+    lines += ["", "![recognition](recognition_accuracy.png)" if plot else "", ""]
+    if rec.get("info"):
+        lines += [f"Classifier state at the end: {rec['info']}", ""]
+    return lines
+
+
+def _dynamics_section(results: dict[str, Any], plot: Path | None, evaluation_plot: Path | None) -> list[str]:
+    """Torque nMSE per joint before the payload and at the end, the messages answered, the plot,
+    then the evaluation trajectory (:func:`_evaluation_section`)."""
     dyn = results.get("dynamics")
-    if dyn:
-        lines += ["## Inverse dynamics", ""]
-        lines += [
-            f"The simulated Panda tracked random joint trajectories under computed-torque control and "
-            f"published joint_states at {dyn['rate_hz']:.0f} Hz for {dyn['duration_s']:.0f} s"
-            + (
-                f"; a 1 kg payload was grasped at t = {dyn['payload_at']:.0f} s"
-                if dyn.get("payload_at")
-                else ""
-            )
-            + ". The inverse_dynamics node learned online from the measured efforts and answered each "
-            "message it received with predicted torques (joint_states are best-effort: some are dropped "
-            "under load). nMSE = MSE over a window / variance of the measured torque over the whole run, "
-            "per joint, in the last window before the payload and in the last window of the run:",
-            "",
-            "| joint | RNEA, before payload | online SP, before payload | RNEA, end | online SP, end |",
-            "|---|---:|---:|---:|---:|",
-        ]
-        for j, name in enumerate(dyn["joint_names"]):
-            lines.append(
-                f"| {name} | {dyn['before_payload_rnea'][j]:.3f} | {dyn['before_payload_online'][j]:.3f} | "
-                f"{dyn['final_rnea'][j]:.3f} | {dyn['final_online'][j]:.3f} |"
-            )
-        lines += [
-            "",
-            f"Messages published {dyn['published']}, answered {dyn['answered']}."
-            + (
-                f" The simulated driver published {dyn['publisher_lag_ms']['p50']:.1f} ms (p50) and "
-                f"{dyn['publisher_lag_ms']['p99']:.1f} ms (p99) after each sample's time stamp."
-                if dyn.get("publisher_lag_ms")
-                else ""
-            ),
-            "",
-            "![dynamics](dynamics_nmse.png)" if plots[1] else "",
-            "",
-        ]
-        ev = dyn.get("evaluation")
-        if ev:
-            lines += [
-                "### Online versus retrained, on the same trajectory",
-                "",
-                f"After the online phase the node's learning was frozen and a new trajectory "
-                f"({ev['duration_s']:.0f} s, payload attached, seed {ev['seed']}) was played twice: once "
-                "answered by the model learned online, once by the model serving after retraining "
-                f"({ev.get('served_after_retraining', 'the retrained one')}). nMSE over the whole "
-                "trajectory (normalized by its torque variance). "
-                "Both models learned from one trajectory and this one is new, so the table measures "
-                "generalization; the tuner's own test split (the last 20% of the bag's trajectory) is "
-                "under *Bag and retraining*.",
-                "",
-                "| joint | RNEA (URDF) | online SP | after retraining |",
-                "|---|---:|---:|---:|",
-            ]
-            for j, name in enumerate(dyn["joint_names"]):
-                lines.append(
-                    f"| {name} | {ev['rnea'][j]:.3f} | {ev['online'][j]:.3f} | {ev['retrained'][j]:.3f} |"
-                )
-            lines += [
-                f"| **mean** | {np.nanmean(ev['rnea']):.3f} | {np.nanmean(ev['online']):.3f} "
-                f"| {np.nanmean(ev['retrained']):.3f} |",
-                "",
-                f"Answered {ev['answered_online']} (online) and {ev['answered_retrained']} (retrained) of "
-                f"{ev['published']} messages.",
-                "",
-                "![evaluation](dynamics_evaluation.png)" if plots[3] else "",
-                "",
-            ]
-    lines += _retraining_section(results)
+    if not dyn:
+        return []
+    lines = ["## Inverse dynamics", ""]
+    lines += [
+        f"The simulated Panda tracked random joint trajectories under computed-torque control and "
+        f"published joint_states at {dyn['rate_hz']:.0f} Hz for {dyn['duration_s']:.0f} s"
+        + (f"; a 1 kg payload was grasped at t = {dyn['payload_at']:.0f} s" if dyn.get("payload_at") else "")
+        + ". The inverse_dynamics node learned online from the measured efforts and answered each "
+        "message it received with predicted torques (joint_states are best-effort: some are dropped "
+        "under load). nMSE = MSE over a window / variance of the measured torque over the whole run, "
+        "per joint, in the last window before the payload and in the last window of the run:",
+        "",
+        "| joint | RNEA, before payload | online SP, before payload | RNEA, end | online SP, end |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for j, name in enumerate(dyn["joint_names"]):
+        lines.append(
+            f"| {name} | {dyn['before_payload_rnea'][j]:.3f} | {dyn['before_payload_online'][j]:.3f} | "
+            f"{dyn['final_rnea'][j]:.3f} | {dyn['final_online'][j]:.3f} |"
+        )
+    lines += [
+        "",
+        f"Messages published {dyn['published']}, answered {dyn['answered']}."
+        + (
+            f" The simulated driver published {dyn['publisher_lag_ms']['p50']:.1f} ms (p50) and "
+            f"{dyn['publisher_lag_ms']['p99']:.1f} ms (p99) after each sample's time stamp."
+            if dyn.get("publisher_lag_ms")
+            else ""
+        ),
+        "",
+        "![dynamics](dynamics_nmse.png)" if plot else "",
+        "",
+    ]
+    return lines + _evaluation_section(dyn, evaluation_plot)
+
+
+def _evaluation_section(dyn: dict[str, Any], plot: Path | None) -> list[str]:
+    """The same new trajectory answered by the online and by the retrained model, with the plot."""
+    ev = dyn.get("evaluation")
+    if not ev:
+        return []
+    lines = [
+        "### Online versus retrained, on the same trajectory",
+        "",
+        f"After the online phase the node's learning was frozen and a new trajectory "
+        f"({ev['duration_s']:.0f} s, payload attached, seed {ev['seed']}) was played twice: once "
+        "answered by the model learned online, once by the model serving after retraining "
+        f"({ev.get('served_after_retraining', 'the retrained one')}). nMSE over the whole "
+        "trajectory (normalized by its torque variance). "
+        "Both models learned from one trajectory and this one is new, so the table measures "
+        "generalization; the tuner's own test split (the last 20% of the bag's trajectory) is "
+        "under *Bag and retraining*.",
+        "",
+        "| joint | RNEA (URDF) | online SP | after retraining |",
+        "|---|---:|---:|---:|",
+    ]
+    for j, name in enumerate(dyn["joint_names"]):
+        lines.append(f"| {name} | {ev['rnea'][j]:.3f} | {ev['online'][j]:.3f} | {ev['retrained'][j]:.3f} |")
+    lines += [
+        f"| **mean** | {np.nanmean(ev['rnea']):.3f} | {np.nanmean(ev['online']):.3f} "
+        f"| {np.nanmean(ev['retrained']):.3f} |",
+        "",
+        f"Answered {ev['answered_online']} (online) and {ev['answered_retrained']} (retrained) of "
+        f"{ev['published']} messages.",
+        "",
+        "![evaluation](dynamics_evaluation.png)" if plot else "",
+        "",
+    ]
+    return lines
+
+
+def _latency_section(results: dict[str, Any], plot: Path | None) -> list[str]:
+    """Percentiles of each end-to-end latency over DDS, with the plot."""
     lat = results.get("latency_ms", {})
-    if lat:
-        lines += [
-            "## Latency",
-            "",
-            "From the publication of the input to the reception of the answer, both in the demo's process "
-            "(which also runs the simulator and waits for its own executor); *published*: to the time the "
-            "node published the answer (its DDS source timestamp), what a controller subscribed to it sees "
-            "less its own delays.",
-            "",
-            "| path | p50 [ms] | p99 [ms] | n |",
-            "|---|---:|---:|---:|",
-        ]
-        for k, v in lat.items():
-            lines.append(f"| {k} | {_pct(v, 50):.2f} | {_pct(v, 99):.2f} | {len(v)} |")
-        lines += ["", "![latency](latency.png)" if plots[2] else "", ""]
+    if not lat:
+        return []
+    lines = [
+        "## Latency",
+        "",
+        "From the publication of the input to the reception of the answer, both in the demo's process "
+        "(which also runs the simulator and waits for its own executor); *published*: to the time the "
+        "node published the answer (its DDS source timestamp), what a controller subscribed to it sees "
+        "less its own delays.",
+        "",
+        "| path | p50 [ms] | p99 [ms] | n |",
+        "|---|---:|---:|---:|",
+    ]
+    for k, v in lat.items():
+        lines.append(f"| {k} | {_pct(v, 50):.2f} | {_pct(v, 99):.2f} | {len(v)} |")
+    lines += ["", "![latency](latency.png)" if plot else "", ""]
+    return lines
+
+
+def _diagnostics_and_notes(results: dict[str, Any]) -> list[str]:
+    """Every node's diagnostics at the end, then the run's notes."""
+    lines = []
     diag = results.get("diagnostics", {})
     if diag:
         lines += ["## Node diagnostics at the end", ""]
@@ -369,6 +384,23 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         lines.append("")
     if results.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in results["notes"]] + [""]
+    return lines
+
+
+def write_report(results: dict[str, Any], out: Path) -> Path:
+    """Write ``results.json``, the plots and ``report.md`` into ``out``; returns the report path."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=float))
+    recognition, dynamics = plot_recognition(results, out), plot_dynamics(results, out)
+    latency, evaluation = plot_latency(results, out), plot_evaluation(results, out)
+    lines = [
+        *_header(results),
+        *_recognition_section(results, recognition),
+        *_dynamics_section(results, dynamics, evaluation),
+        *_retraining_section(results),
+        *_latency_section(results, latency),
+        *_diagnostics_and_notes(results),
+    ]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path
