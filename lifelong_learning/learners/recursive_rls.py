@@ -19,28 +19,16 @@ solves per row instead (O(d²) each), whichever is cheaper.
 
 Exponential forgetting (thesis §8.4.3, future work there): with factor ``β ∈ (0, 1]``,
 ``A ← βA + zᵀz`` and ``B ← βB + zᵀu``, i.e. sample ``i`` of ``k`` weighs ``β^(k−i)`` and the
-regularizer ``β^k λ``. It is applied without an O(d²) rescale per sample: the code keeps
-``R = s·R̃`` and ``B = s²·B̃`` with a scalar ``s² = β^k``, updates ``R̃`` with ``z/s`` and ``B̃``
-with ``zᵀu/s²`` (``W = Ã⁻¹B̃`` is unchanged by the common scale), and folds ``s`` back into
-``R̃``, ``B̃`` when ``s²`` gets small. Note that forgetting also forgets the regularizer: a
-direction no recent sample excites becomes weakly regularized.
+regularizer ``β^k λ`` (applied without an O(d²) rescale per sample, docs/design.md). Forgetting
+also forgets the regularizer: a direction no recent sample excites becomes weakly regularized.
 
-Nothing half-applied: :meth:`RecursiveRLS.draft` gives a working engine that starts equal to
-this one and never writes this one's arrays; :meth:`RecursiveRLS.commit` adopts its state in
-O(1). A caller that updates several engines (one per λ) updates drafts, checks them, and
-commits all or none. Without forgetting no ``d × d`` copy is made: the draft's first update
-writes the new factor into a spare buffer that the engine keeps (the previous factor becomes
-the next spare), so an engine that is drafted holds two factors.
-
-Compact storage (the model file of a checkpoint): the factor is upper triangular, so
-:meth:`RecursiveRLS.to_state` with ``packed=True`` stores only its upper triangle, row by row
-(``d(d+1)/2`` numbers instead of ``d²``, bit for bit; :func:`pack_upper`, :func:`unpack_upper`).
-Without forgetting, engines that saw the same rows with other λ's need no factor of their own:
-``A' = ZᵀZ + λ'I = RᵀR + (λ' − λ)I``, refactored by one Cholesky decomposition
-(:meth:`RecursiveRLS.regularized`, O(d³/3) each after one O(d³/3) product ``RᵀR``). The refactored
-factor is backward stable (its ``RᵀR`` equals ``A'`` up to about ``d·ε·‖A'‖``), the same order
-as the rounding that the rank-1 updates leave in an incrementally built factor; predictions change
-by about ``ε·κ(A')`` relative (:meth:`RecursiveRLS.rebuild_error_bound` bounds ``κ``).
+Nothing half-applied: :meth:`RecursiveRLS.draft` gives a working engine that never writes this
+one's arrays and :meth:`RecursiveRLS.commit` adopts its state in O(1), so a caller that updates
+several engines commits all or none. Compact storage: ``packed=True`` stores the factor's upper
+triangle only (:func:`pack_upper`, bit for bit), and an engine that saw the same rows with
+another λ is refactored from it (:meth:`RecursiveRLS.regularized`,
+``A' = RᵀR + (λ' − λ)I``; its accuracy: :meth:`RecursiveRLS.rebuild_error_bound`). How each
+works, and why the rebuild is as accurate as an incrementally built factor: docs/design.md.
 """
 
 from __future__ import annotations

@@ -7,59 +7,24 @@ time on :class:`~lifelong_learning.learners.RecursiveRLS` (one engine per λ can
   in eq. 7.18 is a typo), ``b_k = b_{k-1} + x e_yᵀ``, no intercept, ``λ`` not scaled by ``k``;
 - eq. 7.20: a label never seen before appends a zero column to ``b`` (and a zero count);
   ``A`` is unchanged, nothing is retrained;
-- §7.5.2 (eq. 7.21): recoding ``W_k = A_k⁻¹ b_k Γ_k^α`` with ``Γ_k = k · diag(k_1..k_T)⁻¹``
-  (``k`` training samples, ``k_t`` of class ``t``). ``Γ`` is diagonal, so the recoded scores
-  are the plain scores with column ``t`` scaled by ``(k/k_t)^α``: one solve serves every α;
+- §7.5.2 (eq. 7.21): recoding ``W_k = A_k⁻¹ b_k Γ_k^α``, ``Γ_k = k · diag(k_1..k_T)⁻¹``: the
+  plain scores with column ``t`` scaled by ``(k/k_t)^α``
+  (:func:`~lifelong_learning.learners.model_selection.recoding`);
 - §7.6.3: online model selection. With several λ candidates and/or ``alpha="auto"``, every
   ``validation_every``-th labeled sample is held out (not trained on) and kept in a bounded
-  validation buffer. The best λ is the one with the highest validation accuracy; α follows
-  the thesis heuristic: the largest α of a grid whose validation accuracy on well-represented
-  classes (at least ``min_class_count`` training samples) is ≥ the one at α = 0. Precisely:
-  for each α of the grid, λ*(α) is the candidate with the best accuracy on all validation
-  samples (ties → the larger λ); α_ is the largest α whose well-represented accuracy at
-  λ*(α) is ≥ that of α = 0 at λ*(0), and λ_ = λ*(α_). Validation scores are always those of
-  the *current* models (not frozen at hold-out time), so the choice follows the stream.
+  validation buffer; λ, α and the confidence calibration are chosen on it
+  (:mod:`~lifelong_learning.learners.model_selection`) with the validation scores of the
+  *current* models (not frozen at hold-out time), so the choice follows the stream. A held-out
+  sample of a class with no training sample yet is *learned* instead (a class must exist before
+  it can be validated, and the first samples of a new object are the most precious).
 
-Held-out samples of a class with no training sample yet are *learned* instead of held out
-(a class must exist before it can be validated, and the first samples of a new object are
-the most precious); the hold-out position is then simply skipped.
-
-Cost per labeled sample, per λ candidate (``d`` features, ``T`` classes, ``V`` buffered
-validation samples): one Cholesky rank-1 update (O(d²)), ``b += x e_yᵀ`` (O(d)), and to keep
-the validation scores ``S = X_val A⁻¹ B`` exact without re-solving the ``d×T`` weights, the
-Sherman–Morrison/Woodbury identity ``A_new⁻¹ = A⁻¹ − G (I + Z G)⁻¹ Gᵀ``, ``G = A⁻¹Zᵀ`` (two
-triangular solves, O(d²)) plus O(dV + dT) products. Nothing depends on the number of samples
-seen, and the weights ``W`` are never re-solved per sample (prediction of a few rows uses two
-triangular solves, :meth:`RecursiveRLS.predict`).
-
-Nothing half-applied: :meth:`IncrementalRLSC.partial_fit` and :meth:`IncrementalRLSC.add_classes`
-work on drafts of the engines (:meth:`RecursiveRLS.draft`: the new factors are written beside
-the old ones, no ``d × d`` copy) and on new arrays for the counts, the class list and the
-validation buffer; only when every λ's new state exists and is finite is it committed (O(1)
-per engine). Anything that fails on the way (a bad row, an overflow, an exception in any
-engine) leaves the whole model as it was.
-
-Calibrated confidence (:mod:`~lifelong_learning.learners.calibration`, temperature scaling of
-Guo et al. 2017): the probabilities are ``softmax(t · s)`` of the recoded scores ``s`` of the
-selected λ and α, with one inverse temperature ``t`` fitted by minimising the (Platt-smoothed)
-negative log-likelihood of the validation buffer's scores. It is refitted whenever the model
-selection runs (lazily, after any update), on the same held-out samples. While the buffer holds
-fewer than :data:`MIN_CALIBRATION_SAMPLES` samples (or no model selection keeps one, or a single
-class is known), ``t = 1``: the plain softmax of the scores, which is underconfident for RLSC
-(scores of order 1: 0.14 for a correct top class of 8), so a threshold then errs towards
-"unknown". :attr:`IncrementalRLSC.calibration_` says which.
-
-Model file (state version 2; version 1 files still load): every engine is trained on the same rows
-without forgetting, so only the smallest λ's factor is stored, as its packed upper triangle
-(:func:`~lifelong_learning.learners.recursive_rls.pack_upper`, bit for bit), with the common
-right-hand side; the factors of the other λ's are rebuilt on load by
-:meth:`RecursiveRLS.regularized` (``RᵀR + (λ' − λ_min)I``, one Cholesky each; starting from the
-smallest λ only adds to the diagonal, so the rebuilt matrix stays positive definite). An engine
-whose rebuild cannot be trusted to :data:`REBUILD_TOLERANCE` (worst-case bound
-:meth:`RecursiveRLS.rebuild_error_bound`), or that does not share the rows, keeps its own packed
-factor. Validation features are stored as float32 when that is exact (features that came as
-float32, e.g. from a Features message), else as float64. For d = 1280 and 5 λ's this is ~8 MB
-instead of ~69 MB (docs/benchmarks/checkpoint.md).
+Why this shape: a robot meets new objects one at a time, mostly with few samples each, and must
+answer at once; a class is added in O(d) without retraining, recoding lifts the rare classes, and
+every update costs O(d²) per λ, whatever the number of samples seen. Updates are all or nothing
+(:meth:`IncrementalRLSC.partial_fit` and :meth:`IncrementalRLSC.add_classes` work on drafts of the
+engines and commit when every λ's new state is finite). The cost per sample, the Woodbury update
+of the validation scores and the commit are in docs/design.md (incremental RLSC); the model file
+layout is :mod:`~lifelong_learning.learners.rlsc_state`.
 """
 
 from __future__ import annotations
@@ -72,14 +37,15 @@ from typing import Any
 import numpy as np
 
 from lifelong_learning.core.checks import as_rows
-from lifelong_learning.core.model_file import prefixed, unprefixed
+from lifelong_learning.core.model_file import prefixed
 from lifelong_learning.core.persistence import PersistentModel
-from lifelong_learning.learners.calibration import T_DEFAULT, fit_inverse_temperature, softmax
+from lifelong_learning.learners import rlsc_state
+from lifelong_learning.learners.calibration import softmax
 from lifelong_learning.learners.cholesky import block_pays, gram
 from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
+from lifelong_learning.learners.labels import Label, check_label, label_key, labels_of
+from lifelong_learning.learners.model_selection import Selection, SelectionRule, recoding
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
-
-Label = int | str
 
 #: rows of a larger Euclidean norm are refused (learning and prediction): with this bound no
 #: entry of a factor, right-hand side or validation score can overflow float64 (‖R‖²_F = tr A =
@@ -89,11 +55,9 @@ Label = int | str
 #: (:class:`~lifelong_learning.learners.recognition_gate.RecognitionGate`).
 MAX_ROW_NORM = 1e100
 
-#: validation samples the confidence calibration needs; with fewer, the plain softmax (t = 1)
-MIN_CALIBRATION_SAMPLES = 10
-
-#: an engine is rebuilt from another's factor on load only if the worst-case relative change of its
-#: predictions (:meth:`RecursiveRLS.rebuild_error_bound`) is at most this; else its factor is stored
+#: an engine is rebuilt from another's factor (on load, and by the shared-factor selection) only if
+#: the worst-case relative change of its predictions (:meth:`RecursiveRLS.rebuild_error_bound`) is
+#: at most this; else its factor is stored
 REBUILD_TOLERANCE = 1e-6
 
 #: the model state that :meth:`IncrementalRLSC._transaction` restores when an update fails
@@ -113,29 +77,6 @@ _STATE = (
     "_serving",
     "_since_selection",
 )
-
-
-def _check_label(label: Any) -> Label:
-    """A label is an integer (not a bool) or a non-empty string of printable characters
-    (``str.isprintable``: no control character such as NUL or a newline, no format, private-use
-    or unassigned code point, no whitespace but the ASCII space) that is not only spaces; numpy
-    scalars are unwrapped."""
-    if isinstance(label, np.generic):
-        label = label.item()
-    if isinstance(label, bool) or not isinstance(label, (str, numbers.Integral)):
-        raise ValueError(f"labels must be non-empty strings or integers, got {label!r}")
-    if isinstance(label, str):
-        if not label.strip():
-            raise ValueError("labels must not be empty")
-        if not label.isprintable():
-            raise ValueError(f"labels must be printable (no control characters), got {label[:80]!r}")
-        return label
-    return int(label)
-
-
-def _label_key(label: Label) -> tuple[str, Label]:
-    # 1 and "1" are different classes; the type is part of the key.
-    return ("i" if isinstance(label, int) else "s", label)
 
 
 class IncrementalRLSC(PersistentModel):
@@ -158,12 +99,10 @@ class IncrementalRLSC(PersistentModel):
         n_features: input dimension; inferred from the first :meth:`partial_fit` otherwise.
         selection_every: 0 (default): every λ candidate keeps its own factor, updated with every
             sample, and its validation scores exact (the thesis, §7.6.3). ``k > 0``: one factor,
-            of the λ in use, is updated per sample (the cost of one λ), and every ``k`` training
-            samples (sooner while the model is young: after 6, 12, 24, ... up to ``k``) the other
-            candidates are rebuilt from it (``A' = RᵀR + (λ' − λ)I``, one Gram matrix and one
-            Cholesky factorization each, :meth:`RecursiveRLS.regularized`), every candidate is
-            scored on the validation buffer, and λ, α and the calibration are chosen again as in
-            the exact mode. Between two selections they stay as chosen (module docstring).
+            of the λ in use, is updated per sample (the cost of one λ); every ``k`` training
+            samples (sooner while the model is young) the other candidates are rebuilt from it
+            and λ, α and the calibration chosen again (:meth:`select_model`; the shared-factor
+            mode in docs/design.md).
 
     Attributes (after the first sample):
         classes_: the known labels, in score-column order (ints, strings, or both: an
@@ -264,7 +203,7 @@ class IncrementalRLSC(PersistentModel):
         self._selection: tuple[int, float, np.ndarray, float, int] | None = None
         # shared-factor selection (selection_every > 0): the λ whose engine is kept, and the
         # training samples it learned since the last selection
-        self._serving = self._best_lambda(np.full(self.lambdas.size, np.nan))
+        self._serving = self._rule().best_lambda(np.full(self.lambdas.size, np.nan))
         self._since_selection = 0
         self._young_class_grew = False  # set by an update: a young class reached a power of two
         if d is not None:
@@ -328,7 +267,7 @@ class IncrementalRLSC(PersistentModel):
             label = label.item()
         if isinstance(label, bool) or not isinstance(label, (str, numbers.Integral)):
             return False
-        return _label_key(label if isinstance(label, str) else int(label)) in self._index
+        return label_key(label if isinstance(label, str) else int(label)) in self._index
 
     @property
     def class_counts_(self) -> np.ndarray:
@@ -372,16 +311,6 @@ class IncrementalRLSC(PersistentModel):
             raise ValueError(f"{name}: a row has norm {norm:.3g}, beyond {MAX_ROW_NORM:g} (float64 overflow)")
         return a
 
-    @staticmethod
-    def _labels_of(y: Any, n: int) -> list[Label]:
-        if isinstance(y, (str, numbers.Integral, np.generic)) and not isinstance(y, np.ndarray):
-            ys = [y]
-        else:
-            ys = list(np.asarray(y, dtype=object).ravel()) if not isinstance(y, list) else list(y)
-        if len(ys) != n:
-            raise ValueError(f"got {n} samples but {len(ys)} labels")
-        return [_check_label(v) for v in ys]
-
     # ------------------------------------------------------------------ learning
     def partial_fit(self, X: Any, y: Any) -> IncrementalRLSC:
         """Learn labeled samples ``X`` (``(n, d)`` or ``(d,)``) with labels ``y`` in order.
@@ -396,7 +325,7 @@ class IncrementalRLSC(PersistentModel):
                 changes then, nor on any other exception raised on the way.
         """
         Z = self._features(X)
-        labels = self._labels_of(y, Z.shape[0])
+        labels = labels_of(y, Z.shape[0])
         if Z.shape[0] == 0:
             return self
         with self._transaction():
@@ -426,7 +355,7 @@ class IncrementalRLSC(PersistentModel):
         """
         if self.selects_model:
             raise ValueError("learn_sums needs one λ and a fixed α (model selection holds out rows)")
-        checked = [_check_label(lab) for lab in labels]
+        checked = [check_label(lab) for lab in labels]
         n_per = np.asarray(counts, dtype=np.int64)
         if n_per.shape != (len(checked),) or np.any(n_per < 0):
             raise ValueError(f"counts must be one non-negative count per label, got {list(counts)}")
@@ -441,9 +370,9 @@ class IncrementalRLSC(PersistentModel):
                 self.n_features_in_ = int(n_features_in)
                 self._make_engines(d)
             for lab in checked:
-                if _label_key(lab) not in self._index:
+                if label_key(lab) not in self._index:
                     self._add_class(lab)
-            cols = np.array([self._index[_label_key(lab)] for lab in checked], dtype=np.int64)
+            cols = np.array([self._index[label_key(lab)] for lab in checked], dtype=np.int64)
             C = np.zeros((d, len(self._labels)))
             C[:, cols] = cross
             for rls in self._engines:
@@ -482,8 +411,8 @@ class IncrementalRLSC(PersistentModel):
         engines = [serving if lam == serving.lam else rebuilt.get(lam) for lam in lams]
         V, T = self._val_y.size, len(self._labels)
         scores = [None if e is None else (e.predict(self._val_X) if V else np.zeros((0, T))) for e in engines]
-        selection = self._choose(scores)
-        lam_idx = selection[0]
+        selection = self._rule().choose(scores, self._val_y, self._train_counts)
+        lam_idx = selection.lambda_index
         chosen = engines[lam_idx]
         assert chosen is not None  # a candidate that was not scored is never chosen
         self._engines, self._val_S = [chosen], []
@@ -504,7 +433,7 @@ class IncrementalRLSC(PersistentModel):
         cls_idx = np.empty(len(labels), dtype=np.int64)
         held = np.zeros(len(labels), dtype=bool)
         for i, lab in enumerate(labels):
-            key = _label_key(lab)
+            key = label_key(lab)
             if key not in known:
                 known[key] = len(known)
                 new_labels.append(lab)
@@ -579,20 +508,20 @@ class IncrementalRLSC(PersistentModel):
         Raises:
             ValueError: a bad label, or the dimension is not known yet; nothing changes then.
         """
-        checked = [_check_label(lab) for lab in labels]
+        checked = [check_label(lab) for lab in labels]
         if not self._engines and self.n_model_features is None:
             raise ValueError("add_classes needs the input dimension: give n_features or learn a sample")
         with self._transaction():
             if not self._engines:
                 self._make_engines(self.n_model_features)
             for lab in checked:
-                if _label_key(lab) not in self._index:
+                if label_key(lab) not in self._index:
                     self._add_class(lab)
             self._selection = None
         return self
 
     def _add_class(self, label: Label) -> None:
-        self._index[_label_key(label)] = len(self._labels)
+        self._index[label_key(label)] = len(self._labels)
         self._labels.append(label)
         self._train_counts = np.append(self._train_counts, 0)
         self._seen_counts = np.append(self._seen_counts, 0)
@@ -663,94 +592,18 @@ class IncrementalRLSC(PersistentModel):
         self._val_S = scores
 
     # ------------------------------------------------------------------ model selection
-    def _gamma(self, alpha: float) -> np.ndarray:
-        """Diagonal of Γ^α = (k · diag(k_1..k_T)⁻¹)^α over training counts (§7.5.2)."""
-        k = self._train_counts.sum()
-        counts = np.maximum(self._train_counts, 1)
-        return (k / counts) ** alpha if alpha != 0.0 else np.ones(counts.size)
+    def _rule(self) -> SelectionRule:
+        """The hyperparameters of the choice of λ and α, as they are now."""
+        return SelectionRule(self.lambdas, self.alpha, self.alpha_grid, self.min_class_count, self.alpha_init)
 
-    def _validation_grid(
-        self, scores: Sequence[np.ndarray | None] | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Accuracy (all validation samples, well-represented ones) per (λ, α grid) of the validation
-        ``scores`` per λ (default: the kept ones; None: a candidate not scored, NaN accuracy)."""
-        L, A = self.lambdas.size, self.alpha_grid.size
-        scores = list(self._val_S) if scores is None else list(scores)
-        usable = [j for j, S in enumerate(scores) if S is not None]
-        acc_all, acc_wr = np.full((L, A), np.nan), np.full((L, A), np.nan)
-        if self._val_y.size == 0 or len(scores) != L or not usable:
-            return acc_all, acc_wr
-        gammas = np.stack([self._gamma(float(a)) for a in self.alpha_grid])  # A × T
-        S = np.stack([scores[j] for j in usable])  # L' × V × T
-        pred = np.argmax(S[:, None, :, :] * gammas[None, :, None, :], axis=3)  # L' × A × V
-        hit = pred == self._val_y[None, None, :]
-        acc_all[usable] = hit.mean(axis=2)
-        wr = self._train_counts[self._val_y] >= self.min_class_count
-        if wr.any():
-            acc_wr[usable] = hit[:, :, wr].mean(axis=2)
-        return acc_all, acc_wr
-
-    def _select(self) -> tuple[int, float, np.ndarray, float, int]:
-        """(λ index, α, per-λ validation accuracy at α, inverse temperature, samples it was fitted
-        on) — cached until the next update (in the shared-factor mode: until :meth:`select_model`)."""
+    def _select(self) -> Selection:
+        """The selection in use, cached until the next update (in the shared-factor mode: until
+        :meth:`select_model`)."""
         if self._selection is None:
             if self.shares_factor:  # not selected yet: the first λ in use, α as given
-                alpha = self.alpha_init if self.alpha == "auto" else float(self.alpha)
-                nan = np.full(self.lambdas.size, np.nan)
-                return self._serving, alpha, nan, T_DEFAULT, 0
-            self._selection = self._choose(self._val_S)
+                return self._rule().unselected(self._serving)
+            self._selection = self._rule().choose(self._val_S, self._val_y, self._train_counts)
         return self._selection
-
-    def _choose(self, scores: Sequence[np.ndarray | None]) -> tuple[int, float, np.ndarray, float, int]:
-        """The selection (λ index, α, per-λ accuracy at α, inverse temperature, its samples) from the
-        validation scores per λ (module docstring, §7.6.3); a candidate scored None is not chosen."""
-        acc_all, acc_wr = self._validation_grid(scores)
-        L = self.lambdas.size
-        if self.alpha == "auto":
-            best_lam = [self._best_lambda(acc_all[:, a]) for a in range(self.alpha_grid.size)]
-            wr = np.array([acc_wr[best_lam[a], a] for a in range(self.alpha_grid.size)])
-            if np.isnan(wr[0]):
-                alpha = self.alpha_init
-                lam_idx = self._best_lambda(acc_all[:, int(np.argmin(np.abs(self.alpha_grid - alpha)))])
-            else:
-                ok = np.flatnonzero(wr >= wr[0] - 1e-12)
-                a = int(ok[-1])
-                alpha, lam_idx = float(self.alpha_grid[a]), best_lam[a]
-        else:
-            alpha = float(self.alpha)
-            lam_idx = self._best_lambda(self._accuracy_at(alpha, scores) if L > 1 else np.full(1, np.nan))
-        chosen = scores[lam_idx] if lam_idx < len(scores) else None  # no engines yet: nothing scored
-        if chosen is None and any(S is not None for S in scores):  # the default candidate not scored
-            lam_idx = next(j for j, S in enumerate(scores) if S is not None)
-            chosen = scores[lam_idx]
-        per_lambda = self._accuracy_at(alpha, scores)
-        return (lam_idx, alpha, per_lambda, *self._calibrate(chosen, alpha))
-
-    def _calibrate(self, scores: np.ndarray | None, alpha: float) -> tuple[float, int]:
-        """Inverse temperature fitted on the validation ``scores`` of a λ at α, and the number of
-        samples; ``(T_DEFAULT, 0)`` with fewer than :data:`MIN_CALIBRATION_SAMPLES` or a single class."""
-        V = int(self._val_y.size)
-        if scores is None or V < MIN_CALIBRATION_SAMPLES or len(self._labels) < 2:
-            return T_DEFAULT, 0
-        return fit_inverse_temperature(scores * self._gamma(alpha)[None, :], self._val_y), V
-
-    def _accuracy_at(self, alpha: float, scores: Sequence[np.ndarray | None]) -> np.ndarray:
-        if self._val_y.size == 0 or len(scores) != self.lambdas.size:
-            return np.full(self.lambdas.size, np.nan)
-        g = self._gamma(alpha)
-        return np.array(
-            [np.nan if S is None else np.mean(np.argmax(S * g, axis=1) == self._val_y) for S in scores]
-        )
-
-    def _best_lambda(self, acc: np.ndarray) -> int:
-        """Highest validation accuracy; ties go to the larger λ. No data: the middle candidate."""
-        if acc.size == 1:
-            return 0
-        if np.all(np.isnan(acc)):
-            return int(np.argsort(self.lambdas)[self.lambdas.size // 2])
-        best = np.nanmax(acc)
-        tied = np.flatnonzero(acc >= best - 1e-12)
-        return int(tied[np.argmax(self.lambdas[tied])])
 
     @property
     def nbytes(self) -> int:
@@ -760,29 +613,30 @@ class IncrementalRLSC(PersistentModel):
     @property
     def lambda_(self) -> float:
         """The λ used for prediction."""
-        return float(self.lambdas[self._select()[0]])
+        return float(self.lambdas[self._select().lambda_index])
 
     @property
     def alpha_(self) -> float:
         """The α used for prediction."""
-        return self._select()[1]
+        return self._select().alpha
 
     @property
     def validation_accuracy_(self) -> np.ndarray:
         """Validation accuracy of each λ candidate at ``alpha_`` (NaN before any validation)."""
-        return self._select()[2].copy()
+        return self._select().accuracy.copy()
 
     @property
     def calibration_(self) -> tuple[float, int]:
         """``(t, n)``: the inverse temperature of :meth:`predict_proba` and the validation samples it
-        was fitted on; ``(1.0, 0)`` while uncalibrated (plain softmax, module docstring)."""
-        _, _, _, t, n = self._select()
-        return t, n
+        was fitted on; ``(1.0, 0)`` while uncalibrated (plain softmax,
+        :mod:`~lifelong_learning.learners.model_selection`)."""
+        selection = self._select()
+        return selection.inverse_temperature, selection.calibration_samples
 
     @property
     def validation_accuracy_grid_(self) -> np.ndarray:
         """Validation accuracy per (λ candidate, α of ``alpha_grid``)."""
-        return self._validation_grid()[0]
+        return self._rule().validation_grid(self._val_S, self._val_y, self._train_counts)[0]
 
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X: Any) -> np.ndarray:
@@ -796,11 +650,12 @@ class IncrementalRLSC(PersistentModel):
         Z = self._features(X)
         lam_idx, alpha = self._select()[:2]
         engine = self._engines[0] if self.shares_factor else self._engines[lam_idx]
-        return engine.predict(Z) * self._gamma(alpha)[None, :]
+        return engine.predict(Z) * recoding(self._train_counts, alpha)[None, :]
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Calibrated class probabilities ``softmax(t · s)`` of the recoded scores (module docstring),
-        columns in ``classes_`` order; the top one is the confidence of :meth:`predict`'s answer."""
+        """Calibrated class probabilities ``softmax(t · s)`` of the recoded scores, columns in
+        ``classes_`` order; the top one is the confidence of :meth:`predict`'s answer (calibration:
+        :mod:`~lifelong_learning.learners.model_selection`)."""
         return self.proba_from_scores(self.decision_function(X))
 
     def proba_from_scores(self, scores: np.ndarray) -> np.ndarray:
@@ -815,9 +670,10 @@ class IncrementalRLSC(PersistentModel):
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """Hyperparameters, classes, counts, engines, validation buffer, calibration (and feature map).
 
-        State version 2 (module docstring): ``factor_of[j]`` is ``None`` when engine ``j``'s packed
-        factor and right-hand side are stored under ``engine<j>/``, or the index of the engine whose
-        factor and right-hand side it is rebuilt from; ``val_X`` is float32 where that is exact."""
+        State version 2 (:mod:`~lifelong_learning.learners.rlsc_state`): ``factor_of[j]`` is ``None``
+        when engine ``j``'s packed factor and right-hand side are stored under ``engine<j>/``, or the
+        index of the engine whose factor and right-hand side it is rebuilt from; ``val_X`` is float32
+        where that is exact."""
         meta: dict[str, Any] = {
             "lambdas": self.lambdas.tolist(),
             "alpha": self.alpha,
@@ -827,21 +683,19 @@ class IncrementalRLSC(PersistentModel):
             "max_validation": self.max_validation,
             "alpha_init": self.alpha_init,
             "n_features": self.n_features_in_,
-            "classes": [{"type": "int" if isinstance(c, int) else "str", "value": c} for c in self._labels],
+            "classes": rlsc_state.labels_entry(self._labels),
             "n_samples_seen": self.n_samples,
             "engines": [],
             "feature_map": None,
         }
-        val_X32 = self._val_X.astype(np.float32)
-        exact32 = bool(np.array_equal(val_X32, self._val_X))
         arrays: dict[str, np.ndarray] = {
             "train_counts": self._train_counts.copy(),
             "seen_counts": self._seen_counts.copy(),
-            "val_X": val_X32 if exact32 else self._val_X.copy(),
+            "val_X": rlsc_state.validation_features(self._val_X),
             "val_y": self._val_y.copy(),
             "val_age": self._val_age.copy(),
         }
-        factor_of = self._factor_sources()
+        factor_of = rlsc_state.factor_sources(self._engines, REBUILD_TOLERANCE)
         meta["factor_of"] = factor_of
         for j, rls in enumerate(self._engines):
             meta["engines"].append(rls.scalar_state())
@@ -852,43 +706,12 @@ class IncrementalRLSC(PersistentModel):
             meta["calibration"] = {"method": "temperature", "inverse_temperature": t, "validation_samples": n}
         meta["selection_every"] = self.selection_every
         if self.shares_factor:  # one engine, of λ = lambdas[serving]; the selection as made
-            meta["shared_factor"] = {
-                "serving": self._serving,
-                "since_selection": self._since_selection,
-                "selection": None
-                if self._selection is None
-                else {
-                    "lambda_index": self._selection[0],
-                    "alpha": self._selection[1],
-                    "accuracy": [None if np.isnan(a) else float(a) for a in self._selection[2]],
-                    "inverse_temperature": self._selection[3],
-                    "calibration_samples": self._selection[4],
-                },
-            }
+            meta["shared_factor"] = rlsc_state.shared_factor_entry(
+                self._serving, self._since_selection, self._selection
+            )
         if self.feature_map is not None:
             store_feature_map(self.feature_map, meta, arrays)
         return meta, arrays
-
-    def _factor_sources(self) -> list[int | None]:
-        """Per engine, ``None`` (its factor is stored) or the engine its factor is rebuilt from: the
-        smallest λ's engine, when both saw the same rows without forgetting (same count, the same
-        right-hand side bit for bit) and the rebuild's worst-case error is within
-        :data:`REBUILD_TOLERANCE`."""
-        if not self._engines:
-            return []
-        base = int(np.argmin([rls.lam for rls in self._engines]))
-        src = self._engines[base]
-        sources: list[int | None] = []
-        for j, rls in enumerate(self._engines):
-            shares = (
-                j != base
-                and rls.forgetting == 1.0
-                and rls.n_samples == src.n_samples
-                and np.array_equal(rls.rhs, src.rhs)
-                and src.rebuild_error_bound(rls.lam) <= REBUILD_TOLERANCE
-            )
-            sources.append(base if shares else None)
-        return sources
 
     @classmethod
     def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> IncrementalRLSC:
@@ -907,23 +730,36 @@ class IncrementalRLSC(PersistentModel):
             selection_every=int(meta.get("selection_every", 0)),
         )
         if clf.shares_factor:
-            _restore_shared_factor_state(clf, meta["shared_factor"])
-        labels = _saved_labels(meta["classes"])
-        train_counts, seen_counts = _saved_counts(arrays, len(labels), int(meta["n_samples_seen"]))
+            clf._serving, clf._since_selection, selection = rlsc_state.saved_shared_factor(
+                meta["shared_factor"], clf.lambdas.size
+            )
+            if clf._engines:  # made by the constructor (known dimension) for the default λ
+                clf._make_engines(clf._engines[0].n_features)
+            if selection is not None:
+                clf._selection = selection
+        labels = rlsc_state.saved_labels(meta["classes"])
+        train_counts, seen_counts = rlsc_state.saved_counts(arrays, len(labels), int(meta["n_samples_seen"]))
         if not labels and not seen_counts.sum() and not meta["engines"]:
             return clf
         factor_of = meta.get("factor_of") if meta.get("state_version", 1) >= 2 else None
-        engines = _saved_engines(
-            meta["engines"], arrays, clf, len(labels), int(train_counts.sum()), factor_of
+        lambdas = [clf.lambdas[clf._serving]] if clf.shares_factor else list(clf.lambdas)
+        engines = rlsc_state.saved_engines(
+            meta["engines"],
+            arrays,
+            lambdas,
+            clf.n_model_features,
+            len(labels),
+            int(train_counts.sum()),
+            factor_of,
         )
-        val_X, val_y, val_age = _saved_validation(
+        val_X, val_y, val_age = rlsc_state.saved_validation(
             arrays, engines[0].n_features, len(labels), clf.max_validation
         )
         if clf.n_features_in_ is None:
             clf.n_features_in_ = engines[0].n_features
         clf._engines = engines
         clf._labels = labels
-        clf._index = {_label_key(lab): i for i, lab in enumerate(labels)}
+        clf._index = {label_key(lab): i for i, lab in enumerate(labels)}
         clf._train_counts, clf._seen_counts = train_counts, seen_counts
         clf.n_samples = int(seen_counts.sum())
         clf._val_X, clf._val_y, clf._val_age = val_X, val_y, val_age
@@ -936,133 +772,3 @@ class IncrementalRLSC(PersistentModel):
             f"IncrementalRLSC(lambdas={self.lambdas.tolist()}, alpha={self.alpha!r}, "
             f"classes={len(self._labels)}, samples={self.n_samples})"
         )
-
-
-# ---------------------------------------------------------------------- validation of a saved state
-def _restore_shared_factor_state(clf: IncrementalRLSC, saved: Any) -> None:
-    """The shared-factor mode's λ in use, samples since the selection, and the selection itself."""
-    serving, since = saved["serving"], saved["since_selection"]
-    for name, value in (("serving", serving), ("since_selection", since)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"shared_factor.{name} must be an integer ≥ 0, got {value!r}")
-    if serving >= clf.lambdas.size:
-        raise ValueError(f"shared_factor.serving {serving} is not a λ candidate")
-    clf._serving, clf._since_selection = serving, since
-    if clf._engines:  # made by the constructor (known dimension) for the default λ
-        clf._make_engines(clf._engines[0].n_features)
-    chosen = saved["selection"]
-    if chosen is None:
-        return
-    accuracy = np.array([np.nan if a is None else float(a) for a in chosen["accuracy"]])
-    t, n = float(chosen["inverse_temperature"]), int(chosen["calibration_samples"])
-    alpha = float(chosen["alpha"])
-    if int(chosen["lambda_index"]) != serving or accuracy.shape != clf.lambdas.shape:
-        raise ValueError("the saved selection does not match the λ in use")
-    if not (np.isfinite(t) and t > 0 and n >= 0 and 0.0 <= alpha <= 1.0):
-        raise ValueError("the saved selection holds invalid values")
-    clf._selection = (serving, alpha, accuracy, t, n)
-
-
-def _saved_labels(entries: Any) -> list[Label]:
-    """The classes of a saved state, their types checked, no duplicates."""
-    labels: list[Label] = []
-    for entry in entries:
-        typ, value = entry["type"], entry["value"]
-        is_int = isinstance(value, int) and not isinstance(value, bool)
-        if (typ == "int") != is_int or (typ == "str" and not isinstance(value, str)):
-            raise ValueError(f"class {entry!r} does not match its type")
-        labels.append(_check_label(value))
-    if len({_label_key(lab) for lab in labels}) != len(labels):
-        raise ValueError("duplicate classes")
-    return labels
-
-
-def _saved_counts(
-    arrays: dict[str, np.ndarray], n_classes: int, n_seen: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Training and seen counts per class: non-negative integers, consistent with each other."""
-    counts = []
-    for name in ("train_counts", "seen_counts"):
-        a = np.asarray(arrays[name])
-        if a.shape != (n_classes,) or not np.issubdtype(a.dtype, np.integer) or np.any(a < 0):
-            raise ValueError(f"{name} must be {n_classes} non-negative integers")
-        counts.append(a.astype(np.int64))
-    train, seen = counts
-    if np.any(seen < train):
-        raise ValueError("seen_counts < train_counts")
-    if n_seen != int(seen.sum()):
-        raise ValueError("n_samples_seen does not match the class counts")
-    return train, seen
-
-
-def _factor_sources(factor_of: Any, n_engines: int) -> list[int | None]:
-    """``factor_of`` of a saved state (state version 2; ``None``: every factor stored) checked: each
-    entry ``None`` or the index of another engine whose factor is stored."""
-    if factor_of is None:
-        return [None] * n_engines
-    if not isinstance(factor_of, list) or len(factor_of) != n_engines:
-        raise ValueError("factor_of must name a source (or null) per engine")
-    for j, b in enumerate(factor_of):
-        if b is None:
-            continue
-        if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b < n_engines or b == j:
-            raise ValueError(f"factor_of[{j}] = {b!r} is not another engine")
-        if factor_of[b] is not None:
-            raise ValueError(f"engine {j} is rebuilt from engine {b}, whose factor is not stored")
-    return factor_of
-
-
-def _saved_engines(
-    entries: Any,
-    arrays: dict[str, np.ndarray],
-    clf: IncrementalRLSC,
-    n_classes: int,
-    n_trained: int,
-    factor_of: Any = None,
-) -> list[RecursiveRLS]:
-    """One engine per λ candidate, each matching λ, the classes, the dimension and the counts; the
-    stored ones read, the others rebuilt from their source's factor (one Gram matrix per source)."""
-    lambdas = [clf.lambdas[clf._serving]] if clf.shares_factor else list(clf.lambdas)
-    if not isinstance(entries, list) or len(entries) != len(lambdas):
-        raise ValueError("one engine per λ candidate expected (one in all with a shared factor)")
-    sources = _factor_sources(factor_of, len(entries))
-    d = clf.n_model_features
-    engines: list[RecursiveRLS | None] = [
-        RecursiveRLS.from_state(em, unprefixed(f"engine{j}", arrays)) if sources[j] is None else None
-        for j, em in enumerate(entries)
-    ]
-    for b in sorted({b for b in sources if b is not None}):
-        rebuilt = [j for j, src in enumerate(sources) if src == b]
-        for em in (entries[j] for j in rebuilt):
-            if float(em["forgetting"]) != 1.0 or int(em["n_samples"]) != engines[b].n_samples:
-                raise ValueError("a rebuilt engine must share its source's samples, without forgetting")
-        lams = [float(entries[j]["lam"]) for j in rebuilt]
-        for j, rls in zip(rebuilt, engines[b].regularized(lams), strict=True):
-            engines[j] = rls
-    out = []
-    for j, rls in enumerate(engines):
-        if rls.lam != lambdas[j] or rls.n_outputs != n_classes or rls.forgetting != 1.0:
-            raise ValueError(f"engine {j} does not match λ, classes or forgetting")
-        if d is not None and rls.n_features != d:
-            raise ValueError(f"engine {j} has dimension {rls.n_features}, expected {d}")
-        if rls.n_samples != n_trained:
-            raise ValueError(f"engine {j} saw {rls.n_samples} samples, counts say {n_trained}")
-        out.append(rls)
-    return out
-
-
-def _saved_validation(
-    arrays: dict[str, np.ndarray], d: int, n_classes: int, capacity: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The validation buffer ``(X, y, age)``: consistent shapes, labels in range, finite."""
-    val_X = np.asarray(arrays["val_X"], dtype=np.float64)
-    val_y = np.asarray(arrays["val_y"])
-    val_age = np.asarray(arrays["val_age"])
-    V = val_y.shape[0] if val_y.ndim == 1 else -1
-    if V < 0 or val_X.shape != (V, d) or val_age.shape != (V,) or V > capacity:
-        raise ValueError("validation buffer has inconsistent shapes")
-    if not np.issubdtype(val_y.dtype, np.integer) or np.any((val_y < 0) | (val_y >= max(n_classes, 1))):
-        raise ValueError("validation labels out of range")
-    if not np.all(np.isfinite(val_X)):
-        raise ValueError("validation buffer holds NaN or Inf")
-    return val_X.copy(), val_y.astype(np.int64), val_age.astype(np.int64)

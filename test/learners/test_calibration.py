@@ -16,7 +16,7 @@ from lifelong_learning.learners.calibration import (
     fit_inverse_temperature,
     softmax,
 )
-from lifelong_learning.learners.rlsc import MIN_CALIBRATION_SAMPLES
+from lifelong_learning.learners.model_selection import MIN_CALIBRATION_SAMPLES
 
 
 @pytest.fixture(autouse=True, scope="module")

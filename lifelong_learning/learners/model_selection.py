@@ -1,0 +1,162 @@
+"""Recoding and online model selection of the incremental RLSC (thesis §7.5.2, §7.6.3), and the
+confidence calibration fitted with them.
+
+- §7.5.2 (eq. 7.21), recoding: ``W_k = A_k⁻¹ b_k Γ_k^α`` with ``Γ_k = k · diag(k_1..k_T)⁻¹``
+  (``k`` training samples, ``k_t`` of class ``t``). ``Γ`` is diagonal, so the recoded scores are
+  the plain scores with column ``t`` scaled by ``(k/k_t)^α`` (:func:`recoding`): one solve serves
+  every α.
+- §7.6.3, the choice of λ and α on the held-out validation buffer (:meth:`SelectionRule.choose`):
+  the best λ is the one with the highest validation accuracy; α follows the thesis heuristic: the
+  largest α of a grid whose validation accuracy on well-represented classes (at least
+  ``min_class_count`` training samples) is ≥ the one at α = 0. Precisely: for each α of the grid,
+  λ*(α) is the candidate with the best accuracy on all validation samples (ties → the larger λ);
+  α_ is the largest α whose well-represented accuracy at λ*(α) is ≥ that of α = 0 at λ*(0), and
+  λ_ = λ*(α_).
+- Calibrated confidence (:mod:`~lifelong_learning.learners.calibration`, temperature scaling of
+  Guo et al. 2017): the probabilities are ``softmax(t · s)`` of the recoded scores ``s`` of the
+  selected λ and α, with one inverse temperature ``t`` fitted by minimising the (Platt-smoothed)
+  negative log-likelihood of the validation buffer's scores (:func:`calibrate`). It is refitted
+  whenever the model selection runs (lazily, after any update), on the same held-out samples.
+  While the buffer holds fewer than :data:`MIN_CALIBRATION_SAMPLES` samples (or no model
+  selection keeps one, or a single class is known), ``t = 1``: the plain softmax of the scores,
+  which is underconfident for RLSC (scores of order 1: 0.14 for a correct top class of 8), so a
+  threshold then errs towards "unknown". :attr:`IncrementalRLSC.calibration_` says which.
+
+How the classifier keeps the validation scores current is in docs/design.md (incremental RLSC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from lifelong_learning.learners.calibration import T_DEFAULT, fit_inverse_temperature
+
+#: validation samples the confidence calibration needs; with fewer, the plain softmax (t = 1)
+MIN_CALIBRATION_SAMPLES = 10
+
+
+class Selection(NamedTuple):
+    """What the selection chose."""
+
+    #: the λ candidate used for prediction
+    lambda_index: int
+    #: the recoding exponent used for prediction
+    alpha: float
+    #: validation accuracy of each λ candidate at ``alpha`` (NaN: no validation sample, or not scored)
+    accuracy: np.ndarray
+    #: the calibration's inverse temperature (``T_DEFAULT``: uncalibrated)
+    inverse_temperature: float
+    #: validation samples it was fitted on (0: uncalibrated)
+    calibration_samples: int
+
+
+def recoding(train_counts: np.ndarray, alpha: float) -> np.ndarray:
+    """Diagonal of Γ^α = (k · diag(k_1..k_T)⁻¹)^α over the training counts (§7.5.2, eq. 7.21)."""
+    k = train_counts.sum()
+    counts = np.maximum(train_counts, 1)
+    return (k / counts) ** alpha if alpha != 0.0 else np.ones(counts.size)
+
+
+def calibrate(
+    scores: np.ndarray | None, alpha: float, val_y: np.ndarray, train_counts: np.ndarray
+) -> tuple[float, int]:
+    """Inverse temperature fitted on the validation ``scores`` of a λ, recoded at α, and the number
+    of samples; ``(T_DEFAULT, 0)`` with fewer than :data:`MIN_CALIBRATION_SAMPLES` or one class."""
+    V = int(val_y.size)
+    if scores is None or V < MIN_CALIBRATION_SAMPLES or train_counts.size < 2:
+        return T_DEFAULT, 0
+    return fit_inverse_temperature(scores * recoding(train_counts, alpha)[None, :], val_y), V
+
+
+@dataclass(frozen=True)
+class SelectionRule:
+    """The hyperparameters of the choice of λ and α: those of
+    :class:`~lifelong_learning.learners.IncrementalRLSC` of the same names.
+
+    Every method takes the validation scores per λ candidate (``V × T`` each; None: a candidate
+    not scored, never chosen), the classes of the validation samples ``val_y`` and the training
+    samples per class ``train_counts``.
+    """
+
+    lambdas: np.ndarray
+    alpha: float | str
+    alpha_grid: np.ndarray
+    min_class_count: int
+    alpha_init: float
+
+    def best_lambda(self, acc: np.ndarray) -> int:
+        """Highest validation accuracy; ties go to the larger λ. No data: the middle candidate."""
+        if acc.size == 1:
+            return 0
+        if np.all(np.isnan(acc)):
+            return int(np.argsort(self.lambdas)[self.lambdas.size // 2])
+        best = np.nanmax(acc)
+        tied = np.flatnonzero(acc >= best - 1e-12)
+        return int(tied[np.argmax(self.lambdas[tied])])
+
+    def unselected(self, lambda_index: int) -> Selection:
+        """The selection before any choice: the λ given, α as given (``alpha_init`` for ``"auto"``),
+        uncalibrated."""
+        alpha = self.alpha_init if self.alpha == "auto" else float(self.alpha)
+        return Selection(lambda_index, alpha, np.full(self.lambdas.size, np.nan), T_DEFAULT, 0)
+
+    def validation_grid(
+        self, scores: Sequence[np.ndarray | None], val_y: np.ndarray, train_counts: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Accuracy (all validation samples, well-represented ones) per (λ, α of the grid); NaN
+        where there is no validation sample or the candidate was not scored."""
+        L, A = self.lambdas.size, self.alpha_grid.size
+        scores = list(scores)
+        usable = [j for j, S in enumerate(scores) if S is not None]
+        acc_all, acc_wr = np.full((L, A), np.nan), np.full((L, A), np.nan)
+        if val_y.size == 0 or len(scores) != L or not usable:
+            return acc_all, acc_wr
+        gammas = np.stack([recoding(train_counts, float(a)) for a in self.alpha_grid])  # A × T
+        S = np.stack([scores[j] for j in usable])  # L' × V × T
+        pred = np.argmax(S[:, None, :, :] * gammas[None, :, None, :], axis=3)  # L' × A × V
+        hit = pred == val_y[None, None, :]
+        acc_all[usable] = hit.mean(axis=2)
+        wr = train_counts[val_y] >= self.min_class_count
+        if wr.any():
+            acc_wr[usable] = hit[:, :, wr].mean(axis=2)
+        return acc_all, acc_wr
+
+    def accuracy_at(
+        self, alpha: float, scores: Sequence[np.ndarray | None], val_y: np.ndarray, train_counts: np.ndarray
+    ) -> np.ndarray:
+        """Validation accuracy of each λ candidate at α (NaN: no validation sample, or not scored)."""
+        if val_y.size == 0 or len(scores) != self.lambdas.size:
+            return np.full(self.lambdas.size, np.nan)
+        g = recoding(train_counts, alpha)
+        return np.array([np.nan if S is None else np.mean(np.argmax(S * g, axis=1) == val_y) for S in scores])
+
+    def choose(
+        self, scores: Sequence[np.ndarray | None], val_y: np.ndarray, train_counts: np.ndarray
+    ) -> Selection:
+        """The selection from the validation scores per λ (module docstring, §7.6.3), calibrated."""
+        acc_all, acc_wr = self.validation_grid(scores, val_y, train_counts)
+        L = self.lambdas.size
+        if self.alpha == "auto":
+            best_lam = [self.best_lambda(acc_all[:, a]) for a in range(self.alpha_grid.size)]
+            wr = np.array([acc_wr[best_lam[a], a] for a in range(self.alpha_grid.size)])
+            if np.isnan(wr[0]):
+                alpha = self.alpha_init
+                lam_idx = self.best_lambda(acc_all[:, int(np.argmin(np.abs(self.alpha_grid - alpha)))])
+            else:
+                ok = np.flatnonzero(wr >= wr[0] - 1e-12)
+                a = int(ok[-1])
+                alpha, lam_idx = float(self.alpha_grid[a]), best_lam[a]
+        else:
+            alpha = float(self.alpha)
+            at = self.accuracy_at(alpha, scores, val_y, train_counts) if L > 1 else np.full(1, np.nan)
+            lam_idx = self.best_lambda(at)
+        chosen = scores[lam_idx] if lam_idx < len(scores) else None  # no engines yet: nothing scored
+        if chosen is None and any(S is not None for S in scores):  # the default candidate not scored
+            lam_idx = next(j for j, S in enumerate(scores) if S is not None)
+            chosen = scores[lam_idx]
+        per_lambda = self.accuracy_at(alpha, scores, val_y, train_counts)
+        return Selection(lam_idx, alpha, per_lambda, *calibrate(chosen, alpha, val_y, train_counts))
