@@ -1,16 +1,11 @@
 """``lifelong-learning up``: start the nodes configured in ROS 2 params files, stop them with a checkpoint.
 
-The files are standard ROS 2 parameter files (``node_name: {ros__parameters: {...}}``; a key
-names a node in any namespace, ``/**/inverse_dynamics`` as the shipped files write it; a key
-whose last part has a ``*``, such as ``/**``, applies to every node it matches and starts none).
-The nodes to start are those the files name (``--nodes`` picks some, or adds nodes that run on their
-defaults). Each node is given its shipped defaults ``config/<node>.yaml`` first, then the
-files in order, so a system file holds only what differs (see ``config/robot.yaml``).
-
-Everything is checked before anything starts: YAML syntax, node names, parameter names (each
-must be declared by the node it configures) and value types (a double needs ``5.0``, not
-``5``). Errors exit with status 2 and name the file, node and parameter (the checks:
-:mod:`lifelong_learning.commands.system_config`).
+The files are standard ROS 2 parameter files; which node a key names and what is checked is in
+:mod:`lifelong_learning.commands.system_config`. The nodes to start are those the files name
+(``--nodes`` picks some, or adds nodes that run on their defaults). Each node is given its shipped
+defaults ``config/<node>.yaml`` first, then the files in order, so a system file holds only what
+differs (see ``config/robot.yaml``). Everything is checked before anything starts; errors exit
+with status 2 and name the file, node and parameter.
 
 Modes:
 - default: every node in this one process, each on a thread of its own with the executor of its

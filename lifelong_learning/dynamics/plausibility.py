@@ -14,25 +14,20 @@ limits):
 - velocity: ``|q̇| ≤ (1 + m) v_max``;
 - effort: ``|τ| ≤ (1 + m) τ_max``.
 
-A limit the URDF does not give (0, missing or infinite) is not tested. The gate is for values
-no robot of that model produces (a glitch, a unit mistake, a byte flip); smaller errors are the
-residual test's. The margin is wide because nominal limits are not hard ones: the simulated Panda
-of this package (``sim/panda.py``) tracks its trajectories at up to 1.5 times the URDF's velocity
-limits, and a margin of 0.5 refused 5 % of its samples.
+A limit the URDF does not give (0, missing or infinite) is not tested. Smaller errors are the
+residual test's (why the margin is this wide: docs/design.md, dynamics/plausibility.py).
 
 **Residual outliers** (:class:`ResidualOutlierTest` streaming, :func:`robust_outliers` for a
 batch). With the prediction error of a sample ``e = τ − τ̂`` (test-then-update: the model's
-prediction before it learns the sample), the robust scale of joint ``j`` is
+prediction before it learns the sample), the robust scale of joint ``j`` over a window of
+recent errors is
 
     σ_j = 1.4826 · median_k |e_kj|
 
-over a window of recent errors (the median absolute deviation about zero; 1.4826 = 1/Φ⁻¹(3/4)
-makes it the standard deviation for Gaussian errors, and unlike a standard deviation it does not
-grow with the outliers it should find: half the window must be bad before it moves). A sample is
-an outlier when ``max_j |e_j| / max(σ_j, floor_j) > k`` (default k = 6: a Gaussian error is
-beyond 6σ with probability 2·10⁻⁹). The window holds every error seen, outliers included, so a
-lasting change of the robot (a payload) is an outlier only until it fills half the window
-(``window / 2`` samples, 1 s at 100 Hz with the defaults), then is learned.
+(the median absolute deviation about zero, 1.4826 = 1/Φ⁻¹(3/4)), and a sample is an outlier
+when ``max_j |e_j| / max(σ_j, floor_j) > k`` (default k = 6). A lasting change of the robot (a
+payload) is an outlier only until it fills half the window (``window / 2`` samples, 1 s at
+100 Hz with the defaults), then is learned (docs/design.md).
 """
 
 from __future__ import annotations

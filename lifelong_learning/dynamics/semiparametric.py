@@ -13,26 +13,20 @@ a change (a grasped payload) instead of saturating:
   base parameters, ``π_b = π_urdf + δ``, with targets ``τ − Y_b π_urdf`` (so ``λ`` shrinks
   towards the URDF); ``prior="zero"`` starts from zero as the thesis does. The URDF gives no
   friction: ``θ`` starts at zero, with its own ridge ``λ_f`` (``lam_friction``; one engine
-  serves both, so the friction columns are scaled by ``√(λ_P/λ_f)``, which turns its ``λ_P``
-  into ``λ_f`` on ``θ``).
+  serves both: docs/design.md).
 - **nonparametric (NP)**: ``τ̂_NP = Wᵀφ(x̃)`` with ``x̃`` the normalized input
   ``[(q − q_mid)/q_half, q̇/q̇_max, q̈/q̈_scale]`` and ``φ`` any
   :class:`~lifelong_learning.learners.feature_map.FeatureMap` (default: random Fourier
   features of a Gaussian kernel, thesis eq. 8.9); O(D²) per sample.
 - **semiparametric (SP)**: P first; NP learns the residual ``Δτ = τ − τ̂_P`` on the input
-  ``[x̃, τ̂_P/τ_max]``; prediction ``τ̂_P + Δτ̂``. τ̂_P in the residual target and input is taken
-  **after** P's update on the same sample (``residual_after_update=True``, default): the
-  residuals then match the P that will be used at prediction time, which matters in
-  P's transient. ``False`` uses the P before the update (the error P actually made). In a
-  batch update, "after" means after P has taken the whole batch.
+  ``[x̃, τ̂_P/τ_max]``; prediction ``τ̂_P + Δτ̂`` (which τ̂_P the residual learns from:
+  ``residual_after_update``).
 
-Normalization defaults come from the URDF: joint-limit mid-points and half ranges,
-velocity limits, ``q̈_scale = acceleration_scale`` (default 3 × the velocity limit, in
-rad/s²; URDFs hold no acceleration limits) and effort limits. :meth:`fit_normalization`
-sets ``q̈_scale`` (and the others) from data instead; :func:`select_hyperparameters` picks
-``(bandwidth, λ)`` on a hold-out split (the offline Nyström tuner does this properly).
-Forgetting ``β`` is given **per sample**; P applies ``β^(1/n_dof)`` per regressor row so both
-parts forget at the same rate in time.
+Normalization defaults come from the URDF: joint-limit mid-points and half ranges, velocity
+limits, ``q̈_scale = acceleration_scale`` (default 3 × the velocity limit, in rad/s²; URDFs hold
+no acceleration limits) and effort limits. :meth:`fit_normalization` sets ``q̈_scale`` (and the
+others) from data instead; :func:`select_hyperparameters` picks ``(bandwidth, λ)`` on a hold-out
+split (the offline Nyström tuner does this properly).
 """
 
 from __future__ import annotations
@@ -161,11 +155,16 @@ class SemiparametricInverseDynamics(PersistentModel):
             Ignored in nonparametric mode.
         coulomb_smoothing: ``v_s`` of the Coulomb term's ``tanh(q̇/v_s)`` [rad/s].
         lam_friction: ridge ``λ_f`` of the friction parameters (prior zero).
-        forgetting: ``β ∈ (0, 1]`` per sample (1: none).
+        forgetting: ``β ∈ (0, 1]`` per sample (1: none); P applies ``β^(1/n_dof)`` per regressor
+            row, so both parts forget at the same rate in time.
         feature_map: any FeatureMap to use instead of the default (its ``n_inputs`` must be
             ``3 n_dof`` in nonparametric mode, ``4 n_dof`` in semiparametric mode).
         acceleration_scale: ``q̈`` normalization (scalar or per joint); default 3 × velocity limit.
-        residual_after_update: see the module docstring.
+        residual_after_update: ``True`` (default): τ̂_P in the residual's target and input is taken
+            **after** P's update on the same sample: the residuals then match the P that will be
+            used at prediction time, which matters in P's transient. ``False``: the P before the
+            update (the error P actually made). In a batch update, "after" means after P has
+            taken the whole batch.
         seed: seed of the default feature map.
 
     Attributes:

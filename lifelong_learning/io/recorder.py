@@ -5,15 +5,11 @@ rosbag2: a bag directory ``NAME/`` holding the storage files ``NAME_0.mcap``, ``
 (``.db3`` with the sqlite3 storage) and one rosbag2 ``metadata.yaml`` (version 9) that lists them.
 Messages are written as the serialized (CDR) bytes they arrived as; nothing is re-serialized.
 
-Crash safety: a storage file is complete (MCAP footer, sqlite3 commit) only once it is closed, so
-
-- the open file is written under ``NAME/partial/NAME_<k>/`` and moved into the bag when closed;
-- after every closed file ``metadata.yaml`` is rewritten atomically (temporary file + fsync +
-  rename) to list every closed file, and only those: a process killed at any moment (SIGKILL,
-  power loss after the fsync) leaves a bag that :class:`rosbags.rosbag2.Reader` and
-  :class:`rosbags.highlevel.AnyReader` read completely up to the last closed file. The file that
-  was open stays in ``NAME/partial/`` (an MCAP without summary and footer, which ``mcap recover``
-  may salvage; a sqlite3 file whose transaction was never committed, i.e. empty).
+Crash safety: the open file is written under ``NAME/partial/NAME_<k>/`` and moved into the bag
+when closed; after every closed file ``metadata.yaml`` is rewritten atomically to list every
+closed file, and only those, so a process killed at any moment leaves a bag that rosbags' readers
+read completely up to the last closed file (why, and what the file left in ``partial/`` holds:
+docs/design.md, io/recorder.py).
 
 A file is closed when its message bytes reach ``max_bagfile_size`` (0: no limit), when
 ``max_bagfile_duration_s`` has passed since its first message (checked on every write and on
@@ -24,13 +20,8 @@ it was opened (and those added while it is open), like rosbag2's split files.
 
 Message definitions come from a rosbags type store (default: ROS 2 Kilted + this package's
 messages); :func:`ensure_message_type` adds a type the store lacks (and the types it nests) from
-``share/<pkg>/msg/<Type>.msg`` found through the ament index.
-
-Memory stays bounded whatever the message rate and file length: the MCAP writer buffers at most
-one chunk (about 1 MiB) before writing it to disk, sqlite3 writes into its database file
-(measured: 190 MiB written into one MCAP file, resident memory flat at 44 MiB). Writing is
-synchronous: an MCAP write costs ~6 µs in the caller; sqlite3 objects must stay in their thread,
-so with sqlite3 every call runs on the writer's own thread (~30 µs a write).
+``share/<pkg>/msg/<Type>.msg`` found through the ament index. Memory stays bounded whatever the
+message rate and file length, and writing is synchronous (what it costs: docs/design.md).
 """
 
 from __future__ import annotations

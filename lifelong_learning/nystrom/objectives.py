@@ -25,24 +25,12 @@ functions of the data's sums :class:`~lifelong_learning.nystrom.sums.KernelSums`
   i.e. motion the fit has not seen, rather than on points interleaved with the training ones.
 - ``"holdout-bags"``: for rows from several recordings (``groups``: the first row of each, e.g.
   one per bag), each recording in turn is predicted by the fit on the others (leave one
-  recording out; at most :data:`MAX_FOLDS` folds, adjacent recordings merged into folds of about
-  equal size), and the mean squared error over every held-out row is the objective: the
-  hyperparameters are chosen on whole trajectories the fit has not seen. The fits share one
-  pass over the rows (``K_mn K_nm`` is summed per fold and each fold's fit uses the total minus
-  its own). With one recording (or none given) it is ``"holdout-recent"``.
+  recording out, :func:`fold_bounds`), and the mean squared error over every held-out row is the
+  objective: the hyperparameters are chosen on whole trajectories the fit has not seen. With one
+  recording (or none given) it is ``"holdout-recent"``.
 
 The stochastic proposed objective (:class:`StochasticProposed`, large ``n``) never
-differentiates through a solver: it solves ``B⁻¹K_nmᵀ[Y, R]`` (``B = K_nmᵀK_nm + nλK_mm``,
-``R`` ``t`` fixed Gaussian probes) by preconditioned CG, warm-started across steps, estimates
-``Tr(H)`` and ``Tr(K̃)`` by Hutchinson, and builds the gradient by hand from the solutions:
-for ``q(V) = VᵀK_nm B⁻¹K_nmᵀV`` with ``S = B⁻¹K_nmᵀV`` held fixed,
-
-    dq = d[2⟨V, K_nm S⟩ − ‖K_nm S‖² − nλ⟨S, K_mm S⟩],
-
-and for ``t(V) = VᵀK_nm K_mm⁻¹K_nmᵀV`` with ``U = K_mm⁻¹K_nmᵀV`` fixed,
-``dt = d[2⟨V, K_nm U⟩ − ⟨U, K_mm U⟩]``. Only the kernel blocks are differentiated (row
-block by row block, so memory stays within the budget); the chain rule through eq. 9 is
-written out in :meth:`StochasticProposed.value_and_grad`.
+differentiates through a solver: CG solves, Hutchinson traces, a gradient written out by hand.
 """
 
 from __future__ import annotations
@@ -208,7 +196,8 @@ def fold_bounds(n: int, groups: Sequence[int] | None, max_folds: int = MAX_FOLDS
     """``(start, stop)`` row ranges of the folds of ``"holdout-bags"`` for ``n`` rows whose
     recordings start at rows ``groups`` (0 is always a start; empty recordings are dropped):
     one fold per recording, or, with more than ``max_folds``, adjacent recordings merged into
-    ``max_folds`` folds of about equal size. One fold: no recording to hold out."""
+    ``max_folds`` folds of about equal size (:data:`MAX_FOLDS`). One fold: no recording to hold
+    out."""
     starts = sorted({int(g) for g in (groups or ()) if 0 <= int(g) < n} | {0})
     bounds = [*starts, n]
     if len(starts) > max_folds:  # cut at the recording start nearest each multiple of n / max_folds
@@ -226,7 +215,8 @@ def _leave_one_out_of(
     lam: torch.Tensor,
 ) -> torch.Tensor:
     """Mean squared error of each fold predicted by the Nyström KRR fitted on the other folds
-    (``λ`` per training row: ``n_rest λ``), over all rows."""
+    (``λ`` per training row: ``n_rest λ``), over all rows. The fits share one pass over the rows:
+    ``K_mn K_nm`` is summed per fold and each fold's fit uses the total minus its own."""
     m = Z.shape[0]
     L, _ = jittered_cholesky(gaussian_kernel(Z, Z, ls))
     eye = torch.eye(m, dtype=X.dtype, device=X.device)
@@ -250,7 +240,19 @@ def _leave_one_out_of(
 
 
 class StochasticProposed:
-    """Eq. 9 with Hutchinson traces and CG solves; gradients by hand (see module docstring).
+    """Eq. 9 with Hutchinson traces and CG solves; gradients by hand.
+
+    It solves ``B⁻¹K_nmᵀ[Y, R]`` (``B = K_nmᵀK_nm + nλK_mm``, ``R`` ``t`` fixed Gaussian probes) by
+    preconditioned CG, warm-started across steps, estimates ``Tr(H)`` and ``Tr(K̃)`` by
+    Hutchinson, and builds the gradient from the solutions: for ``q(V) = VᵀK_nm B⁻¹K_nmᵀV`` with
+    ``S = B⁻¹K_nmᵀV`` held fixed,
+
+        dq = d[2⟨V, K_nm S⟩ − ‖K_nm S‖² − nλ⟨S, K_mm S⟩],
+
+    and for ``t(V) = VᵀK_nm K_mm⁻¹K_nmᵀV`` with ``U = K_mm⁻¹K_nmᵀV`` fixed,
+    ``dt = d[2⟨V, K_nm U⟩ − ⟨U, K_mm U⟩]``. Only the kernel blocks are differentiated (row
+    block by row block, so memory stays within the budget); the chain rule through eq. 9 is
+    written out in :meth:`value_and_grad`.
 
     Args:
         X, Y: training data (tensors on the working device/dtype; ``Y`` standardized).

@@ -4,31 +4,16 @@ The default matches how EfficientNet-Lite was trained and evaluated (TensorFlow 
 reference, ``efficientnet/lite``): RGB, a centre square of 224/256 = 0.875 of the shorter
 side, resized to 224×224, then ``(x - 127) / 128`` per channel (NOT the torchvision
 ImageNet mean/std, although the docstring of ``efficientnet_lite_pytorch`` shows that one).
+Of the normalisations and crops tried with the shipped efficientnet-lite0 weights on six
+labelled photos, it gives the right ImageNet classes the highest probability (coffee →
+espresso: p = 0.94, 0.71–0.82 with ImageNet mean/std; the table: docs/design.md,
+vision/preprocessing.py).
 
-Checked on this machine with the shipped efficientnet-lite0 weights on six labelled photos
-(scikit-image coffee/chelsea/rocket/motorcycle, scikit-learn china/flower); sum of log
-probabilities of the right ImageNet class(es), higher is better:
-
-============================  ============  =====================  =================
-normalisation                 squash 224²   shorter side + crop    crop 0.875 + resize
-============================  ============  =====================  =================
-(x − 127) / 128               −5.97         −4.04                  **−3.66**
-ImageNet mean/std             −7.32         −6.14                  −5.81
-x / 255                       −5.80         −5.34                  −5.02
-============================  ============  =====================  =================
-
-coffee → espresso (class 967): p = 0.94 with the default, 0.71–0.82 with ImageNet mean/std.
-
-Implementation: numpy and OpenCV only. (The torch version ran its resize in torch's process-wide
-thread pool, whose size the torch backend sets; on the loaded 2-core machine the benchmark once
-measured 56 ms per 640×480 frame for conversion + preprocessing, 4 ms on a quiet one.) The crop
-is a view of the uint8 picture, ``cv2.resize`` shrinks it with ``INTER_AREA`` (the box filter
-OpenCV recommends for shrinking: no aliasing; ``INTER_LINEAR`` when enlarging), BGR pictures are
-swapped to RGB on the small result, and only the h×w×3 result is converted to float32. Against
-the previous bilinear-with-antialiasing resize (torch), the features of the six photos above,
-scikit-image's astronaut and four rendered 640×480 camera frames keep a cosine similarity
-≥ 0.97 (median 0.993); the ImageNet top-1 class is the same for all but the astronaut, and
-coffee → espresso has p = 0.956.
+Implementation: numpy and OpenCV only. The crop is a view of the uint8 picture, ``cv2.resize``
+shrinks it with ``INTER_AREA`` (the box filter OpenCV recommends for shrinking: no aliasing;
+``INTER_LINEAR`` when enlarging), BGR pictures are swapped to RGB on the small result, and only
+the h×w×3 result is converted to float32 (why not torch, and how close the features stay to the
+former torch resize: docs/design.md).
 """
 
 from __future__ import annotations
