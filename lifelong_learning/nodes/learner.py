@@ -174,6 +174,8 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
             on_swap=self.model_swapped,
             report=_NodeReport(self),
         )
+        #: held around every use of :attr:`model` (re-entrant; the serving core's lock)
+        self.model_lock = self.serving.lock
         self.service_group = MutuallyExclusiveCallbackGroup()
         self.reload_group = MutuallyExclusiveCallbackGroup()
         self.active = False
@@ -193,11 +195,6 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
     @model.setter
     def model(self, model: Any) -> None:
         self.serving.model = model
-
-    @property
-    def model_lock(self) -> threading.RLock:
-        """Held around every use of :attr:`model` (re-entrant)."""
-        return self.serving.lock
 
     @property
     def model_version(self) -> int:
