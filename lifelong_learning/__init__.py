@@ -16,7 +16,9 @@ subpackage). ``test/test_layers.py`` checks every import against :data:`LAYERS`.
    to the online learners.
 4. :mod:`~lifelong_learning.io`: rosbag2 reading and recording without rclpy; with it the
    generated interfaces ``lifelong_learning.msg`` / ``srv`` / ``action`` (built by colcon).
-5. :mod:`~lifelong_learning.retraining`: offline jobs, bags → tuned model file + report.
+5. :mod:`~lifelong_learning.retraining`: offline jobs, bags → tuned model file + report;
+   :mod:`~lifelong_learning.serving`: the serving core of a learner node (the model under a lock,
+   its atomic swap, hot reload, models received as bytes, rollback history, checkpoints).
 6. :mod:`~lifelong_learning.nodes`: thin rclpy adapters, the process supervisor, the node catalog.
 7. :mod:`~lifelong_learning.demo`: the main job, the whole lifelong loop over DDS.
 8. :mod:`~lifelong_learning.commands`: the subcommands of ``lifelong-learning``;
@@ -35,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dynamics",),
     ("nystrom",),
     ("io", "msg", "srv", "action"),
-    ("retraining",),
+    ("retraining", "serving"),
     ("nodes",),
     ("demo",),
     ("commands",),

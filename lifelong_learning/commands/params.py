@@ -40,7 +40,8 @@ def default_text(value: Any) -> str:
 def _sections() -> list[tuple[str, str, list[Any]]]:
     """(title, text, specs): the parameters shared by all nodes, by learners, then each node's own."""
     from lifelong_learning.nodes import catalog
-    from lifelong_learning.nodes._base import LearnerNode, NodeBase
+    from lifelong_learning.nodes.base import NodeBase
+    from lifelong_learning.nodes.learner import LearnerNode
 
     common = list(NodeBase.COMMON_PARAMS)
     learner = list(LearnerNode.LEARNER_PARAMS)

@@ -9,7 +9,7 @@ with status 2 and name the file, node and parameter.
 
 Modes:
 - default: every node in this one process, each on a thread of its own with the executor of its
-  executable (:func:`lifelong_learning.nodes._runner.run_nodes`);
+  executable (:func:`lifelong_learning.nodes.runner.run_nodes`);
 - ``--processes``: one child process per node, their output prefixed with ``[node]``; a child
   that exits is reported with its exit status, the others keep running (the processes and
   signals: :mod:`lifelong_learning.nodes.supervisor`).
@@ -121,7 +121,7 @@ def apply_middleware_environment(dry_run: bool = False) -> dict[str, str]:
 
 def run_in_one_process(system: SystemConfig, ros_args: list[str]) -> int:
     """Every node of ``system`` in this process until SIGINT/SIGTERM; the exit status."""
-    from lifelong_learning.nodes._runner import run_nodes  # imports rclpy: only when nodes run here
+    from lifelong_learning.nodes.runner import run_nodes  # imports rclpy: only when nodes run here
 
     args = ["lifelong-learning-up", "--ros-args", *system.params_file_args(), *ros_args]
     _say(f"starting {', '.join(system.nodes)} in one process (Ctrl-C stops them with a final checkpoint)")

@@ -12,7 +12,7 @@ Two levels:
   (a file without one was written before versions were recorded and is version 1), and any
   malformed content raises :class:`~lifelong_learning.core.model_file.ModelFileError` naming the
   kind. Nodes hold such a model and need nothing else from it
-  (:class:`lifelong_learning.nodes._base.LearnerNode`).
+  (:class:`lifelong_learning.nodes.learner.LearnerNode`).
 
 Every learner counts what it learned from in one attribute, ``n_samples``.
 """

@@ -28,7 +28,7 @@ from std_msgs.msg import String
 
 from lifelong_learning.action import TuneModel
 from lifelong_learning.msg import Prediction
-from lifelong_learning.nodes._base import status_node
+from lifelong_learning.nodes.base import status_node
 from lifelong_learning.vision.image_conversion import numpy_to_image
 
 # Topic names (relative, remappable), as in config/*.yaml.

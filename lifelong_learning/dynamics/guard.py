@@ -33,7 +33,13 @@ from typing import Any
 import numpy as np
 
 from lifelong_learning.dynamics.acceleration import AccelerationEstimator
-from lifelong_learning.dynamics.plausibility import EFFORT, JointLimits, PlausibilityGate, ResidualOutlierTest
+from lifelong_learning.dynamics.plausibility import (
+    EFFORT,
+    MAX_WINDOW,
+    JointLimits,
+    PlausibilityGate,
+    ResidualOutlierTest,
+)
 
 #: the residual test's scale before it has WARMUP_ERRORS errors, as a fraction of each joint's effort
 #: limit (with k = 6 an error beyond 60 % of the limit is an outlier from the first sample on)
@@ -97,12 +103,9 @@ class SampleGuard:
         outlier_floor: float = 0.002,
         learn_max_hz: float = 0.0,
     ):
-        if not (np.isfinite(stamp_jump_s) and stamp_jump_s > 0):
-            raise ValueError(f"stamp_jump_s must be > 0, got {stamp_jump_s}")
-        if not (np.isfinite(outlier_k) and outlier_k >= 0):
-            raise ValueError(f"outlier_k must be ≥ 0 (0: off), got {outlier_k}")
-        if not (np.isfinite(outlier_floor) and outlier_floor >= 0):
-            raise ValueError(f"outlier_floor must be ≥ 0, got {outlier_floor}")
+        self.check_settings(
+            margin, window, degree, stamp_jump_s, outlier_k, outlier_window, outlier_floor, learn_max_hz
+        )
         n = len(limits.names)
         self.learn_max_hz = learn_max_hz
         self.gate = PlausibilityGate(limits, margin)
@@ -123,6 +126,45 @@ class SampleGuard:
                 warmup,
             )
         self.reset()
+
+    @staticmethod
+    def check_settings(
+        margin: float = 1.0,
+        window: int = 9,
+        degree: int = 2,
+        stamp_jump_s: float = 1.0,
+        outlier_k: float = 6.0,
+        outlier_window: int = 200,
+        outlier_floor: float = 0.002,
+        learn_max_hz: float = 0.0,
+    ) -> None:
+        """Raise ValueError naming the first setting a guard refuses (the constructor's arguments
+        besides ``limits``). A node checks its parameters with it at start, before it knows its
+        joints (its URDF may come later, from a topic)."""
+        rules = (
+            (margin >= 0, f"margin must be ≥ 0 (inf: no gate), got {margin}"),
+            (
+                int(window) >= 2 and int(degree) >= 1,
+                f"window must be ≥ 2 and degree ≥ 1, got {window}, {degree}",
+            ),
+            (np.isfinite(stamp_jump_s) and stamp_jump_s > 0, f"stamp_jump_s must be > 0, got {stamp_jump_s}"),
+            (np.isfinite(outlier_k) and outlier_k >= 0, f"outlier_k must be ≥ 0 (0: off), got {outlier_k}"),
+            (
+                outlier_k == 0 or 1 <= outlier_window <= MAX_WINDOW,
+                f"outlier_window must be in [1, {MAX_WINDOW}], got {outlier_window}",
+            ),
+            (
+                np.isfinite(outlier_floor) and outlier_floor >= 0,
+                f"outlier_floor must be ≥ 0, got {outlier_floor}",
+            ),
+            (
+                np.isfinite(learn_max_hz) and learn_max_hz >= 0,
+                f"learn_max_hz must be ≥ 0 (0: every sample), got {learn_max_hz}",
+            ),
+        )
+        for ok, problem in rules:
+            if not ok:
+                raise ValueError(problem)
 
     @property
     def learn_max_hz(self) -> float:

@@ -43,7 +43,8 @@ from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, Qo
 from std_srvs.srv import Trigger
 
 from lifelong_learning.io.recorder import STORAGES, RecorderError, SplitBagWriter
-from lifelong_learning.nodes._base import NodeBase, ParamSpec, run_node
+from lifelong_learning.nodes.base import NodeBase, ParamSpec
+from lifelong_learning.nodes.runner import run_node
 
 #: keep-last depth of the recording subscriptions (bounds what a burst queues before writing)
 QUEUE_DEPTH = 100

@@ -1,8 +1,8 @@
 """The registry of this package's nodes: names, classes, declared parameters, default config files.
 
 A node is a module ``lifelong_learning.nodes.<name>`` (name not starting with ``_``) that
-defines a ``main`` function, a ``PARAMS`` tuple of :class:`~lifelong_learning.nodes._base.ParamSpec`
-and exactly one :class:`~lifelong_learning.nodes._base.NodeBase` subclass. Nodes are found by
+defines a ``main`` function, a ``PARAMS`` tuple of :class:`~lifelong_learning.nodes.base.ParamSpec`
+and exactly one :class:`~lifelong_learning.nodes.base.NodeBase` subclass. Nodes are found by
 importing the modules (which imports rclpy), so adding one needs no edit here; a test checks
 that the names equal the installed executables ``scripts/nodes/*``.
 
@@ -39,7 +39,7 @@ def _is_node_module(module: ModuleType) -> bool:
 
 
 def _node_classes(module: ModuleType) -> list[type]:
-    from lifelong_learning.nodes._base import NodeBase
+    from lifelong_learning.nodes.base import NodeBase
 
     return [
         c
@@ -77,7 +77,7 @@ def node_class(name: str) -> type:
 
 def is_learner(name: str) -> bool:
     """True when node ``name`` holds a learned model (a :class:`LearnerNode`: checkpoints, save/load)."""
-    from lifelong_learning.nodes._base import LearnerNode
+    from lifelong_learning.nodes.learner import LearnerNode
 
     return issubclass(node_class(name), LearnerNode)
 

@@ -40,7 +40,8 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import String
 
 from lifelong_learning.msg import Features, LabeledFeatures
-from lifelong_learning.nodes._base import NodeBase, ParamSpec, run_node
+from lifelong_learning.nodes.base import NodeBase, ParamSpec
+from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.vision import FeatureExtractor, Preprocessing, to_rgb8
 from lifelong_learning.vision.compressed import compressed_image_size, decode_compressed
 from lifelong_learning.vision.image_conversion import ImageTooLargeError, check_image_fields

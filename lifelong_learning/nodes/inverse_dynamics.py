@@ -1,46 +1,32 @@
 """The ``inverse_dynamics`` node: joint states in, predicted joint torques out, learned online.
 
 - subscribes to ``joint_states`` (sensor_msgs/JointState, best effort, depth 100); joints are matched
-  by name (any order, extra joints ignored);
-- estimates q̈ with :class:`~lifelong_learning.dynamics.acceleration.AccelerationEstimator`
-  (causal Savitzky–Golay on the velocities and the message stamps), unless
-  ``acceleration_topic`` is set: then the latest sensor_msgs/JointState on that topic gives
-  the accelerations **in its ``velocity`` field** (by name);
-- publishes, for each accepted input, the predicted torques as sensor_msgs/JointState (``name``
-  + ``effort``) on ``predicted_torque_topic`` with the input's header (stamp and frame);
+  by name (any order, extra joints ignored); q̈ comes from a causal Savitzky–Golay filter on the
+  velocities and stamps, or from ``acceleration_topic`` (sensor_msgs/JointState, accelerations in
+  its ``velocity`` field);
+- publishes, for each accepted input, the predicted torques (sensor_msgs/JointState ``name`` +
+  ``effort``, the input's header) on ``predicted_torque_topic``, and as Float64MultiArray on
+  ``torque_array_topic``;
 - while ``learning`` is true (settable at run time), learns from the measured ``effort``
   (:class:`~lifelong_learning.dynamics.SemiparametricInverseDynamics`, test-then-update);
-- answers first, learns after: the callback computes the regressor and features once
-  (:meth:`~lifelong_learning.dynamics.SemiparametricInverseDynamics.prepare`), publishes, and queues
-  the sample; a learning thread (:class:`~lifelong_learning.nodes._block_worker.BlockWorker`) takes
-  every sample that queued meanwhile as one block, stages the update on drafts while answers go on,
-  and commits it under the model lock in O(1). At 1 kHz on two cores the answer path is about
-  0.3 ms (docs/benchmarks/control-rate.md); the diagnostics show ``answer`` and ``receive to
-  publish`` percentiles (the latter from the middleware's reception time), the learning queue
-  and the block sizes;
-- services: ``~/predict`` (lifelong_learning/PredictTorques) and, from the base class,
-  ``~/save_model``, ``~/load_model``, ``~/reset``; checkpoints like every LearnerNode.
+- answers first, learns after: the callback predicts the waiting joint states as one block and
+  publishes, then queues them; a learning thread (:class:`~lifelong_learning.nodes.block_worker.BlockWorker`)
+  learns what queued meanwhile as one block, staged on drafts while answers go on and committed under
+  the model lock in O(1) (about 0.3 ms per answer at 1 kHz on two cores: docs/benchmarks/control-rate.md);
+- services: ``~/predict`` (lifelong_learning/PredictTorques) and those of every
+  :class:`~lifelong_learning.nodes.learner.LearnerNode` (save, load, reset, rollback, checkpoints).
 
-The URDF comes from the ``robot_description`` parameter (the text, as robot_state_publisher
-takes it), from ``urdf_path``, or, when both are empty, from the ``robot_description_topic``
-(std_msgs/String, reliable, transient local: what robot_state_publisher publishes): the node
-then starts at once, rejects joint states (counted: "no robot description yet") and offers
-no service until the first URDF arrives, and builds or restores its model from it.
+The URDF comes from ``robot_description`` (the text), ``urdf_path``, or else the
+``robot_description_topic`` (transient local, as robot_state_publisher publishes it): until it
+arrives the node rejects joint states (counted: "no robot description yet").
 
-Each joint state goes through :class:`~lifelong_learning.dynamics.guard.SampleGuard` (test, answer,
-then learn):
-
-- refused, counted and warned about (rate limited), the model and the q̈ filter untouched:
-  missing joints, NaN/Inf, arrays of different lengths, no effort while learning, positions or
-  velocities beyond the URDF's limits widened by ``limit_margin``, stamps that step back by less
-  than ``stamp_jump_s`` (reordered delivery);
-- answered but not learned: efforts beyond the limits (counted as a rejection), residual
-  outliers (error beyond ``outlier_k`` robust standard deviations of the recent errors) and
-  samples while the q̈ filter fills (``not learned: ...`` in diagnostics, WARN when more than
-  half the samples of a diagnostics period were outliers: the robot may have changed);
-- a stamp more than ``stamp_jump_s`` before or after the previous one (a simulator reset, a looping
-  bag, a paused driver, one corrupt stamp) restarts the q̈ filter (WARN once) instead of wedging the
-  stream; shorter gaps count the messages missed, from the stream's median period.
+Each joint state goes through :class:`~lifelong_learning.dynamics.guard.SampleGuard` (its module
+gives the rules): missing joints, NaN/Inf, arrays of different lengths, no effort while learning,
+implausible positions or velocities (``limit_margin``) and stamps that step back are refused and
+counted, the model untouched; efforts beyond the limits, residual outliers (``outlier_k``) and
+samples while the q̈ filter fills are answered, not learned (``not learned: ...`` in diagnostics,
+WARN when most samples of a period were outliers: the robot may have changed); a stamp jump beyond
+``stamp_jump_s`` restarts the q̈ filter instead of wedging the stream.
 """
 
 from __future__ import annotations
@@ -48,7 +34,6 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -67,11 +52,15 @@ from lifelong_learning.dynamics.guard import (
     RefusedSampleError,
     SampleGuard,
 )
+from lifelong_learning.dynamics.joint_order import JointPicker
 from lifelong_learning.dynamics.plausibility import JointLimits
 from lifelong_learning.dynamics.regressor import kinematic_difference, moving_joints
 from lifelong_learning.dynamics.semiparametric import PreparedSamples
-from lifelong_learning.nodes._base import LearnerNode, ParamSpec, run_node
-from lifelong_learning.nodes._block_worker import BlockWorker
+from lifelong_learning.nodes.base import ParamSpec
+from lifelong_learning.nodes.block_worker import BlockWorker
+from lifelong_learning.nodes.learner import LearnerNode
+from lifelong_learning.nodes.runner import run_node
+from lifelong_learning.serving import Outcome
 from lifelong_learning.srv import PredictTorques
 
 #: default ``learning_period_s``: at most one learned block per this many seconds (what arrives
@@ -237,8 +226,47 @@ class _Admitted:
     received_ns: int
 
 
-def _stamp_seconds(msg: JointState) -> float:
-    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+def _model_settings(p: dict[str, Any]) -> dict[str, Any]:
+    """The model's arguments from the node's parameters (the URDF comes later: ``urdf`` is '')."""
+    names = [n for n in p["joint_names"] if n]
+    return {
+        "urdf": "",
+        "joint_names": names or None,
+        "mode": str(p["mode"]),
+        "prior": str(p["prior"]),
+        "n_features": int(p["n_features"]),
+        "bandwidth": float(p["bandwidth"]),
+        "lam_parametric": float(p["lam_parametric"]),
+        "lam_residual": float(p["lam_residual"]),
+        "friction": tuple(t for t in p["friction_terms"] if t),
+        "coulomb_smoothing": float(p["coulomb_smoothing_velocity"]),
+        "lam_friction": float(p["lam_friction"]),
+        "forgetting": float(p["forgetting"]),
+        "seed": int(p["seed"]),
+    }
+
+
+def _guard_settings(p: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`SampleGuard`'s arguments (besides the joint limits) from the node's parameters."""
+    return {
+        "margin": float(p["limit_margin"]),
+        "window": int(p["acceleration_window"]),
+        "degree": int(p["acceleration_degree"]),
+        "stamp_jump_s": float(p["stamp_jump_s"]),
+        "outlier_k": float(p["outlier_k"]),
+        "outlier_window": int(p["outlier_window"]),
+        "learn_max_hz": float(p["learn_max_hz"]),
+    }
+
+
+def _urdf_from_parameters(p: dict[str, Any]) -> str:
+    """The URDF text of ``robot_description``, else of the file ``urdf_path``; '' when both are empty
+    (it then comes from ``robot_description_topic``)."""
+    urdf = str(p["robot_description"])
+    if not urdf.strip() and p["urdf_path"]:
+        with open(str(p["urdf_path"]), encoding="utf-8") as f:
+            urdf = f.read()
+    return urdf if urdf.strip() else ""
 
 
 class InverseDynamicsNode(LearnerNode):
@@ -250,42 +278,14 @@ class InverseDynamicsNode(LearnerNode):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("inverse_dynamics", PARAMS, **kwargs)
         p = self.params
-        urdf = str(p["robot_description"])
-        if not urdf.strip() and p["urdf_path"]:
-            with open(str(p["urdf_path"]), encoding="utf-8") as f:
-                urdf = f.read()
-        names = [n for n in p["joint_names"] if n]
-        self.auto_joints = not names  # decided from the first joint states (or the restored model)
-        self._model_kwargs = {
-            "urdf": "",
-            "joint_names": names or None,
-            "mode": str(p["mode"]),
-            "prior": str(p["prior"]),
-            "n_features": int(p["n_features"]),
-            "bandwidth": float(p["bandwidth"]),
-            "lam_parametric": float(p["lam_parametric"]),
-            "lam_residual": float(p["lam_residual"]),
-            "friction": tuple(t for t in p["friction_terms"] if t),
-            "coulomb_smoothing": float(p["coulomb_smoothing_velocity"]),
-            "lam_friction": float(p["lam_friction"]),
-            "forgetting": float(p["forgetting"]),
-            "seed": int(p["seed"]),
-        }
+        self._model_kwargs = _model_settings(p)
+        # no joint_names: decided from the first joint states (or the restored model)
+        self.auto_joints = self._model_kwargs["joint_names"] is None
         self.learning = bool(p["learning"])
-        self._window, self._degree = int(p["acceleration_window"]), int(p["acceleration_degree"])
-        self._guard_kwargs = {
-            "margin": float(p["limit_margin"]),
-            "window": self._window,
-            "degree": self._degree,
-            "stamp_jump_s": float(p["stamp_jump_s"]),
-            "outlier_k": float(p["outlier_k"]),
-            "outlier_window": int(p["outlier_window"]),
-            "learn_max_hz": float(p["learn_max_hz"]),
-        }
+        self._guard_kwargs = _guard_settings(p)
         # fail at start on bad parameters, also when the URDF is to come from a topic later
-        one = np.ones(1)
-        SampleGuard(JointLimits(("check",), -one, one, one, one), **self._guard_kwargs)
-        self._urdf = urdf if urdf.strip() else ""
+        SampleGuard.check_settings(**self._guard_kwargs)
+        self._urdf = _urdf_from_parameters(p)
         self._accelerations: dict[str, float] = {}
         self.not_learned: dict[str, int] = {}
         self.other_joints = 0  # messages that carry none of the modelled joints (another source's)
@@ -296,9 +296,27 @@ class InverseDynamicsNode(LearnerNode):
         self._discovered_at: float | None = None  # when the joints were taken from a message
         self.joint_names: list[str] = []
         self.answer_calls = self.answered = 0  # callbacks that answered, and the answers they gave
-        self._order_cache: tuple[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] | None = None
+        self.joints = JointPicker()  # the model's joints' values from a message's by-name arrays
         self._moving: list[str] = []  # the URDF's moving joints
         self.ready = False  # a model serves (URDF and joints known)
+        self._create_topics()
+        # answer in the callback, learn on this thread: what queues while a block is learned is
+        # the next block (one rank-k update), and the answers never wait for learning
+        self.learner: BlockWorker[_ToLearn] = BlockWorker(
+            f"{self.get_name()}-learning",
+            self._learn_block,
+            LEARNING_QUEUE,
+            self._learning_failed,
+            min_interval=float(p["learning_period_s"]),
+        )
+        # The answering thread must get the GIL back quickly from the learning thread's Python
+        # parts: CPython's default switch interval (5 ms) alone would break a 2 ms answer budget.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
+        self.start_learner()
+
+    def _create_topics(self) -> None:
+        """The torque outputs, the joint-state input, and the optional acceleration and URDF inputs."""
+        p = self.params
         self.torque_pub = self.create_overridable_publisher(JointState, p["predicted_torque_topic"], 100)
         self.torque_array_pub = (
             self.create_overridable_publisher(Float64MultiArray, p["torque_array_topic"], 100)
@@ -315,18 +333,6 @@ class InverseDynamicsNode(LearnerNode):
             stream="joint_states",
             batch=JOINT_STATES_BATCH,
         )
-        # answer in the callback, learn on this thread: what queues while a block is learned is
-        # the next block (one rank-k update), and the answers never wait for learning
-        self.learner: BlockWorker[_ToLearn] = BlockWorker(
-            f"{self.get_name()}-learning",
-            self._learn_block,
-            LEARNING_QUEUE,
-            self._learning_failed,
-            min_interval=float(p["learning_period_s"]),
-        )
-        # The answering thread must get the GIL back quickly from the learning thread's Python
-        # parts: CPython's default switch interval (5 ms) alone would break a 2 ms answer budget.
-        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         if p["acceleration_topic"]:
             self.create_subscription(
                 JointState, p["acceleration_topic"], self._on_acceleration, qos_profile_sensor_data
@@ -341,7 +347,6 @@ class InverseDynamicsNode(LearnerNode):
             self.get_logger().info(
                 f"robot_description and urdf_path are empty: waiting for the URDF on {topic}"
             )
-        self.start_learner()
 
     def configure_learner(self) -> None:
         """Configure: with the URDF known, restore the checkpoint or build the model (in ``auto``
@@ -419,7 +424,7 @@ class InverseDynamicsNode(LearnerNode):
             self.reject("cannot build the model from the robot description", str(exc))
             return
         self._urdf = msg.data
-        if self._state_machine.current_state[1] in ("inactive", "active"):
+        if self.lifecycle_state in ("inactive", "active"):
             try:
                 self._setup(msg.data)
             except ValueError as exc:  # e.g. joint_names not in this URDF
@@ -458,31 +463,28 @@ class InverseDynamicsNode(LearnerNode):
             if value != wanted[name]
         ]
 
-    def swap_model(self, model: Any, loaded_file: tuple[str, int] | None = None) -> None:
-        with self.model_lock:
-            super().swap_model(model, loaded_file)
-            if not self.ready:
-                return
-            if model.joint_names != self.joint_names:  # auto mode: a model brings its joints
-                self._take_joints(model.joint_names)
-                self.get_logger().info(f"joints modelled now: {self.joint_names} (from the loaded model)")
-            else:  # another model: the last model's errors say nothing about it
-                self.guard.forget_errors()
-
-    def reload(self, path: Any, digest: str | None = None) -> tuple[bool, str]:
+    def model_swapped(self, model: SemiparametricInverseDynamics) -> None:
         if not self.ready:
-            if not self._model_kwargs["urdf"]:
-                return False, self._reload_failed("no robot description yet: cannot load a model")
-            try:  # auto joints not decided yet: the model decides them
-                model = self.read_model(path)
-            except (ModelFileError, ValueError, OSError) as exc:
-                return False, self._reload_failed(f"model reload from {path} failed: {exc}")
-            with self.model_lock:
-                self._serve(model)
-                super().swap_model(model, digest or self._file_key(Path(path)))  # version, bookkeeping
-            self.last_reload = f"{path} at {time.strftime('%Y-%m-%d %H:%M:%S')}"
-            return True, f"loaded {path}: joints {model.joint_names}"
-        return super().reload(path, digest)
+            return
+        if model.joint_names != self.joint_names:  # auto mode: a model brings its joints
+            self._take_joints(model.joint_names)
+            self.get_logger().info(f"joints modelled now: {self.joint_names} (from the loaded model)")
+        else:  # another model: the last model's errors say nothing about it
+            self.guard.forget_errors()
+
+    def reload(self, path: Any, digest: str | None = None) -> Outcome:
+        if self.ready:
+            return super().reload(path, digest)
+        if not self._model_kwargs["urdf"]:
+            return self.serving.failed("no robot description yet: cannot load a model")
+        try:  # auto joints not decided yet: the model decides them
+            model = self.read_model(path)
+        except (ModelFileError, ValueError, OSError) as exc:
+            return self.serving.failed(f"model reload from {path} failed: {exc}")
+        with self.model_lock:
+            self._serve(model)
+            self.serving.swap_loaded(model, path, digest)  # version, bookkeeping
+        return Outcome(True, f"loaded {path}: joints {model.joint_names}")
 
     def on_cleanup(self, state: Any) -> Any:
         result = super().on_cleanup(state)
@@ -508,50 +510,13 @@ class InverseDynamicsNode(LearnerNode):
                     guard.learn_max_hz = float(value)
 
     # ---------------------------------------------------------------- inputs
-    def _order(self, names: list[str]) -> np.ndarray:
-        """Where the model's joints are in a message's ``names`` (KeyError: some are missing); kept
-        while the names and the joints stay the same (a driver sends the same names every time)."""
-        key = (tuple(names), tuple(self.joint_names))
-        if self._order_cache is None or self._order_cache[0] != key:
-            index = {n: i for i, n in enumerate(names)}
-            missing = [j for j in self.joint_names if j not in index]
-            if missing:
-                raise KeyError(f"joints {missing} missing")
-            self._order_cache = (key, np.array([index[j] for j in self.joint_names], dtype=np.intp))
-        return self._order_cache[1]
-
-    def _pick(self, names: list[str], values: Any, what: str, required: bool = True) -> np.ndarray | None:
-        """Values of the model's joints from a by-name message array; ValueError when unusable."""
-        arr = np.asarray(values, dtype=np.float64)
-        if arr.size == 0 and not required:
-            return None
-        if arr.shape != (len(names),):
-            raise ValueError(f"{what} has {arr.size} values for {len(names)} names")
-        out = arr[self._order(names)]
-        if not np.all(np.isfinite(out)):
-            raise ArithmeticError(f"{what} contains NaN or Inf")
-        return out
-
     def _parse(self, msg: JointState) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
-        names = list(msg.name)
-        if len(set(names)) != len(names):
-            self.reject("duplicate joint names", str(names))
-            return None
+        """``(q, q̇, τ)`` of the model's joints in ``msg``; None when refused (counted)."""
         try:
-            q = self._pick(names, msg.position, "position")
-            qd = self._pick(names, msg.velocity, "velocity")
-            tau = self._pick(names, msg.effort, "effort", required=False)
-        except KeyError as exc:
-            self.reject("missing joints", str(exc))
+            return self.joints.state(msg.name, self.joint_names, msg.position, msg.velocity, msg.effort)
+        except RefusedSampleError as exc:
+            self.reject(exc.reason, exc.detail)
             return None
-        except ArithmeticError as exc:
-            self.reject("non-finite values", str(exc))
-            return None
-        except ValueError as exc:
-            self.reject("array lengths", str(exc))
-            return None
-        assert q is not None and qd is not None
-        return q, qd, tau
 
     def _on_acceleration(self, msg: JointState) -> None:
         self.stats.arrived("acceleration")
@@ -623,7 +588,7 @@ class InverseDynamicsNode(LearnerNode):
         if self.joint_names and not set(self.joint_names).intersection(msg.name):
             self.other_joints += 1  # partial joint states of another source (e.g. the gripper's)
             return None
-        stamp, learning = _stamp_seconds(msg), self.learning
+        stamp, learning = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec, self.learning
         parsed = self._parse(msg)
         if parsed is not None and learning and parsed[2] is None:
             self.reject("no effort", "learning is on but the message has no effort")
@@ -750,9 +715,9 @@ class InverseDynamicsNode(LearnerNode):
     ) -> PredictTorques.Response:
         names = list(request.name)
         try:
-            q = self._pick(names, request.position, "position")
-            qd = self._pick(names, request.velocity, "velocity")
-            qdd = self._pick(names, request.acceleration, "acceleration")
+            q = self.joints.pick(names, self.joint_names, request.position, "position")
+            qd = self.joints.pick(names, self.joint_names, request.velocity, "velocity")
+            qdd = self.joints.pick(names, self.joint_names, request.acceleration, "acceleration")
             with self.model_lock:
                 parts = self.model.predict(q, qd, qdd, return_parts=True)
         except (KeyError, ArithmeticError, ValueError) as exc:

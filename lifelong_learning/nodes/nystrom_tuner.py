@@ -60,7 +60,8 @@ from lifelong_learning.action import TuneModel
 from lifelong_learning.core.files import UnsafePathError, atomic_write_text, confined_path
 from lifelong_learning.core.model_file import read_model_kind
 from lifelong_learning.msg import ModelFile
-from lifelong_learning.nodes._base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec, run_node
+from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec
+from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.retraining.promotion import DEFAULT_MARGIN
 
 #: seconds destroy_node waits for a stopped job before it logs that the process waits on

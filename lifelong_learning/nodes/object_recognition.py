@@ -26,7 +26,8 @@ against the serialized message, because rclpy cuts a string at NUL), and a new c
 refusal is counted per reason (``/diagnostics``: ``rejected: <reason>``), warned about
 (rate-limited) and leaves the model untouched; the node keeps running. ``~/reset`` clears the
 model and the norm statistics. The model is checkpointed atomically every
-``checkpoint_interval_s`` and on shutdown, and restored on start (see ``_base.LearnerNode``).
+``checkpoint_interval_s`` and on shutdown, and restored on start (see
+:class:`~lifelong_learning.nodes.learner.LearnerNode`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ from rclpy.serialization import deserialize_message
 from lifelong_learning.learners.recognition_gate import RecognitionGate, Refusal
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.msg import Features, LabeledFeatures, Prediction
-from lifelong_learning.nodes._base import LearnerNode, ParamSpec, run_node
+from lifelong_learning.nodes.base import ParamSpec
+from lifelong_learning.nodes.learner import LearnerNode
+from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.srv import GetClassifierInfo, Predict
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -346,11 +349,9 @@ class ObjectRecognitionNode(LearnerNode):
         response.success, response.message = True, ""
         return response
 
-    def swap_model(self, model: Any, loaded_file: tuple[str, int] | None = None) -> None:
-        """Swap as the base does; an empty norm window is filled from the new model's samples."""
-        with self.model_lock:
-            super().swap_model(model, loaded_file)
-            self.gate.seed(model)
+    def model_swapped(self, model: IncrementalRLSC) -> None:
+        """An empty norm window is filled from the new model's samples (model lock held)."""
+        self.gate.seed(model)
 
     def forget_inputs(self) -> None:
         """``~/reset`` (model lock held): forget the norm statistics too, not only the model."""

@@ -240,3 +240,20 @@ def test_gate_with_infinite_margin_and_continuous_joints():
     assert limits.lower[0] == -np.inf and limits.upper[0] == np.inf and limits.effort[0] == 5.0
     guard = SampleGuard(limits, margin=np.inf)
     assert guard.admit(0.0, [1e9], [1e9], [1e9]).not_learned == WARMING_UP
+
+
+def test_settings_are_checked_without_joints():
+    """``check_settings`` refuses what the constructor refuses, before any joint is known (a node
+    checks its parameters at start; its URDF may come later)."""
+    SampleGuard.check_settings()  # the defaults
+    SampleGuard.check_settings(outlier_k=0.0, outlier_window=0)  # the outlier test off: no window
+    bad = ({"stamp_jump_s": 0.0}, {"stamp_jump_s": np.inf}, {"outlier_k": -1.0}, {"outlier_k": np.nan},
+           {"outlier_floor": np.nan}, {"margin": -1.0}, {"margin": np.nan}, {"window": 1}, {"degree": 0},
+           {"outlier_window": 0}, {"outlier_window": 10**6}, {"learn_max_hz": -1.0},
+           {"learn_max_hz": np.inf})  # fmt: skip
+    for kw in bad:
+        name = next(iter(kw))
+        with pytest.raises(ValueError, match=name.split("_")[0]):
+            SampleGuard.check_settings(**kw)
+        with pytest.raises(ValueError):
+            SampleGuard(LIMITS, **kw)

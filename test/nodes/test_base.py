@@ -16,7 +16,8 @@ pytestmark = pytest.mark.graph
 def make_node(context, **params):
     from rclpy.parameter import Parameter
 
-    from lifelong_learning.nodes._base import LearnerNode, ParamSpec
+    from lifelong_learning.nodes.base import ParamSpec
+    from lifelong_learning.nodes.learner import LearnerNode
 
     class RLSNode(LearnerNode):
         model_class = RLSModel
@@ -379,7 +380,7 @@ def test_checkpoints_are_written_off_the_callback_path(executor, spin, tmp_path,
 
     from lifelong_learning.core import model_file
     from lifelong_learning.core.model_file import load_model_file
-    from lifelong_learning.nodes import _base
+    from lifelong_learning.serving import checkpoints
 
     slow_write = model_file.save_model_file
     seen = threading.Event()  # set once the test has seen the executor run on during the write
@@ -389,7 +390,7 @@ def test_checkpoints_are_written_off_the_callback_path(executor, spin, tmp_path,
         seen.wait(30)  # and on until then: however loaded the machine, the ticks come during the write
         slow_write(path, snap)
 
-    monkeypatch.setattr(_base, "save_model_file", save_slowly)
+    monkeypatch.setattr(checkpoints, "save_model_file", save_slowly)
     ckpt = tmp_path / "ckpt.llm"
     node = make_node(executor.context, checkpoint_path=str(ckpt), checkpoint_interval_s=0.2)
     executor.add_node(node)

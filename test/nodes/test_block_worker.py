@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from lifelong_learning.nodes._block_worker import BlockWorker
+from lifelong_learning.nodes.block_worker import BlockWorker
 
 
 def test_items_queued_while_a_block_is_handled_form_the_next_block_in_order() -> None:

@@ -15,7 +15,8 @@ def test_nodes_are_the_executables(built_interfaces):
 
 def test_classes_parameters_and_default_files(built_interfaces):
     from lifelong_learning.nodes import catalog
-    from lifelong_learning.nodes._base import LearnerNode, NodeBase
+    from lifelong_learning.nodes.base import NodeBase
+    from lifelong_learning.nodes.learner import LearnerNode
 
     learners = {n for n in catalog.node_names() if catalog.is_learner(n)}
     assert {"object_recognition", "inverse_dynamics"} <= learners

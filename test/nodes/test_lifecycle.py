@@ -201,3 +201,88 @@ def test_a_destroyed_node_leaves_no_lifecycle_service_behind(rclpy_context):
             assert node is not None
         finally:
             observer.destroy_node()
+
+
+def probe_node(context: Any, name: str, outcomes: dict[str, Any]) -> Any:
+    """A lifecycle node (the state helper of nodes/lifecycle.py) whose transition callbacks return
+    or raise what ``outcomes`` says (default SUCCESS), recording the state each one ran in."""
+    from rclpy.lifecycle import TransitionCallbackReturn
+    from rclpy.node import Node
+
+    from lifelong_learning.nodes.lifecycle import LifecycleStateMixin
+
+    class Probe(LifecycleStateMixin, Node):
+        def __init__(self) -> None:
+            Node.__init__(self, name, context=context)
+            self.during: list[tuple[str, str]] = []
+            LifecycleStateMixin.__init__(self)
+
+        def answer(self, callback: str) -> Any:
+            self.during.append((callback, self.lifecycle_state))
+            outcome = outcomes.get(callback, TransitionCallbackReturn.SUCCESS)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+
+        def on_configure(self, state: Any) -> Any:
+            return self.answer("on_configure")
+
+        def on_activate(self, state: Any) -> Any:
+            return self.answer("on_activate")
+
+        def on_deactivate(self, state: Any) -> Any:
+            return self.answer("on_deactivate")
+
+        def on_cleanup(self, state: Any) -> Any:
+            return self.answer("on_cleanup")
+
+        def on_shutdown(self, state: Any) -> Any:
+            return self.answer("on_shutdown")
+
+        def on_error(self, state: Any) -> Any:
+            return self.answer("on_error")
+
+    return Probe()
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "steps"),
+    [
+        # configure, activate, deactivate, cleanup, configure, shutdown (from inactive)
+        ({}, [("configure", "inactive"), ("activate", "active"), ("deactivate", "inactive"),
+              ("cleanup", "unconfigured"), ("configure", "inactive"), ("shutdown", "finalized")]),
+        # a failed configure stays unconfigured; a failed activate stays inactive
+        ({"on_configure": "FAILURE"}, [("configure", "unconfigured"), ("shutdown", "finalized")]),
+        ({"on_activate": "FAILURE"}, [("configure", "inactive"), ("activate", "inactive")]),
+        # a configure that raises: error processing, whose success leads back to unconfigured
+        ({"on_configure": ValueError("no")}, [("configure", "unconfigured")]),
+        # an error that on_error cannot handle: finalized
+        ({"on_configure": "ERROR", "on_error": "FAILURE"}, [("configure", "finalized")]),
+        ({"on_shutdown": "FAILURE"},
+         [("configure", "inactive"), ("activate", "active"), ("shutdown", "finalized")]),
+    ],
+)  # fmt: skip
+def test_the_lifecycle_state_follows_the_transitions_as_get_state_reports_it(executor, call, outcomes, steps):
+    from lifecycle_msgs.srv import GetState
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    returns = {
+        k: getattr(TransitionCallbackReturn, v) if isinstance(v, str) else v for k, v in outcomes.items()
+    }
+    node = probe_node(executor.context, "lifecycle_state_probe", returns)
+    executor.add_node(node)
+    get_state = node.create_client(GetState, "/lifecycle_state_probe/get_state")
+
+    def reported() -> str:
+        return call(get_state, GetState.Request(), timeout=20).current_state.label
+
+    assert node.lifecycle_state == "unconfigured" == reported()
+    during = {"configure": "configuring", "activate": "activating", "deactivate": "deactivating",
+              "cleanup": "cleaningup", "shutdown": "shuttingdown"}  # fmt: skip
+    for transition, state in steps:
+        getattr(node, f"trigger_{transition}")()
+        assert node.during[0] == (f"on_{transition}", during[transition])
+        if len(node.during) > 1:  # ERROR or a raise: on_error ran, in errorprocessing
+            assert node.during[1] == ("on_error", "errorprocessing")
+        node.during.clear()
+        assert node.lifecycle_state == state == reported(), transition

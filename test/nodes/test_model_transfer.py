@@ -307,7 +307,7 @@ def test_a_latched_model_is_not_loaded_again_over_the_checkpoint_that_holds_it(
     ],
 )
 def test_a_received_name_never_leaves_the_folder(name, stored, built_interfaces):
-    from lifelong_learning.nodes._base import received_file_name
+    from lifelong_learning.serving.received import received_file_name
 
     assert received_file_name(name, "0123456789abcdef" * 4) == stored
 

@@ -195,7 +195,7 @@ def rls_node(context: Any, **params: Any) -> Any:
     from conftest import RLSModel
     from rclpy.parameter import Parameter
 
-    from lifelong_learning.nodes._base import LearnerNode
+    from lifelong_learning.nodes.learner import LearnerNode
 
     class RLSNode(LearnerNode):
         model_class = RLSModel

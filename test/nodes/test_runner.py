@@ -19,7 +19,8 @@ def node_classes(checkpoint):
     import rclpy
     from rclpy.parameter import Parameter
 
-    from lifelong_learning.nodes._base import LearnerNode, NodeBase
+    from lifelong_learning.nodes.base import NodeBase
+    from lifelong_learning.nodes.learner import LearnerNode
 
     quiet = [Parameter("diagnostics_period_s", value=0.0)]
 
@@ -72,7 +73,7 @@ def node_classes(checkpoint):
 def run_until(classes, done, sig=signal.SIGINT, signals=1):
     """run_nodes with a node of each class (``made``, in order) in this process, stopped by ``sig``
     (sent ``signals`` times) once ``done(made)`` (or after 30 s); returns (exit status, made)."""
-    from lifelong_learning.nodes._runner import run_nodes
+    from lifelong_learning.nodes.runner import run_nodes
 
     made = []
 
@@ -122,8 +123,8 @@ def test_two_nodes_one_failing_callback_and_a_final_checkpoint(built_interfaces,
 def test_a_node_blocked_in_a_callback_does_not_hold_up_the_others(built_interfaces, tmp_path, monkeypatch):
     """``up`` in one process: a callback of one node that takes long (a tuning job, a model load)
     leaves the other nodes serving, and the stop still writes the final checkpoint."""
-    from lifelong_learning.nodes._base import NodeBase
-    from lifelong_learning.nodes._runner import EXECUTOR_VARIABLE
+    from lifelong_learning.nodes.base import NodeBase
+    from lifelong_learning.nodes.runner import EXECUTOR_VARIABLE
 
     monkeypatch.delenv(EXECUTOR_VARIABLE, raising=False)
     checkpoint = tmp_path / "learner.llm"
@@ -163,8 +164,8 @@ def test_a_node_that_needs_more_threads_gets_them_beside_the_others(built_interf
     callback, and its cancel must get through) keeps its ``EXECUTOR_THREADS`` in one process."""
     from rclpy.callback_groups import ReentrantCallbackGroup
 
-    from lifelong_learning.nodes._base import NodeBase
-    from lifelong_learning.nodes._runner import EXECUTOR_VARIABLE
+    from lifelong_learning.nodes.base import NodeBase
+    from lifelong_learning.nodes.runner import EXECUTOR_VARIABLE
 
     monkeypatch.delenv(EXECUTOR_VARIABLE, raising=False)
     _, Learner = node_classes(tmp_path / "learner.llm")
@@ -202,8 +203,8 @@ def test_the_executor_variable_puts_every_node_on_one_executor(built_interfaces,
     from conftest import new_context
     from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 
-    from lifelong_learning.nodes._base import NodeBase
-    from lifelong_learning.nodes._runner import EXECUTOR_VARIABLE, make_executors
+    from lifelong_learning.nodes.base import NodeBase
+    from lifelong_learning.nodes.runner import EXECUTOR_VARIABLE, make_executors
 
     with new_context() as ctx:
         nodes = [NodeBase(name, context=ctx) for name in ("a", "b")]
@@ -240,7 +241,7 @@ def test_the_executor_variable_puts_every_node_on_one_executor(built_interfaces,
 
 
 def test_a_node_that_cannot_start_exits_2_without_checkpoints(built_interfaces, tmp_path, capsys):
-    from lifelong_learning.nodes._runner import run_nodes
+    from lifelong_learning.nodes.runner import run_nodes
 
     checkpoint = tmp_path / "learner.llm"
     _, Learner = node_classes(checkpoint)
@@ -254,7 +255,7 @@ def test_a_node_that_cannot_start_exits_2_without_checkpoints(built_interfaces, 
 
 
 def test_sighup_stops_too_unless_ignored(built_interfaces):
-    from lifelong_learning.nodes._runner import stop_signals
+    from lifelong_learning.nodes.runner import stop_signals
 
     previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
     try:
@@ -274,8 +275,8 @@ def test_realtime_is_not_applied_where_the_spinning_thread_serves_more(built_int
     from rclpy.parameter import Parameter
 
     from lifelong_learning.core.realtime import thread_policy
-    from lifelong_learning.nodes._base import NodeBase
-    from lifelong_learning.nodes._runner import _apply_realtime
+    from lifelong_learning.nodes.base import NodeBase
+    from lifelong_learning.nodes.runner import _apply_realtime
 
     quiet = [Parameter("diagnostics_period_s", value=0.0)]
 

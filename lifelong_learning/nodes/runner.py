@@ -19,7 +19,7 @@ and works for a single node as well:
   alike. rclpy's own handlers (SIGINT and SIGTERM in Kilted) are not installed: they shut the
   context down at once, so that the final checkpoint would be logged by a dead context, and a
   second Ctrl-C would interrupt it with KeyboardInterrupt. Instead the first signal ends
-  spinning, every :class:`~lifelong_learning.nodes._base.LearnerNode` writes its final
+  spinning, every :class:`~lifelong_learning.nodes.learner.LearnerNode` writes its final
   checkpoint (:meth:`shutdown`) while the context is still valid, then the nodes are destroyed.
   Further signals while this happens are ignored (``ros2 launch`` and a terminal both send
   SIGINT on Ctrl-C); the checkpoint writes are atomic, so even SIGKILL cannot corrupt a file.
@@ -45,7 +45,8 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from lifelong_learning.core.realtime import make_realtime
-from lifelong_learning.nodes._base import LearnerNode, NodeBase
+from lifelong_learning.nodes.base import NodeBase
+from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.supervisor import STOP_SIGNALS, StopSignals, stop_signals
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "make_executor",
     "make_executors",
     "owner_of",
+    "run_node",
     "run_nodes",
     "stop_signals",
 ]
@@ -334,3 +336,14 @@ def run_nodes(
         rclpy.try_shutdown()
         stop.restore()
     return 1 if failures else 0
+
+
+def run_node(
+    factory: Callable[..., Node], args: Sequence[str] | None = None, threads: int | None = None
+) -> int:
+    """Run one node until Ctrl-C/SIGTERM; learner nodes write a final checkpoint on the way out.
+
+    The ``main()`` of every node executable: :func:`run_nodes` with one node (signals, callback
+    failures and the final checkpoint are handled there).
+    """
+    return run_nodes([factory], args, threads)

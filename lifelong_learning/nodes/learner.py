@@ -1,0 +1,521 @@
+"""LearnerNode: a node that holds a learned model (imports rclpy: only for modules that run nodes).
+
+A thin adapter: the parameters, services (``~/save_model``, ``~/load_model``, ``~/reset``,
+``~/rollback``), model topics, checkpoint timer and lifecycle of a learner node, wired to the
+ROS-free :class:`~lifelong_learning.serving.ServingCore`, which holds the model and does
+everything to it. What a learner node does with its models, and why: ``docs/serving.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from diagnostic_msgs.msg import DiagnosticStatus
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.lifecycle import LifecycleState, TransitionCallbackReturn
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.service import Service
+from rclpy.subscription import Subscription
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from lifelong_learning.core.model_file import MAX_MODEL_BYTES, ModelFileError
+from lifelong_learning.core.persistence import PersistentModel
+from lifelong_learning.core.realtime import normal_policy_here
+from lifelong_learning.msg import ModelFile as ModelFileMessage
+from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec
+from lifelong_learning.nodes.lifecycle import LifecycleStateMixin
+from lifelong_learning.serving import DEFAULT_MAX_RECEIVED_MODEL_BYTES, Outcome, RefusedError, ServingCore
+from lifelong_learning.serving.history import ModelHistory
+from lifelong_learning.srv import LoadModel, SaveModel
+
+LEARNER_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec(
+        "checkpoint_path",
+        "",
+        "Model file written every checkpoint_interval_s and on shutdown, and restored on start; "
+        "'' disables checkpoints. '~' expands to the home directory.",
+    ),
+    ParamSpec(
+        "checkpoint_interval_s",
+        30.0,
+        "Seconds between checkpoints (0: only on shutdown and cleanup; settable at run time).",
+        bounds=(0.0, 86400.0),
+        at_run_time=True,
+    ),
+    ParamSpec(
+        "restore_on_start",
+        True,
+        "Load checkpoint_path when the node is configured (at start with autostart) if it exists; "
+        "the checkpoint's hyperparameters win over conflicting parameters (logged as a conflict).",
+    ),
+    ParamSpec(
+        "autostart",
+        True,
+        "Configure and activate at start (true: works without a lifecycle manager); false: stay "
+        "unconfigured until a lifecycle manager (nav2_lifecycle_manager, ros2 lifecycle set) "
+        "configures and activates the node.",
+    ),
+    ParamSpec(
+        "model_topic",
+        "tuned_model",
+        "std_msgs/String (reliable, transient local): paths of model files to hot-reload, e.g. "
+        "from nystrom_tuner; files of another kind are ignored; '' disables.",
+    ),
+    ParamSpec(
+        "model_directory",
+        DEFAULT_MODEL_DIRECTORY,
+        "The directory that ~/save_model, ~/load_model and the paths announced on model_topic "
+        "are confined to: relative paths are taken under it, and a path that resolves outside "
+        "it (symlinks and '..' followed) is refused and counted ('path refused'). '~' expands; "
+        "'' = ~/.ros/lifelong_learning (the nystrom_tuner's default output_dir). Stale temporary "
+        "files of killed writes in it are removed at start.",
+    ),
+    ParamSpec(
+        "allow_paths_outside_model_directory",
+        False,
+        "Let ~/save_model, ~/load_model and model_topic use paths outside model_directory. "
+        "Saves still never replace a symlink, a directory, a special file or a non-model file.",
+    ),
+    ParamSpec(
+        "keep_previous_models",
+        3,
+        "Models kept on disk in <model_directory>/previous/<node>/ when the serving model is "
+        "replaced (hot reload, received model, ~/reset), for ~/rollback; the oldest beyond this "
+        "count are removed. 0 keeps none (and ~/rollback has nothing to roll back to).",
+        bounds=(0, 100),
+    ),
+    ParamSpec(
+        "model_data_topic",
+        "tuned_model_data",
+        "lifelong_learning/ModelFile (reliable, transient local, depth 1): model files as bytes, "
+        "from a tuner without a shared filesystem; the SHA-256 and the model's fit are checked, "
+        "then it is stored in <model_directory>/received/<node>/ and hot-reloaded; files of "
+        "another kind are ignored; '' disables.",
+    ),
+    ParamSpec(
+        "max_model_bytes",
+        DEFAULT_MAX_RECEIVED_MODEL_BYTES,
+        "The largest model file taken from model_data_topic, in bytes (512 MiB); larger ones are "
+        "refused and counted ('model too large').",
+        bounds=(1, MAX_MODEL_BYTES),
+    ),
+)
+
+
+class _NodeReport:
+    """The serving core's reports as the node's log lines and counted rejections."""
+
+    def __init__(self, node: NodeBase) -> None:
+        self._node = node
+
+    def info(self, message: str) -> None:
+        self._node.get_logger().info(message)
+
+    def warning(self, message: str) -> None:
+        self._node.get_logger().warning(message)
+
+    def error(self, message: str) -> None:
+        self._node.get_logger().error(message)
+
+    def reject(self, reason: str, detail: str, warn: bool = True) -> None:
+        self._node.reject(reason, detail, warn)
+
+
+def _as_bytes(data: Any) -> bytes | memoryview:
+    """A message's ``uint8[]`` as bytes, without a copy when it is a buffer (array or numpy)."""
+    try:
+        return memoryview(data).cast("B")
+    except TypeError:
+        return bytes(data)
+
+
+class LearnerNode(LifecycleStateMixin, NodeBase):
+    """A managed node holding a learned model, with save/load/reset/rollback services and checkpoints.
+
+    Its model, and every replacement of it (hot reload of the files announced on ``model_topic``
+    or received as bytes on ``model_data_topic``, ``~/load_model``, ``~/reset``, ``~/rollback``),
+    is the :class:`~lifelong_learning.serving.ServingCore`'s (:attr:`serving`); the paths that
+    requests name are confined to ``model_directory``. Why, and the rules: ``docs/serving.md``.
+
+    Subclasses set :attr:`model_class` (a :class:`~lifelong_learning.core.persistence.PersistentModel`:
+    its ``kind`` is what the node loads, its model files are the node's checkpoints), implement
+    :meth:`new_model` and, when a loaded model can be of the right kind but unfit for this node
+    (another dimension, other joints), :meth:`check_model`; they may extend :meth:`model_swapped`
+    and :meth:`forget_inputs`. They hold ``with self.model_lock:`` around every use of
+    ``self.model``, for the whole predict/update of one message, so that no message sees a
+    half-swapped model, and call :meth:`start_learner` at the end of their ``__init__``.
+    """
+
+    #: the learner this node serves
+    model_class: ClassVar[type[PersistentModel]]
+
+    LEARNER_PARAMS: tuple[ParamSpec, ...] = LEARNER_PARAMS
+
+    def __init__(self, node_name: str, params: Sequence[ParamSpec] = (), **kwargs: Any):
+        NodeBase.__init__(self, node_name, (*self.LEARNER_PARAMS, *params), **kwargs)
+        p = self.params
+        checkpoint = str(p["checkpoint_path"])
+        self.serving = ServingCore(
+            self.model_class,
+            model_directory=Path(os.path.expanduser(str(p["model_directory"]) or DEFAULT_MODEL_DIRECTORY)),
+            # the node's own folders under model_directory, by fully qualified name (robots do not collide)
+            own=Path(*self.get_fully_qualified_name().strip("/").split("/")),
+            keep_previous=int(p["keep_previous_models"]),
+            checkpoint_path=Path(os.path.expanduser(checkpoint)) if checkpoint else None,
+            checkpoint_name=checkpoint,
+            max_received_bytes=int(p["max_model_bytes"]),
+            allow_outside=bool(p["allow_paths_outside_model_directory"]),
+            check=self.check_model,
+            on_swap=self.model_swapped,
+            report=_NodeReport(self),
+        )
+        #: held around every use of :attr:`model` (re-entrant; the serving core's lock)
+        self.model_lock = self.serving.lock
+        self.service_group = MutuallyExclusiveCallbackGroup()
+        self.reload_group = MutuallyExclusiveCallbackGroup()
+        self.active = False
+        self.ignored_inactive = 0  # input messages that arrived while the node was not active
+        self._configured: list[Any] = []  # services, timers and subscriptions made by configure
+        self._checkpoint_timer: Any = None
+        self._checkpoint_writer: threading.Thread | None = None
+        self._configure_error: Exception | None = None
+        LifecycleStateMixin.__init__(self, callback_group=self.service_group)
+
+    # ---------------------------------------------------------------- the serving core's state
+    @property
+    def model(self) -> Any:
+        """The serving model (None while unconfigured); use it under :attr:`model_lock`."""
+        return self.serving.model
+
+    @model.setter
+    def model(self, model: Any) -> None:
+        self.serving.model = model
+
+    @property
+    def model_version(self) -> int:
+        """Bumped on every swap (reload, reset, rollback)."""
+        return self.serving.version
+
+    @property
+    def updates_since_checkpoint(self) -> int:
+        """Changes to the model not in the checkpoint yet (a subclass adds what it learned)."""
+        return self.serving.updates_since_checkpoint
+
+    @updates_since_checkpoint.setter
+    def updates_since_checkpoint(self, n: int) -> None:
+        self.serving.updates_since_checkpoint = n
+
+    @property
+    def history(self) -> ModelHistory:
+        """The replaced models kept for ``~/rollback``."""
+        return self.serving.history
+
+    @property
+    def checkpoint_path(self) -> Path | None:
+        """The checkpoint file (None: checkpoints disabled)."""
+        return self.serving.checkpoints.path
+
+    @property
+    def checkpoint_error(self) -> str | None:
+        """The failure of the last checkpoint attempt; None when it succeeded."""
+        return self.serving.checkpoints.error
+
+    @property
+    def last_checkpoint(self) -> str:
+        """When the last checkpoint was written (or where the model was restored from)."""
+        return self.serving.checkpoints.last
+
+    @property
+    def ignored_model_files(self) -> int:
+        """Announced or received model files of another kind (for another node)."""
+        return self.serving.ignored_model_files
+
+    # ---------------------------------------------------------------- subclass hooks
+    def new_model(self) -> PersistentModel:
+        """A fresh, untrained model from the node's parameters."""
+        raise NotImplementedError
+
+    def check_model(self, model: PersistentModel) -> None:
+        """Raise ValueError if ``model`` (of the right kind, read from a file) does not fit this node."""
+
+    def parameter_conflicts(self, model: PersistentModel) -> list[str]:
+        """How a restored ``model``'s hyperparameters differ from this node's parameters, one text per
+        difference (``"mode: checkpoint 'parametric', parameter 'semiparametric'"``); none by default."""
+        return []
+
+    def configure_learner(self) -> None:
+        """Subclass hook of the configure transition, after the model services exist: build or
+        restore the model (default :meth:`build_model`) and create the node's own services with
+        :meth:`create_configured_service`. Raise ValueError/OSError to fail the transition."""
+        self.build_model()
+
+    def model_swapped(self, model: Any) -> None:
+        """Subclass hook, called with the model lock held after every swap of the serving model
+        (reload, reset, rollback): adapt what the node keeps about the model."""
+
+    def forget_inputs(self) -> None:
+        """Subclass hook, called by ``~/reset`` with the model lock held: forget what the node keeps
+        about its input streams besides the model (filters, stamps, statistics)."""
+
+    # ---------------------------------------------------------------- lifecycle
+    def start_learner(self) -> None:
+        """Call at the end of the subclass ``__init__``: with ``autostart`` (the default), configure
+        and activate now, as a lifecycle manager would; otherwise wait, unconfigured, for one.
+
+        Raises:
+            ValueError / OSError: the configuration failed (e.g. ``checkpoint_path`` is a directory
+                or a symlink): the node does not start, exit status 2.
+        """
+        if not self.params["autostart"]:
+            self.get_logger().info("autostart is false: unconfigured, waiting for a lifecycle manager")
+            return
+        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            error = self._configure_error
+            raise error if isinstance(error, ValueError | OSError) else ValueError("configure failed")
+        self.trigger_activate()
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Configure: files checked, model services, checkpoint timer, model topic, then the model."""
+        self._configure_error = None
+        try:
+            self.serving.prepare_files()
+            self.create_configured_service(SaveModel, "~/save_model", self._on_save)
+            self.create_configured_service(LoadModel, "~/load_model", self._on_load)
+            self.create_configured_service(Trigger, "~/reset", self._on_reset)
+            self.create_configured_service(Trigger, "~/rollback", self._on_rollback)
+            self._schedule_checkpoints(float(self.params["checkpoint_interval_s"]))
+            # transient local: a model announced before this node started is still delivered (the
+            # paths: the last 5; the bytes: the last 2, what the tuner keeps, one per kind in turn)
+            self._subscribe_to_models(String, "model_topic", self._on_model_announced, depth=5)
+            self._subscribe_to_models(ModelFileMessage, "model_data_topic", self._on_model_data, depth=2)
+            self.configure_learner()
+        except (ValueError, OSError) as exc:
+            self._configure_error = exc
+            self.get_logger().error(f"configure failed: {exc}")
+            self._destroy_configured()
+            return TransitionCallbackReturn.FAILURE
+        self.get_logger().info("configured")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Activate: serve and learn from the input topics."""
+        self.active = True
+        self.get_logger().info("active: serving and learning")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Deactivate: input messages are ignored (counted), the model is kept, services answer."""
+        self.active = False
+        self.get_logger().info("inactive: input topics ignored, model kept")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Clean up: final checkpoint, then the model and what configure created are dropped."""
+        self.shutdown()
+        self._destroy_configured()
+        with self.model_lock:
+            self.model = None
+            self.forget_inputs()
+        self.get_logger().info("cleaned up: model released (the checkpoint keeps it)")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Shut down (from any state): the final checkpoint, if there is a model."""
+        self.active = False
+        self.shutdown()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """A transition raised: back to unconfigured, model kept on disk by the last checkpoint."""
+        self.active = False
+        self.get_logger().error("a lifecycle transition failed; the node is unconfigured")
+        self._destroy_configured()
+        return TransitionCallbackReturn.SUCCESS
+
+    def accepting(self) -> bool:
+        """Only while active; messages that arrive otherwise are counted (``ignored while inactive``)."""
+        if not self.active:
+            self.ignored_inactive += 1
+        return self.active
+
+    def create_configured_service(self, srv_type: Any, name: str, callback: Callable[..., Any]) -> Any:
+        """A service that exists while the node is configured (destroyed by cleanup)."""
+        service = self.create_service(srv_type, name, callback, callback_group=self.service_group)
+        self._configured.append(service)
+        return service
+
+    def _subscribe_to_models(
+        self, msg_type: Any, param: str, callback: Callable[[Any], None], depth: int
+    ) -> None:
+        """A reliable, transient-local subscription on the topic parameter ``param`` names ('' = none)."""
+        topic = str(self.params[param])
+        if not topic:
+            return
+        qos = QoSProfile(
+            depth=depth, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+        )
+        self._configured.append(
+            self.create_subscription(msg_type, topic, callback, qos, callback_group=self.reload_group)
+        )
+
+    def _destroy_configured(self) -> None:
+        self._schedule_checkpoints(0.0)
+        for entity in self._configured:
+            if isinstance(entity, Service):
+                self.destroy_service(entity)
+            elif isinstance(entity, Subscription):
+                self.destroy_subscription(entity)
+        self._configured.clear()
+
+    def apply_parameter(self, name: str, value: Any) -> None:
+        super().apply_parameter(name, value)
+        if name == "checkpoint_interval_s" and self._checkpoint_timer is not None:
+            self._schedule_checkpoints(float(value))
+
+    # ---------------------------------------------------------------- the model
+    def build_model(self) -> None:
+        """Restore the checkpoint (``restore_on_start``) or create a new model, and serve it.
+
+        A checkpoint that cannot be read or does not fit this node is moved aside and a fresh model
+        serves; one whose hyperparameters differ from the parameters is restored (the checkpoint
+        wins) and the conflicts are logged and shown in diagnostics (``docs/serving.md``).
+        """
+        model = self.restore_checkpoint()
+        with self.model_lock:
+            self.model = model if model is not None else self.new_model()
+
+    def restore_checkpoint(self) -> PersistentModel | None:
+        """The checkpoint's model, or None (none, not wanted, or moved aside: see :meth:`build_model`)."""
+        return self.serving.restore(self.parameter_conflicts, wanted=bool(self.params["restore_on_start"]))
+
+    def read_model(self, path: str | os.PathLike[str]) -> PersistentModel:
+        """Read, build and check a model from ``path`` (does not touch the serving model)."""
+        return self.serving.read(path)
+
+    def reload(self, path: str | os.PathLike[str], digest: str | None = None) -> Outcome:
+        """Hot reload of the model in ``path`` (:meth:`ServingCore.reload`): ``(success, message)``;
+        on failure the old model keeps serving (counted ``"model reload failed"``)."""
+        return self.serving.reload(path, digest)
+
+    def rollback(self) -> Outcome:
+        """Serve the most recent previous model again (:meth:`ServingCore.rollback`)."""
+        return self.serving.rollback()
+
+    def checkpoint(self) -> bool:
+        """Write the checkpoint if anything changed since the last one (or the last attempt failed);
+        True when written. A failure is retried by the next one and shown at ERROR in diagnostics."""
+        return self.serving.checkpoint()
+
+    def shutdown(self) -> None:
+        """Final checkpoint; called by :func:`~lifelong_learning.nodes.runner.run_node` on exit."""
+        if self.checkpoint():
+            self.get_logger().info(f"final checkpoint written to {self.checkpoint_path}")
+
+    def _schedule_checkpoints(self, interval: float) -> None:
+        if self._checkpoint_timer is not None:
+            self.destroy_timer(self._checkpoint_timer)
+            self._checkpoint_timer = None
+        if self.checkpoint_path is not None and interval > 0:
+            self._checkpoint_timer = self.create_timer(
+                interval, self._checkpoint_off_the_callback_path, callback_group=self.service_group
+            )
+
+    def _checkpoint_off_the_callback_path(self) -> None:
+        """The checkpoint timer: the snapshot (under the model lock) and the write run on a thread of
+        their own, so that the executor goes on answering inputs meanwhile (a single-threaded
+        executor would otherwise wait for the disk); a tick while the last write runs is skipped."""
+        writer = self._checkpoint_writer
+        if writer is not None and writer.is_alive():
+            return
+        self._checkpoint_writer = threading.Thread(
+            target=self._background_checkpoint, name="checkpoint", daemon=True
+        )
+        self._checkpoint_writer.start()
+
+    def _background_checkpoint(self) -> None:
+        normal_policy_here()  # started by the executor's thread, which may run at a real-time priority
+        self.checkpoint()
+
+    # ---------------------------------------------------------------- services and model topics
+    def _on_save(self, request: SaveModel.Request, response: SaveModel.Response) -> SaveModel.Response:
+        try:
+            path = self.serving.request_path(request.path, for_writing=True)
+            self.serving.write(path)
+            response.success, response.message = True, f"saved to {path}"
+        except RefusedError as exc:
+            response.success, response.message = False, str(exc)
+        except (OSError, ModelFileError, ValueError) as exc:
+            response.success, response.message = False, f"save failed: {exc}"
+        return response
+
+    def _on_load(self, request: LoadModel.Request, response: LoadModel.Response) -> LoadModel.Response:
+        try:
+            path = self.serving.request_path(request.path, for_writing=False)
+        except RefusedError as exc:
+            response.success, response.message = False, str(exc)
+            return response
+        response.success, response.message = self.reload(path)
+        return response
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """A new model from the parameters; the old one is kept for ``~/rollback`` first."""
+        response.success, response.message = self.serving.reset(self.new_model, self.forget_inputs)
+        return response
+
+    def _on_rollback(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = self.rollback()
+        if not response.success:
+            self.get_logger().warning(f"~/rollback: {response.message}")
+        return response
+
+    def _on_model_announced(self, msg: String) -> None:
+        self.serving.announced(msg.data, str(self.params["model_topic"]), self.reload)
+
+    def _on_model_data(self, msg: ModelFileMessage) -> None:
+        """A model file as bytes (``model_data_topic``): checked, stored, hot-reloaded."""
+        where = str(self.params["model_data_topic"])
+        self.serving.receive(msg.kind, msg.name, _as_bytes(msg.data), msg.sha256, where, self.reload)
+
+    # ---------------------------------------------------------------- diagnostics
+    def diagnostic_values(self) -> dict[str, str]:
+        values = super().diagnostic_values()
+        serving, checkpoints = self.serving, self.serving.checkpoints
+        values["lifecycle state"] = self.lifecycle_state
+        values["ignored while inactive"] = str(self.ignored_inactive)
+        values["checkpoint size [MB]"] = (
+            "none written" if checkpoints.nbytes is None else f"{checkpoints.nbytes / 1e6:.2f}"
+        )
+        if checkpoints.conflicts:
+            values["checkpoint conflicts (checkpoint wins)"] = "; ".join(checkpoints.conflicts)
+        values["last checkpoint"] = checkpoints.last
+        values["last checkpoint error"] = checkpoints.error or "none"
+        values["last reload"] = serving.last_reload
+        values["ignored model files"] = str(serving.ignored_model_files)
+        values["model version"] = str(serving.version)
+        values["previous models kept"] = f"{len(serving.history.files())} of {serving.history.keep}"
+        values["last rollback"] = serving.last_rollback
+        values["models received"] = str(serving.received.loaded)
+        values["last model received"] = serving.received.last
+        return values
+
+    def diagnostic_problems(self) -> list[tuple[bytes, str]]:
+        problems = super().diagnostic_problems()
+        error = self.checkpoint_error
+        if error is not None:
+            text = f"checkpoint failing ({error}); last written: {self.last_checkpoint}"
+            problems.append((DiagnosticStatus.ERROR, text))
+        return problems
+
+    def idle_message(self) -> str:
+        state = self.lifecycle_state
+        return "running" if state == "active" else f"{state} (lifecycle)"
+
+    def destroy_node(self) -> None:
+        """Destroy the node and its lifecycle services (:meth:`destroy_lifecycle_services`)."""
+        super().destroy_node()
+        self.destroy_lifecycle_services()

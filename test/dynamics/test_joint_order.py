@@ -1,0 +1,41 @@
+"""JointPicker: the model's joints by name from a joint state's arrays, refusals by reason."""
+
+import numpy as np
+import pytest
+
+from lifelong_learning.dynamics.guard import RefusedSampleError
+from lifelong_learning.dynamics.joint_order import JointPicker
+
+JOINTS = ["a", "b"]
+
+
+def test_values_in_the_model_order_extra_joints_ignored():
+    picker = JointPicker()
+    q, qd, tau = picker.state(["gripper", "b", "a"], JOINTS, [9.0, 2.0, 1.0], [0.0, 0.2, 0.1], [])
+    assert q.tolist() == [1.0, 2.0] and qd.tolist() == [0.1, 0.2] and tau is None
+    assert picker.order(["gripper", "b", "a"], JOINTS).tolist() == [2, 1]
+    assert picker.order(["a", "b"], JOINTS).tolist() == [0, 1]  # other names: a new index
+
+
+@pytest.mark.parametrize(
+    ("names", "position", "velocity", "effort", "reason"),
+    [
+        (["a", "a", "b"], [0, 0, 0], [0, 0, 0], [], "duplicate joint names"),
+        (["a"], [0], [0], [], "missing joints"),
+        (["a", "b"], [0, np.nan], [0, 0], [], "non-finite values"),
+        (["a", "b"], [0, 0], [0, 0], [0, np.inf], "non-finite values"),
+        (["a", "b"], [0, 0], [0], [], "array lengths"),
+    ],
+)
+def test_refusals_carry_their_reason(names, position, velocity, effort, reason):
+    with pytest.raises(RefusedSampleError) as info:
+        JointPicker().state(names, JOINTS, position, velocity, effort)
+    assert info.value.reason == reason
+
+
+def test_pick_raises_what_a_request_answers_with():
+    picker = JointPicker()
+    with pytest.raises(KeyError, match="missing"):
+        picker.pick(["a"], JOINTS, [0.0], "position")
+    with pytest.raises(ValueError, match="position has 1 values for 2 names"):
+        picker.pick(["a", "b"], JOINTS, [0.0], "position")
