@@ -31,10 +31,8 @@ GENERATED = {"msg", "srv", "action"}  # built by colcon from msg/, srv/, action/
 #: "serving" helper: nodes/_base.py split into public modules, nodes/_runner.py → runner.py,
 #: nodes/_block_worker.py → block_worker.py). THE INTEGRATOR EMPTIES BOTH AT MERGE: a listed case
 #: that no longer occurs fails the tests below, so that the lists cannot outlive their reason.
-KNOWN_CYCLES_FIXED_ELSEWHERE: set[frozenset[str]] = {
-    frozenset({"nodes._base", "nodes._runner", "nodes.supervisor", "nodes.catalog"}),
-}
-KNOWN_PRIVATE_FIXED_ELSEWHERE: set[str] = {"nodes._base", "nodes._runner", "nodes._block_worker"}
+KNOWN_CYCLES_FIXED_ELSEWHERE: set[frozenset[str]] = set()
+KNOWN_PRIVATE_FIXED_ELSEWHERE: set[str] = set()
 
 
 def _unit(module: str) -> str:

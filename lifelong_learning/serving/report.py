@@ -52,7 +52,7 @@ class LogReporter:
     """A :class:`Reporter` on a :mod:`logging` logger that counts rejections per reason."""
 
     def __init__(self, logger: logging.Logger | None = None) -> None:
-        self.logger = logger or logging.getLogger("lifelong_learning.serving")
+        self.logger = logger or logging.getLogger(__name__)
         self.rejections: dict[str, int] = {}
 
     def info(self, message: str) -> None:
