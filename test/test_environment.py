@@ -1,4 +1,4 @@
-"""The README's manual environment: ``source scripts/env.sh`` then Python, from the repository
+"""The manual environment of docs/robot.md: ``source scripts/env.sh`` then Python, from the repository
 root (where the source tree comes first on ``sys.path``) and from any other folder."""
 
 import os

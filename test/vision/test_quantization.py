@@ -1,6 +1,6 @@
 """int8 features: agreement with fp32, the cache of quantized files, corrupt files, the precision setting.
 
-Tolerance (stated in docs/benchmarks/vision.md and the README): on rendered objects the int8
+Tolerance (stated in docs/benchmarks/vision.md and docs/robot.md): on rendered objects the int8
 features of EfficientNet-Lite0 have a median cosine similarity ≥ 0.92 to the fp32 ones (0.95
 measured) and ≥ 0.75 for every view (0.85 measured); a nearest-class-mean classifier gives the
 same answers on both, and the fp32 ImageNet classifier reads the same classes from both.
