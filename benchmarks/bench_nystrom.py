@@ -31,7 +31,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from machine import cpu_model  # noqa: E402 - benchmarks/machine.py (sys.path[0] is benchmarks/)
+from harness import cpu_model, usable_cores  # noqa: E402 - benchmarks/harness (sys.path[0] is benchmarks/)
 
 from lifelong_learning.nystrom import NystromKRR, exact_objective, tune  # noqa: E402
 from lifelong_learning.nystrom.export import to_recursive_rls  # noqa: E402
@@ -394,7 +394,7 @@ def main() -> None:
         "",
         f"Command: `{cmd}` (threads pinned to 1: OMP/MKL/OPENBLAS/NUMBA_NUM_THREADS=1, "
         "torch.set_num_threads(1)).",
-        f"Machine: {os.cpu_count()} CPUs (`nproc`), {cpu_model()}; torch {torch.__version__}, CPU only. "
+        f"Machine: {usable_cores()} CPUs (`nproc`), {cpu_model()}; torch {torch.__version__}, CPU only. "
         "**CUDA was not measured** (no GPU here).",
         f"Total benchmark time: {time.perf_counter() - t_start:.0f} s.",
         "",

@@ -45,7 +45,7 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import describe_machine  # noqa: E402
+from harness import describe_machine  # noqa: E402 - benchmarks/harness
 
 from lifelong_learning.nystrom import NystromKRR, tune  # noqa: E402
 from lifelong_learning.nystrom.distributed import JobProgress, contiguous_shares, joined  # noqa: E402
