@@ -106,8 +106,9 @@ class NodeUnderTest:
     messages (default: the node, or the program). ``env``: variables added
     to the child's environment. Its output goes to ``node.log`` in ``folder`` (default: a new
     temporary folder), shown when it fails to come up (:meth:`wait_for`). On entry: the private
-    domain, the process, ``rclpy.init`` and the peer node ``peer_name`` (:attr:`peer`); on exit,
-    in reverse: the peer, ``rclpy`` and the process (SIGINT, SIGKILL after ``stop_timeout`` s).
+    domain, the process, an rclpy context of its own (:attr:`context`) and the peer node
+    ``peer_name`` in it (:attr:`peer`); on exit, in reverse: the peer, the context and the
+    process (SIGINT, SIGKILL after ``stop_timeout`` s).
     """
 
     def __init__(
@@ -133,6 +134,7 @@ class NodeUnderTest:
         self.folder = folder
         self._stop_timeout = stop_timeout
         self.process: Any = None  # NodeProcess, once started
+        self.context: Any = None  # rclpy Context of the peer
         self.peer: Any = None  # rclpy Node
         self.executor: Any = None
 
@@ -156,11 +158,13 @@ class NodeUnderTest:
         )
         try:
             import rclpy
+            from rclpy.context import Context
             from rclpy.executors import SingleThreadedExecutor
 
-            rclpy.init()
-            self.peer = rclpy.create_node(self._peer_name)
-            self.executor = SingleThreadedExecutor()
+            self.context = Context()
+            rclpy.init(context=self.context)
+            self.peer = rclpy.create_node(self._peer_name, context=self.context)
+            self.executor = SingleThreadedExecutor(context=self.context)
             self.executor.add_node(self.peer)
         except BaseException:
             self.process.stop(timeout=self._stop_timeout)
@@ -174,7 +178,7 @@ class NodeUnderTest:
 
         if self.peer is not None:
             self.peer.destroy_node()
-        rclpy.try_shutdown()
+        rclpy.try_shutdown(context=self.context)
         self.stop()
 
     def stop(self) -> int:
