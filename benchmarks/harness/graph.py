@@ -126,25 +126,22 @@ class NodeUnderTest:
     ) -> None:
         if (node is None) == (argv is None):
             raise ValueError("give exactly one of node and argv")
-        self.name = name or node or Path(argv[0]).name
-        self._node, self._argv = node, list(argv or [])
-        self._params_files, self._params = list(params_files), dict(params or {})
-        self._env = dict(env or {})
-        self._peer_name = peer_name
-        self.folder = folder
-        self._stop_timeout = stop_timeout
+        if node is not None:
+            from lifelong_learning.nodes.supervisor import node_command
+
+            argv = node_command(node, params_files, param_args(params or {}))
+        self.argv = list(argv)
+        self.name = name or node or Path(self.argv[0]).name
+        self.env, self.folder, self.peer_name, self.stop_timeout = (
+            dict(env or {}),
+            folder,
+            peer_name,
+            stop_timeout,
+        )
         self.process: Any = None  # NodeProcess, once started
         self.context: Any = None  # rclpy Context of the peer
         self.peer: Any = None  # rclpy Node
         self.executor: Any = None
-
-    def argv(self) -> list[str]:
-        """The command line of the node under test."""
-        if self._node is None:
-            return self._argv
-        from lifelong_learning.nodes.supervisor import node_command
-
-        return node_command(self._node, self._params_files, param_args(self._params))
 
     def __enter__(self) -> NodeUnderTest:
         from lifelong_learning.nodes.supervisor import NodeProcess
@@ -153,9 +150,7 @@ class NodeUnderTest:
         if self.folder is None:
             self.folder = Path(tempfile.mkdtemp(prefix=f"bench_{self.name}_"))
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.process = NodeProcess(
-            self.argv(), name=self.name, log_path=self.folder / "node.log", env=self._env
-        )
+        self.process = NodeProcess(self.argv, name=self.name, log_path=self.folder / "node.log", env=self.env)
         try:
             import rclpy
             from rclpy.context import Context
@@ -163,11 +158,11 @@ class NodeUnderTest:
 
             self.context = Context()
             rclpy.init(context=self.context)
-            self.peer = rclpy.create_node(self._peer_name, context=self.context)
+            self.peer = rclpy.create_node(self.peer_name, context=self.context)
             self.executor = SingleThreadedExecutor(context=self.context)
             self.executor.add_node(self.peer)
         except BaseException:
-            self.process.stop(timeout=self._stop_timeout)
+            self.process.stop(timeout=self.stop_timeout)
             raise
         return self
 
@@ -183,7 +178,7 @@ class NodeUnderTest:
 
     def stop(self) -> int:
         """Stop the node's process now (SIGINT; SIGKILL after the timeout); its exit status."""
-        return self.process.stop(timeout=self._stop_timeout)
+        return self.process.stop(timeout=self.stop_timeout)
 
     def log(self, tail: int = 3000) -> str:
         """The last ``tail`` characters of the node's output."""
