@@ -22,13 +22,12 @@ Writes docs/benchmarks/calibration.md (and .json).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 from bench_recognition import features, online_model  # benchmarks/ (sys.path[0])
-from machine import cpu_model
+from harness import cpu_model, run_seeds  # benchmarks/harness
 
 from lifelong_learning.learners.calibration import expected_calibration_error, softmax
 from lifelong_learning.sim.objects import object_catalog
@@ -162,12 +161,13 @@ def main() -> None:
     ap.add_argument("--untaught", type=int, default=10)
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/calibration.md"))
     args = ap.parse_args()
-    t0 = time.perf_counter()
-    results = [one_seed(s, args) for s in args.seeds]
-    out = Path(args.out)
-    out.write_text(markdown(results, args, time.perf_counter() - t0))
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1, default=float))
-    print(out.read_text())
+    run_seeds(
+        args.seeds,
+        lambda seed: one_seed(seed, args),
+        lambda results, seconds: markdown(results, args, seconds),
+        args.out,
+        json_default=float,
+    )
 
 
 if __name__ == "__main__":

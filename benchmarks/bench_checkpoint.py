@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from machine import cpu_model  # benchmarks/machine.py (sys.path[0] is benchmarks/)
+from harness import cpu_model  # benchmarks/harness (sys.path[0] is benchmarks/)
 
 from lifelong_learning.core.model_file import ModelFile, save_model_file
 from lifelong_learning.learners import IncrementalRLSC

@@ -35,10 +35,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import struct
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,16 +44,10 @@ from typing import Any
 
 import numpy as np
 import yaml
+from harness import Latencies, NodeUnderTest, load_average, percentiles  # benchmarks/harness
 
 REPO = Path(__file__).resolve().parents[1]
 WARMUP_S = 1.0  # joint states sent before the measured ones
-
-
-def percentiles(values: list[float]) -> tuple[float, float]:
-    if not values:
-        return float("nan"), float("nan")
-    a = np.asarray(values)
-    return float(np.percentile(a, 50)), float(np.percentile(a, 99))
 
 
 def trajectory(seconds: float, rate_hz: float) -> list[dict[str, Any]]:
@@ -225,41 +217,53 @@ def pin_answering_path(pid: int, cpu: int) -> None:
         os.sched_setaffinity(tid, rest)
 
 
-def run_one(
-    executor: str,
-    states: list[dict[str, Any]],
-    seconds: float,
-    rate_hz: float,
-    learning: bool = True,
-    realtime_priority: int = 0,
-    learning_elsewhere: bool = False,
-    pin: int | None = None,
-    latencies_out: Path | None = None,
-    beside: Sequence[str] = (),
-    extra_params: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    import rclpy
-    from diagnostic_msgs.msg import DiagnosticArray
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.node import Node
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from rclpy.serialization import serialize_message
-    from sensor_msgs.msg import JointState
+class LearningElsewhere:
+    """``--learning-elsewhere``: :func:`learning_load` in a spawned process, ready when made."""
 
-    from lifelong_learning.nodes.supervisor import NodeProcess, node_command
+    def __init__(self, states: list[dict[str, Any]], rate_hz: float) -> None:
+        import multiprocessing
+
+        spawn = multiprocessing.get_context("spawn")
+        ready, self.go, self._stop, self._done = spawn.Event(), spawn.Event(), spawn.Event(), spawn.Queue()
+        self.process = spawn.Process(
+            target=learning_load, args=(states, rate_hz, ready, self.go, self._stop, self._done), daemon=True
+        )
+        self.process.start()
+        if not ready.wait(120):
+            raise RuntimeError(f"the learning process did not start (exit code {self.process.exitcode})")
+
+    def finish(self) -> tuple[int, int]:
+        """Stop learning; the samples and blocks learned."""
+        self._stop.set()
+        self.process.join(30)
+        if self.process.exitcode != 0:
+            raise RuntimeError(f"the learning process failed (exit code {self.process.exitcode})")
+        return self._done.get(timeout=5)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join(5)
+
+
+def node_under_test(executor: str, args: argparse.Namespace, extra: dict[str, Any]) -> NodeUnderTest:
+    """inverse_dynamics in its own process (``up`` with ``--beside``; the echo node for ``echo``)."""
     from lifelong_learning.sim.panda import panda_urdf_path
 
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_control_rate_{os.getpid()}_{executor}"
-    folder.mkdir(parents=True, exist_ok=True)
     params = {
         "urdf_path": str(panda_urdf_path()),
         "model_directory": str(folder),
         "diagnostics_period_s": 0.5,
         "checkpoint_interval_s": 0.0,
-        "learning": learning,
-        "realtime_priority": realtime_priority,
-        **(extra_params or {}),
+        "learning": not (args.no_learning or args.learning_elsewhere),
+        "realtime_priority": args.realtime_priority,
+        **extra,
     }
+    # "default": the variable unset, the process chooses (one SingleThreadedExecutor per node)
+    kind = "" if executor == "default" else executor
+    env = {"LIFELONG_LEARNING_EXECUTOR": kind, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    common = {"env": env, "folder": folder, "peer_name": "control_rate_bench"}
+    beside = [n.strip() for n in args.beside.split(",") if n.strip()]
     if beside:  # `lifelong-learning up`: inverse_dynamics and the others in one process
         files = {
             "object_recognition": {"model_directory": str(folder)},
@@ -267,6 +271,7 @@ def run_one(
             "nystrom_tuner": {"output_dir": str(folder / "tuned")},
             "inverse_dynamics": params,
         }
+        folder.mkdir(parents=True, exist_ok=True)
         up_yaml = folder / "up.yaml"  # JSON is YAML
         chosen = ["inverse_dynamics", *beside]
         up_yaml.write_text(json.dumps({name: {"ros__parameters": files.get(name, {})} for name in chosen}))
@@ -279,145 +284,131 @@ def run_one(
             "--nodes",
             ",".join(chosen),
         ]
-    elif executor == "echo":
-        argv = [sys.executable, str(Path(__file__).resolve()), "--echo-node"]
-    else:
-        argv = node_command(
-            "inverse_dynamics",
-            params_files=[REPO / "config" / "inverse_dynamics.yaml"],
-            params=[f"{k}:={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()],
+        return NodeUnderTest(argv=argv, name="up", **common)
+    if executor == "echo":  # the child runs this script without its folder on sys.path (PYTHONSAFEPATH)
+        here = str(Path(__file__).resolve().parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+        return NodeUnderTest(
+            argv=[sys.executable, str(Path(__file__).resolve()), "--echo-node"], name="echo", **common
         )
-    # "default": the variable unset, the process chooses (one SingleThreadedExecutor per node)
-    kind = "" if executor == "default" else executor
-    env = {"LIFELONG_LEARNING_EXECUTOR": kind, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    proc = NodeProcess(argv, log_path=folder / "node.log", env=env)
-    rclpy.init()
-    peer = Node("control_rate_bench")
-    ex = SingleThreadedExecutor()
-    ex.add_node(peer)
-    answers: dict[int, int] = {}  # stamp (ns) → the answer's source timestamp (ns)
-    diagnostics: list[Any] = []
+    config = [REPO / "config" / "inverse_dynamics.yaml"]
+    return NodeUnderTest("inverse_dynamics", params_files=config, params=params, **common)
 
-    def on_answer(raw: bytes, info: Any) -> None:
-        sec, nsec = struct.unpack_from("<iI", raw, 4)  # CDR: 4-byte encapsulation, then header.stamp
-        answers[sec * 1_000_000_000 + nsec] = int(info["source_timestamp"])
 
-    pub = peer.create_publisher(JointState, "joint_states", QoSProfile(depth=100))
-    peer.create_subscription(
-        JointState, "predicted_torque", on_answer,
-        QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE), raw=True,
-    )  # fmt: skip
-    peer.create_subscription(
-        DiagnosticArray,
-        "/diagnostics",
-        lambda m: diagnostics.extend(s for s in m.status if s.name.startswith("inverse_dynamics")),
-        50,
-    )
-    stop = threading.Event()
+def serialized(states: list[dict[str, Any]], n: int, rate_hz: float) -> tuple[list[bytes], list[int]]:
+    """``n`` joint states of the trajectory, serialized, and their stamps (ns): far from the
+    trajectory's own, one period apart."""
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import JointState
 
-    def spin() -> None:
-        while not stop.is_set():
-            ex.spin_once(timeout_sec=0.05)
+    base = 1_000_000 * 1_000_000_000
+    period_ns = round(1e9 / rate_hz)
+    payloads, stamps = [], []
+    for i in range(n):
+        s = states[i % len(states)]
+        msg = JointState(name=list(s["name"]), position=list(s["position"]), velocity=list(s["velocity"]),
+                         effort=list(s["effort"]))  # fmt: skip
+        stamp = base + i * period_ns
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+        payloads.append(serialize_message(msg))
+        stamps.append(stamp)
+    return payloads, stamps
 
-    spinner = threading.Thread(target=spin, daemon=True)
+
+def run_one(
+    executor: str, states: list[dict[str, Any]], args: argparse.Namespace, extra: dict[str, Any]
+) -> dict:
+    """One executor: the node under test fed ``args.rate`` Hz for ``args.seconds`` s; the figures."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+
+    bench = node_under_test(executor, args, extra)
     loader = None
-    try:
-        if learning_elsewhere:
-            import multiprocessing
+    with bench:
+        latencies = Latencies(clock=time.time_ns)  # publish time → the answer's source timestamp (ns)
+        diagnostics: list[Any] = []
 
-            spawn = multiprocessing.get_context("spawn")
-            ready, go, stop_load, done = spawn.Event(), spawn.Event(), spawn.Event(), spawn.Queue()
-            loader = spawn.Process(
-                target=learning_load, args=(states, rate_hz, ready, go, stop_load, done), daemon=True
+        def on_answer(raw: bytes, info: Any) -> None:
+            sec, nsec = struct.unpack_from("<iI", raw, 4)  # CDR: 4-byte encapsulation, then header.stamp
+            latencies.receive(sec * 1_000_000_000 + nsec, at=int(info["source_timestamp"]))
+
+        pub = bench.peer.create_publisher(JointState, "joint_states", QoSProfile(depth=100))
+        bench.peer.create_subscription(
+            JointState, "predicted_torque", on_answer,
+            QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE), raw=True,
+        )  # fmt: skip
+        bench.peer.create_subscription(
+            DiagnosticArray,
+            "/diagnostics",
+            lambda m: diagnostics.extend(s for s in m.status if s.name.startswith("inverse_dynamics")),
+            50,
+        )
+        try:
+            loader = LearningElsewhere(states, args.rate) if args.learning_elsewhere else None
+            has_diagnostics = executor != "echo"
+            bench.spin_until(
+                lambda: pub.get_subscription_count() > 0 and (bool(diagnostics) or not has_diagnostics), 90
             )
-            loader.start()
-            if not ready.wait(120):
-                raise RuntimeError(f"the learning process did not start (exit code {loader.exitcode})")
-        deadline = time.monotonic() + 90
-        has_diagnostics = executor != "echo"
-        while time.monotonic() < deadline and (
-            pub.get_subscription_count() == 0 or (has_diagnostics and not diagnostics)
-        ):
-            ex.spin_once(timeout_sec=0.1)
-        if pub.get_subscription_count() == 0:
-            raise RuntimeError(f"the node did not start:\n{proc.log()[-3000:]}")
-        if pin is not None:
-            pin_answering_path(proc.pid, pin)
-        spinner.start()
-        warm = int(WARMUP_S * rate_hz)  # a running node: the first second (first calls, caches) not counted
-        n = warm + int(seconds * rate_hz)
-        base = 1_000_000 * 1_000_000_000  # stamps far from the trajectory's own
-        period_ns = round(1e9 / rate_hz)
-        payloads, stamps = [], []
-        for i in range(n):  # serialize before the clock starts
-            s = states[i % len(states)]
-            msg = JointState(name=list(s["name"]), position=list(s["position"]), velocity=list(s["velocity"]),
-                             effort=list(s["effort"]))  # fmt: skip
-            stamp = base + i * period_ns
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
-            payloads.append(serialize_message(msg))
-            stamps.append(stamp)
-        sent_at: list[int] = []
-        publish_cost: list[float] = []
-        if loader is not None:
-            go.set()
-        start = time.perf_counter()
-        for i, payload in enumerate(payloads):
-            due = start + i / rate_hz
-            if (wait := due - time.perf_counter()) > 0:  # sleep, not spin: a driver's CPU is not ours
-                time.sleep(wait)
-            sent_at.append(time.time_ns())
-            t0 = time.perf_counter()
-            pub.publish(payload)
-            publish_cost.append(time.perf_counter() - t0)
-        late = time.perf_counter() - (start + (n - 1) / rate_hz)
-        learned_elsewhere = None
-        if loader is not None:
-            stop_load.set()
-            loader.join(30)
-            if loader.exitcode != 0:
-                raise RuntimeError(f"the learning process failed (exit code {loader.exitcode})")
-            learned_elsewhere = done.get(timeout=5)
-        stamps, sent_at = stamps[warm:], sent_at[warm:]
-        n -= warm
-        time.sleep(1.5)  # the last answers
-        diagnostics.clear()
-        deadline = time.monotonic() + 5
-        while not diagnostics and time.monotonic() < deadline:
-            time.sleep(0.1)
-        stop.set()
-        spinner.join(5)
-        latency = [(answers[st] - sa) * 1e-6 for st, sa in zip(stamps, sent_at, strict=True) if st in answers]
-        if latencies_out is not None:  # per measured message: [published, answer published or null] (ns)
-            pairs = [[sa, answers.get(st)] for st, sa in zip(stamps, sent_at, strict=True)]
-            latencies_out.write_text(json.dumps(pairs))
-        values = {kv.key: kv.value for kv in diagnostics[-1].values} if diagnostics else {}
-        p50, p99 = percentiles(latency)
-        return {
-            "executor": executor,
-            "sent": n,
-            "answered": sum(st in answers for st in stamps),
-            "p50_ms": p50,
-            "p99_ms": p99,
-            "p999_ms": float(np.percentile(latency, 99.9)) if latency else float("nan"),
-            "publish_us": 1e6 * float(np.median(publish_cost)),
-            "sender_late_ms": 1e3 * late,
-            "learned_elsewhere": learned_elsewhere,  # (samples, blocks) of --learning-elsewhere
-            "node": {k: v for k, v in values.items() if any(w in k for w in (
-                "receive to publish", "answer", "block", "learned", "lost", "queue", "not learned",
-                "real-time"))},
-        }  # fmt: skip
-    finally:
-        stop.set()
-        peer.destroy_node()
-        rclpy.try_shutdown()
-        proc.stop()
-        if loader is not None:
-            loader.kill()
-            loader.join(5)
+            bench.wait_for(lambda: pub.get_subscription_count() > 0, 0, "subscribed to joint_states")
+            if args.pin is not None:
+                pin_answering_path(bench.process.pid, args.pin)
+            # a running node: the first second (first calls, caches) is not counted
+            warm = int(WARMUP_S * args.rate)
+            payloads, stamps = serialized(states, warm + int(args.seconds * args.rate), args.rate)
+            with bench.spinning():
+                if loader is not None:
+                    loader.go.set()
+                publish_cost = []
+                start = time.perf_counter()
+                for i in bench.paced(len(payloads), args.rate, spin=False):  # a driver's CPU is not ours
+                    latencies.send(stamps[i])
+                    t0 = time.perf_counter()
+                    pub.publish(payloads[i])
+                    publish_cost.append(time.perf_counter() - t0)
+                late = time.perf_counter() - (start + (len(payloads) - 1) / args.rate)
+                learned_elsewhere = loader.finish() if loader is not None else None
+                time.sleep(1.5)  # the last answers
+                diagnostics.clear()
+                deadline = time.monotonic() + 5
+                while not diagnostics and time.monotonic() < deadline:
+                    time.sleep(0.1)
+        finally:
+            if loader is not None:
+                loader.kill()
+    node = {kv.key: kv.value for kv in diagnostics[-1].values} if diagnostics else {}
+    return summary(executor, latencies, stamps[warm:], node, args.latencies) | {
+        "publish_us": 1e6 * float(np.median(publish_cost)),
+        "sender_late_ms": 1e3 * late,
+        "learned_elsewhere": learned_elsewhere,  # (samples, blocks) of --learning-elsewhere
+    }
 
 
-def main(argv: list[str] | None = None) -> int:
+def summary(
+    executor: str, latencies: Latencies, stamps: list[int], node: dict[str, str], latencies_out: Path | None
+) -> dict[str, Any]:
+    """The measured messages (``stamps``): answered, latency percentiles (ms), the node's diagnostics."""
+    answered = [st for st in stamps if st in latencies.latency]
+    p50, p99, p999 = percentiles((latencies.latency[st] * 1e-6 for st in answered), (50, 99, 99.9))
+    if latencies_out is not None:  # per measured message: [published, answer published or null] (ns)
+        answer = {st: latencies.sent[st] + latencies.latency[st] for st in answered}
+        pairs = [[latencies.sent[st], answer.get(st)] for st in stamps]
+        latencies_out.write_text(json.dumps(pairs))
+    return {
+        "executor": executor,
+        "sent": len(stamps),
+        "answered": len(answered),
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "p999_ms": p999,
+        "node": {k: v for k, v in node.items() if any(w in k for w in (
+            "receive to publish", "answer", "block", "learned", "lost", "queue", "not learned",
+            "real-time"))},
+    }  # fmt: skip
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """The options, and the extra node parameters of ``--param`` (typed as in a params file)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rate", type=float, default=1000.0)
@@ -458,16 +449,6 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--echo-node", action="store_true", help=argparse.SUPPRESS)  # runs echo_node()
     args = parser.parse_args(argv)
-    if args.echo_node:
-        return echo_node()
-    if args.accuracy > 0:
-        text = thinning_accuracy(args.accuracy, [0, 1, 2], [0.0, 250.0, 100.0])
-        if args.out is not None:
-            with open(args.out, "a", encoding="utf-8") as f:
-                f.write(text)
-        return 0
-    os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     if args.beside and (args.pin is not None or "echo" in args.executors):
         parser.error("--beside runs `up`: --pin and --executors echo need the node alone in its process")
     extra: dict[str, Any] = {}
@@ -476,36 +457,74 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not name:
             parser.error(f"--param {item!r}: expected NAME:=VALUE")
         extra[name] = yaml.safe_load(value)  # typed as in a params file
+    return args, extra
+
+
+def describe(r: dict[str, Any], args: argparse.Namespace) -> str:
+    """The run's executor and options, as the table's first column names them."""
+    return (
+        r["executor"]
+        + (f" (`up` with {args.beside})" if args.beside else "")
+        + "".join(f", {item}" for item in args.param)
+        + (" (learning off)" if args.no_learning else "")
+        + (" (learning in another process)" if args.learning_elsewhere else "")
+        + (f", SCHED_FIFO {args.realtime_priority}" if args.realtime_priority else "")
+    )
+
+
+def table(rows: list[dict[str, Any]], floor: dict[str, float], args: argparse.Namespace, load: str) -> str:
+    """The markdown section appended to ``--out``."""
+    lines = [
+        "| executor | sent | answered | % | publish → answer published p50 [ms] | p99 [ms] | "
+        "node receive→publish p50 / p99 [ms] (last 200) | node answer p50 / p99 [ms] | "
+        "learned | answered per callback | lost in queue |",
+        "|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|",
+    ]
+    for r in rows:
+        v = r["node"]
+        share = 100 * r["answered"] / r["sent"]
+        rtp = f"{v.get('receive to publish p50 [ms]', '?')} / {v.get('receive to publish p99 [ms]', '?')}"
+        answer = f"{v.get('answer p50 [ms]', '?')} / {v.get('answer p99 [ms]', '?')}"
+        cells = [
+            r["executor"], r["sent"], r["answered"], f"{share:.1f}", f"{r['p50_ms']:.2f}",
+            f"{r['p99_ms']:.2f}", rtp, answer,
+            v.get("samples learned", "?"), v.get("answered per callback", "?"),
+            v.get("joint_states lost", "0"),
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return (
+        f"\n### {args.rate:g} Hz for {args.seconds:g} s (load average before: {load})\n\n"
+        "Floor in the same run: the model's `prepare` (the answer's compute) "
+        f"{floor['predict_ms']:.3f} ms, "
+        f"`stage` + `commit` of one sample {floor['learn_ms']:.3f} ms (median, this process).\n\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, extra = parse_args(argv)
+    if args.echo_node:
+        return echo_node()
+    if args.accuracy > 0:
+        text = thinning_accuracy(args.accuracy, [0, 1, 2], [0.0, 250.0, 100.0])
+        if args.out is not None:
+            with open(args.out, "a", encoding="utf-8") as f:
+                f.write(text)
+        return 0
+    load = load_average()
     states = trajectory(args.seconds, args.rate)
     floor = floor_costs(states)
     print(f"floor: predict {floor['predict_ms']:.3f} ms, learn {floor['learn_ms']:.3f} ms (one sample)")
     rows = []
     for kind in [k.strip() for k in args.executors.split(",") if k.strip()]:
-        learning = not (args.no_learning or args.learning_elsewhere)
-        r = run_one(
-            kind,
-            states,
-            args.seconds,
-            args.rate,
-            learning,
-            args.realtime_priority,
-            args.learning_elsewhere,
-            args.pin,
-            args.latencies,
-            [n.strip() for n in args.beside.split(",") if n.strip()],
-            extra,
-        )
-        r["executor"] += f" (`up` with {args.beside})" if args.beside else ""
-        r["executor"] += "".join(f", {item}" for item in args.param)
-        r["executor"] += " (learning off)" if args.no_learning else ""
-        r["executor"] += " (learning in another process)" if args.learning_elsewhere else ""
-        r["executor"] += f", SCHED_FIFO {args.realtime_priority}" if args.realtime_priority else ""
+        r = run_one(kind, states, args, extra)
+        r["executor"] = describe(r, args)
         rows.append(r)
         print(
             f"{kind}: answered {r['answered']}/{r['sent']} ({100 * r['answered'] / r['sent']:.1f} %), "
             f"publish→answer p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms p99.9 {r['p999_ms']:.2f} ms, "
-            "sender late "
-            f"{r['sender_late_ms']:.1f} ms; node: {r['node']}"
+            f"sender late {r['sender_late_ms']:.1f} ms; node: {r['node']}"
             + (
                 f"; learned elsewhere (samples, blocks): {r['learned_elsewhere']}"
                 if r["learned_elsewhere"]
@@ -513,36 +532,9 @@ def main(argv: list[str] | None = None) -> int:
             ),
             flush=True,
         )
-    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else ["?"] * 3
     if args.out is not None:
-        lines = [
-            "| executor | sent | answered | % | publish → answer published p50 [ms] | p99 [ms] | "
-            "node receive→publish p50 / p99 [ms] (last 200) | node answer p50 / p99 [ms] | "
-            "learned | answered per callback | lost in queue |",
-            "|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|",
-        ]
-        for r in rows:
-            v = r["node"]
-            share = 100 * r["answered"] / r["sent"]
-            rtp = f"{v.get('receive to publish p50 [ms]', '?')} / {v.get('receive to publish p99 [ms]', '?')}"
-            answer = f"{v.get('answer p50 [ms]', '?')} / {v.get('answer p99 [ms]', '?')}"
-            cells = [
-                r["executor"], r["sent"], r["answered"], f"{share:.1f}", f"{r['p50_ms']:.2f}",
-                f"{r['p99_ms']:.2f}", rtp, answer,
-                v.get("samples learned", "?"), v.get("answered per callback", "?"),
-                v.get("joint_states lost", "0"),
-            ]  # fmt: skip
-            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-        text = (
-            f"\n### {args.rate:g} Hz for {args.seconds:g} s (load average before: {' '.join(load)})\n\n"
-            "Floor in the same run: the model's `prepare` (the answer's compute) "
-            f"{floor['predict_ms']:.3f} ms, "
-            f"`stage` + `commit` of one sample {floor['learn_ms']:.3f} ms (median, this process).\n\n"
-            + "\n".join(lines)
-            + "\n"
-        )
         with open(args.out, "a", encoding="utf-8") as f:
-            f.write(text)
+            f.write(table(rows, floor, args, load))
     return 0
 
 

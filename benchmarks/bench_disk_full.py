@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,10 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from machine import describe_machine
-
-os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(0, 101)))
-os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+from harness import NodeUnderTest, describe_machine  # benchmarks/harness
 
 REPO = Path(__file__).resolve().parents[1]
 DIM = 8
@@ -59,113 +54,122 @@ def fill(directory: Path) -> Path:
     return filler
 
 
-def run(directory: Path, samples: int) -> dict:
-    """The measurement; returns its figures."""
-    import rclpy
-    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-    from lifelong_learning.msg import LabeledFeatures
-    from lifelong_learning.srv import GetClassifierInfo
-    from rclpy.qos import QoSProfile
+class Taught:
+    """object_recognition under test, the samples taught to it and what it reports."""
 
-    from lifelong_learning.core.model_file import ModelFileError
-    from lifelong_learning.learners.rlsc import IncrementalRLSC
-    from lifelong_learning.nodes.catalog import default_config_file
-    from lifelong_learning.nodes.supervisor import NodeProcess, node_command
+    def __init__(self, bench: NodeUnderTest, checkpoint: Path) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from lifelong_learning.msg import LabeledFeatures
+        from lifelong_learning.srv import GetClassifierInfo
+        from rclpy.qos import QoSProfile
 
-    ckpt = directory / "object_recognition.llm"
-    params = [f"checkpoint_path:={ckpt}", "checkpoint_interval_s:=1.0", f"model_directory:={directory}"]
-    params += ["diagnostics_period_s:=0.2"]
-    log = Path(tempfile.mkdtemp(prefix="bench_disk_full_")) / "object_recognition.log"
-    proc = NodeProcess(
-        node_command("object_recognition", [default_config_file("object_recognition")], params), log_path=log
-    )
-    rclpy.init()
-    node = rclpy.create_node("bench_disk_full")
-    pub = node.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=1000))
-    info_client = node.create_client(GetClassifierInfo, "/object_recognition/info")
-    statuses: list = []
-    node.create_subscription(
-        DiagnosticArray,
-        "/diagnostics",
-        lambda m: statuses.extend(s for s in m.status if s.name == "object_recognition"),
-        50,
-    )
-    rng = np.random.default_rng(0)
-    taught = 0
+        from lifelong_learning.nodes._base import status_node
 
-    def spin_until(predicate, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            rclpy.spin_once(node, timeout_sec=0.05)
-        return predicate()
+        self.bench, self.checkpoint, self.taught = bench, checkpoint, 0
+        self.rng = np.random.default_rng(0)
+        self.pub = bench.peer.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=1000))
+        self.info = bench.peer.create_client(GetClassifierInfo, "/object_recognition/info")
+        self.statuses: list = []
+        bench.peer.create_subscription(
+            DiagnosticArray,
+            "/diagnostics",
+            lambda m: self.statuses.extend(
+                s for s in m.status if status_node(s.name) == "object_recognition"
+            ),
+            50,
+        )
+        bench.wait_for(self.info.service_is_ready, 60, "its info service")
+        bench.wait_for(lambda: self.pub.get_subscription_count() > 0, 30, "subscribed to labeled_features")
 
-    def seen() -> int:
-        future = info_client.call_async(GetClassifierInfo.Request())
-        if not spin_until(future.done, 10):
-            raise RuntimeError(f"object_recognition did not answer:\n{proc.log()}")
+    def seen(self) -> int:
+        """The samples the node has learned (its info service)."""
+        from lifelong_learning.srv import GetClassifierInfo
+
+        future = self.info.call_async(GetClassifierInfo.Request())
+        self.bench.wait_for(future.done, 10, "an answer of its info service")
         return future.result().samples_seen
 
-    def teach(n: int) -> None:
-        nonlocal taught
+    def teach(self, n: int) -> None:
+        """``n`` more labeled samples, until the node has learned them all."""
+        from lifelong_learning.msg import LabeledFeatures
+
         for i in range(n):
             label = CLASSES[i % len(CLASSES)]
             centre = np.zeros(DIM)
             centre[2 * CLASSES.index(label) : 2 * CLASSES.index(label) + 2] = 3.0
-            x = (centre + rng.normal(scale=0.3, size=DIM)).astype(np.float32)
-            pub.publish(LabeledFeatures(data=x.tolist(), label=label))
-        taught += n
-        if not spin_until(lambda: seen() == taught, 30):
-            raise RuntimeError(f"taught {taught}, learned {seen()}:\n{proc.log()}")
+            x = (centre + self.rng.normal(scale=0.3, size=DIM)).astype(np.float32)
+            self.pub.publish(LabeledFeatures(data=x.tolist(), label=label))
+        self.taught += n
+        self.bench.wait_for(lambda: self.seen() == self.taught, 30, f"{self.taught} samples learned")
 
-    def saved() -> int:
+    def saved(self) -> int:
+        """The samples in the checkpoint file (−1: none readable)."""
+        from lifelong_learning.core.model_file import ModelFileError
+        from lifelong_learning.learners.rlsc import IncrementalRLSC
+
         try:
-            return IncrementalRLSC.load(ckpt).n_samples
+            return IncrementalRLSC.load(self.checkpoint).n_samples
         except ModelFileError:
             return -1
 
-    def level() -> int:
-        return statuses[-1].level[0] if statuses else -1
+    def level(self) -> int:
+        """The last diagnostics level (−1: none yet)."""
+        return self.statuses[-1].level[0] if self.statuses else -1
+
+
+def full_disk_phase(phase: str, node: Taught, directory: Path, samples: int) -> dict:
+    """Teach ``samples`` while the disk is full, free it; "timer": wait for the next checkpoint,
+    "shutdown": stop the node at once (its final checkpoint)."""
+    from diagnostic_msgs.msg import DiagnosticStatus
 
     out: dict = {}
-    try:
-        if not spin_until(info_client.service_is_ready, 60) or not spin_until(
-            lambda: pub.get_subscription_count() > 0, 30
-        ):
-            raise RuntimeError(f"object_recognition did not start:\n{proc.log()}")
-        teach(samples)
-        spin_until(lambda: saved() == taught, 10)
-        out["before: learned / in checkpoint"] = (taught, saved())
+    bench, filler = node.bench, fill(directory)
+    node.teach(samples)
+    failing = bench.spin_until(lambda: node.level() == DiagnosticStatus.ERROR[0], 10)
+    bench.spin_for(2.5)  # a few more failed ticks
+    out[f"{phase}: diagnostics level while full"] = (
+        "ERROR" if failing and node.level() == 2 else f"{node.level()}"
+    )
+    out[f"{phase}: learned / in checkpoint while full"] = (node.taught, node.saved())
+    filler.unlink()
+    t0 = time.monotonic()
+    if phase == "timer":
+        bench.spin_until(lambda: node.saved() == node.taught and node.level() == DiagnosticStatus.OK[0], 15)
+        out["timer: seconds until written and level OK"] = round(time.monotonic() - t0, 2)
+        out["timer: learned / in checkpoint after space freed"] = (node.taught, node.saved())
+    else:
+        out["shutdown: exit status"] = bench.stop()
+        out["shutdown: learned / in final checkpoint"] = (node.taught, node.saved())
+        written = "final checkpoint written" in bench.process.log()
+        out["shutdown: written by the final checkpoint (not a tick)"] = "yes" if written else "no"
+    return out
 
+
+def run(directory: Path, samples: int) -> dict:
+    """The measurement; returns its figures."""
+    from lifelong_learning.nodes.catalog import default_config_file
+
+    ckpt = directory / "object_recognition.llm"
+    params = {
+        "checkpoint_path": ckpt,
+        "checkpoint_interval_s": 1.0,
+        "model_directory": directory,
+        "diagnostics_period_s": 0.2,
+    }
+    config = [default_config_file("object_recognition")]
+    with NodeUnderTest(
+        "object_recognition", params_files=config, params=params, peer_name="bench_disk_full"
+    ) as bench:
+        node = Taught(bench, ckpt)
+        node.teach(samples)
+        bench.spin_until(lambda: node.saved() == node.taught, 10)
+        out: dict = {"before: learned / in checkpoint": (node.taught, node.saved())}
         for phase in ("timer", "shutdown"):
-            filler = fill(directory)
-            teach(samples)
-            failing = spin_until(lambda: level() == DiagnosticStatus.ERROR[0], 10)
-            spin_until(lambda: False, 2.5)  # a few more failed ticks
-            out[f"{phase}: diagnostics level while full"] = (
-                "ERROR" if failing and level() == 2 else f"{level()}"
-            )
-            out[f"{phase}: learned / in checkpoint while full"] = (taught, saved())
-            filler.unlink()
-            t0 = time.monotonic()
-            if phase == "timer":
-                spin_until(lambda: saved() == taught and level() == DiagnosticStatus.OK[0], 15)
-                out["timer: seconds until written and level OK"] = round(time.monotonic() - t0, 2)
-                out["timer: learned / in checkpoint after space freed"] = (taught, saved())
-            else:
-                code = proc.stop(signal.SIGINT)
-                out["shutdown: exit status"] = code
-                out["shutdown: learned / in final checkpoint"] = (taught, saved())
-                written = "final checkpoint written" in log.read_text()
-                out["shutdown: written by the final checkpoint (not a tick)"] = "yes" if written else "no"
-        out["failed checkpoint attempts logged"] = log.read_text().count(
-            " failed (will retry)"
-        ) + log.read_text().count(" failed (still failing, will retry)")
-    finally:
-        proc.stop()
-        node.destroy_node()
-        rclpy.try_shutdown()
+            out |= full_disk_phase(phase, node, directory, samples)
+        log = bench.process.log()
+    out["failed checkpoint attempts logged"] = log.count(" failed (will retry)") + log.count(
+        " failed (still failing, will retry)"
+    )
     return out
 
 

@@ -19,13 +19,12 @@ for _v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_
     os.environ.setdefault(_v, "1")
 
 import argparse  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from machine import describe_machine as machine  # noqa: E402 - benchmarks/machine.py
+from harness import Latencies, NodeUnderTest, describe_machine  # noqa: E402 - benchmarks/harness
 from scipy.linalg.blas import dsyr  # noqa: E402
 
 from lifelong_learning.dynamics import (  # noqa: E402
@@ -169,75 +168,59 @@ def latency(args):
 def node_latency(args):
     """Node over DDS: publish sim joint states at args.node_rate Hz to the node executable (own
     process, SP with D = args.features, learning on); latency = reply receipt − publish time."""
-    import rclpy
-    from rclpy.node import Node
     from sensor_msgs.msg import JointState
 
     from lifelong_learning.sim.panda import joint_states, panda_urdf_path
 
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    if "ROS_DOMAIN_ID" not in os.environ:  # a private graph: other nodes on this host stay out
-        os.environ["ROS_DOMAIN_ID"] = str(np.random.default_rng().integers(0, 102))
     rate, duration = args.node_rate, args.node_seconds
     log = PandaSimulation(timestep=1.0 / rate).run(duration + 1.0, seed=7)
     states = list(joint_states(log))
-    cmd = [
-        sys.executable, "-m", "lifelong_learning.nodes.inverse_dynamics", "--ros-args",
-        "-p", f"urdf_path:={panda_urdf_path()}", "-p", "joint_names:=[" + ",".join(JOINT_NAMES) + "]",
-        "-p", f"n_features:={args.features}", "-p", "diagnostics_period_s:=0.0",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rclpy.init()
-    try:
-        node = Node("bench_dynamics_peer")
-        pub = node.create_publisher(JointState, "joint_states", 100)
-        sent: dict[tuple[int, int], float] = {}
-        latencies: list[float] = []
-
-        def on_torque(m: JointState) -> None:
-            t_sent = sent.get((m.header.stamp.sec, m.header.stamp.nanosec))
-            if t_sent is not None:
-                latencies.append(time.perf_counter() - t_sent)
-
-        node.create_subscription(JointState, "predicted_torque", on_torque, 1000)
-        t_wait = time.monotonic()
-        while node.count_subscribers("joint_states") == 0 or node.count_publishers("predicted_torque") == 0:
-            rclpy.spin_once(node, timeout_sec=0.1)
-            if time.monotonic() - t_wait > 60:
-                raise RuntimeError("node did not come up")
+    params = {
+        "urdf_path": panda_urdf_path(),
+        "joint_names": list(JOINT_NAMES),
+        "n_features": args.features,
+        "diagnostics_period_s": 0.0,
+    }
+    with NodeUnderTest("inverse_dynamics", params=params, peer_name="bench_dynamics_peer") as bench:
+        pub = bench.peer.create_publisher(JointState, "joint_states", 100)
+        latencies = Latencies()
+        bench.peer.create_subscription(
+            JointState,
+            "predicted_torque",
+            lambda m: latencies.receive((m.header.stamp.sec, m.header.stamp.nanosec)),
+            1000,
+        )
+        bench.wait_for(
+            lambda: (
+                bench.peer.count_subscribers("joint_states") > 0
+                and bench.peer.count_publishers("predicted_torque") > 0
+            ),
+            60,
+            "subscribed to joint_states and publishing predicted_torque",
+        )
         time.sleep(1.0)
         backlog = []
-        t0 = time.perf_counter()
         n = min(len(states), int(duration * rate))
-        for k in range(n):
-            while (remaining := t0 + k / rate - time.perf_counter()) > 0:  # sleep in the wait set
-                rclpy.spin_once(node, timeout_sec=remaining)
+        for k in bench.paced(n, rate):
             st = states[k]
             msg = JointState(
                 name=st["name"], position=st["position"], velocity=st["velocity"], effort=st["effort"]
             )
             msg.header.stamp.sec = 1000 + k // 1000
             msg.header.stamp.nanosec = (k % 1000) * 1_000_000
-            sent[(msg.header.stamp.sec, msg.header.stamp.nanosec)] = time.perf_counter()
+            latencies.send((msg.header.stamp.sec, msg.header.stamp.nanosec))
             pub.publish(msg)
             if k % rate == 0:
-                backlog.append(k - len(latencies))
-        t_end = time.perf_counter() + 2.0
-        while time.perf_counter() < t_end and len(latencies) < n:
-            rclpy.spin_once(node, timeout_sec=0.01)
-        node.destroy_node()
-    finally:
-        rclpy.try_shutdown()
-        proc.terminate()
-        proc.wait(10)
-    lat = np.array(latencies)
+                backlog.append(k - latencies.answered)
+        bench.spin_until(lambda: latencies.answered >= n, 2.0, period=0.01)
+    p50, p99 = latencies.percentiles()
     return {
         "rate": rate,
         "seconds": duration,
         "sent": n,
-        "received": lat.size,
-        "p50": float(np.median(lat)) if lat.size else float("nan"),
-        "p99": float(np.percentile(lat, 99)) if lat.size else float("nan"),
+        "received": latencies.answered,
+        "p50": p50,
+        "p99": p99,
         "backlog_max": int(max(backlog)) if backlog else 0,
         "backlog_last": int(backlog[-1]) if backlog else 0,
     }
@@ -270,14 +253,15 @@ def plot(rows, recovery, args, dt, path):
     fig.savefig(path, dpi=110)
 
 
-def write_markdown(path, args, rows, recovery, lat, dt, cmd, node=None):
+def protocol_lines(args, rows, dt, cmd):
+    """The header, the protocol and the transient / steady-state tables."""
     J = " | ".join(f"j{i}" for i in range(1, 8))
     lines = [
         "# Online inverse dynamics on the simulated Panda (thesis ch. 8 protocol)",
         "",
         f"Command: `{cmd}`",
         "",
-        f"Machine: {machine()}",
+        f"Machine: {describe_machine()}",
         "",
         "Plant: MuJoCo Panda (dm-robotics-panda MJCF, gravcomp 0, damping + Coulomb friction) under",
         "computed-torque control tracking random sums of sinusoids; learner's model: example-robot-data",
@@ -314,12 +298,19 @@ def write_markdown(path, args, rows, recovery, lat, dt, cmd, node=None):
     for name, r in rows.items():
         lines.append(f"| {name} | " + " | ".join(f"{x:.4f}" for x in r["per_chunk"]) + " |")
     sp, np_, p = rows["SP"], rows["NP"], rows["P"]
-    lines += [
+    return [
+        *lines,
         "",
         f"- SP vs NP in the transient: {sp['transient'].mean():.4f} vs {np_['transient'].mean():.4f} "
         f"({'SP better' if sp['transient'].mean() < np_['transient'].mean() else 'SP NOT better'}).",
         f"- SP vs P at steady state: {sp['steady'].mean():.4f} vs {p['steady'].mean():.4f} "
         f"({'SP better' if sp['steady'].mean() < p['steady'].mean() else 'SP NOT better'}).",
+    ]
+
+
+def payload_lines(args, recovery, dt):
+    """The 1 kg payload: recovery of each model, and the plot."""
+    lines = [
         "",
         "## 1 kg payload",
         "",
@@ -336,38 +327,50 @@ def write_markdown(path, args, rows, recovery, lat, dt, cmd, node=None):
         lines.append(
             f"| {name} | {r['pre']:.4f} | {r['peak']:.4f} | {r['first10']:.4f} | {t} | {r['final']:.4f} |"
         )
-    lines += ["", "![nMSE over time](dynamics.png)", ""]
-    if lat:
-        lines += [
-            "## Latency per sample (SP, predict + update, 7 joints, forgetting 0.9995, one thread)",
-            "",
-            "Floor: one `scipy.linalg.blas.dsyr` rank-1 update of a D×D matrix, median, same run.",
-            "",
-            "| D | median (ms) | p99 (ms) | dsyr floor (ms) | median / floor |",
-            "|---|---|---|---|---|",
-        ]
-        for D, med, p99, floor in lat:
-            lines.append(
-                f"| {D} | {med * 1e3:.3f} | {p99 * 1e3:.3f} | {floor * 1e3:.4f} | {med / floor:.1f} |"
-            )
-        lines.append("")
-    if node:
-        lines += [
-            "## Node over DDS",
-            "",
-            f"The `inverse_dynamics` executable in its own process (SP, D = {args.features}, learning on, q̈ "
-            f"estimated), fed simulated joint states at {node['rate']} Hz for {node['seconds']} s by a peer "
-            "process (rmw_fastrtps_cpp, localhost); latency = receipt of the predicted torque − publish "
-            "time. The node subscribes with sensor-data QoS (best effort, depth 5): when it falls behind "
-            "it drops messages instead of queueing them.",
-            "",
-            "| sent | answered | p50 (ms) | p99 (ms) | max unanswered (dropped or queued) | at the end |",
-            "|---|---|---|---|---|---|",
-            f"| {node['sent']} | {node['received']} | {node['p50'] * 1e3:.2f} | {node['p99'] * 1e3:.2f} | "
-            f"{node['backlog_max']} | {node['backlog_last']} |",
-            "",
-        ]
-    path.write_text("\n".join(lines))
+    return [*lines, "", "![nMSE over time](dynamics.png)", ""]
+
+
+def latency_lines(lat):
+    """The latency per sample against the dsyr floor (none if not measured)."""
+    if not lat:
+        return []
+    lines = [
+        "## Latency per sample (SP, predict + update, 7 joints, forgetting 0.9995, one thread)",
+        "",
+        "Floor: one `scipy.linalg.blas.dsyr` rank-1 update of a D×D matrix, median, same run.",
+        "",
+        "| D | median (ms) | p99 (ms) | dsyr floor (ms) | median / floor |",
+        "|---|---|---|---|---|",
+    ]
+    for D, med, p99, floor in lat:
+        lines.append(f"| {D} | {med * 1e3:.3f} | {p99 * 1e3:.3f} | {floor * 1e3:.4f} | {med / floor:.1f} |")
+    return [*lines, ""]
+
+
+def node_lines(args, node):
+    """The node over DDS (none if not measured)."""
+    if not node:
+        return []
+    return [
+        "## Node over DDS",
+        "",
+        f"The `inverse_dynamics` executable in its own process (SP, D = {args.features}, learning on, q̈ "
+        f"estimated), fed simulated joint states at {node['rate']} Hz for {node['seconds']} s by a peer "
+        "process (rmw_fastrtps_cpp, localhost); latency = receipt of the predicted torque − publish "
+        "time. The node subscribes with sensor-data QoS (best effort, depth 5): when it falls behind "
+        "it drops messages instead of queueing them.",
+        "",
+        "| sent | answered | p50 (ms) | p99 (ms) | max unanswered (dropped or queued) | at the end |",
+        "|---|---|---|---|---|---|",
+        f"| {node['sent']} | {node['received']} | {node['p50'] * 1e3:.2f} | {node['p99'] * 1e3:.2f} | "
+        f"{node['backlog_max']} | {node['backlog_last']} |",
+        "",
+    ]
+
+
+def write_markdown(path, args, rows, recovery, lat, dt, cmd, node=None):
+    lines = protocol_lines(args, rows, dt, cmd) + payload_lines(args, recovery, dt)
+    path.write_text("\n".join(lines + latency_lines(lat) + node_lines(args, node)))
 
 
 def main(argv=None):

@@ -18,7 +18,6 @@ Usage: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_engine.py [--quick] [--o
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,8 @@ from lifelong_learning.learners.rlsc import IncrementalRLSC
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
+from harness import provenance_line  # noqa: E402 - benchmarks/harness
+
 LAMBDAS5 = np.logspace(-1, 3, 5)  # the object_recognition node's default candidates
 
 
@@ -142,9 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--objects", action="store_true", help="(c) also on rendered objects' CNN features")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    load = Path("/proc/loadavg").read_text().split()[:3]
-    lines = [f"Git {head.stdout.strip()}, load average before: {' '.join(load)}\n"]
+    lines = [provenance_line() + "\n"]
     d, n_meas = 1280, (150 if args.quick else 600)
     if args.accuracy_only:
         lines += accuracy_sections(args.selection_every, args.objects)

@@ -31,7 +31,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from machine import cpu_model  # noqa: E402 - benchmarks/machine.py (sys.path[0] is benchmarks/)
+from harness import cpu_model, usable_cores  # noqa: E402 - benchmarks/harness (sys.path[0] is benchmarks/)
 
 from lifelong_learning.nystrom import NystromKRR, exact_objective, tune  # noqa: E402
 from lifelong_learning.nystrom.export import to_recursive_rls  # noqa: E402
@@ -153,14 +153,12 @@ def regression_data(n: int, d: int = 6, seed: int = 0):
     return X, f + 0.1 * rng.normal(size=n), f
 
 
-def speed(n: int, m: int, epochs: int, lr: float = 0.05, objective: str = "proposed") -> dict:
+def sgpr_curve(Xtr, Ytr, Xte, Yte, m: int, epochs: int, lr: float) -> list[tuple[float, float]]:
+    """GPyTorch SGPR (Titsias) with m inducing points, Adam on the marginal likelihood bound:
+    (training seconds so far, test MSE) after every epoch."""
     import gpytorch
 
-    X, Y, _ = regression_data(n + 2000)
-    Xtr, Ytr, Xte, Yte = X[:n], Y[:n], X[n:], Y[n:]
     mu, sd = Ytr.mean(), Ytr.std()
-    Yc = Ytr - mu  # ours: centred targets (SGPR has a constant mean), the mean added back
-    # -- GPyTorch SGPR (Titsias) with m inducing points, Adam on the marginal likelihood bound
     tx, ty = torch.as_tensor(Xtr), torch.as_tensor((Ytr - mu) / sd)
     txe = torch.as_tensor(Xte)
 
@@ -200,6 +198,15 @@ def speed(n: int, m: int, epochs: int, lr: float = 0.05, objective: str = "propo
         with torch.no_grad(), gpytorch.settings.fast_pred_var():
             pred = gp(txe).mean.numpy() * sd + mu
         gp_curve.append((elapsed, float(np.mean((pred - Yte) ** 2))))
+    return gp_curve
+
+
+def speed(n: int, m: int, epochs: int, lr: float = 0.05, objective: str = "proposed") -> dict:
+    X, Y, _ = regression_data(n + 2000)
+    Xtr, Ytr, Xte, Yte = X[:n], Y[:n], X[n:], Y[n:]
+    mu = Ytr.mean()
+    Yc = Ytr - mu  # ours: centred targets (SGPR has a constant mean), the mean added back
+    gp_curve = sgpr_curve(Xtr, Ytr, Xte, Yte, m, epochs, lr)
     gp_final = gp_curve[-1][1]
     # -- ours: proposed objective, same m, same epochs; test MSE tracked outside the timing
     curve: list[tuple[float, float]] = []
@@ -360,43 +367,16 @@ def speed_table(settings: list[str]) -> None:
         )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes (a minute or two)")
-    ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/nystrom.md"))
-    ap.add_argument(
-        "--speed-only",
-        nargs="+",
-        metavar="OBJECTIVE:LR",
-        help="only the comparison with SGPR (n = 5000, m = 200, 100 epochs), once per objective and Adam "
-        "learning rate (both methods use it); prints a markdown table, writes nothing",
-    )
-    args = ap.parse_args()
-    if args.speed_only:
-        speed_table(args.speed_only)
-        return
-    q = args.quick
-    cmd = "python benchmarks/bench_nystrom.py" + (" --quick" if q else "")
-    t_start = time.perf_counter()
-    corr = correctness()
-    for k, v in corr:
-        print(f"{k}: {v}", flush=True)
-    dig = digits(m=100 if q else 500, epochs=30 if q else 100)
-    spd = speed(n=1000 if q else 5000, m=50 if q else 200, epochs=30 if q else 100)
-    print("speed:", spd, flush=True)
-    mem = memory(n=100_000 if q else 1_000_000, d=21, m=500 if q else 2000, iters=3)
-    print("memory:", mem, flush=True)
-    pan = panda(duration=6.0 if q else 30.0, m=100 if q else 300, epochs=20 if q else 60)
-    print("panda:", pan, flush=True)
-
+def header_lines(corr: list[tuple[str, float]], cmd: str, seconds: float) -> list[str]:
+    """The command, the machine and (1) correctness."""
     L = [
         "# Nyström KRR and hyperparameter tuning: benchmark",
         "",
         f"Command: `{cmd}` (threads pinned to 1: OMP/MKL/OPENBLAS/NUMBA_NUM_THREADS=1, "
         "torch.set_num_threads(1)).",
-        f"Machine: {os.cpu_count()} CPUs (`nproc`), {cpu_model()}; torch {torch.__version__}, CPU only. "
+        f"Machine: {usable_cores()} CPUs (`nproc`), {cpu_model()}; torch {torch.__version__}, CPU only. "
         "**CUDA was not measured** (no GPU here).",
-        f"Total benchmark time: {time.perf_counter() - t_start:.0f} s.",
+        f"Total benchmark time: {seconds:.0f} s.",
         "",
         "## 1. Correctness",
         "",
@@ -404,7 +384,12 @@ def main() -> None:
         "|---|---|",
     ]
     L += [f"| {k} | {v if isinstance(v, str) else f'{v:.3g}'} |" for k, v in corr]
-    L += [
+    return L
+
+
+def quality_lines(dig: dict) -> list[str]:
+    """(2) sklearn digits."""
+    L = [
         "",
         f"## 2. Quality: sklearn digits ({dig['n_train']} train / {dig['n_test']} test, stratified 80/20)",
         "",
@@ -419,11 +404,16 @@ def main() -> None:
     for obj in ("proposed", "sgpr", "gcv"):
         r = dig[obj]
         L.append(f"| {obj} | {r['error']:.2f} | {r['seconds']:.1f} | {r['epochs_run']} | {r['lam']:.3g} |")
+    return L
+
+
+def speed_memory_panda_lines(spd: dict, mem: dict, pan: dict) -> list[str]:
+    """(3) against SGPR, (4) memory and (5) the Panda residual."""
     ours_reach = "not reached" if spd["ours_time"] is None else f"{spd['ours_time']:.2f}"
     reach2 = "not reached" if spd["ours_time_2pct"] is None else f"{spd['ours_time_2pct']:.2f} s"
     ratio2 = spd["gp_time_2pct"] / spd["ours_time_2pct"] if spd["ours_time_2pct"] else float("nan")
     ratio = f"{spd['gp_time'] / spd['ours_time']:.2f}×" if spd["ours_time"] else "not reached"
-    L += [
+    return [
         "",
         "## 3. Speed against GPyTorch SGPR (same data, same number of inducing points)",
         "",
@@ -464,6 +454,39 @@ def main() -> None:
         f"{pan['rbd_nystrom_tuned']:.4g} |",
         "",
     ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (a minute or two)")
+    ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/nystrom.md"))
+    ap.add_argument(
+        "--speed-only",
+        nargs="+",
+        metavar="OBJECTIVE:LR",
+        help="only the comparison with SGPR (n = 5000, m = 200, 100 epochs), once per objective and Adam "
+        "learning rate (both methods use it); prints a markdown table, writes nothing",
+    )
+    args = ap.parse_args()
+    if args.speed_only:
+        speed_table(args.speed_only)
+        return
+    q = args.quick
+    cmd = "python benchmarks/bench_nystrom.py" + (" --quick" if q else "")
+    t_start = time.perf_counter()
+    corr = correctness()
+    for k, v in corr:
+        print(f"{k}: {v}", flush=True)
+    dig = digits(m=100 if q else 500, epochs=30 if q else 100)
+    spd = speed(n=1000 if q else 5000, m=50 if q else 200, epochs=30 if q else 100)
+    print("speed:", spd, flush=True)
+    mem = memory(n=100_000 if q else 1_000_000, d=21, m=500 if q else 2000, iters=3)
+    print("memory:", mem, flush=True)
+    pan = panda(duration=6.0 if q else 30.0, m=100 if q else 300, epochs=20 if q else 60)
+    print("panda:", pan, flush=True)
+
+    seconds = time.perf_counter() - t_start
+    L = header_lines(corr, cmd, seconds) + quality_lines(dig) + speed_memory_panda_lines(spd, mem, pan)
     L += NOTES
     out = Path(args.out)
     kept = out.read_text(encoding="utf-8").partition(KEPT)[2] if out.exists() else ""

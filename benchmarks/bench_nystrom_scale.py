@@ -35,6 +35,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -45,7 +46,7 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import describe_machine  # noqa: E402
+from harness import describe_machine  # noqa: E402 - benchmarks/harness
 
 from lifelong_learning.nystrom import NystromKRR, tune  # noqa: E402
 from lifelong_learning.nystrom.distributed import JobProgress, contiguous_shares, joined  # noqa: E402
@@ -64,7 +65,7 @@ def block(seed: int, b: int, rows: int, d: int) -> tuple[np.ndarray, np.ndarray,
     return X, (f + NOISE * rng.normal(size=rows))[:, None], f[:, None]
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--d", type=int, default=21)
@@ -86,53 +87,74 @@ def main() -> int:
         "added (what two processes do), and print the largest relative difference of the predictions",
     )
     ap.add_argument("--no-progress", action="store_true", help="no progress bar of the fit")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def data(args: argparse.Namespace, numbers: range) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Rows and noisy targets of the data blocks ``numbers``."""
+    for b in numbers:
+        X, Y, _ = block(args.seed, b, min(args.block, args.rows - b * args.block), args.d)
+        yield torch.as_tensor(X), torch.as_tensor(Y)
+
+
+def tuned_on_sample(args: argparse.Namespace, group: Any) -> tuple[Any, float]:
+    """1. Tuning on a sample (block TUNE), split over the processes; the model and its seconds."""
+    Xs, Ys, _ = block(args.seed, TUNE, args.tune_rows, args.d)
+    part = contiguous_shares([1.0] * args.tune_rows, group.world_size)[group.rank]
+    t0 = time.perf_counter()
+    tuned = tune(
+        Xs[part.start : part.stop],
+        Ys[part.start : part.stop],
+        centers=args.tune_centers,
+        objective=args.objective,
+        epochs=args.epochs,
+        lr=args.lr,
+        seed=args.seed,
+        group=group,
+    )
+    return tuned, time.perf_counter() - t0
+
+
+def fresh_centres(args: argparse.Namespace) -> np.ndarray:
+    """The fit's m centres: random draws of x."""
+    return np.random.default_rng([args.seed, TEST + 1]).uniform(-2, 2, size=(args.centers, args.d))
+
+
+def fitted(args: argparse.Namespace, group: Any, mine: range, tuned: Any) -> tuple[NystromKRR, float, list]:
+    """2. The fit on every row, streamed, with m fresh centres: the model, its seconds and each
+    process's figures."""
+    model = NystromKRR(
+        centers=fresh_centres(args), lengthscale=tuned.lengthscale_.numpy(), lam=tuned.lam, solver="direct"
+    )
+    rows = 0
+
+    def blocks() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        nonlocal rows
+        for X, Y in data(args, mine):
+            rows += X.shape[0]
+            yield X, Y
+            progress.add(X.shape[0])  # once the block's sums are added
+
+    t0 = time.perf_counter()
+    # the whole job's rows (every process's), with an ETA, on rank 0
+    with JobProgress(group, args.rows, "fit", unit="row", enabled=not args.no_progress) as progress:
+        model.fit_blocks(blocks, group, outputs=1)
+    t_fit = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    per_rank = group.all_gather({"rank": group.rank, "rows": rows, "fit_s": t_fit, "peak_rss_gb": rss})
+    return model, t_fit, per_rank
+
+
+def main() -> int:
+    args = parse_args()
     torch.set_num_threads(1)
     n_blocks = -(-args.rows // args.block)
     with joined(backend="gloo") as group:
         mine = contiguous_shares(
             [min(args.block, args.rows - b * args.block) for b in range(n_blocks)], group.world_size
         )[group.rank]
-        # 1. tuning on a sample (block TUNE), split over the processes
-        Xs, Ys, _ = block(args.seed, TUNE, args.tune_rows, args.d)
-        part = contiguous_shares([1.0] * args.tune_rows, group.world_size)[group.rank]
-        t0 = time.perf_counter()
-        tuned = tune(
-            Xs[part.start : part.stop],
-            Ys[part.start : part.stop],
-            centers=args.tune_centers,
-            objective=args.objective,
-            epochs=args.epochs,
-            lr=args.lr,
-            seed=args.seed,
-            group=group,
-        )
-        t_tune = time.perf_counter() - t0
-        # 2. the fit on every row, streamed, with m fresh centres
-        Z = np.random.default_rng([args.seed, TEST + 1]).uniform(-2, 2, size=(args.centers, args.d))
-        model = NystromKRR(centers=Z, lengthscale=tuned.lengthscale_.numpy(), lam=tuned.lam, solver="direct")
-        rows = 0
-
-        def data(numbers: range) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-            """Rows and noisy targets of the data blocks ``numbers``."""
-            for b in numbers:
-                X, Y, _ = block(args.seed, b, min(args.block, args.rows - b * args.block), args.d)
-                yield torch.as_tensor(X), torch.as_tensor(Y)
-
-        def blocks() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-            nonlocal rows
-            for X, Y in data(mine):
-                rows += X.shape[0]
-                yield X, Y
-                progress.add(X.shape[0])  # once the block's sums are added
-
-        t0 = time.perf_counter()
-        # the whole job's rows (every process's), with an ETA, on rank 0
-        with JobProgress(group, args.rows, "fit", unit="row", enabled=not args.no_progress) as progress:
-            model.fit_blocks(blocks, group, outputs=1)
-        t_fit = time.perf_counter() - t0
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-        per_rank = group.all_gather({"rank": group.rank, "rows": rows, "fit_s": t_fit, "peak_rss_gb": rss})
+        tuned, t_tune = tuned_on_sample(args, group)
+        model, t_fit, per_rank = fitted(args, group, mine, tuned)
         if not group.is_main:
             return 0
         Xt, Yt, Ft = block(args.seed, TEST, args.test, args.d)
@@ -163,12 +185,13 @@ def main() -> int:
         }
         if args.regroup and group.world_size == 1:
             halves = [
-                kernel_sums(data(part), model.centers_, model.lengthscale_)
+                kernel_sums(data(args, part), model.centers_, model.lengthscale_)
                 for part in contiguous_shares([1.0] * n_blocks, 2)
             ]
-            sums = halves[0] + halves[1]
-            regrouped = NystromKRR(centers=Z, lengthscale=tuned.lengthscale_.numpy(), lam=tuned.lam)
-            other = regrouped.fit_sums(sums).predict(Xt)
+            regrouped = NystromKRR(
+                centers=fresh_centres(args), lengthscale=tuned.lengthscale_.numpy(), lam=tuned.lam
+            )
+            other = regrouped.fit_sums(halves[0] + halves[1]).predict(Xt)
             result["regroup_max_rel_diff"] = float(np.max(np.abs(pred - other)) / np.max(np.abs(pred)))
         if args.compare:
             other = np.load(args.compare)["pred"]

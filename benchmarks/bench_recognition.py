@@ -23,14 +23,13 @@ Writes docs/benchmarks/recognition.md (and .json).
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from machine import cpu_model, per_seed_table  # benchmarks/machine.py (sys.path[0] is benchmarks/)
+from harness import cpu_model, per_seed_table, run_seeds  # benchmarks/harness (sys.path[0] is benchmarks/)
 
 from lifelong_learning.io.bags import write_labeled_features
 from lifelong_learning.learners import IncrementalRLSC
@@ -154,12 +153,12 @@ def main() -> None:
     if args.quick:
         args.seeds, args.objects = args.seeds[:1], 30
     torch.set_num_threads(1)
-    t0 = time.perf_counter()
-    results = [one_seed(s, args) for s in args.seeds]
-    out = Path(args.out)
-    out.write_text(markdown(results, args, time.perf_counter() - t0))
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    print(out.read_text())
+    run_seeds(
+        args.seeds,
+        lambda seed: one_seed(seed, args),
+        lambda results, seconds: markdown(results, args, seconds),
+        args.out,
+    )
 
 
 if __name__ == "__main__":

@@ -30,14 +30,13 @@ retraining-bags<K>[-<robot>].md.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from machine import cpu_model, per_seed_table  # benchmarks/machine.py (sys.path[0] is benchmarks/)
+from harness import cpu_model, per_seed_table, run_seeds  # benchmarks/harness (sys.path[0] is benchmarks/)
 
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.dynamics import (
@@ -233,16 +232,16 @@ def main() -> None:
     if args.quick:
         args.seconds, args.seeds = 30.0, args.seeds[:1]
     torch.set_num_threads(1)
-    t0 = time.perf_counter()
     objectives = [o for o in args.objectives.split(",") if o]
-    results = [one_seed(s, objectives, args) for s in args.seeds]
     suffix = "" if args.bags == 1 else f"-bags{args.bags}"
     suffix += "" if args.grasp == 0.6 else f"-grasp{args.grasp:g}"
     suffix += "" if args.robot == "panda" else f"-{args.robot}"
-    out = Path(args.out or ROOT / f"docs/benchmarks/retraining{suffix}.md")
-    out.write_text(markdown(results, args, time.perf_counter() - t0))
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    print(out.read_text())
+    run_seeds(
+        args.seeds,
+        lambda seed: one_seed(seed, objectives, args),
+        lambda results, seconds: markdown(results, args, seconds),
+        args.out or ROOT / f"docs/benchmarks/retraining{suffix}.md",
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from machine import cpu_model  # benchmarks/machine.py (sys.path[0] is benchmarks/)
+from harness import cpu_model  # benchmarks/harness (sys.path[0] is benchmarks/)
 
 from lifelong_learning.io.bags import write_joint_states
 from lifelong_learning.retraining.pipeline import TuningJob, run_job

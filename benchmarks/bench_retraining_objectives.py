@@ -19,14 +19,13 @@ Writes docs/benchmarks/retraining-objectives[-<robot>].md (and .json); the test
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 from bench_retraining import ROBOTS  # benchmarks/ is sys.path[0]
-from machine import cpu_model
+from harness import cpu_model, run_seeds  # benchmarks/harness
 
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.dynamics import SemiparametricInverseDynamics, estimate_accelerations
@@ -135,13 +134,13 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     objectives = [o for o in args.objectives.split(",") if o]
-    t0 = time.perf_counter()
-    results = [one_seed(s, args, objectives) for s in args.seeds]
     suffix = "" if args.robot == "ur5" else f"-{args.robot}"
-    out = Path(args.out or ROOT / f"docs/benchmarks/retraining-objectives{suffix}.md")
-    out.write_text(markdown(results, args, objectives, time.perf_counter() - t0))
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    print(out.read_text())
+    run_seeds(
+        args.seeds,
+        lambda seed: one_seed(seed, args, objectives),
+        lambda results, seconds: markdown(results, args, objectives, seconds),
+        args.out or ROOT / f"docs/benchmarks/retraining-objectives{suffix}.md",
+    )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import describe_machine  # noqa: E402
+from harness import describe_machine  # noqa: E402 - benchmarks/harness
 
 from lifelong_learning.io.bags import write_labeled_features  # noqa: E402
 from lifelong_learning.learners.rlsc import IncrementalRLSC  # noqa: E402

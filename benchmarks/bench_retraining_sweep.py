@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from bench_retraining import ROBOTS  # benchmarks/ is sys.path[0]
-from machine import cpu_model
+from harness import cpu_model  # benchmarks/harness
 
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.dynamics import estimate_accelerations

@@ -15,14 +15,12 @@ Run single-threaded for timings:
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from machine import describe_machine as machine  # benchmarks/machine.py (sys.path[0] is benchmarks/)
+from harness import Latencies, NodeUnderTest, describe_machine, git_head  # benchmarks/harness (sys.path[0])
 from scipy.linalg import cho_factor, cho_solve
 from scipy.linalg.blas import dsyr
 
@@ -169,10 +167,6 @@ def table_markdown(title, out, checkpoints, chosen, note):
 
 
 # ---------------------------------------------------------------------------- (b) cost
-def percentile_ms(samples, q):
-    return 1e3 * float(np.percentile(samples, q))
-
-
 def update_cost(d, n_lambdas, T, n_pre, n_measure, seed=0):
     """Latency of partial_fit(one sample) in steady state, and of one dsyr per λ."""
     rng = np.random.default_rng(seed)
@@ -224,81 +218,59 @@ def batch_resolve_time(d, T, k, seed=0):
 # ---------------------------------------------------------------------------- (c) node
 def node_latency(d: int, T: int, n_per_class: int, n_frames: int, rate_hz: float) -> str:
     """Start the installed node in its own process; features in → prediction out over DDS."""
-    import random
-
-    os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(0, 101)))
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    import rclpy
     from lifelong_learning.msg import Features, LabeledFeatures, Prediction
-    from rclpy.node import Node
     from rclpy.qos import QoSProfile, qos_profile_sensor_data
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lifelong_learning.nodes.object_recognition", "--ros-args",
-         "--params-file", str(REPO / "config/object_recognition.yaml"), "-p", "diagnostics_period_s:=0.0"],
-        cwd="/tmp", stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    rclpy.init()
-    node = Node("rlsc_bench_peer")
-    latencies: dict[str, float] = {}
-    labels_out: dict[str, str] = {}
-
-    def on_prediction(msg: Prediction) -> None:
-        latencies[msg.header.frame_id] = time.perf_counter() - sent[msg.header.frame_id]
-        labels_out[msg.header.frame_id] = msg.label
-
-    sent: dict[str, float] = {}
-    feat_pub = node.create_publisher(Features, "features", qos_profile_sensor_data)
-    lab_pub = node.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=100))
-    node.create_subscription(Prediction, "prediction", on_prediction, 10)
+    config = [REPO / "config/object_recognition.yaml"]
+    bench = NodeUnderTest(
+        "object_recognition",
+        params_files=config,
+        params={"diagnostics_period_s": 0.0},
+        peer_name="rlsc_bench_peer",
+    )
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(T, d))
 
-    def spin_for(seconds: float) -> None:
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            rclpy.spin_once(node, timeout_sec=max(0.0, min(0.005, end - time.perf_counter())))
+    def features(c: int) -> list[float]:
+        return (centres[c] + rng.normal(size=d)).astype(np.float32).tolist()
 
-    try:
-        deadline = time.perf_counter() + 60
-        while (feat_pub.get_subscription_count() == 0 or lab_pub.get_subscription_count() == 0) and (
-            time.perf_counter() < deadline
-        ):
-            spin_for(0.1)
-        for i in range(T * n_per_class):  # teach at 30 Hz
-            c = i % T
-            x = centres[c] + rng.normal(size=d)
-            lab_pub.publish(LabeledFeatures(data=x.astype(np.float32).tolist(), label=f"obj{c}"))
-            spin_for(1.0 / rate_hz)
-        spin_for(2.0)
+    with bench:
+        latencies, labels_out = Latencies(), {}
+
+        def on_prediction(msg: Prediction) -> None:
+            latencies.receive(msg.header.frame_id)
+            labels_out[msg.header.frame_id] = msg.label
+
+        feat_pub = bench.peer.create_publisher(Features, "features", qos_profile_sensor_data)
+        lab_pub = bench.peer.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=100))
+        bench.peer.create_subscription(Prediction, "prediction", on_prediction, 10)
+        bench.wait_for(
+            lambda: feat_pub.get_subscription_count() > 0 and lab_pub.get_subscription_count() > 0,
+            60,
+            "subscribed to features and labeled_features",
+        )
+        for i in bench.paced(T * n_per_class, rate_hz):  # teach
+            lab_pub.publish(LabeledFeatures(data=features(i % T), label=f"obj{i % T}"))
+        bench.spin_for(2.0)
         rows = []
         for phase, teach in (("predict only", False), ("predict + labeled stream at the same rate", True)):
-            sent.clear(), latencies.clear(), labels_out.clear()
+            latencies.clear(), labels_out.clear()
             truth = {}
-            for i in range(n_frames):
+            for i in bench.paced(n_frames, rate_hz):
                 c = int(rng.integers(T))
-                msg = Features(data=(centres[c] + rng.normal(size=d)).astype(np.float32).tolist())
+                msg = Features(data=features(c))
                 msg.header.frame_id = f"{phase}{i}"
                 truth[msg.header.frame_id] = f"obj{c}"
-                sent[msg.header.frame_id] = time.perf_counter()
+                latencies.send(msg.header.frame_id)
                 feat_pub.publish(msg)
                 if teach:
-                    x = centres[c] + rng.normal(size=d)
-                    lab_pub.publish(LabeledFeatures(data=x.astype(np.float32).tolist(), label=f"obj{c}"))
-                spin_for(1.0 / rate_hz)
-            spin_for(2.0)
-            lat = np.array(list(latencies.values()))
+                    lab_pub.publish(LabeledFeatures(data=features(c), label=f"obj{c}"))
+            bench.spin_for(2.0)
+            p50, p99 = latencies.percentiles()
             acc = np.mean([labels_out[k] == truth[k] for k in labels_out]) if labels_out else float("nan")
-            rows.append(
-                f"| {phase} | {len(lat)}/{n_frames} | {1e3 * np.median(lat):.2f} | "
-                f"{1e3 * np.percentile(lat, 99):.2f} | {100 * acc:.1f} |"
-            )
+            answered = f"{latencies.answered}/{n_frames}"
+            rows.append(f"| {phase} | {answered} | {1e3 * p50:.2f} | {1e3 * p99:.2f} | {100 * acc:.1f} |")
             print(rows[-1])
-    finally:
-        node.destroy_node()
-        rclpy.shutdown()
-        proc.send_signal(2)
-        proc.wait(20)
     return (
         "\n## (c) Node latency over DDS\n\n"
         f"`object_recognition` (installed package, own process, default config: 5 λ, α auto) taught "
@@ -313,6 +285,86 @@ def node_latency(d: int, T: int, n_per_class: int, n_frames: int, rate_hz: float
 
 
 # ---------------------------------------------------------------------------- report
+def accuracy_sections(args: argparse.Namespace, trials: int) -> list[str]:
+    """(a): the Table 7.1 protocol on digits and (unless --skip-objects) on rendered objects."""
+    sections = [
+        "\n## (a) Thesis Table 7.1 protocol\n\n",
+        "Balanced classes get n_bal training + n_bal/5 validation samples each, fed as one "
+        "shuffled stream; the rare class then arrives one sample at a time and the test "
+        "accuracy is measured at each n_imb. N and RC are `IncrementalRLSC` with the λ grid "
+        f"{LAMBDAS.tolist()} (every 6th sample held out, best λ on validation); N has α = 0, "
+        'RC α = "auto" (§7.6.3 heuristic, grid 0, 0.1, …, 1, well-represented = ≥ 20 training '
+        "samples). RB (eq. 7.22) is retrained from scratch at each n_imb on the same training "
+        "samples, λ chosen on the balanced validation samples. Mean ± std over trials. "
+        "The RC λ column is the median over trials of the chosen λ.\n",
+    ]
+    X, y = digits_data()
+    n_bal, n_test = (100, 50)
+    t = time.perf_counter()
+    out, cps, chosen = table_protocol(X, y, n_bal, n_test, trials, 0, "cycle")
+    print(f"digits protocol: {time.perf_counter() - t:.0f} s")
+    note = (
+        f"sklearn digits, raw 8×8 pixels / 16 (d = 64), T = 10, n_bal = {n_bal}, "
+        f"n_test = {n_test} per class, {trials} trials, rare class cycles over the digits. Digits has "
+        f"only ~180 images per class, so n_imb is capped at {cps[-1]} (the thesis' 100 and 500 "
+        "become that cap)."
+    )
+    sections.append(table_markdown("Digits", out, cps, chosen, note))
+    print(sections[-1])
+    if args.skip_objects:
+        return sections
+    try:
+        n_obj, views = args.objects, 220
+        Xo, yo = object_features(Path(args.features_cache), n_obj, views)
+        n_bal_o, n_test_o = 100, 50
+        t = time.perf_counter()
+        out, cps, chosen = table_protocol(Xo, yo, n_bal_o, n_test_o, trials, 1, "cycle")
+        print(f"objects protocol: {time.perf_counter() - t:.0f} s")
+        note = (
+            f"EfficientNet-Lite0 (ImageNet weights, onnxruntime) 1280-d pooled features of "
+            f"pybullet renders (`lifelong_learning.sim.objects.render_object_views`, 128×128, "
+            f"random viewpoint/light/table per view), T = {n_obj} objects, {views} views each, "
+            f"n_bal = {n_bal_o}, n_test = {n_test_o}, {trials} trials, rare object cycles; n_imb "
+            f"capped at {cps[-1]} by the views rendered."
+        )
+        sections.append(table_markdown("Rendered objects, CNN features", out, cps, chosen, note))
+        print(sections[-1])
+    except ImportError as exc:
+        sections.append(f"\nObject features not run: {exc}\n")
+    return sections
+
+
+def cost_sections(quick: bool) -> list[str]:
+    """(b): the update cost per labeled sample against dsyr and a batch re-solve."""
+    sections = [
+        "\n## (b) Update cost per labeled sample\n\n",
+        "`partial_fit(x, y)` of one sample in steady state (T = 30 classes; with 5 λ "
+        'candidates α = "auto", every 6th sample held out and the validation buffer of V '
+        "samples kept exact), compared with one `scipy.linalg.blas.dsyr` rank-1 update of a "
+        "d×d matrix per λ candidate measured in the same run, and with re-solving the batch "
+        "problem from scratch at k = 5000 samples. Prediction = `predict` of one sample.\n\n",
+        "| d | λ candidates | V | median ms | p99 ms | dsyr per λ ms | ratio to L·dsyr | "
+        "predict ms | batch re-solve (k=5000) ms | batch / update |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    ]
+    for d in (256, 1280) if quick else (256, 1280, 4096):
+        k_batch = 5000
+        solve = batch_resolve_time(d, 30, k_batch)
+        for L in (1, 5):
+            n_pre = {256: 1500, 1280: 1500, 4096: 300}[d] if not quick else 400
+            n_meas = 300 if d < 4096 else 100
+            r = update_cost(d, L, 30, n_pre, n_meas)
+            ratio = r["median"] / (L * r["dsyr"])
+            row = (
+                f"| {d} | {L} | {r['n_val']} | {1e3 * r['median']:.3f} | {1e3 * r['p99']:.3f} | "
+                f"{1e3 * r['dsyr']:.3f} | {ratio:.1f} | {1e3 * r['predict']:.3f} | "
+                f"{1e3 * solve:.0f} | {solve / r['median']:.0f} |"
+            )
+            print(row)
+            sections.append(row + "\n")
+    return sections
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few trials, small d: a smoke run")
@@ -331,83 +383,13 @@ def main(argv: list[str] | None = None) -> int:
         "Command (after `source .venv/bin/activate`; for --node also `source install/setup.bash` of a "
         "colcon build): `OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 "
         f"{' '.join(['python', 'benchmarks/bench_rlsc.py', *sys.argv[1:]])}`  \n",
-        f"Machine: {machine()}  \n",
-        f"Git: {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=REPO, capture_output=True, text=True).stdout.strip()}\n",  # noqa: E501
+        f"Machine: {describe_machine()}  \n",
+        f"Git: {git_head()}\n",
     ]
     if not args.skip_accuracy:
-        sections.append("\n## (a) Thesis Table 7.1 protocol\n\n")
-        sections.append(
-            "Balanced classes get n_bal training + n_bal/5 validation samples each, fed as one "
-            "shuffled stream; the rare class then arrives one sample at a time and the test "
-            "accuracy is measured at each n_imb. N and RC are `IncrementalRLSC` with the λ grid "
-            f"{LAMBDAS.tolist()} (every 6th sample held out, best λ on validation); N has α = 0, "
-            'RC α = "auto" (§7.6.3 heuristic, grid 0, 0.1, …, 1, well-represented = ≥ 20 training '
-            "samples). RB (eq. 7.22) is retrained from scratch at each n_imb on the same training "
-            "samples, λ chosen on the balanced validation samples. Mean ± std over trials. "
-            "The RC λ column is the median over trials of the chosen λ.\n"
-        )
-        X, y = digits_data()
-        n_bal, n_test = (100, 50)
-        t = time.perf_counter()
-        out, cps, chosen = table_protocol(X, y, n_bal, n_test, trials, 0, "cycle")
-        print(f"digits protocol: {time.perf_counter() - t:.0f} s")
-        note = (
-            f"sklearn digits, raw 8×8 pixels / 16 (d = 64), T = 10, n_bal = {n_bal}, "
-            f"n_test = {n_test} per class, {trials} trials, rare class cycles over the digits. Digits has "
-            f"only ~180 images per class, so n_imb is capped at {cps[-1]} (the thesis' 100 and 500 "
-            "become that cap)."
-        )
-        sections.append(table_markdown("Digits", out, cps, chosen, note))
-        print(sections[-1])
-        if not args.skip_objects:
-            try:
-                n_obj, views = args.objects, 220
-                Xo, yo = object_features(Path(args.features_cache), n_obj, views)
-                n_bal_o, n_test_o = 100, 50
-                t = time.perf_counter()
-                out, cps, chosen = table_protocol(Xo, yo, n_bal_o, n_test_o, trials, 1, "cycle")
-                print(f"objects protocol: {time.perf_counter() - t:.0f} s")
-                note = (
-                    f"EfficientNet-Lite0 (ImageNet weights, onnxruntime) 1280-d pooled features of "
-                    f"pybullet renders (`lifelong_learning.sim.objects.render_object_views`, 128×128, "
-                    f"random viewpoint/light/table per view), T = {n_obj} objects, {views} views each, "
-                    f"n_bal = {n_bal_o}, n_test = {n_test_o}, {trials} trials, rare object cycles; n_imb "
-                    f"capped at {cps[-1]} by the views rendered."
-                )
-                sections.append(table_markdown("Rendered objects, CNN features", out, cps, chosen, note))
-                print(sections[-1])
-            except ImportError as exc:
-                sections.append(f"\nObject features not run: {exc}\n")
+        sections += accuracy_sections(args, trials)
     if not args.skip_cost:
-        sections.append("\n## (b) Update cost per labeled sample\n\n")
-        sections.append(
-            "`partial_fit(x, y)` of one sample in steady state (T = 30 classes; with 5 λ "
-            'candidates α = "auto", every 6th sample held out and the validation buffer of V '
-            "samples kept exact), compared with one `scipy.linalg.blas.dsyr` rank-1 update of a "
-            "d×d matrix per λ candidate measured in the same run, and with re-solving the batch "
-            "problem from scratch at k = 5000 samples. Prediction = `predict` of one sample.\n\n"
-        )
-        sections.append(
-            "| d | λ candidates | V | median ms | p99 ms | dsyr per λ ms | ratio to L·dsyr | "
-            "predict ms | batch re-solve (k=5000) ms | batch / update |\n"
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-        )
-        dims = (256, 1280) if args.quick else (256, 1280, 4096)
-        for d in dims:
-            k_batch = 5000
-            solve = batch_resolve_time(d, 30, k_batch)
-            for L in (1, 5):
-                n_pre = {256: 1500, 1280: 1500, 4096: 300}[d] if not args.quick else 400
-                n_meas = 300 if d < 4096 else 100
-                r = update_cost(d, L, 30, n_pre, n_meas)
-                ratio = r["median"] / (L * r["dsyr"])
-                row = (
-                    f"| {d} | {L} | {r['n_val']} | {1e3 * r['median']:.3f} | {1e3 * r['p99']:.3f} | "
-                    f"{1e3 * r['dsyr']:.3f} | {ratio:.1f} | {1e3 * r['predict']:.3f} | "
-                    f"{1e3 * solve:.0f} | {solve / r['median']:.0f} |"
-                )
-                print(row)
-                sections.append(row + "\n")
+        sections += cost_sections(args.quick)
     if args.node:
         sections.append(node_latency(1280, 30, 5 if args.quick else 20, 100 if args.quick else 600, 30.0))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

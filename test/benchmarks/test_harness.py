@@ -1,0 +1,115 @@
+"""benchmarks/harness/: latencies, node parameters, the per-seed runner, a node under test."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from harness import (  # benchmarks/ is not a package: on sys.path above
+    Latencies,
+    NodeUnderTest,
+    param_args,
+    per_seed_table,
+    percentiles,
+    private_domain,
+    provenance_line,
+    run_seeds,
+)
+
+
+def test_percentiles_interpolate_and_are_nan_without_values() -> None:
+    assert percentiles([1.0, 2.0, 3.0, 4.0, 5.0], (0, 50, 100)) == (1.0, 3.0, 5.0)
+    assert percentiles(range(101), (99,)) == (99.0,)
+    assert all(math.isnan(v) for v in percentiles([], (50, 99)))
+
+
+def test_latencies_count_the_first_answer_to_each_request_sent() -> None:
+    now = [10.0]
+    latencies = Latencies(clock=lambda: now[0])
+    latencies.send("a")
+    latencies.send("b")
+    now[0] = 10.5
+    latencies.receive("a")
+    latencies.receive("a", at=20.0)  # a second answer: ignored
+    latencies.receive("never sent")
+    latencies.receive("b", at=12.0)
+    assert latencies.answered == 2
+    assert latencies.latency == {"a": 0.5, "b": 2.0}
+    assert latencies.percentiles((0, 100)) == (0.5, 2.0)
+    latencies.clear()
+    latencies.receive("a")  # sent before the clear: ignored
+    assert latencies.answered == 0
+
+
+def test_param_args_are_typed_as_ros_args_read_them() -> None:
+    params = {"learning": False, "n_features": 500, "rate": 250.0, "joints": ["a", "b"], "path": Path("/x")}
+    assert param_args(params) == [
+        "learning:=false",
+        "n_features:=500",
+        "rate:=250.0",
+        "joints:=[a,b]",
+        "path:=/x",
+    ]
+
+
+def test_private_domain_keeps_a_chosen_id_and_draws_one_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROS_DOMAIN_ID", "42")
+    monkeypatch.delenv("ROS_AUTOMATIC_DISCOVERY_RANGE", raising=False)
+    assert private_domain() == "42"
+    assert os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    monkeypatch.delenv("ROS_DOMAIN_ID")
+    assert 1 <= int(private_domain()) <= 101
+
+
+def test_provenance_line_names_the_commit_and_the_load() -> None:
+    assert re.fullmatch(r"Git [0-9a-f]*, load average before: \S+ \S+ \S+", provenance_line())
+
+
+def test_run_seeds_writes_the_report_and_the_results(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "report.md"
+
+    def report(results: list, seconds: float) -> str:
+        assert seconds >= 0
+        return "\n".join(per_seed_table(results, ".1f")) + "\n"
+
+    results = run_seeds([0, 1], lambda seed: {"seed": seed, "model": seed + 0.5}, report, out)
+    assert results == [{"seed": 0, "model": 0.5}, {"seed": 1, "model": 1.5}]
+    assert (
+        out.read_text()
+        == "| model | seed 0 | seed 1 | mean |\n|---|---:|---:|---:|\n| model | 0.5 | 1.5 | 1.0 |\n"
+    )
+    assert json.loads(out.with_suffix(".json").read_text()) == results
+    assert "| model | 0.5 | 1.5 | 1.0 |" in capsys.readouterr().out
+
+    rows = run_seeds([3], lambda seed: [{"seed": seed}, {"seed": seed}], lambda r, s: "", None, flatten=True)
+    assert rows == [{"seed": 3}, {"seed": 3}]
+
+
+def test_node_under_test_needs_a_node_or_a_command() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        NodeUnderTest()
+    with pytest.raises(ValueError, match="exactly one"):
+        NodeUnderTest("object_recognition", argv=["true"])
+
+
+@pytest.mark.graph
+def test_node_under_test_starts_the_node_on_a_private_graph_and_stops_it(tmp_path: Path) -> None:
+    from lifelong_learning.msg import LabeledFeatures
+
+    params = {"model_directory": tmp_path, "diagnostics_period_s": 0.0}
+    with NodeUnderTest("object_recognition", params=params, folder=tmp_path) as bench:
+        publisher = bench.peer.create_publisher(LabeledFeatures, "labeled_features", 10)
+        bench.wait_for(lambda: publisher.get_subscription_count() > 0, 60, "subscribed to labeled_features")
+        assert bench.process.alive()
+        with pytest.raises(RuntimeError, match=r"never: not within 0.2 s \(running\)"):
+            bench.wait_for(lambda: False, 0.2, "never")
+    assert bench.process.returncode == 0
+    assert (tmp_path / "node.log").is_file()
