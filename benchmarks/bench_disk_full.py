@@ -63,7 +63,7 @@ class Taught:
         from lifelong_learning.srv import GetClassifierInfo
         from rclpy.qos import QoSProfile
 
-        from lifelong_learning.nodes._base import status_node
+        from lifelong_learning.nodes.base import status_node
 
         self.bench, self.checkpoint, self.taught = bench, checkpoint, 0
         self.rng = np.random.default_rng(0)
