@@ -26,7 +26,6 @@ from lifelong_learning.io.bags import DEFAULT_BLOCK
 from lifelong_learning.nystrom.early_stopping import DEFAULT_PATIENCE
 from lifelong_learning.retraining.options import Option, Range, option, options_of
 from lifelong_learning.retraining.promotion import DEFAULT_MARGIN
-from lifelong_learning.retraining.report import is_report
 
 if TYPE_CHECKING:
     from lifelong_learning.nystrom.distributed import Group
@@ -78,6 +77,9 @@ DEFAULT_OBJECTIVES = {"classification": "proposed", "inverse-dynamics": "holdout
 #: measured against 100. The benchmarks name theirs (320 to 400 for a better model, at 10 to 16
 #: times the cost of the O(n M²) objectives)
 DEFAULT_CENTERS = 100
+
+#: the first line of every markdown report: what :func:`check_outputs` accepts to replace
+REPORT_TITLE = "# Nyström tuning report"
 
 _OBJECTIVE_NAMES = (
     "proposed, proposed-stochastic, gcv, creg, sgpr, holdout, holdout-bags, holdout-recent (validates on "
@@ -426,13 +428,25 @@ def check_outputs(job: TuningJob) -> None:
     def model_of_this_kind(path: Path) -> bool:  # never a learner's model of another kind (a checkpoint)
         return is_model_file(path, kind)
 
-    for path, ours in ((model, model_of_this_kind), (md, is_report), (js, is_report)):
+    for path, ours in ((model, model_of_this_kind), (md, _is_report), (js, _is_report)):
         check_replaceable(path, is_ours=ours)
         for parent in path.parents:
             if parent.exists() or parent.is_symlink():
                 if not parent.is_dir():
                     raise UnsafePathError(f"{path}: {parent} is not a directory")
                 break
+
+
+def _is_report(path: Path) -> bool:
+    """Whether ``path`` holds a report a job wrote (markdown by its title, JSON by its keys)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    if path.suffix == ".md":
+        return head.startswith(REPORT_TITLE)
+    return head.lstrip().startswith("{") and '"task"' in head and '"objectives"' in head
 
 
 def _one_process() -> Group:

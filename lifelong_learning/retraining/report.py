@@ -1,8 +1,9 @@
 """The report of a retraining job: a dict (written as JSON) and its markdown rendering.
 
 Its format is read by the benchmarks (``docs/benchmarks/*.json``), the ``nystrom_tuner`` node
-(its result) and the demo: keys are only ever added. :func:`is_report` recognizes an earlier report,
-the only file a job's report may replace (:func:`~lifelong_learning.retraining.job.check_outputs`).
+(its result) and the demo: keys are only ever added. A job's report replaces only an earlier report
+(:func:`~lifelong_learning.retraining.job.check_outputs`, which knows one by
+:data:`~lifelong_learning.retraining.job.REPORT_TITLE`).
 """
 
 from __future__ import annotations
@@ -13,14 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lifelong_learning.core.files import atomic_write_text
+from lifelong_learning.retraining.job import REPORT_TITLE, TuningJob
 
 if TYPE_CHECKING:
     from lifelong_learning.nystrom.distributed import Group
-    from lifelong_learning.retraining.job import TuningJob
     from lifelong_learning.retraining.task import Task
-
-#: the first line of every markdown report: what :func:`is_report` accepts to replace
-REPORT_TITLE = "# Nyström tuning report"
 
 
 def new_report(job: TuningJob, task: Task, group: Group) -> dict[str, Any]:
@@ -75,18 +73,6 @@ def write_reports(report: dict[str, Any], md: Path, js: Path) -> None:
     report["markdown"] = markdown(report)
     atomic_write_text(md, report["markdown"])
     atomic_write_text(js, json.dumps({k: v for k, v in report.items() if k != "markdown"}, indent=2))
-
-
-def is_report(path: Path) -> bool:
-    """Whether ``path`` holds a report a job wrote (markdown by its title, JSON by its keys)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096).decode("utf-8", errors="replace")
-    except OSError:
-        return False
-    if path.suffix == ".md":
-        return head.startswith(REPORT_TITLE)
-    return head.lstrip().startswith("{") and '"task"' in head and '"objectives"' in head
 
 
 def markdown(report: dict[str, Any]) -> str:
