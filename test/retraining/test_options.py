@@ -223,13 +223,16 @@ def test_a_range_says_what_it_holds(rng, inside, outside, phrase):
 
 
 def test_the_declarations_load_neither_torch_nor_ros():
+    """The tune command's parser (built at every start of the CLI) and the tuner node import the
+    declarations: they load no torch, ROS, Pinocchio, nor the learners (scipy and numba)."""
+    heavy = ("torch", "rclpy", "pinocchio", "scipy", "lifelong_learning.learners")
     code = (
         "import sys, argparse\n"
         "import lifelong_learning.retraining.job as job\n"
         "from lifelong_learning.commands.tune import add_arguments\n"
         "add_arguments(argparse.ArgumentParser())\n"
         "job.TuningJob(bags=['b'], task='classification', out='m')\n"
-        "print(sorted(m for m in ('torch', 'rclpy', 'pinocchio') if m in sys.modules))\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
