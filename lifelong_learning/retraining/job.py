@@ -2,8 +2,8 @@
 range and help (:mod:`~lifelong_learning.retraining.options`), and its validation.
 
 The ``lifelong-learning tune`` options, the ``nystrom_tuner`` node's job parameters and
-``docs/parameters.md`` are made from these declarations. Importing this module loads neither torch
-nor ROS (the node declares its parameters from it).
+``docs/parameters.md`` are made from these declarations. Importing this module loads no torch, ROS
+or learners (the CLI builds its parser and the node declares its parameters from it).
 
 The outputs never replace anything but a model file (the model) or an earlier report (the
 reports): a directory, a symlink, a FIFO or another file there refuses the job

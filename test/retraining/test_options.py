@@ -197,6 +197,14 @@ def test_each_checker_finds_a_copy_that_drifted(built_interfaces):
     ]
 
 
+def test_the_objectives_help_names_every_objective():
+    from lifelong_learning.nystrom.objectives import OBJECTIVES
+
+    help_text = next(o for o in job_options() if o.name == "objectives").help
+    named = help_text.split(": ", 1)[1].split(" (validates")[0].split(", ")
+    assert sorted(named) == sorted(OBJECTIVES)
+
+
 def test_a_declaration_carries_name_type_default_range_and_help():
     centers = next(o for o in job_options() if o.name == "centers")
     declared = (centers.name, centers.type, centers.default, str(centers.range))
