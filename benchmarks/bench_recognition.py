@@ -34,7 +34,8 @@ from harness import cpu_model, per_seed_table, run_seeds  # benchmarks/harness (
 from lifelong_learning.io.bags import write_labeled_features
 from lifelong_learning.learners import IncrementalRLSC
 from lifelong_learning.nodes.object_recognition import PARAMS
-from lifelong_learning.retraining.pipeline import TuningJob, run_job
+from lifelong_learning.retraining.job import TuningJob
+from lifelong_learning.retraining.pipeline import run_job
 from lifelong_learning.sim.objects import object_catalog, render_object_views
 from lifelong_learning.vision import FeatureExtractor
 

@@ -45,7 +45,8 @@ from lifelong_learning.dynamics import (
     estimate_accelerations,
 )
 from lifelong_learning.io.bags import write_joint_states
-from lifelong_learning.retraining.pipeline import TuningJob, run_job
+from lifelong_learning.retraining.job import TuningJob
+from lifelong_learning.retraining.pipeline import run_job
 from lifelong_learning.sim.arm import UR5_JOINT_NAMES, Ur5Simulation, ur5_urdf_path
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path
 

@@ -28,7 +28,8 @@ from pathlib import Path
 from harness import cpu_model  # benchmarks/harness (sys.path[0] is benchmarks/)
 
 from lifelong_learning.io.bags import write_joint_states
-from lifelong_learning.retraining.pipeline import TuningJob, run_job
+from lifelong_learning.retraining.job import TuningJob
+from lifelong_learning.retraining.pipeline import run_job
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,7 +30,8 @@ from harness import cpu_model, run_seeds  # benchmarks/harness
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.dynamics import SemiparametricInverseDynamics, estimate_accelerations
 from lifelong_learning.io.bags import write_joint_states
-from lifelong_learning.retraining.pipeline import TuningJob, run_job
+from lifelong_learning.retraining.job import TuningJob
+from lifelong_learning.retraining.pipeline import run_job
 
 ROOT = Path(__file__).resolve().parents[1]
 

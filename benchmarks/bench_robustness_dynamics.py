@@ -46,7 +46,8 @@ from lifelong_learning.dynamics import SemiparametricInverseDynamics, estimate_a
 from lifelong_learning.dynamics.guard import RefusedSampleError, SampleGuard
 from lifelong_learning.dynamics.plausibility import JointLimits
 from lifelong_learning.io.bags import write_joint_states
-from lifelong_learning.retraining.pipeline import TuningJob, run_job
+from lifelong_learning.retraining.job import TuningJob
+from lifelong_learning.retraining.pipeline import run_job
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path, panda_urdf_text
 
 ROOT = Path(__file__).resolve().parents[1]

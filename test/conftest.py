@@ -11,7 +11,8 @@ once if ``lifelong_learning`` is imported from anywhere but a colcon install spa
 
 Graph helpers: :func:`spin_until` (fixture ``spin``), :func:`call_service` (fixture ``call``),
 and node processes through :mod:`lifelong_learning.nodes.supervisor` (fixture
-``start_process``, command lines from :func:`node_argv`).
+``start_process``, command lines from :func:`node_argv`); retraining jobs from :func:`tuning_job`
+(fixture ``make_job``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pytest
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.learners import RecursiveRLS
 from lifelong_learning.nodes.supervisor import NodeProcess, node_command, stop_all
+from lifelong_learning.retraining.job import TuningJob
 
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(0, 101)))
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
@@ -235,3 +237,31 @@ def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
         fp32 = FeatureExtractor(precision="fp32", num_threads=1)
         int8 = FeatureExtractor(precision="int8", num_threads=1)
     return SimpleNamespace(dir=cache, fp32=fp32, int8=int8)
+
+
+# ---------------------------------------------------------------- retraining jobs
+MakeJob = Callable[..., TuningJob]
+
+
+def tuning_job(
+    directory: Path, *bags: str, task: str = "inverse-dynamics", out: str = "m.llm", **fields: Any
+) -> TuningJob:
+    """A TuningJob of the ``bags`` (names under ``directory``) that writes ``directory / out``, on
+    the CPU. An inverse-dynamics job (the default task) takes the simulated Panda's URDF unless it
+    names a URDF or a model to continue from; every other field is the job's default unless given."""
+    fields.setdefault("device", "cpu")
+    if task == "inverse-dynamics" and "urdf" not in fields and "init" not in fields:
+        from lifelong_learning.sim.panda import panda_urdf_path
+
+        fields["urdf"] = panda_urdf_path()
+    return TuningJob(bags=[str(directory / b) for b in bags], task=task, out=str(directory / out), **fields)
+
+
+@pytest.fixture
+def make_job(tmp_path: Path) -> MakeJob:
+    """:func:`tuning_job` in the test's ``tmp_path``: ``make_job("bag", centers=30, epochs=5)``."""
+
+    def make(*bags: str, **fields: Any) -> TuningJob:
+        return tuning_job(tmp_path, *bags, **fields)
+
+    return make

@@ -27,13 +27,6 @@ USERS = ("test", "benchmarks", "launch", "scripts")
 LAYER_OF = {name: level for level, names in enumerate(lifelong_learning.LAYERS) for name in names}
 GENERATED = {"msg", "srv", "action"}  # built by colcon from msg/, srv/, action/
 
-#: Cycles and private imports that another change of issue 26 removes in its own branch (the
-#: "serving" helper: nodes/_base.py split into public modules, nodes/_runner.py → runner.py,
-#: nodes/_block_worker.py → block_worker.py). THE INTEGRATOR EMPTIES BOTH AT MERGE: a listed case
-#: that no longer occurs fails the tests below, so that the lists cannot outlive their reason.
-KNOWN_CYCLES_FIXED_ELSEWHERE: set[frozenset[str]] = set()
-KNOWN_PRIVATE_FIXED_ELSEWHERE: set[str] = set()
-
 
 def _unit(module: str) -> str:
     """``lifelong_learning.<unit>...`` → unit (a subpackage, or a top-level module like ``cli``)."""
@@ -263,17 +256,11 @@ def test_imports_point_down_only():
 
 
 def test_no_import_cycle():
-    found = import_cycles(PACKAGE)
-    assert [message for names, message in found if names not in KNOWN_CYCLES_FIXED_ELSEWHERE] == []
-    gone = KNOWN_CYCLES_FIXED_ELSEWHERE - {names for names, _ in found}
-    assert not gone, f"no longer a cycle, remove from KNOWN_CYCLES_FIXED_ELSEWHERE: {gone}"
+    assert [message for _, message in import_cycles(PACKAGE)] == []
 
 
 def test_private_modules_are_imported_from_their_own_package_only():
-    found = private_imports(PACKAGE, _user_files())
-    assert [where for target, where in found if target not in KNOWN_PRIVATE_FIXED_ELSEWHERE] == []
-    gone = KNOWN_PRIVATE_FIXED_ELSEWHERE - {target for target, _ in found}
-    assert not gone, f"no longer imported from elsewhere, remove from KNOWN_PRIVATE_FIXED_ELSEWHERE: {gone}"
+    assert [where for _, where in private_imports(PACKAGE, _user_files())] == []
 
 
 def test_the_users_scanned_for_private_imports_include_the_tests_and_benchmarks():

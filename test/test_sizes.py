@@ -12,17 +12,6 @@ MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 80
 WHY_LONGER = "# longer than 80 lines:"
 
-#: What another change of issue 26 shortens in its own branch ("serving": nodes/_base.py and the
-#: inverse-dynamics node; "retraining": retraining/pipeline.py; the tuning options declared once:
-#: commands/tune.py, nystrom/tuning.py). THE INTEGRATOR EMPTIES THIS AT MERGE: a listed entry that
-#: is no longer too long fails the test below, so that the list cannot outlive its reason.
-KNOWN_FIXED_ELSEWHERE = {
-    "lifelong_learning/retraining/pipeline.py",
-    "lifelong_learning/retraining/pipeline.py:_run_task",
-    "lifelong_learning/commands/tune.py:add_arguments",
-    "lifelong_learning/nystrom/tuning.py:tune",
-}
-
 
 def _functions(tree: ast.AST, prefix: str = ""):
     """(qualified name, node) of every function, methods and nested functions included."""
@@ -66,10 +55,7 @@ def oversized(root: Path) -> dict[str, str]:
 
 
 def test_no_module_or_function_is_too_long():
-    found = oversized(PACKAGE)
-    assert [why for key, why in found.items() if key not in KNOWN_FIXED_ELSEWHERE] == []
-    gone = KNOWN_FIXED_ELSEWHERE - set(found)
-    assert not gone, f"no longer too long, remove from KNOWN_FIXED_ELSEWHERE: {sorted(gone)}"
+    assert list(oversized(PACKAGE).values()) == []
 
 
 def _body(n: int, indent: str = "    ") -> str:

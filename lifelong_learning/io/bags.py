@@ -37,8 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_LABEL_LENGTH, label_problem
-
 LABELED_FEATURES_TYPE = "lifelong_learning/msg/LabeledFeatures"
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 STORAGES = ("mcap", "sqlite3")
@@ -314,17 +312,29 @@ def _bag_features(
         yield from _of_length(window, _bag_length(path, window, d), path, skipped)
 
 
+@lru_cache(maxsize=1)
+def _label_rule() -> tuple[int, Callable[[str, int], str | None]]:
+    """The object_recognition node's label rule and its default length
+    (:func:`~lifelong_learning.learners.recognition_gate.label_problem`), loaded at first use:
+    the learners load scipy and numba, which nothing else here needs (the tune command and the
+    tuner node import this module to declare their options)."""
+    from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_LABEL_LENGTH, label_problem
+
+    return DEFAULT_MAX_LABEL_LENGTH, label_problem
+
+
 def _usable_feature(path: Path, stamp: int, msg: Any, skipped: Skipped) -> tuple[np.ndarray, str] | None:
     """``(vector, label)`` of a message the node would learn, else None (counted in ``skipped``)."""
     v = np.asarray(msg.data, dtype=np.float64)
     label = str(msg.label).strip()  # as the object_recognition node learns it
-    problem = label_problem(label, DEFAULT_MAX_LABEL_LENGTH)  # the node's rule
+    max_length, label_problem = _label_rule()
+    problem = label_problem(label, max_length)  # the node's rule
     if not np.all(np.isfinite(v)):
         skipped.add(NON_FINITE, f"{path}: feature vector with NaN or Inf at {stamp}")
     elif not label:
         skipped.add(EMPTY_LABEL, f"{path}: empty label at {stamp}")
     elif problem is not None:
-        reason = LONG_LABEL if len(label) > DEFAULT_MAX_LABEL_LENGTH else UNPRINTABLE_LABEL
+        reason = LONG_LABEL if len(label) > max_length else UNPRINTABLE_LABEL
         skipped.add(reason, f"{path}: {problem} ({label[:80]!r}) at {stamp}")
     else:
         return v, label

@@ -62,7 +62,7 @@ from lifelong_learning.core.model_file import read_model_kind
 from lifelong_learning.msg import ModelFile
 from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec
 from lifelong_learning.nodes.runner import run_node
-from lifelong_learning.retraining.promotion import DEFAULT_MARGIN
+from lifelong_learning.retraining.job import JobCancelledError, TuningJob, job_options
 
 #: seconds destroy_node waits for a stopped job before it logs that the process waits on
 STOP_WAIT_S = 10.0
@@ -74,6 +74,17 @@ THREADS = 3
 ORDER_WAIT_S = 2.0
 NAN = float("nan")
 
+
+def job_parameters() -> tuple[ParamSpec, ...]:
+    """The parameters that set the jobs' options, made from the options' declarations
+    (:func:`~lifelong_learning.retraining.job.job_options`: those that name a node parameter)."""
+    return tuple(
+        ParamSpec(o.node, o.node_default(), o.node_description(), bounds=o.node_bounds())
+        for o in job_options()
+        if o.node is not None
+    )
+
+
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "output_dir",
@@ -81,19 +92,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         "Directory of the model files ('' = ~/.ros/lifelong_learning): each goal writes a new file "
         "here, named by task, UTC time and goal id, with its reports beside it.",
     ),
-    ParamSpec(
-        "default_objective",
-        "",
-        "Objective(s) when a goal gives none (comma-separated); '' = the task's default "
-        "(holdout-bags for inverse dynamics, proposed for classification).",
-    ),
-    ParamSpec("default_centers", 200, "Nyström centres when a request gives 0.", bounds=(1, 1000000)),
-    ParamSpec(
-        "default_epochs",
-        100,
-        "Adam steps when a request gives 0 (early stop when the objective rises).",
-        bounds=(1, 100000),
-    ),
+    *job_parameters(),
     ParamSpec(
         "max_epochs",
         1000,
@@ -108,20 +107,6 @@ PARAMS: tuple[ParamSpec, ...] = (
         "is 3.2 GB and a job holds several, about what one large GPU or host can spare.",
         bounds=(1, 1000000),
     ),
-    ParamSpec("learning_rate", 0.05, "Adam learning rate.", bounds=(1e-06, 10.0)),
-    ParamSpec(
-        "patience",
-        5,  # nystrom.tuning.DEFAULT_PATIENCE (not imported here: that package imports torch)
-        "Early stop: the tuning ends after the objective rose this many times since its best "
-        "(Meanti et al. §5); the best hyperparameters are kept.",
-        bounds=(1, 1000000),
-    ),
-    ParamSpec("device", "auto", "'auto' (CUDA if available), 'cpu' or 'cuda'."),
-    ParamSpec("dtype", "float64", "'float64' or 'float32'."),
-    ParamSpec(
-        "test_fraction", 0.2, "Share of the samples held out for the test metrics.", bounds=(0.01, 0.9)
-    ),
-    ParamSpec("urdf_path", "", "URDF for inverse-dynamics requests without urdf_path."),
     ParamSpec(
         "joint_states_topic",
         "/joint_states",
@@ -144,19 +129,6 @@ PARAMS: tuple[ParamSpec, ...] = (
         4,
         "Goals that may wait behind the running one; more are rejected ('queue full').",
         bounds=(0, 1000),
-    ),
-    ParamSpec(
-        "promotion_margin",
-        DEFAULT_MARGIN,
-        "Relative margin by which a candidate's held-out error must be below the serving model's "
-        "for it to be announced (0.02: 2 % better).",
-        bounds=(0.0, 0.99),
-    ),
-    ParamSpec(
-        "holdout_fraction",
-        0.1,
-        "Most recent share of the bags the promotion gate scores both models on; never trained on.",
-        bounds=(0.01, 0.5),
     ),
     ParamSpec("progress_topic", "tuning_progress", "std_msgs/String (JSON) progress output."),
     ParamSpec(
@@ -277,17 +249,15 @@ class NystromTunerNode(NodeBase):
         name = f"{goal.task or 'model'}-{stamp}-{goal_id.hex()[:8]}.npz"
         return confined_path(name, self.output_dir, allow_outside=False)
 
-    def _job(self, goal: Any, out: Path) -> Any:
+    def _job(self, goal: Any, out: Path) -> TuningJob:
         """The goal as a checked TuningJob. Raises ValueError / OSError (UnsafePathError) with the reason."""
-        from lifelong_learning.retraining.pipeline import TuningJob
-
         p = self.params
         if int(goal.epochs) > int(p["max_epochs"]):
             raise OverflowError(f"epochs {goal.epochs} is above max_epochs {p['max_epochs']}")
         if int(goal.centers) > int(p["max_centers"]):
             raise OverflowError(f"centers {goal.centers} is above max_centers {p['max_centers']}")
-        named = [o.strip() for o in (goal.objective or p["default_objective"]).split(",") if o.strip()]
-        objectives = named or None  # None: the task's default (retraining.pipeline.DEFAULT_OBJECTIVES)
+        options = {o.name: o for o in job_options() if o.node is not None}
+        values = {name: o.from_node(p[o.node]) for name, o in options.items()}  # the node's defaults
         topic_default = (
             p["joint_states_topic"] if goal.task == "inverse-dynamics" else p["labeled_features_topic"]
         )
@@ -296,27 +266,19 @@ class NystromTunerNode(NodeBase):
             raise ValueError(
                 "no URDF: give urdf_path in the goal or the node's urdf_path, or publish robot_description"
             )
-        job = TuningJob(
-            bags=list(goal.bags),
-            task=goal.task,
-            out=str(out),
-            objectives=objectives,
-            centers=int(goal.centers) or int(p["default_centers"]),
-            epochs=int(goal.epochs) or int(p["default_epochs"]),
-            patience=int(p["patience"]),
-            lr=float(p["learning_rate"]),
-            device=p["device"],
-            dtype=p["dtype"],
-            test_fraction=float(p["test_fraction"]),
+        values.update(
+            # none named: the task's default (retraining.job.DEFAULT_OBJECTIVES)
+            objectives=options["objectives"].from_node(goal.objective or p["default_objective"]),
+            centers=int(goal.centers) or values["centers"],
+            epochs=int(goal.epochs) or values["epochs"],
             urdf=urdf,
             init=goal.init_model or None,
             topic=goal.topic or topic_default or None,
             serving=goal.serving_model or None,
             validation_bags=list(goal.validation_bags),
-            holdout_fraction=float(p["holdout_fraction"]),
-            promotion_margin=float(p["promotion_margin"]),
             force=bool(goal.force),
         )
+        job = TuningJob(bags=list(goal.bags), task=goal.task, out=str(out), **values)
         job.validate()
         return job
 
@@ -443,7 +405,7 @@ class NystromTunerNode(NodeBase):
             following.execute()
 
     def _run(self, handle: ServerGoalHandle, job: Any) -> Any:
-        from lifelong_learning.retraining.pipeline import JobCancelledError, run_job
+        from lifelong_learning.retraining.pipeline import run_job  # torch: loaded with the first job
 
         result = TuneModel.Result(candidate_error=NAN, serving_error=NAN)
         if job is None or self._stop.is_set():

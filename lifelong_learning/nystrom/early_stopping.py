@@ -9,15 +9,21 @@ stop:
   new best (a new best resets the count; an epoch that goes down without reaching the best
   neither counts nor resets it).
 
-The caller then uses :attr:`EarlyStopping.best`, not the last parameters.
+The caller then uses :attr:`EarlyStopping.best`, not the last parameters. Importing this module
+loads no torch (the job's declaration of ``patience`` reads :data:`DEFAULT_PATIENCE` from here).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
+#: rises of the objective since its best before the tuning stops (Meanti et al., §5)
+DEFAULT_PATIENCE = 5
 
 
 class EarlyStopping:
@@ -58,4 +64,4 @@ class EarlyStopping:
         return False
 
 
-__all__ = ["EarlyStopping"]
+__all__ = ["DEFAULT_PATIENCE", "EarlyStopping"]

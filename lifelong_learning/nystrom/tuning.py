@@ -8,6 +8,11 @@ initialised at a uniform random subset, length-scales at the median heuristic,
 has risen ``patience`` times since its last best, or is not finite, and keep the best
 hyperparameters seen (:mod:`~lifelong_learning.nystrom.early_stopping`). The returned model
 is a :class:`NystromKRR` fitted with them on the (unstandardized) targets.
+
+The training loop (:func:`train`) stands apart from the objectives
+(:mod:`~lifelong_learning.nystrom.objectives`, each a :data:`Step`) and from the stopping rule,
+as in Falkon's hyperparameter optimization: :func:`tune` prepares the data, the initial
+hyperparameters and the step, runs the loop and refits with the best.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import numpy as np
 import torch
 
 from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group, ShardedRows
-from lifelong_learning.nystrom.early_stopping import EarlyStopping
+from lifelong_learning.nystrom.early_stopping import DEFAULT_PATIENCE, EarlyStopping
 from lifelong_learning.nystrom.hyperparameters import Hyperparameters
 from lifelong_learning.nystrom.hyperparameters import softplus_inverse as softplus_inverse
 from lifelong_learning.nystrom.kernels import DEFAULT_MEMORY_BUDGET, resolve_device
@@ -50,10 +55,6 @@ class TuningResult:
     history: list[float] = field(default_factory=list)
     seconds: float = 0.0
     stopped_early: bool = False
-
-
-#: rises of the objective since its best before the tuning stops (Meanti et al., §5)
-DEFAULT_PATIENCE = 5
 
 
 def tune(
@@ -114,13 +115,7 @@ def tune(
     Returns:
         A fitted :class:`NystromKRR` with ``tuning_`` (a :class:`TuningResult`).
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; known: {OBJECTIVES}")
-    distributed = group.world_size > 1
-    if distributed and objective not in SUMS_OBJECTIVES:
-        raise ValueError(
-            f"objective {objective!r} cannot be tuned across processes; those that can: {SUMS_OBJECTIVES}"
-        )
+    _check_objective(objective, group)
     tdtype = torch.float64 if dtype in ("float64", torch.float64) else torch.float32
     dev = resolve_device(device)
     Xt, Yt = _training_data(X, Y, tdtype, dev, group)
@@ -140,10 +135,9 @@ def tune(
         seed=seed,
         lengthscale_range=lengthscale_range,
     )
-    opt = torch.optim.Adam(hp.parameters(), lr=lr)
     step = (
         sums_step(objective, Xt, Ys, group, memory_budget)
-        if distributed
+        if group.world_size > 1
         else _objective_step(
             objective,
             X_obj,
@@ -158,15 +152,44 @@ def tune(
         )
     )
     bar = _progress_bar(epochs, objective) if progress else None
-    stop = EarlyStopping(patience)
     t0 = time.perf_counter()
+    stop, epoch = train(hp, step, epochs, lr, EarlyStopping(patience), callback, bar, group)
+    model = _refit(_agreed(stop.best, dev, group), Xt, Yt, solver, dev, memory_budget, seed, group)
+    model.tuning_ = TuningResult(
+        objective=objective,
+        lam=model.lam,
+        lengthscale=np.atleast_1d(model.lengthscale).tolist(),
+        epochs=epoch,
+        history=stop.history,
+        seconds=time.perf_counter() - t0,
+        stopped_early=stop.stopped,
+    )
+    return model
+
+
+def train(
+    hp: Hyperparameters,
+    step: Step,
+    epochs: int,
+    lr: float,
+    stop: EarlyStopping,
+    callback: Callable[[int, dict[str, Any]], None] | None = None,
+    bar: Any = None,
+    group: Group = ONE_PROCESS,
+) -> tuple[EarlyStopping, int]:
+    """The training loop: Adam on ``hp``'s parameters, one evaluation of the objective ``step``
+    per epoch, for ``epochs`` epochs or until ``stop`` says so (it keeps the best parameters; with
+    several processes rank 0 decides, so that every process stops at the same epoch). Returns
+    ``stop`` and the last epoch run. ``callback(epoch, info)`` after each step, ``bar`` (tqdm)
+    updated and closed."""
+    opt = torch.optim.Adam(hp.parameters(), lr=lr)
     epoch = 0
     for epoch in range(1, epochs + 1):
         opt.zero_grad()
         Z, ls, lam = hp.current()
         value = step(Z, ls, lam)
         stopping = stop.update(value, (Z, ls, lam))
-        if distributed:  # rank 0 decides: every process stops at the same epoch
+        if group.world_size > 1:  # rank 0 decides: every process stops at the same epoch
             stopping = bool(group.all_gather(stopping)[0])
         if stopping:
             break
@@ -181,23 +204,30 @@ def tune(
             bar.update(1)
     if bar is not None:
         bar.close()
-    best = stop.best
-    if distributed:  # rank 0's best hyperparameters, for every process
+    return stop, epoch
+
+
+def _check_objective(objective: str, group: Group) -> None:
+    """ValueError for an unknown objective, or one that cannot be tuned across the processes of ``group``."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; known: {OBJECTIVES}")
+    if group.world_size > 1 and objective not in SUMS_OBJECTIVES:
+        raise ValueError(
+            f"objective {objective!r} cannot be tuned across processes; those that can: {SUMS_OBJECTIVES}"
+        )
+
+
+def _agreed(
+    best: tuple[torch.Tensor, ...] | None, dev: torch.device, group: Group
+) -> tuple[torch.Tensor, ...]:
+    """The best hyperparameters: rank 0's, for every process of ``group``; ValueError when the
+    objective was never finite."""
+    if group.world_size > 1:
         best = group.all_gather(None if best is None else tuple(t.cpu() for t in best))[0]
         best = None if best is None else tuple(t.to(dev) for t in best)
     if best is None:
         raise ValueError("the objective was not finite at the initial hyperparameters")
-    model = _refit(best, Xt, Yt, solver, dev, memory_budget, seed, group)
-    model.tuning_ = TuningResult(
-        objective=objective,
-        lam=model.lam,
-        lengthscale=np.atleast_1d(model.lengthscale).tolist(),
-        epochs=epoch,
-        history=stop.history,
-        seconds=time.perf_counter() - t0,
-        stopped_early=stop.stopped,
-    )
-    return model
+    return best
 
 
 def _training_data(
@@ -301,4 +331,4 @@ def _progress_bar(epochs: int, objective: str) -> Any:
     return tqdm(total=epochs, desc=f"tune[{objective}]", unit="epoch")
 
 
-__all__ = ["EXACT_OBJECTIVES", "OBJECTIVES", "TuningResult", "tune"]
+__all__ = ["DEFAULT_PATIENCE", "EXACT_OBJECTIVES", "OBJECTIVES", "TuningResult", "tune"]

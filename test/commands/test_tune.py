@@ -128,7 +128,7 @@ def test_tune_reports_bad_input(tmp_path, capsys):
     assert main([*bad_forgetting, "--lengthscale-range", "2", "1"]) == 2
     assert "lengthscale_range must be (a, b)" in capsys.readouterr().err
     assert main([*bad_forgetting, "--outlier-k", "0"]) == 2
-    assert "outlier_k > 0" in capsys.readouterr().err
+    assert "outlier_k must be > 0" in capsys.readouterr().err
     (tmp_path / "notes.txt").write_text("mine")  # --out never replaces a file that is not a model
     notes = ["tune", str(tmp_path / "a"), "--task", "classification", "--out", str(tmp_path / "notes.txt")]
     assert main(notes) == 2

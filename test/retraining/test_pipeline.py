@@ -8,25 +8,14 @@ import pytest
 
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.io.bags import write_joint_states, write_labeled_features
-from lifelong_learning.nystrom.distributed import Group
-from lifelong_learning.retraining.pipeline import TuningJob, run_job
+from lifelong_learning.retraining.pipeline import run_job
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path
 
 
-def test_forgetting_is_chosen_on_the_most_recent_part_and_reported(tmp_path):
+def test_forgetting_is_chosen_on_the_most_recent_part_and_reported(tmp_path, make_job):
     log = PandaSimulation().run(12.0, seed=4, log_every=5, payload_mass=1.0, payload_at=6.0)
     write_joint_states(tmp_path / "bag", log["t"], JOINT_NAMES, log["q"], log["qd"], log["tau"])
-    job = TuningJob(
-        bags=[str(tmp_path / "bag")],
-        task="inverse-dynamics",
-        out=str(tmp_path / "m.llm"),
-        urdf=panda_urdf_path(),
-        centers=30,
-        epochs=5,
-        device="cpu",
-        forgetting=(1.0, 0.999),
-        residual_regularization=(1.0, 100.0),
-    )
+    job = make_job("bag", centers=30, epochs=5, forgetting=(1.0, 0.999), residual_regularization=(1.0, 100.0))
     report = run_job(job)
     assert report["exported_objective"] == "holdout-bags"  # the default for inverse dynamics
     result = report["objectives"]["holdout-bags"]
@@ -62,23 +51,12 @@ def test_forgetting_is_chosen_on_the_most_recent_part_and_reported(tmp_path):
     assert "forgetting" in report["markdown"] and "RNEA (URDF)" in report["markdown"]
 
 
-def test_joints_that_barely_move_and_short_bags_are_warned_about(tmp_path):
+def test_joints_that_barely_move_and_short_bags_are_warned_about(tmp_path, make_job):
     log = PandaSimulation().run(3.0, seed=5, log_every=5)
     q, qd = log["q"].copy(), log["qd"].copy()
     q[:, 5:], qd[:, 5:] = q[0, 5:], 0.0  # the last two joints held still
     write_joint_states(tmp_path / "bag", log["t"], JOINT_NAMES, q, qd, log["tau"])
-    report = run_job(
-        TuningJob(
-            bags=[str(tmp_path / "bag")],
-            task="inverse-dynamics",
-            out=str(tmp_path / "m.llm"),
-            urdf=panda_urdf_path(),
-            centers=20,
-            epochs=3,
-            device="cpu",
-            forgetting=(1.0,),
-        )
-    )
+    report = run_job(make_job("bag", centers=20, epochs=3, forgetting=(1.0,)))
     text = " ".join(report["warnings"])
     assert "barely move" in text and JOINT_NAMES[5] in text and JOINT_NAMES[6] in text
     assert JOINT_NAMES[0] not in text.split("barely move")[0]
@@ -87,7 +65,7 @@ def test_joints_that_barely_move_and_short_bags_are_warned_about(tmp_path):
     assert np.isfinite(report["objectives"]["holdout-bags"]["value"])
 
 
-def test_a_warm_start_keeps_the_joints_and_beats_a_cold_retrain_on_a_small_bag(tmp_path):
+def test_a_warm_start_keeps_the_joints_and_beats_a_cold_retrain_on_a_small_bag(tmp_path, make_job):
     """The serving model learned 30 s of motion (no longer on disk); the bag holds 3 s. Continuing
     from the serving model's file predicts a new trajectory better than starting from the URDF."""
     from lifelong_learning.core.metrics import normalized_mse
@@ -106,17 +84,9 @@ def test_a_warm_start_keeps_the_joints_and_beats_a_cold_retrain_on_a_small_bag(t
     write_joint_states(tmp_path / "bag", small["t"], JOINT_NAMES, small["q"], small["qd"], small["tau"])
     # the gate scores on a validation run: 3 s is too short to hold out a tenth of it as well
     write_joint_states(tmp_path / "check", check["t"], JOINT_NAMES, check["q"], check["qd"], check["tau"])
-    common = {
-        "bags": [str(tmp_path / "bag")],
-        "validation_bags": [str(tmp_path / "check")],
-        "task": "inverse-dynamics",
-        "centers": 30,
-        "epochs": 5,
-        "device": "cpu",
-        "forgetting": (1.0,),
-    }
-    run_job(TuningJob(out=str(tmp_path / "cold.llm"), urdf=panda_urdf_path(), **common))
-    report = run_job(TuningJob(out=str(tmp_path / "warm.llm"), init=str(tmp_path / "serving.llm"), **common))
+    common = {"validation_bags": [str(tmp_path / "check")], "centers": 30, "epochs": 5, "forgetting": (1.0,)}
+    run_job(make_job("bag", out="cold.llm", urdf=panda_urdf_path(), **common))
+    report = run_job(make_job("bag", out="warm.llm", init=str(tmp_path / "serving.llm"), **common))
     cold = SemiparametricInverseDynamics.load(tmp_path / "cold.llm")
     warm = SemiparametricInverseDynamics.load(tmp_path / "warm.llm")
     assert warm.joint_names == serving.joint_names and warm.prior == "model"
@@ -130,7 +100,7 @@ def test_a_warm_start_keeps_the_joints_and_beats_a_cold_retrain_on_a_small_bag(t
     assert report["warnings"]  # 300 samples: a short bag
 
 
-def test_a_warm_start_keeps_every_class_of_the_serving_classifier(tmp_path):
+def test_a_warm_start_keeps_every_class_of_the_serving_classifier(tmp_path, make_job):
     """The serving classifier knows cup, box and ball; the bag holds only cup and box. Its held-out
     samples come along, so the retrained model still knows (and predicts) ball."""
     from lifelong_learning.io.bags import write_labeled_features
@@ -148,15 +118,9 @@ def test_a_warm_start_keeps_every_class_of_the_serving_classifier(tmp_path):
     serving.save(tmp_path / "serving.llm")
     X = np.vstack([views("cup", 20), views("box", 20)])
     write_labeled_features(tmp_path / "bag", X, ["cup"] * 20 + ["box"] * 20)
-    common = {
-        "bags": [str(tmp_path / "bag")],
-        "task": "classification",
-        "centers": 20,
-        "epochs": 5,
-        "device": "cpu",
-    }
-    run_job(TuningJob(out=str(tmp_path / "cold.llm"), **common))
-    report = run_job(TuningJob(out=str(tmp_path / "warm.llm"), init=str(tmp_path / "serving.llm"), **common))
+    common = {"task": "classification", "centers": 20, "epochs": 5}
+    run_job(make_job("bag", out="cold.llm", **common))
+    report = run_job(make_job("bag", out="warm.llm", init=str(tmp_path / "serving.llm"), **common))
     cold = IncrementalRLSC.load(tmp_path / "cold.llm")
     warm = IncrementalRLSC.load(tmp_path / "warm.llm")
     assert list(warm.classes_) == ["cup", "box", "ball"] and "ball" not in list(cold.classes_)
@@ -166,7 +130,7 @@ def test_a_warm_start_keeps_every_class_of_the_serving_classifier(tmp_path):
     assert report["warnings"] == []
 
 
-def test_a_model_to_continue_from_that_does_not_fit_is_refused_before_any_work(tmp_path):
+def test_a_model_to_continue_from_that_does_not_fit_is_refused_before_any_work(tmp_path, make_job):
     """Another kind of model, another robot, a missing or corrupt file: a clear ValueError."""
     import pytest
 
@@ -186,16 +150,7 @@ def test_a_model_to_continue_from_that_does_not_fit_is_refused_before_any_work(t
     (tmp_path / "corrupt.llm").write_bytes(b"not a model")
 
     def job(init):
-        return TuningJob(
-            bags=[str(tmp_path / "bag")],
-            task="inverse-dynamics",
-            out=str(tmp_path / "m.llm"),
-            urdf=panda_urdf_path(),
-            centers=10,
-            epochs=2,
-            device="cpu",
-            init=str(init),
-        )
+        return make_job("bag", urdf=panda_urdf_path(), centers=10, epochs=2, init=str(init))
 
     with pytest.raises(ValueError, match="holds a 'incremental_rlsc' model"):
         job(tmp_path / "classifier.llm").validate()
@@ -208,7 +163,7 @@ def test_a_model_to_continue_from_that_does_not_fit_is_refused_before_any_work(t
     assert not (tmp_path / "m.llm").exists()
 
 
-def test_one_effort_spike_is_skipped_counted_and_not_learned(tmp_path):
+def test_one_effort_spike_is_skipped_counted_and_not_learned(tmp_path, make_job):
     """One JointState with effort 1e6 N·m (the Panda's limits are 87/12 N·m) in a 12 s bag: without
     the sample tests the model's torque nMSE on a new trajectory was 3.7e4 (test part 1.5e5); with
     them it is within 5 % of the model from the clean bag (measured: 0.02287 vs 0.02287), and the
@@ -225,14 +180,11 @@ def test_one_effort_spike_is_skipped_counted_and_not_learned(tmp_path):
     for name, tau in (("clean", log["tau"]), ("spike", spiked)):
         write_joint_states(tmp_path / name, log["t"], JOINT_NAMES, log["q"], log["qd"], tau)
         reports[name] = run_job(
-            TuningJob(
-                bags=[str(tmp_path / name)],
-                task="inverse-dynamics",
-                out=str(tmp_path / f"{name}.llm"),
-                urdf=panda_urdf_path(),
+            make_job(
+                name,
+                out=f"{name}.llm",
                 centers=30,
                 epochs=5,
-                device="cpu",
                 forgetting=(1.0,),
                 residual_regularization=(1.0, 100.0),
             )
@@ -248,18 +200,7 @@ def test_one_effort_spike_is_skipped_counted_and_not_learned(tmp_path):
     assert "1 effort beyond limit" in reports["spike"]["markdown"]
 
 
-def test_a_bag_or_objective_named_twice_is_refused(tmp_path):
-    write_labeled_features(tmp_path / "bag", np.zeros((4, 3)), ["a"] * 4)
-    base = {"task": "classification", "out": str(tmp_path / "m.llm")}
-    with pytest.raises(ValueError, match="a bag is named twice"):
-        TuningJob(bags=[str(tmp_path / "bag"), str(tmp_path / "bag") + "/"], **base).validate()
-    with pytest.raises(ValueError, match="an objective is named twice"):
-        TuningJob(bags=[str(tmp_path / "bag")], objectives=["proposed", "proposed"], **base).validate()
-    with pytest.raises(ValueError, match="no such bag"):
-        TuningJob(bags=[str(tmp_path / "none")], **base).validate()
-
-
-def test_with_validation_bags_the_gate_scores_on_them_alone_and_nothing_is_held_out(tmp_path):
+def test_with_validation_bags_the_gate_scores_on_them_alone_and_nothing_is_held_out(tmp_path, make_job):
     rng = np.random.default_rng(1)
 
     def views(n):
@@ -269,63 +210,18 @@ def test_with_validation_bags_the_gate_scores_on_them_alone_and_nothing_is_held_
     write_labeled_features(tmp_path / "bag", X, y)
     X_val, y_val = views(12)
     write_labeled_features(tmp_path / "validation", X_val, y_val)
-    common = {"task": "classification", "centers": 10, "epochs": 3, "device": "cpu"}
-    gated = run_job(
-        TuningJob(
-            bags=[str(tmp_path / "bag")],
-            validation_bags=[str(tmp_path / "validation")],
-            out=str(tmp_path / "m.llm"),
-            **common,
-        )
-    )
+    common = {"task": "classification", "centers": 10, "epochs": 3}
+    gated = run_job(make_job("bag", validation_bags=[str(tmp_path / "validation")], **common))
     assert gated["promotion"]["n_samples"] == 24 and gated["promotion"]["data"].startswith("validation bags")
     assert gated["n_train"] + gated["n_test"] == 60  # every sample of the training bag
-    held = run_job(TuningJob(bags=[str(tmp_path / "bag")], out=str(tmp_path / "h.llm"), **common))
+    held = run_job(make_job("bag", out="h.llm", **common))
     assert held["promotion"]["n_samples"] == 6 and "most recent 10%" in held["promotion"]["data"]
     assert held["n_train"] + held["n_test"] == 54
     with pytest.raises(ValueError, match="a bag is named twice"):
-        TuningJob(
-            bags=[str(tmp_path / "bag")], validation_bags=[str(tmp_path / "bag")], **common, out="x"
-        ).validate()
+        make_job("bag", validation_bags=[str(tmp_path / "bag")], out="x", **common).validate()
 
 
-class _OtherMachine(Group):
-    """Two processes, the other one on another machine. Stands in for that machine, whose own
-    filesystem cannot exist here: its all_gather answers with what the other process would send."""
-
-    world_size = 2
-
-    def __init__(self, rank: int, theirs: object) -> None:
-        self.rank, self.theirs = rank, theirs
-
-    def all_gather(self, obj: object) -> list[object]:
-        return [obj, self.theirs] if self.rank == 0 else [self.theirs, obj]
-
-
-def test_on_a_cluster_each_process_checks_only_the_files_it_reads(tmp_path):
-    """Each machine holds only the bags of its share: the partition comes from the largest size any
-    process sees; a process checks only its share's bags, the main process alone the outputs and
-    the serving model."""
-    for name in ("a", "b"):
-        write_labeled_features(tmp_path / name, np.zeros((40, 3)), ["x"] * 40)
-    here = [str(tmp_path / n) for n in ("a", "b")]
-    there = [str(tmp_path / n) for n in ("c", "d")]  # on the other machine only
-    common = {"task": "classification", "objectives": ["gcv"]}
-    job = TuningJob(bags=here + there, out=str(tmp_path / "m.llm"), **common)
-    assert job.shares() == [range(0, 4)]  # one process reads every bag
-    big = float(sum(f.stat().st_size for f in (tmp_path / "a").rglob("*")))
-    assert job.shares(_OtherMachine(0, [0.0, 0.0, big, big])) == [range(0, 2), range(2, 4)]
-    job.validate(_OtherMachine(0, [0.0, 0.0, big, big]))  # c and d are the other process's to check
-    with pytest.raises(ValueError, match="no such bag"):  # as the process that should read c and d
-        job.validate(_OtherMachine(1, [big, big, 0.0, 0.0]))
-    # outputs and serving model: the main process's to check, not another's
-    elsewhere = {"out": str(tmp_path / "no such dir" / "m.llm"), "serving": str(tmp_path / "none.llm")}
-    TuningJob(bags=there + here, **elsewhere, **common).validate(_OtherMachine(1, [big, big, 0.0, 0.0]))
-    with pytest.raises(ValueError):
-        TuningJob(bags=here, **elsewhere, **common).validate()
-
-
-def test_a_classification_job_tunes_on_a_sample_and_scores_and_exports_every_sample(tmp_path):
+def test_a_classification_job_tunes_on_a_sample_and_scores_and_exports_every_sample(tmp_path, make_job):
     from lifelong_learning.learners import IncrementalRLSC
 
     rng = np.random.default_rng(3)
@@ -333,40 +229,34 @@ def test_a_classification_job_tunes_on_a_sample_and_scores_and_exports_every_sam
     labels = [f"obj{i % 3}" for i in range(300)]
     X = centres[[i % 3 for i in range(300)]] + rng.normal(scale=0.5, size=(300, 6))
     write_labeled_features(tmp_path / "bag", X, labels)
-    common = {"bags": [str(tmp_path / "bag")], "task": "classification", "centers": 20, "epochs": 5}
-    sampled = run_job(TuningJob(out=str(tmp_path / "s.llm"), sample_rows=40, **common))
+    common = {"task": "classification", "centers": 20, "epochs": 5}
+    sampled = run_job(make_job("bag", out="s.llm", sample_rows=40, **common))
     assert sampled["tuning_rows"] == 40 < sampled["n_train"]
     assert "tuned on 40 of the training samples" in sampled["markdown"]
     model = IncrementalRLSC.load(tmp_path / "s.llm")
     assert model.n_samples == sampled["exported_samples"] == 300  # every sample, held-out ones last
     assert sampled["objectives"]["proposed"]["value"] < 5.0  # % wrong: the export on every training row
-    every = run_job(TuningJob(out=str(tmp_path / "e.llm"), **common))
+    every = run_job(make_job("bag", out="e.llm", **common))
     assert every["tuning_rows"] == every["n_train"] == sampled["n_train"]
 
 
-def test_patience_sets_when_the_tuning_stops_early(tmp_path):
+def test_patience_sets_when_the_tuning_stops_early(tmp_path, make_job):
     """``patience``: the rises of the objective since its best that end the tuning (Meanti et al. §5).
     A large one runs every epoch asked for; the job validates it."""
     rng = np.random.default_rng(4)
     X = np.eye(3, 6)[[i % 3 for i in range(120)]] * 3.0 + rng.normal(scale=0.5, size=(120, 6))
     write_labeled_features(tmp_path / "bag", X, [f"obj{i % 3}" for i in range(120)])
-    common = {
-        "bags": [str(tmp_path / "bag")],
-        "task": "classification",
-        "centers": 10,
-        "epochs": 60,
-        "lr": 1.0,
-    }
+    common = {"task": "classification", "centers": 10, "epochs": 60, "lr": 1.0}
     epochs: dict[int, list[int]] = {}
     reports = {}
     for patience in (1, 10**6):
         seen = epochs.setdefault(patience, [])
         reports[patience] = run_job(
-            TuningJob(out=str(tmp_path / f"{patience}.llm"), patience=patience, **common),
+            make_job("bag", out=f"{patience}.llm", patience=patience, **common),
             callback=lambda _objective, epoch, _info, seen=seen: seen.append(epoch),
         )
     assert epochs[10**6] == list(range(1, 61))  # never stopped early
     assert len(epochs[1]) < 60  # the first rise ended it
     assert reports[1]["patience"] == 1 and reports[1]["epochs_asked"] == 60  # the report says how it ran
     with pytest.raises(ValueError, match="patience"):
-        TuningJob(out=str(tmp_path / "x.llm"), patience=0, **common).validate()
+        make_job("bag", out="x.llm", patience=0, **common).validate()

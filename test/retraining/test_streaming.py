@@ -9,27 +9,17 @@ import pytest
 import lifelong_learning.retraining.pipeline as pipeline
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.io.bags import write_joint_states
-from lifelong_learning.retraining.pipeline import TuningJob, run_job
-from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path
+from lifelong_learning.retraining.pipeline import run_job
+from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation
 
 
-def _job(tmp_path, bag, **kw):
-    return TuningJob(
-        bags=[str(tmp_path / bag)],
-        task="inverse-dynamics",
-        out=str(tmp_path / f"{bag}.llm"),
-        urdf=panda_urdf_path(),
-        centers=10,
-        epochs=2,
-        device="cpu",
-        forgetting=(1.0,),
-        residual_regularization=(1.0,),
-        replay_block=50,
-        **kw,
-    )
+def _job(make_job, bag, **kw):
+    """A small inverse-dynamics job of the simulated Panda on ``bag``, into ``<bag>.llm``."""
+    small = {"centers": 10, "epochs": 2, "forgetting": (1.0,), "residual_regularization": (1.0,)}
+    return make_job(bag, out=f"{bag}.llm", replay_block=50, **small, **kw)
 
 
-def test_peak_memory_does_not_grow_with_the_bag(tmp_path, monkeypatch):
+def test_peak_memory_does_not_grow_with_the_bag(tmp_path, monkeypatch, make_job):
     """A bag of 3200 joint states and one of 800, read in blocks of 200 rows with a sample of 200:
     the larger job's peak (Python and NumPy allocations, tracemalloc) stays within 25 % of the
     smaller one's (measured: 3.6 vs 3.5 MB; the whole-log job before streaming: 20.3 vs 5.3 MB),
@@ -40,11 +30,11 @@ def test_peak_memory_does_not_grow_with_the_bag(tmp_path, monkeypatch):
             tmp_path / f"b{n}", log["t"][:n], JOINT_NAMES, log["q"][:n], log["qd"][:n], log["tau"][:n]
         )
     limits = {"block": 200, "sample_rows": 200}
-    run_job(_job(tmp_path, "b800", **limits))  # imports, type store, caches: not the job's memory
+    run_job(_job(make_job, "b800", **limits))  # imports, type store, caches: not the job's memory
     peaks = {}
     for n in (800, 3200):
         tracemalloc.start()
-        report = run_job(_job(tmp_path, f"b{n}", **limits))
+        report = run_job(_job(make_job, f"b{n}", **limits))
         peaks[n] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     assert report["n_train"] > 0.7 * 3200  # read, and trained on, in blocks of 200 rows
@@ -65,20 +55,20 @@ def test_peak_memory_does_not_grow_with_the_bag(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "tune", spy("tune", tune))
     monkeypatch.setattr(SemiparametricInverseDynamics, "update", spy("update", update))
     monkeypatch.setattr(SemiparametricInverseDynamics, "predict", spy("predict", predict))
-    report = run_job(_job(tmp_path, "b3200", **limits))
+    report = run_job(_job(make_job, "b3200", **limits))
     assert rows == {"tune": 200, "update": 200, "predict": 200}, rows
     assert SemiparametricInverseDynamics.load(tmp_path / "b3200.llm").n_samples == report["exported_samples"]
 
 
-def test_a_log_read_in_small_blocks_gives_the_model_of_the_whole_log(tmp_path):
+def test_a_log_read_in_small_blocks_gives_the_model_of_the_whole_log(tmp_path, make_job):
     """Blocks of 250 rows with a sample that holds every row: the same skipped counts, splits,
     baselines, tuned hyperparameters and scores as one block (q̈ continues across blocks; only the
     spike and velocity tests, whose windows stop at a block's ends, could differ)."""
     log = PandaSimulation().run(12.0, seed=4, log_every=5, payload_mass=1.0, payload_at=6.0)
     log["tau"][300, 2] += 40.0  # one glitch, in the second block
     write_joint_states(tmp_path / "bag", log["t"], JOINT_NAMES, log["q"], log["qd"], log["tau"])
-    one = run_job(_job(tmp_path, "bag"))
-    small = run_job(_job(tmp_path, "bag", block=250))
+    one = run_job(_job(make_job, "bag"))
+    small = run_job(_job(make_job, "bag", block=250))
     assert small["skipped"] == one["skipped"] and small["skipped"]["spike (against its neighbours)"] >= 1
     assert (small["n_train"], small["n_test"]) == (one["n_train"], one["n_test"])
     for name, value in one["baselines"].items():
@@ -88,7 +78,7 @@ def test_a_log_read_in_small_blocks_gives_the_model_of_the_whole_log(tmp_path):
     np.testing.assert_allclose(b["lengthscale"], a["lengthscale"], rtol=1e-6)
 
 
-def test_a_classification_job_streams_its_bags_too(tmp_path, monkeypatch):
+def test_a_classification_job_streams_its_bags_too(tmp_path, monkeypatch, make_job):
     """Labeled features (512 values) of 800 and of 3200 messages, read in blocks of 200 rows with
     samples of 200: the larger job's peak (tracemalloc) stays within 25 % of the smaller one's,
     no tuning and no feature-map pass sees more than a block, and the model learned every sample.
@@ -104,16 +94,8 @@ def test_a_classification_job_streams_its_bags_too(tmp_path, monkeypatch):
         write_labeled_features(tmp_path / f"f{n}", X, [f"obj{v}" for v in y])
 
     def job(n):
-        return TuningJob(
-            bags=[str(tmp_path / f"f{n}")],
-            task="classification",
-            out=str(tmp_path / f"f{n}.llm"),
-            centers=10,
-            epochs=2,
-            device="cpu",
-            block=200,
-            sample_rows=200,
-        )
+        small = {"centers": 10, "epochs": 2, "block": 200, "sample_rows": 200}
+        return make_job(f"f{n}", task="classification", out=f"f{n}.llm", **small)
 
     run_job(job(800))  # imports and caches: not the job's memory
     peaks = {}

@@ -9,7 +9,7 @@ import lifelong_learning.retraining.pipeline as pipeline
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.dynamics import SemiparametricInverseDynamics, estimate_accelerations
 from lifelong_learning.io.bags import write_joint_states
-from lifelong_learning.retraining.pipeline import TuningJob, run_job
+from lifelong_learning.retraining.pipeline import run_job
 from lifelong_learning.sim.arm import UR5_JOINT_NAMES, Ur5Simulation, ur5_urdf_path, ur5_urdf_text
 
 
@@ -45,7 +45,7 @@ def _error(model, log):
 
 
 def test_tuning_on_two_trajectories_predicts_a_third_better_than_tuning_on_one(
-    tmp_path, monkeypatch, one_thread
+    tmp_path, monkeypatch, one_thread, make_job
 ):
     """A simulated UR5 (inertial errors, rotor inertia, friction; the learner has the plain URDF)
     logs trajectories A and B (20 s each); C is new. The job (default objective) tunes on bag A
@@ -73,20 +73,8 @@ def test_tuning_on_two_trajectories_predicts_a_third_better_than_tuning_on_one(
         ("two, proposed", ["A", "B"], ("proposed",)),
     ):
         out = tmp_path / f"{label}.llm"
-        report = run_job(
-            TuningJob(
-                bags=[str(tmp_path / b) for b in bags],
-                task="inverse-dynamics",
-                out=str(out),
-                urdf=ur5_urdf_path(),
-                objectives=objectives,
-                centers=40,
-                epochs=30,
-                device="cpu",
-                forgetting=(1.0,),
-                residual_regularization=(1.0,),
-            )
-        )
+        small = {"centers": 40, "epochs": 30, "forgetting": (1.0,), "residual_regularization": (1.0,)}
+        report = run_job(make_job(*bags, out=out.name, urdf=ur5_urdf_path(), objectives=objectives, **small))
         name = report["exported_objective"]
         assert name == (objectives or ("holdout-bags",))[0]  # holdout-bags: the default for dynamics
         exported[label] = SemiparametricInverseDynamics.load(out)
