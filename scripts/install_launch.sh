@@ -10,7 +10,7 @@
 # Run by scripts/bootstrap.sh with .venv active.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-vendor="${LL_LAUNCH_SOURCES:-$root/../shared/vendor/ros2-launch}"
+vendor="${LL_LAUNCH_SOURCES:-$root/../shared/vendor/ros2-launch}"  # the tests read LL_LAUNCH_SOURCES too
 say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
 packages=(launch launch_ros launch_xml launch_yaml)
 for package in "${packages[@]}"; do

@@ -15,6 +15,7 @@ them when that folder is there; without it these tests skip, saying so.
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -27,7 +28,8 @@ from conftest import REPO, first_call, spin_until
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 
-VENDOR = REPO.parent / "shared" / "vendor" / "ros2-launch"
+#: where scripts/install_launch.sh installs the launch system from (LL_LAUNCH_SOURCES overrides, for both)
+VENDOR = Path(os.environ.get("LL_LAUNCH_SOURCES") or REPO.parent / "shared" / "vendor" / "ros2-launch")
 RUNNER = REPO / "test" / "run_launch_file.py"
 #: what a clean stop never prints (the last one: an rclpy future whose exception nobody read)
 NEVER_PRINTED = ("Traceback", "exception was never retrieved", "terminate called", "[ERROR]")
@@ -136,8 +138,6 @@ def stops_cleanly(process: NodeProcess, nodes: int) -> None:
     on that: told of a SIGINT, it sends the nodes none of its own (it would reach them twice),
     waits, then escalates to SIGTERM. So the signal goes to the launch's process group (its own
     session: :class:`NodeProcess`), which holds the node processes too."""
-    import os
-
     os.killpg(process.pid, signal.SIGINT)
     code = process.wait(60)
     log = process.log()
