@@ -31,7 +31,7 @@ from lifelong_learning.nodes.supervisor import NodeProcess
 #: where scripts/install_launch.sh installs the launch system from (LL_LAUNCH_SOURCES overrides, for both)
 VENDOR = Path(os.environ.get("LL_LAUNCH_SOURCES") or REPO.parent / "shared" / "vendor" / "ros2-launch")
 RUNNER = REPO / "test" / "run_launch_file.py"
-#: what a clean stop never prints (the last one: an rclpy future whose exception nobody read)
+#: what a clean stop never prints ("exception was never retrieved": an rclpy task that failed unread)
 NEVER_PRINTED = ("Traceback", "exception was never retrieved", "terminate called", "[ERROR]")
 
 pytestmark = [
