@@ -5,10 +5,11 @@ once the node has counted a frame), at most for LIMIT s (default 120); then exit
 
 Why until stopped, not a fixed number: a best-effort sample this large crosses in some 1,600
 fragments, and one lost fragment loses the frame; on a loaded machine about half of them were
-lost (5 of 10 at 2 s apart, two busy loops on the 2 cores), the first one also idle (the
-receiver maps this process's shared memory on it), and a few frames sent at once after the
-writer matched could all be lost, or go before the node's reader had matched this writer. One
-frame at a time, paced, keeps at most one in the node's reader and this process's segment.
+lost (5 of 10 at 2 s apart, two busy loops on the 2 cores; with four, the node counted the 2nd
+to 4th frame sent), and the first one was lost on an idle machine too: five frames sent after the
+writer matched (this peer before) could all be lost, the first before the node's reader had
+matched this writer. One frame at a time, paced, keeps at most one in the node's reader and in
+this process's shared-memory segment.
 
 Run: python large_image_peer.py [SIDE [PERIOD [LIMIT]]] (inherits ROS_DOMAIN_ID and the Fast DDS
 profile).
