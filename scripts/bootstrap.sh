@@ -36,6 +36,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 else
   say "Python packages up to date (.venv)"
 fi
+# The ROS 2 launch system for the tests, from ../shared/vendor/ros2-launch when it is there.
+bash scripts/install_launch.sh
 
 # A module removed or moved in the sources must not linger in install/ (an import of it would
 # still work here and fail in a fresh clone): drop installed modules the sources no longer have.

@@ -10,9 +10,9 @@ the source tree: with ``LL_REQUIRE_INSTALLED=1`` (set by ``make test``) the sess
 once if ``lifelong_learning`` is imported from anywhere but a colcon install space.
 
 Graph helpers: :func:`spin_until` (fixture ``spin``), :func:`call_service` (fixture ``call``),
-and node processes through :mod:`lifelong_learning.nodes.supervisor` (fixture
-``start_process``, command lines from :func:`node_argv`); retraining jobs from :func:`tuning_job`
-(fixture ``make_job``).
+:class:`DiagnosticsReader` (what the nodes publish on /diagnostics, and their counters), node
+processes through :mod:`lifelong_learning.nodes.supervisor` (fixture ``start_process``, command
+lines from :func:`node_argv`), and retraining jobs from :func:`tuning_job` (fixture ``make_job``).
 """
 
 from __future__ import annotations
@@ -169,6 +169,57 @@ def first_call(executor: Any, client: Any, request: Any, timeout: float = 60.0) 
 def call(executor: object) -> Callable[..., Any]:
     """:func:`call_service` on the test's executor: ``call(client, request, timeout=20.0, ...)``."""
     return functools.partial(call_service, executor)
+
+
+class DiagnosticsReader:
+    """What the nodes publish on ``/diagnostics``, as a node of the test receives it.
+
+    Each node's statuses (diagnostic_msgs/DiagnosticStatus), newest last, are kept under the
+    node's fully qualified name without the leading '/', as this package names its status
+    (``robot1/inverse_dynamics: health`` is the status of ``robot1/inverse_dynamics``; a ``node``
+    argument may keep the '/'). A status named otherwise is kept under its whole name.
+    """
+
+    def __init__(self, node: Any, depth: int = 50) -> None:
+        """Subscribe ``node`` (the test's rclpy node) to ``/diagnostics``; spin its executor to read."""
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        from lifelong_learning.nodes.base import status_node
+
+        self._status_node = status_node
+        self._statuses: dict[str, list[Any]] = {}
+        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_message, depth)
+
+    def _on_message(self, msg: Any) -> None:
+        for status in msg.status:
+            self.statuses(self._status_node(status.name)).append(status)
+
+    def statuses(self, node: str) -> list[Any]:
+        """Every status of ``node`` received so far, newest last (the list itself: clear it to
+        wait for ones published later)."""
+        return self._statuses.setdefault(node.lstrip("/"), [])
+
+    def latest(self, node: str) -> Any | None:
+        """The newest status of ``node``; None before its first."""
+        statuses = self.statuses(node)
+        return statuses[-1] if statuses else None
+
+    def values(self, node: str) -> dict[str, str]:
+        """The key/values of the newest status of ``node`` (empty before its first)."""
+        status = self.latest(node)
+        return {kv.key: kv.value for kv in status.values} if status is not None else {}
+
+    def count(self, node: str, key: str) -> int:
+        """The counter ``key`` in the newest status of ``node`` as an int: 0 when that status has no
+        such key (nothing counted yet), -1 before the node's first status, so that a count read
+        then never equals one read after."""
+        if self.latest(node) is None:
+            return -1
+        return int(self.values(node).get(key, "0"))
+
+    def rejected(self, node: str, reason: str) -> int:
+        """The count of inputs ``node`` refused for ``reason`` (its ``rejected: <reason>``)."""
+        return self.count(node, f"rejected: {reason}")
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Launch files cannot run here (no `launch` wheel): check them statically instead.
+"""The launch files checked statically, without the launch system (`launch` has no wheel; where its
+sources are beside the repository, test/test_launch_system.py also runs them with it).
 
 Parsed with `ast`, each launch file must only refer to things that exist: the executables it
 starts (scripts/nodes/*), their parameter files (config/*.yaml, configuring that node), the

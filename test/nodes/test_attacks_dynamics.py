@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import call_service, first_call, new_context, new_executor, node_argv, spin_until
+from conftest import (
+    DiagnosticsReader,
+    call_service,
+    first_call,
+    new_context,
+    new_executor,
+    node_argv,
+    spin_until,
+)
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
@@ -35,8 +43,8 @@ class Target:
     peer: Any
     proc: NodeProcess
     states: list[dict[str, Any]]
+    diag: DiagnosticsReader  # the node's statuses and counters
     torques: list[Any] = field(default_factory=list)
-    diagnostics: list[Any] = field(default_factory=list)  # the node's DiagnosticStatus, newest last
     stamp: float = 100.0
     next_state: int = 0
 
@@ -73,16 +81,10 @@ class Target:
         for _ in range(n):
             self.send(self.message())
 
-    def value(self, key: str) -> int:
-        """The node's latest published diagnostics value ``key`` as an int (0 when absent)."""
-        if not self.diagnostics:
-            return -1
-        return int({kv.key: kv.value for kv in self.diagnostics[-1].values}.get(key, "0"))
-
     def wait_value(self, key: str, at_least: int) -> None:
-        assert spin_until(self.executor, lambda: self.value(key) >= at_least, 10), (
+        assert spin_until(self.executor, lambda: self.diag.count(NODE, key) >= at_least, 10), (
             key,
-            self.value(key),
+            self.diag.count(NODE, key),
             self.proc.log(),
         )
 
@@ -92,9 +94,17 @@ class Target:
         answered = len(self.torques)
         assert spin_until(
             self.executor,
-            lambda: self.value("joint states answered") >= answered and self.value("learning queue") == 0,
+            lambda: (
+                self.diag.count(NODE, "joint states answered") >= answered
+                and self.diag.count(NODE, "learning queue") == 0
+            ),
             10,
-        ), (self.value("joint states answered"), answered, self.value("learning queue"), self.proc.log())
+        ), (
+            self.diag.count(NODE, "joint states answered"),
+            answered,
+            self.diag.count(NODE, "learning queue"),
+            self.proc.log(),
+        )
 
     def probes(self) -> np.ndarray:
         """``~/predict`` on five fixed states."""
@@ -116,7 +126,6 @@ class Target:
 
 @pytest.fixture(scope="module")
 def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    from diagnostic_msgs.msg import DiagnosticArray
     from lifelong_learning.srv import PredictTorques
     from rclpy.node import Node
     from sensor_msgs.msg import JointState
@@ -137,14 +146,8 @@ def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> 
         peer.reset = peer.create_client(Trigger, f"/{NODE}/reset")
         executor.add_node(peer)
         proc = NodeProcess(argv, log_path=folder / "inverse_dynamics.log")
-        t = Target(executor, peer, proc, states)
+        t = Target(executor, peer, proc, states, DiagnosticsReader(peer))
         peer.create_subscription(JointState, "predicted_torque", t.torques.append, 100)
-        peer.create_subscription(
-            DiagnosticArray,
-            "/diagnostics",
-            lambda m: t.diagnostics.extend(s for s in m.status if s.name == f"{NODE}: health"),
-            50,
-        )
         try:
             ready = spin_until(
                 executor,
@@ -183,7 +186,7 @@ def unchanged_after(target: Target, attack: Callable[[], None]) -> None:
 
 def test_in_limit_effort_spike_is_answered_but_not_learned(target):
     key = "not learned: residual outlier"
-    n = target.value(key)
+    n = target.diag.count(NODE, key)
 
     def spike(msg):
         msg.effort[0] += 50.0  # within the 87 N·m limit, far beyond the errors of the model
@@ -195,7 +198,7 @@ def test_in_limit_effort_spike_is_answered_but_not_learned(target):
 
 def test_effort_glitch_is_answered_but_not_learned(target):
     key = "rejected: effort beyond limit"
-    n = target.value(key)
+    n = target.diag.count(NODE, key)
 
     def glitch(msg):
         msg.effort[1] = 1e6
@@ -207,7 +210,7 @@ def test_effort_glitch_is_answered_but_not_learned(target):
 
 def test_velocity_glitch_is_refused_and_the_node_goes_on(target):
     key = "rejected: velocity beyond limit"
-    n = target.value(key)
+    n = target.diag.count(NODE, key)
 
     def glitch(msg):
         msg.velocity[1] = 1e300
@@ -239,7 +242,7 @@ def test_malformed_joint_states_are_refused(target):
         "rejected: duplicate joint names": duplicate,
         "rejected: missing joints": missing,
     }
-    before = {key: target.value(key) for key in cases}
+    before = {key: target.diag.count(NODE, key) for key in cases}
 
     def attack():
         for change in cases.values():
@@ -252,7 +255,7 @@ def test_malformed_joint_states_are_refused(target):
 
 def test_one_far_future_stamp_does_not_wedge_the_stream(target):
     keys = ("acceleration filter restarts: stamp gap", "acceleration filter restarts: stamp jumped back")
-    before = [target.value(k) for k in keys]
+    before = [target.diag.count(NODE, k) for k in keys]
 
     def attack():
         target.send(target.message(stamp=2.0**31 - 2))  # answered: a new stretch of the stream
@@ -265,23 +268,23 @@ def test_one_far_future_stamp_does_not_wedge_the_stream(target):
 
 def test_a_simulator_reset_restarts_the_filter(target):
     key = "acceleration filter restarts: stamp jumped back"
-    n = target.value(key)
+    n = target.diag.count(NODE, key)
     target.stamp -= 5.0
 
     def attack():
         target.send(target.message())
         target.wait_value(key, n + 1)
 
-    start = len(target.diagnostics)
+    start = len(target.diag.statuses(NODE))
     unchanged_after(target, attack)
     # the WARN is published once, in the first status after the restart: every status since counts
-    since = target.diagnostics[start:]
+    since = target.diag.statuses(NODE)[start:]
     assert any("acceleration filter restarted" in s.message for s in since), [s.message for s in since]
 
 
 def test_a_small_step_back_is_refused(target):
     key = "rejected: stamp not increasing"
-    n = target.value(key)
+    n = target.diag.count(NODE, key)
     target.good(10)
 
     def attack():
@@ -294,19 +297,21 @@ def test_a_small_step_back_is_refused(target):
 def test_gaps_count_the_missed_joint_states(target):
     key = "joint states missed (stamp gaps)"
     target.good(12)
-    n = target.value(key)
+    n = target.diag.count(NODE, key)
     target.stamp += 4 * PERIOD  # four states never arrive
-    start = len(target.diagnostics)
+    start = len(target.diag.statuses(NODE))
     target.good(1)
     target.wait_value(key, n + 4)
     target.good(3)
-    assert target.value(key) == n + 4  # exactly the four: refused messages earlier were seen, not missed
+    assert (
+        target.diag.count(NODE, key) == n + 4
+    )  # exactly the four: refused messages earlier were seen, not missed
     # the WARN goes out once, in the first status after the count rose (later ones may be OK again)
     assert spin_until(
         target.executor,
-        lambda: any("missed" in s.message and s.level == b"\x01" for s in target.diagnostics[start:]),
+        lambda: any("missed" in s.message and s.level == b"\x01" for s in target.diag.statuses(NODE)[start:]),
         5,
-    ), [s.message for s in target.diagnostics[start:]]
+    ), [s.message for s in target.diag.statuses(NODE)[start:]]
 
 
 def test_a_flood_is_counted_not_lost_silently(target):
@@ -318,18 +323,18 @@ def test_a_flood_is_counted_not_lost_silently(target):
     key, seen = "joint_states lost", "joint_states messages"
     target.good(3)
     spin_until(target.executor, lambda: False, 0.5)  # diagnostics published after those three
-    lost, processed = target.value(key), target.value(seen)
+    lost, processed = target.diag.count(NODE, key), target.diag.count(NODE, seen)
     sent = 2000
     for _ in range(sent):
         target.peer.joint_states.publish(target.message())
     target.good(3)  # later sequence numbers: losses at the flood's tail show too
 
     def accounted() -> int:
-        return (target.value(seen) - processed) + (target.value(key) - lost)
+        return (target.diag.count(NODE, seen) - processed) + (target.diag.count(NODE, key) - lost)
 
     assert spin_until(target.executor, lambda: accounted() >= sent + 3, 30), (accounted(), sent + 3)
-    assert target.value(key) > lost
-    assert any("never processed" in s.message for s in target.diagnostics[-40:])
+    assert target.diag.count(NODE, key) > lost
+    assert any("never processed" in s.message for s in target.diag.statuses(NODE)[-40:])
     assert target.proc.alive()
 
 
@@ -338,9 +343,9 @@ def test_reset_forgets_the_stream(target):
 
     key = "acceleration filter restarts: stamp jumped back"
     target.good(3)
-    n, m = target.value(key), target.value("joint_states messages")
+    n, m = target.diag.count(NODE, key), target.diag.count(NODE, "joint_states messages")
     assert call_service(target.executor, target.peer.reset, Trigger.Request(), 20.0).success
     target.stamp -= 20.0  # earlier than anything before the reset: a new stream, no restart
     target.good(12)
     target.wait_value("joint_states messages", m + 12)  # diagnostics from after the reset
-    assert target.value(key) == n
+    assert target.diag.count(NODE, key) == n

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import (
+    DiagnosticsReader,
     call_service,
     first_call,
     new_context,
@@ -64,7 +65,7 @@ class Target:
     peer: Any
     proc: NodeProcess
     probes: np.ndarray
-    diagnostics: list[Any] = field(default_factory=list)  # the node's DiagnosticStatus, newest last
+    diag: DiagnosticsReader  # the node's statuses and counters
     baseline: list[tuple[str, list[float]]] = field(default_factory=list)
 
     @property
@@ -85,13 +86,6 @@ class Target:
             out.append((res.label, list(res.scores)))
         return out
 
-    def count(self, reason: str) -> int:
-        """The node's latest published count of rejections for ``reason``."""
-        if not self.diagnostics:
-            return -1
-        values = {kv.key: kv.value for kv in self.diagnostics[-1].values}
-        return int(values.get(f"rejected: {reason}", "0"))
-
     def save(self, path: str) -> Any:
         from lifelong_learning.srv import SaveModel
 
@@ -107,11 +101,13 @@ class Target:
         unchanged. Returns the answer."""
         from lifelong_learning.srv import GetClassifierInfo
 
-        before = self.count(reason)
+        before = self.diag.rejected(NODE, reason)
         res = request()
         assert not res.success, res.message
         assert what in res.message, res.message
-        assert spin_until(self.executor, lambda: self.count(reason) == before + 1, 10), self.proc.log()
+        assert spin_until(self.executor, lambda: self.diag.rejected(NODE, reason) == before + 1, 10), (
+            self.proc.log()
+        )
         assert self.proc.alive()
         assert self.call(self.peer.info, GetClassifierInfo.Request()).success
         assert self.answers() == self.baseline
@@ -119,7 +115,6 @@ class Target:
 
 
 def make_peer(context: Any) -> Any:
-    from diagnostic_msgs.msg import DiagnosticArray
     from lifelong_learning.msg import LabeledFeatures
     from lifelong_learning.srv import GetClassifierInfo, LoadModel, Predict, SaveModel
     from rclpy.node import Node
@@ -131,7 +126,6 @@ def make_peer(context: Any) -> Any:
     peer.predict = peer.create_client(Predict, f"/{NODE}/predict")
     peer.save_model = peer.create_client(SaveModel, f"/{NODE}/save_model")
     peer.load_model = peer.create_client(LoadModel, f"/{NODE}/load_model")
-    peer.create_subscription(DiagnosticArray, "/diagnostics", lambda m: peer.on_diagnostics(m), 50)
     return peer
 
 
@@ -154,10 +148,8 @@ def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> 
         peer = make_peer(context)
         executor.add_node(peer)
         proc = NodeProcess(argv, log_path=folder / "object_recognition.log")
-        t = Target(folder, executor, peer, proc, probes=np.vstack([sample(rng, c, 2) for c in CLASSES]))
-        peer.on_diagnostics = lambda m: t.diagnostics.extend(
-            s for s in m.status if s.name == f"{NODE}: health"
-        )
+        probes = np.vstack([sample(rng, c, 2) for c in CLASSES])
+        t = Target(folder, executor, peer, proc, probes, DiagnosticsReader(peer))
         try:
             assert first_call(executor, peer.info, GetClassifierInfo.Request()).success
             assert spin_until(executor, lambda: peer.labeled.get_subscription_count() > 0, 20)
@@ -169,7 +161,7 @@ def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> 
                 return t.call(peer.info, GetClassifierInfo.Request()).samples_seen == 6 * len(CLASSES)
 
             assert spin_until(executor, learned, 20), proc.log()
-            assert spin_until(executor, lambda: bool(t.diagnostics), 10), proc.log()
+            assert spin_until(executor, lambda: t.diag.latest(NODE) is not None, 10), proc.log()
             t.baseline = t.answers()
             assert [label for label, _ in t.baseline] == [c for c in CLASSES for _ in range(2)]
             yield t
@@ -261,11 +253,11 @@ def test_announcing_the_nodes_own_checkpoint_is_refused(target):
 
     # a checkpoint that differs from the serving model (as one from a minute ago would)
     IncrementalRLSC(lambdas=[1.0], alpha=0.0).save(target.models / "checkpoint.llm")
-    before = target.count("path refused")
+    before = target.diag.rejected(NODE, "path refused")
     announce = target.peer.create_publisher(String, "tuned_model", _latched())
     assert spin_until(target.executor, lambda: announce.get_subscription_count() > 0, 10)
     announce.publish(String(data="checkpoint.llm"))
-    assert spin_until(target.executor, lambda: target.count("path refused") == before + 1, 10), (
-        target.proc.log()
-    )
+    assert spin_until(
+        target.executor, lambda: target.diag.rejected(NODE, "path refused") == before + 1, 10
+    ), target.proc.log()
     assert target.answers() == target.baseline

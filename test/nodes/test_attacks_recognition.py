@@ -16,12 +16,21 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import call_service, first_call, new_context, new_executor, node_argv, spin_until
+from conftest import (
+    DiagnosticsReader,
+    call_service,
+    first_call,
+    new_context,
+    new_executor,
+    node_argv,
+    spin_until,
+)
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 
 pytestmark = pytest.mark.graph
 
+NODE = "object_recognition"
 DIM = 16
 CLASSES = ("mug", "duck", "teddy")
 HUGE = 3e38  # finite float32: two such labeled vectors flipped 23 of 50 probe labels before the gate
@@ -42,6 +51,7 @@ class Node:
     peer: Any
     proc: NodeProcess
     probes: np.ndarray
+    diag: DiagnosticsReader  # the node's statuses and counters
     baseline: list[tuple[str, tuple[float, ...]]] = field(default_factory=list)
     taught: int = 0
 
@@ -70,26 +80,21 @@ class Node:
             out.append((res.label, tuple(res.scores)))
         return out
 
-    def rejected(self, reason: str) -> int:
-        """The node's count of refusals for ``reason``, from its latest /diagnostics."""
-        values = self.peer.diagnostics.get("object_recognition", {})
-        return int(values.get(f"rejected: {reason}", 0))
-
     def fresh_diagnostics(self) -> dict[str, str]:
         """The node's diagnostics values, published after this call."""
-        self.peer.diagnostics.pop("object_recognition", None)
-        assert self.spin(lambda: "object_recognition" in self.peer.diagnostics, 10), self.proc.log()
-        return self.peer.diagnostics["object_recognition"]
+        self.diag.statuses(NODE).clear()
+        assert self.spin(lambda: self.diag.latest(NODE) is not None, 10), self.proc.log()
+        return self.diag.values(NODE)
 
     def wait_counted(self, reason: str, at_least: int, resend: Callable[[], None] | None = None) -> int:
         """Spin until the count of ``reason`` reaches ``at_least``; ``resend`` repeats a best-effort
         message each second while it has not (one sent before the subscription matched is lost)."""
         for _ in range(10):
-            if self.spin(lambda: self.rejected(reason) >= at_least, 1.0):
-                return self.rejected(reason)
+            if self.spin(lambda: self.diag.rejected(NODE, reason) >= at_least, 1.0):
+                return self.diag.rejected(NODE, reason)
             if resend is not None:
                 resend()
-        counted = self.rejected(reason)
+        counted = self.diag.rejected(NODE, reason)
         pytest.fail(f"{reason!r} counted {counted} times, expected ≥ {at_least}\n{self.proc.log()}")
 
     def assert_unharmed(self) -> None:
@@ -101,7 +106,6 @@ class Node:
 
 
 def make_peer(context: Any) -> Any:
-    from diagnostic_msgs.msg import DiagnosticArray
     from lifelong_learning.msg import Features, LabeledFeatures
     from lifelong_learning.srv import GetClassifierInfo, LoadModel, Predict, SaveModel
     from rclpy.node import Node as RosNode
@@ -113,19 +117,11 @@ def make_peer(context: Any) -> Any:
             super().__init__("attack_peer", context=context)
             self.features = self.create_publisher(Features, "features", qos_profile_sensor_data)
             self.labeled = self.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=100))
-            self.diagnostics: dict[str, dict[str, str]] = {}
-            self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
             self.info = self.create_client(GetClassifierInfo, "/object_recognition/info")
             self.predict = self.create_client(Predict, "/object_recognition/predict")
             self.save_model = self.create_client(SaveModel, "/object_recognition/save_model")
             self.load_model = self.create_client(LoadModel, "/object_recognition/load_model")
             self.reset = self.create_client(Trigger, "/object_recognition/reset")
-
-        def _on_diagnostics(self, msg: Any) -> None:
-            for status in msg.status:
-                self.diagnostics[status.name.removesuffix(": health")] = {
-                    kv.key: kv.value for kv in status.values
-                }
 
     return Peer()
 
@@ -148,9 +144,10 @@ def node(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> It
         peer = make_peer(context)
         executor.add_node(peer)
         proc = NodeProcess(argv, log_path=folder / "object_recognition.log")
-        n = Node(folder, executor, peer, proc, probes)
+        n = Node(folder, executor, peer, proc, probes, DiagnosticsReader(peer))
         try:
             first_call(executor, peer.info, GetClassifierInfo.Request())  # the node is up and answers
+            assert n.spin(lambda: n.diag.latest(NODE) is not None, 10), proc.log()  # counts from here on
             assert n.spin(lambda: peer.labeled.get_subscription_count() > 0, 20)
             for label in CLASSES:
                 for x in sample(rng, label, 30):
@@ -172,7 +169,7 @@ def publish_labeled(node: Node, data: Any, label: str) -> None:
 
 
 def test_vectors_of_3e38_are_not_learned(node):
-    before = node.rejected("feature norm too large")
+    before = node.diag.rejected(NODE, "feature norm too large")
     for label in ("mug", "duck"):
         publish_labeled(node, np.full(DIM, HUGE, dtype=np.float32), label)
     node.wait_counted("feature norm too large", before + 2)
@@ -185,7 +182,7 @@ def test_vectors_of_3e38_are_not_learned(node):
 def test_a_huge_norm_is_not_answered(node):
     from lifelong_learning.msg import Features
 
-    before = node.rejected("feature norm too large")
+    before = node.diag.rejected(NODE, "feature norm too large")
     res = node.predict(np.full(DIM, HUGE))
     assert not res.success and "feature norm" in res.message and not res.labels
     node.wait_counted("feature norm too large", before + 1)
@@ -196,7 +193,7 @@ def test_a_huge_norm_is_not_answered(node):
 
 
 def test_an_over_long_label_is_refused(node):
-    before = node.rejected("bad label")
+    before = node.diag.rejected(NODE, "bad label")
     publish_labeled(node, sample(np.random.default_rng(1), "mug")[0], "m" * 200_000)
     publish_labeled(node, sample(np.random.default_rng(2), "mug")[0], "x" * 65)  # one above the limit
     node.wait_counted("bad label", before + 2)
@@ -207,7 +204,7 @@ def test_labels_with_nul_or_control_characters_are_refused(node):
     from lifelong_learning.msg import LabeledFeatures
     from rclpy.serialization import serialize_message
 
-    before = node.rejected("bad label")
+    before = node.diag.rejected(NODE, "bad label")
     x = sample(np.random.default_rng(3), "duck")[0]
     publish_labeled(node, x, "duck\x07")
     publish_labeled(node, x, "du\nck")
@@ -220,7 +217,7 @@ def test_labels_with_nul_or_control_characters_are_refused(node):
 
 
 def test_empty_labels_are_refused(node):
-    before = node.rejected("bad label")
+    before = node.diag.rejected(NODE, "bad label")
     x = sample(np.random.default_rng(4), "teddy")[0]
     for label in ("", "   ", "\t"):
         publish_labeled(node, x, label)
@@ -229,7 +226,7 @@ def test_empty_labels_are_refused(node):
 
 
 def test_a_class_beyond_max_classes_is_refused(node):
-    before = node.rejected("too many classes")
+    before = node.diag.rejected(NODE, "too many classes")
     for i in range(3):
         publish_labeled(node, sample(np.random.default_rng(5 + i), "mug")[0], f"giraffe {i}")
     node.wait_counted("too many classes", before + 3)
@@ -237,7 +234,7 @@ def test_a_class_beyond_max_classes_is_refused(node):
 
 
 def test_wrong_dimensions_are_refused(node):
-    before = node.rejected("wrong feature dimension")
+    before = node.diag.rejected(NODE, "wrong feature dimension")
     publish_labeled(node, np.ones(DIM + 1), "mug")
     publish_labeled(node, [], "mug")
     node.wait_counted("wrong feature dimension", before + 2)
@@ -248,7 +245,7 @@ def test_wrong_dimensions_are_refused(node):
 
 
 def test_nan_and_inf_are_refused(node):
-    before = node.rejected("features not finite")
+    before = node.diag.rejected(NODE, "features not finite")
     nan = np.zeros(DIM, dtype=np.float32)
     nan[3] = np.nan
     publish_labeled(node, nan, "mug")
@@ -276,7 +273,7 @@ def test_saved_model_holds_only_accepted_labels_and_a_refused_file_is_not_loaded
     long_label.save(node.folder / "long-label.model")
     model.partial_fit(sample(rng, "mug"), ["giraffe"])
     model.save(node.folder / "four-classes.model")
-    before = node.rejected("model reload failed")
+    before = node.diag.rejected(NODE, "model reload failed")
     for name, why in (("long-label", "max_label_length = 64"), ("four-classes", "max_classes = 3")):
         res = node.call(node.peer.load_model, LoadModel.Request(path=str(node.folder / f"{name}.model")))
         assert not res.success and why in res.message

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import new_context, new_executor, node_argv, spin_until
+from conftest import DiagnosticsReader, new_context, new_executor, node_argv, spin_until
 
 from lifelong_learning.io.bags import (
     LABELED_FEATURES_TYPE,
@@ -30,6 +30,7 @@ RNG = np.random.default_rng(0)
 X = np.vstack([RNG.normal(0, 1, (20, 4)), RNG.normal(3, 1, (20, 4))])
 LABELS = ["a"] * 20 + ["b"] * 20
 SUCCEEDED, ABORTED = 4, 6  # action_msgs/GoalStatus
+NODE = "nystrom_tuner"
 
 
 def tuner_argv(output_dir: Path, *params: str, name: str | None = None) -> list[str]:
@@ -49,10 +50,8 @@ class Graph:
     process: NodeProcess
     executor: Any
     client: Any
+    diag: DiagnosticsReader  # the tuner's statuses and counters
     progress: list[dict] = field(default_factory=list)
-    diag: dict[str, str] = field(default_factory=dict)
-    level: int = 0
-    message: str = ""
 
     def send(self, **fields: Any) -> Any:
         """Send a goal (classification, tiny sizes unless given): its handle, accepted or not."""
@@ -79,11 +78,8 @@ class Graph:
         assert spin_until(self.executor, future.done, 120), self.process.log()[-2000:]
         return future.result().status, future.result().result
 
-    def count(self, key: str) -> int:
-        return int(self.diag.get(key, "0"))
-
     def counted(self, key: str, value: int, timeout: float = 10.0) -> bool:
-        return spin_until(self.executor, lambda: self.count(key) == value, timeout)
+        return spin_until(self.executor, lambda: self.diag.count(NODE, key) == value, timeout)
 
     def serves_a_good_goal(self) -> None:
         status, result = self.run(bags=[str(self.root / "good")])
@@ -93,7 +89,6 @@ class Graph:
 
 @pytest.fixture(scope="module")
 def graph(built_interfaces, tmp_path_factory):
-    from diagnostic_msgs.msg import DiagnosticArray
     from lifelong_learning.action import TuneModel
     from rclpy.action import ActionClient
     from rclpy.node import Node
@@ -106,30 +101,22 @@ def graph(built_interfaces, tmp_path_factory):
         with new_context() as context, new_executor(context) as executor:
             peer = Node("tuner_attacker", context=context)
             client = ActionClient(peer, TuneModel, "/nystrom_tuner/tune")
-            g = Graph(root, root / "models", process, executor, client)
+            g = Graph(root, root / "models", process, executor, client, DiagnosticsReader(peer))
             progress = peer.create_subscription(
                 String, "tuning_progress", lambda m: g.progress.append(json.loads(m.data)), 100
             )
-
-            def on_diag(msg: Any) -> None:
-                for status in msg.status:
-                    if status.name == "nystrom_tuner: health":
-                        g.diag.update({kv.key: kv.value for kv in status.values})
-                        g.level, g.message = int.from_bytes(status.level, "little"), status.message
-
-            peer.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
             executor.add_node(peer)
             assert spin_until(executor, client.server_is_ready, 60), process.log()
             # a rejection is published once (volatile): its writer must have matched this reader
             assert spin_until(executor, lambda: progress.get_publisher_count() > 0, 60), process.log()
-            assert spin_until(executor, lambda: "jobs done" in g.diag, 20), process.log()
+            assert spin_until(executor, lambda: "jobs done" in g.diag.values(NODE), 20), process.log()
             yield g
     finally:
         process.stop(timeout=30.0)
 
 
 def test_absurd_epochs_and_centres_are_refused_and_counted(graph):
-    before = graph.count("rejected: goal over limit")
+    before = graph.diag.count(NODE, "rejected: goal over limit")
     for fields, limit in (
         ({"epochs": 2**31 - 1}, "max_epochs 1000"),
         ({"epochs": 1001}, "max_epochs 1000"),
@@ -138,12 +125,14 @@ def test_absurd_epochs_and_centres_are_refused_and_counted(graph):
     ):
         message = graph.rejection(bags=[str(graph.root / "good")], **fields)
         assert message.startswith("goal over limit") and limit in message, message
-    assert graph.counted("rejected: goal over limit", before + 4), graph.diag
-    assert graph.diag["running"] == "False"  # nothing was started
+    assert graph.counted("rejected: goal over limit", before + 4), graph.diag.values(NODE)
+    assert graph.diag.values(NODE)["running"] == "False"  # nothing was started
     graph.serves_a_good_goal()
 
 
 def test_missing_and_corrupt_bags_are_answered_and_the_next_goal_served(graph):
+    from diagnostic_msgs.msg import DiagnosticStatus
+
     root = graph.root
     assert "not a bag directory" in graph.rejection(bags=[str(root / "no_such_bag")])
     (root / "garbage").mkdir()
@@ -155,16 +144,20 @@ def test_missing_and_corrupt_bags_are_answered_and_the_next_goal_served(graph):
     assert "corrupt or truncated" in graph.rejection(bags=[str(root / "truncated")])
     # a bag that opens but holds no LabeledFeatures: found only by reading, the goal aborts
     write_joint_states(root / "joints", np.arange(5.0), ["j1"], *(np.zeros((5, 1)),) * 3)
-    failed_before = graph.count("jobs failed")
+    failed_before = graph.diag.count(NODE, "jobs failed")
     status, result = graph.run(bags=[str(root / "joints")])
     assert status == ABORTED and "LabeledFeatures" in result.message, result.message
     assert not result.success and result.out_path == ""
-    assert graph.counted("jobs failed", failed_before + 1), graph.diag
-    assert "LabeledFeatures" in graph.diag["last failure"]
-    assert spin_until(graph.executor, lambda: "the last tuning job failed" in graph.message, 10)
-    assert graph.level == 1  # WARN
+    assert graph.counted("jobs failed", failed_before + 1), graph.diag.values(NODE)
+    assert "LabeledFeatures" in graph.diag.values(NODE)["last failure"]
+    assert spin_until(
+        graph.executor, lambda: "the last tuning job failed" in graph.diag.latest(NODE).message, 10
+    )
+    assert graph.diag.latest(NODE).level == DiagnosticStatus.WARN
     graph.serves_a_good_goal()
-    assert spin_until(graph.executor, lambda: "the last tuning job failed" not in graph.message, 10)
+    assert spin_until(
+        graph.executor, lambda: "the last tuning job failed" not in graph.diag.latest(NODE).message, 10
+    )
 
 
 def _bag_with_bad_messages(path: Path) -> None:
@@ -197,9 +190,12 @@ def test_malformed_messages_in_a_bag_are_skipped_and_counted(graph):
     assert report["skipped"] == {"corrupt message": 1, "non-finite values": 1}
     assert spin_until(
         graph.executor,
-        lambda: graph.diag.get("samples skipped (last job)") == "corrupt message: 1, non-finite values: 1",
+        lambda: (
+            graph.diag.values(NODE).get("samples skipped (last job)")
+            == "corrupt message: 1, non-finite values: 1"
+        ),
         10,
-    ), graph.diag
+    ), graph.diag.values(NODE)
 
 
 def test_sigint_during_a_job_stops_it_cleanly(built_interfaces, tmp_path, start_process):

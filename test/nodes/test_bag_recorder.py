@@ -8,13 +8,15 @@ import time
 
 import numpy as np
 import pytest
-from conftest import node_argv
+from conftest import DiagnosticsReader, node_argv
 from rosbags.highlevel import AnyReader
 from ruamel.yaml import YAML
 
 from lifelong_learning.io.bags import read_joint_states, read_labeled_features
 
 pytestmark = pytest.mark.graph
+
+NODE = "bag_recorder"
 
 
 def recorder_argv(*params: str) -> list[str]:
@@ -27,7 +29,6 @@ class Peer:
 
     def __init__(self, context):
         import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
         from lifelong_learning.msg import LabeledFeatures
         from rclpy.context import Context
         from rclpy.node import Node
@@ -47,24 +48,18 @@ class Peer:
         rclpy.init(context=self.other_context)
         self.other = Node("recorder_peer_int", context=self.other_context)
         self.other.create_publisher(Int32, "mixed", 10)
-        self.diag: dict[str, str] = {}
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
+        self.diag = DiagnosticsReader(self.node)
         self.split = self.node.create_client(Trigger, "/bag_recorder/split_bagfile")
 
     def close(self):
         self.other.destroy_node()
         self.other_context.try_shutdown()
 
-    def _on_diag(self, msg):
-        for status in msg.status:
-            if status.name == "bag_recorder: health":
-                self.diag = {kv.key: kv.value for kv in status.values}
-
     def subscribed(self):
         return all(p.get_subscription_count() > 0 for p in (self.lf, self.js, self.gripper))
 
     def written(self, n):
-        return lambda: self.diag.get("messages written") == str(n)
+        return lambda: self.diag.count(NODE, "messages written") == n
 
     def publish(self, start, n):
         """n LabeledFeatures, n JointStates and n gripper JointStates without effort."""
@@ -132,15 +127,15 @@ def test_records_everything_splits_by_size_and_closes_on_sigint(
     )
     assert spin(executor, peer.subscribed, 30), process.log()
     peer.publish(0, 40)
-    assert spin(executor, peer.written(120), 30), (peer.diag, process.log())
+    assert spin(executor, peer.written(120), 30), (peer.diag.values(NODE), process.log())
 
     # /mixed is refused once: with both types at once, or as a type change if one was seen first
     # (discovery of the second participant's type may come after the messages: wait for it)
     def refused():
-        return sorted(peer.diag.get(f"rejected: {r}", "0") for r in ("several types", "type changed"))
+        return sorted(peer.diag.rejected(NODE, r) for r in ("several types", "type changed"))
 
-    assert spin(executor, lambda: refused() == ["0", "1"], 20), peer.diag
-    assert peer.diag["/joint_states recorded"] == "40"
+    assert spin(executor, lambda: refused() == [0, 1], 20), peer.diag.values(NODE)
+    assert peer.diag.values(NODE)["/joint_states recorded"] == "40"
     assert process.stop(signal.SIGINT) == 0, process.log()
 
     files = listed_files(bag)
@@ -172,14 +167,14 @@ def test_split_then_sigkill_keeps_everything_before_the_split(
     executor.add_node(peer.node)
     assert spin(executor, peer.subscribed, 30), process.log()
     peer.publish(0, 10)
-    assert spin(executor, peer.written(30), 30), (peer.diag, process.log())
+    assert spin(executor, peer.written(30), 30), (peer.diag.values(NODE), process.log())
     assert peer.split.wait_for_service(timeout_sec=10)
     future = peer.split.call_async(Trigger.Request())
     assert spin(executor, future.done, 20)
     answer = future.result()
     assert answer.success and "closed killed_0.db3 (30 messages)" in answer.message, answer.message
     peer.publish(10, 5)  # these are in the open file when the node is killed
-    assert spin(executor, peer.written(45), 30), (peer.diag, process.log())
+    assert spin(executor, peer.written(45), 30), (peer.diag.values(NODE), process.log())
     process.stop(signal.SIGKILL)
     assert process.proc.returncode == -signal.SIGKILL
 
@@ -262,7 +257,6 @@ def test_qos_follows_the_publishers():
 def test_a_flood_is_recorded_or_counted_lost(executor, spin, rclpy_context, start_process, tmp_path):
     """Best-effort messages far faster than the recorder writes: every one is either recorded or
     counted as lost (from the publisher's sequence numbers), never silently missing."""
-    from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from std_msgs.msg import Int32
@@ -272,23 +266,15 @@ def test_a_flood_is_recorded_or_counted_lost(executor, spin, rclpy_context, star
     pub = node.create_publisher(
         Int32, "flood", QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT)
     )
-    diag: dict[str, str] = {}
-
-    def on_diag(msg):
-        for status in msg.status:
-            if status.name == "bag_recorder: health":
-                diag.clear()
-                diag.update({kv.key: kv.value for kv in status.values})
-
-    node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+    diag = DiagnosticsReader(node)
     process = start_process(recorder_argv(f"output:={tmp_path / 'flood'}", "topics:=[flood]"))
     assert spin(executor, lambda: pub.get_subscription_count() > 0, 30), process.log()
 
     def count(key):
-        return int(diag.get(f"/flood {key}", "0"))
+        return diag.count(NODE, f"/flood {key}")
 
     k = 0
-    while count("recorded") == 0 and k < 200:  # best effort: until both directions have matched
+    while count("recorded") <= 0 and k < 200:  # best effort: until both directions have matched
         pub.publish(Int32(data=k))
         k += 1
         spin(executor, lambda: count("recorded") > 0, 0.2)
@@ -311,9 +297,9 @@ def test_a_flood_is_recorded_or_counted_lost(executor, spin, rclpy_context, star
         if not spin(executor, lambda before=before: accounted() != before, 0.5) and trailing < 20:
             pub.publish(Int32(data=k + sent + trailing))
             trailing += 1
-    assert accounted() >= sent + trailing, (accounted(), trailing, diag, process.log())
+    assert accounted() >= sent + trailing, (accounted(), trailing, diag.values(NODE), process.log())
     # at most the k warm-up messages may still have been on their way at the snapshot
-    assert sent + trailing <= accounted() <= sent + trailing + k, (accounted(), trailing, diag)
+    assert sent + trailing <= accounted() <= sent + trailing + k, (accounted(), trailing, diag.values(NODE))
     print(
         f"flood of {sent}: {count('recorded') - recorded} recorded, {count('lost') - lost} counted lost"
         f" (+{trailing} trailing)"

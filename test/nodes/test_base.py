@@ -6,11 +6,13 @@ import time
 
 import numpy as np
 import pytest
-from conftest import RLSModel, node_argv
+from conftest import DiagnosticsReader, RLSModel, node_argv
 
 from lifelong_learning.learners import RecursiveRLS
 
 pytestmark = pytest.mark.graph
+
+NODE = "rls_node"  # make_node's
 
 
 def make_node(context, **params):
@@ -25,7 +27,7 @@ def make_node(context, **params):
         def __init__(self):
             overrides = [Parameter(k, value=v) for k, v in params.items()]
             super().__init__(
-                "rls_node",
+                NODE,
                 (ParamSpec("dim", 3, "input dimension"),),
                 context=context,
                 parameter_overrides=overrides,
@@ -111,25 +113,16 @@ def test_checkpoint_on_shutdown_restore_and_corrupt_checkpoint_moved_aside(execu
 
 
 def test_rejections_counted_and_diagnostics_published(executor, spin):
-    from diagnostic_msgs.msg import DiagnosticArray
-    from rclpy.node import Node
-
     node = make_node(executor.context, diagnostics_period_s=0.1)
     executor.add_node(node)
-    listener = Node("diag_listener", context=executor.context)
-    executor.add_node(listener)
-    got = []
-    listener.create_subscription(DiagnosticArray, "/diagnostics", got.append, 10)
+    diag = diagnostics_listener(executor)
     for _ in range(5):
         node.learn([np.nan, 0.0, 0.0], [1.0])
     node.learn([1.0, 0.0], [1.0])
     assert node.rejections.counts == {"bad sample": 6}
     assert node.model.n_samples == 0
 
-    def has_counts():
-        return any(kv.key == "rejected" and kv.value == "6" for m in got for s in m.status for kv in s.values)
-
-    assert spin(executor, has_counts, 10)
+    assert spin(executor, lambda: diag.count(NODE, "rejected") == 6, 10)
 
 
 def test_bad_configuration_exits_with_a_clear_error_not_a_traceback(tmp_path, built_interfaces):
@@ -145,15 +138,12 @@ def test_bad_configuration_exits_with_a_clear_error_not_a_traceback(tmp_path, bu
 
 
 def diagnostics_listener(executor):
-    """A node collecting /diagnostics; returns the list of statuses received (newest last)."""
-    from diagnostic_msgs.msg import DiagnosticArray
+    """A node reading /diagnostics (a :class:`DiagnosticsReader`), spun by ``executor``."""
     from rclpy.node import Node
 
     listener = Node("diag_listener", context=executor.context)
     executor.add_node(listener)
-    statuses = []
-    listener.create_subscription(DiagnosticArray, "/diagnostics", lambda m: statuses.extend(m.status), 100)
-    return statuses
+    return DiagnosticsReader(listener, depth=100)
 
 
 def test_diagnostics_warn_while_rejections_rise_and_return_to_ok(executor, spin):
@@ -161,7 +151,8 @@ def test_diagnostics_warn_while_rejections_rise_and_return_to_ok(executor, spin)
 
     node = make_node(executor.context, diagnostics_period_s=0.1)
     executor.add_node(node)
-    statuses = diagnostics_listener(executor)
+    diag = diagnostics_listener(executor)
+    statuses = diag.statuses(NODE)
     assert spin(executor, lambda: len(statuses) > 2, 10)
     assert statuses[-1].level == DiagnosticStatus.OK and statuses[-1].message == "running"
     for _ in range(3):
@@ -174,7 +165,7 @@ def test_diagnostics_warn_while_rejections_rise_and_return_to_ok(executor, spin)
     # nothing new since: the next publication is OK again
     assert spin(executor, lambda: statuses[-1].level == DiagnosticStatus.OK, 10)
     assert statuses[-1].message == "running"
-    assert {kv.key: kv.value for kv in statuses[-1].values}["rejected"] == "3"
+    assert diag.values(NODE)["rejected"] == "3"
 
 
 def modes_do_not_stop_writes(directory):
@@ -231,25 +222,28 @@ def test_a_failed_checkpoint_is_retried_reported_at_error_and_written_on_shutdow
         executor.context, checkpoint_path=str(ckpt), checkpoint_interval_s=0.2, diagnostics_period_s=0.1
     )
     executor.add_node(node)
-    statuses = diagnostics_listener(executor)
+    diag = diagnostics_listener(executor)
+    statuses = diag.statuses(NODE)
 
     def saved():
         return int(load_model_file(ckpt).meta["n_samples"]) if ckpt.is_file() else -1
 
-    def values():
-        return {kv.key: kv.value for kv in statuses[-1].values} if statuses else {}
-
     rng = np.random.default_rng(0)
     node.learn(rng.normal(size=3), [1.0])
-    assert spin(executor, lambda: saved() == 1 and values().get("last checkpoint", "never") != "never", 10)
+    assert spin(
+        executor, lambda: saved() == 1 and diag.values(NODE).get("last checkpoint", "never") != "never", 10
+    )
     assert statuses[-1].level == DiagnosticStatus.OK
-    written = values()["last checkpoint"]
+    written = diag.values(NODE)["last checkpoint"]
 
     with Unwritable(folder, how):
         node.learn(rng.normal(size=3), [1.0])
         assert spin(executor, lambda: statuses[-1].level == DiagnosticStatus.ERROR, 10)
         assert "checkpoint failing" in statuses[-1].message and written in statuses[-1].message
-        assert values()["last checkpoint error"] != "none" and values()["last checkpoint"] == written
+        assert (
+            diag.values(NODE)["last checkpoint error"] != "none"
+            and diag.values(NODE)["last checkpoint"] == written
+        )
         for _ in range(3):  # learning goes on while checkpoints fail
             node.learn(rng.normal(size=3), [1.0])
         assert node.model.n_samples == 5
@@ -258,7 +252,7 @@ def test_a_failed_checkpoint_is_retried_reported_at_error_and_written_on_shutdow
     # writable again: the next tick writes everything, and the level returns to OK
     assert spin(executor, lambda: saved() == 5, 10)
     assert spin(executor, lambda: statuses[-1].level == DiagnosticStatus.OK, 10)
-    assert values()["last checkpoint error"] == "none"
+    assert diag.values(NODE)["last checkpoint error"] == "none"
 
     # fails again, then the disk recovers before the next tick: the final checkpoint writes it
     with Unwritable(folder, how):

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import call_service, first_call, node_argv, spin_until
+from conftest import DiagnosticsReader, call_service, first_call, node_argv, spin_until
 
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.learners.rlsc import IncrementalRLSC
@@ -55,7 +55,6 @@ class Sender:
     """A tuner-like publisher of model files (latched), and a watcher of the node's diagnostics."""
 
     def __init__(self, executor: Any, node_name: str) -> None:
-        from diagnostic_msgs.msg import DiagnosticArray
         from lifelong_learning.msg import ModelFile
         from rclpy.node import Node
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -67,14 +66,8 @@ class Sender:
             depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
         )
         self.pub = self.node.create_publisher(ModelFile, "tuned_model_data", latched)
-        self.diagnostics: dict[str, str] = {}
-
-        def on_diagnostics(msg: Any) -> None:
-            for status in msg.status:
-                if status.name == f"{node_name}: health":
-                    self.diagnostics = {kv.key: kv.value for kv in status.values}
-
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+        self.node_name = node_name
+        self.diag = DiagnosticsReader(self.node)
 
     def send(self, kind: str, name: str, data: bytes, sha256: str | None = None, reader: bool = True) -> None:
         """Publish one model file and wait until the node's reader has it (``reader``; else it is
@@ -91,10 +84,14 @@ class Sender:
         self.pub.publish(msg)
         assert self.pub.wait_for_all_acked(Duration(seconds=10))
 
+    def values(self) -> dict[str, str]:
+        """The node's latest diagnostics values."""
+        return self.diag.values(self.node_name)
+
     def value(self, key: str, want: str, timeout: float = 60.0) -> bool:
         """Wait until the node's diagnostics show ``key`` = ``want`` (60 s: a process may have just
         started, its imports, its model and the discovery of /diagnostics included)."""
-        return spin_until(self.executor, lambda: self.diagnostics.get(key) == want, timeout)
+        return spin_until(self.executor, lambda: self.values().get(key) == want, timeout)
 
 
 def test_a_classifier_crosses_as_bytes_and_bad_ones_are_refused(executor, start_process, tmp_path):
@@ -146,7 +143,7 @@ def test_a_classifier_crosses_as_bytes_and_bad_ones_are_refused(executor, start_
         assert labels == ["cup", "ball", "box"]
         expected = tuned.decision_function(x.astype(np.float64))[0]
         np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-5)
-    assert sender.diagnostics["last model received"].endswith(": loaded")
+    assert sender.values()["last model received"].endswith(": loaded")
 
     # A wrong checksum: refused and counted, nothing stored, the tuned model keeps serving.
     other = as_bytes(classifier(("cup", "ball"), seed=2), tuner, "other.model")
@@ -157,14 +154,14 @@ def test_a_classifier_crosses_as_bytes_and_bad_ones_are_refused(executor, start_
     wide = as_bytes(classifier(("cup", "ball"), seed=3, dim=10), tuner, "wide.model")
     sender.send(tuned.kind, "wide.model", wide)
     assert sender.value("rejected: model reload failed", "1"), proc.log()
-    assert "10 input features, this node expects 8" in sender.diagnostics["last model received"]
+    assert "10 input features, this node expects 8" in sender.values()["last model received"]
     assert predictions() == serving
     # Another kind (the inverse dynamics node's): ignored, not rejected.
     dynamics = SemiparametricInverseDynamics(panda_urdf_text(), JOINT_NAMES, n_features=10)
     sender.send(dynamics.kind, "dynamics.model", as_bytes(dynamics, tuner, "dynamics.model"))
     assert sender.value("ignored model files", "1"), proc.log()
     assert predictions() == serving
-    assert sender.diagnostics["rejected"] == "2" and sender.diagnostics["models received"] == "1"
+    assert sender.values()["rejected"] == "2" and sender.values()["models received"] == "1"
     assert sorted(p.name for p in received.iterdir()) == ["tuned-20250101.model"]
 
     # A name that leads elsewhere is stored under its last component, in the node's folder.
@@ -227,8 +224,8 @@ def test_inverse_dynamics_refuses_another_robots_model_and_loads_its_own(executo
         sender.send(model.kind, name, as_bytes(model, tuner, name))
         assert sender.value("rejected: model reload failed", str(n)), proc.log()
         assert torques() == list(first.effort)
-    assert "another robot" in sender.diagnostics["last model received"]
-    assert sender.diagnostics["models received"] == "0"
+    assert "another robot" in sender.values()["last model received"]
+    assert sender.values()["models received"] == "0"
 
     # Its own robot's retrained model: loaded and served; the replaced one is the rollback target.
     tuned = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=30, seed=3)
@@ -279,14 +276,14 @@ def test_a_latched_model_is_not_loaded_again_over_the_checkpoint_that_holds_it(
     first.stop()  # SIGINT: the final checkpoint holds the tuned model and the sample learned since
     assert IncrementalRLSC.load(checkpoint).n_samples == tuned.n_samples + 1
 
-    sender.diagnostics = {}
+    sender.diag.statuses(node_name).clear()  # the next process's statuses from here on
     second = start_process(node_argv(node_name, "-p", f"checkpoint_path:={checkpoint}", *args))
     assert spin_until(executor, lambda: "not loaded again" in second.log(), 30), second.log()
     assert samples_seen() == tuned.n_samples + 1
-    assert sender.value("models received", "0") and sender.diagnostics["model version"] == "0"
+    assert sender.value("models received", "0") and sender.values()["model version"] == "0"
     second.stop()
 
-    sender.diagnostics = {}
+    sender.diag.statuses(node_name).clear()  # the next process's statuses from here on
     third = start_process(node_argv(node_name, *args))  # no checkpoint: it starts afresh
     assert sender.value("models received", "1"), third.log()
     assert samples_seen() == tuned.n_samples
@@ -341,6 +338,6 @@ def test_the_same_model_as_a_path_and_as_bytes_is_loaded_once(executor, start_pr
     assert sender.value("model version", "1"), proc.log()
     sender.send(tuned.kind, "tuned.model", (models / "tuned.model").read_bytes())
     assert spin_until(executor, lambda: "is the serving model already" in proc.log(), 10), proc.log()
-    assert sender.value("models received", "0") and sender.diagnostics["model version"] == "1"
+    assert sender.value("models received", "0") and sender.values()["model version"] == "1"
     assert call_service(executor, rollback, Trigger.Request()).success
     assert list(call_service(executor, info, GetClassifierInfo.Request()).classes) == []  # before it

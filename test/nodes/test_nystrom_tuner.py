@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import new_context, new_executor, node_argv, spin_until
+from conftest import DiagnosticsReader, new_context, new_executor, node_argv, spin_until
 
 from lifelong_learning.io.bags import write_joint_states, write_labeled_features
 from lifelong_learning.nodes.supervisor import NodeProcess
@@ -44,9 +44,9 @@ class Graph:
     client: Any
     tuner: NodeProcess
     learner: NodeProcess
+    diag: DiagnosticsReader  # both nodes' statuses and counters
     progress: list[dict] = field(default_factory=list)
     model_files: list[Any] = field(default_factory=list)
-    diag: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def send(self, feedback: list | None = None, **fields: Any) -> Any:
         """Send a goal (classification, tiny sizes unless given); the goal handle, accepted or not."""
@@ -74,13 +74,9 @@ class Graph:
         assert published["reason"] == reason, published
         return published["message"]
 
-    def value(self, node: str, key: str) -> str:
-        return self.diag.get(node, {}).get(key, "")
-
 
 @pytest.fixture(scope="module")
 def graph(built_interfaces, tmp_path_factory):
-    from diagnostic_msgs.msg import DiagnosticArray
     from lifelong_learning.action import TuneModel
     from lifelong_learning.msg import ModelFile
     from rclpy.action import ActionClient
@@ -118,23 +114,17 @@ def graph(built_interfaces, tmp_path_factory):
         with new_context() as context, new_executor(context) as executor:
             peer = Node("tuner_peer", context=context)
             client = ActionClient(peer, TuneModel, "/nystrom_tuner/tune")
-            g = Graph(root, executor, peer, client, tuner, learner)
+            g = Graph(root, executor, peer, client, tuner, learner, DiagnosticsReader(peer))
             progress = peer.create_subscription(
                 String, "tuning_progress", lambda m: g.progress.append(json.loads(m.data)), 100
             )
             latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
             peer.create_subscription(ModelFile, "tuned_model_data", g.model_files.append, latched)
-
-            def on_diag(msg: Any) -> None:
-                for status in msg.status:
-                    g.diag[status.name.split(":")[0]] = {kv.key: kv.value for kv in status.values}
-
-            peer.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 50)
             executor.add_node(peer)
             assert spin_until(executor, client.server_is_ready, 60), tuner.log()
             # a rejection is published once (volatile): its writer must have matched this reader
             assert spin_until(executor, lambda: progress.get_publisher_count() > 0, 60), tuner.log()
-            assert spin_until(executor, lambda: g.value("object_recognition", "model version") != "", 60), (
+            assert spin_until(executor, lambda: "model version" in g.diag.values("object_recognition"), 60), (
                 learner.log()
             )
             yield g
@@ -154,14 +144,14 @@ def test_invalid_goals_are_rejected_with_a_reason(graph):
     message = graph.rejected("invalid goal", bags=[str(root / "good")], task="inverse-dynamics")
     assert "no URDF" in message and "robot_description" in message
     assert spin_until(
-        graph.executor, lambda: int(graph.value("nystrom_tuner", "rejected: invalid goal") or 0) == 4, 10
-    ), graph.diag.get("nystrom_tuner")
-    assert "no URDF" in graph.value("nystrom_tuner", "last rejected goal")
+        graph.executor, lambda: graph.diag.rejected("nystrom_tuner", "invalid goal") == 4, 10
+    ), graph.diag.values("nystrom_tuner")
+    assert "no URDF" in graph.diag.values("nystrom_tuner").get("last rejected goal", "")
 
 
 def test_a_goal_runs_with_feedback_and_its_model_reaches_the_learner_as_bytes(graph):
     feedback: list[Any] = []
-    version = int(graph.value("object_recognition", "model version"))
+    version = graph.diag.count("object_recognition", "model version")
     handle = graph.send(feedback, bags=[str(graph.root / "good")])
     assert handle.accepted
     status, result = graph.result(handle)
@@ -180,7 +170,7 @@ def test_a_goal_runs_with_feedback_and_its_model_reaches_the_learner_as_bytes(gr
     assert bytes(sent.data) == data and sent.sha256 == hashlib.sha256(data).hexdigest()
     assert sent.kind == "incremental_rlsc" and sent.name == Path(result.out_path).name
     assert spin_until(
-        graph.executor, lambda: int(graph.value("object_recognition", "model version")) > version, 20
+        graph.executor, lambda: graph.diag.count("object_recognition", "model version") > version, 20
     ), graph.learner.log()[-2000:]
 
 
@@ -195,7 +185,7 @@ def test_a_worse_candidate_is_not_announced_and_the_learner_keeps_serving(graph)
     write_labeled_features(root / "swapped", X, swapped)
     write_labeled_features(root / "validation", X + RNG.normal(0, 0.1, X.shape), LABELS)
     sent_before = len(graph.model_files)
-    version = graph.value("object_recognition", "model version")
+    version = graph.diag.count("object_recognition", "model version")
     handle = graph.send(
         bags=[str(root / "swapped")],
         serving_model=str(root / "serving.llm"),
@@ -206,12 +196,14 @@ def test_a_worse_candidate_is_not_announced_and_the_learner_keeps_serving(graph)
     assert result.candidate_error > 0.5 > result.serving_error, result.message
     assert "not promoted" in result.message and Path(result.out_path).is_file()
     assert spin_until(
-        graph.executor, lambda: "not better" in graph.value("nystrom_tuner", "last promotion decision"), 10
+        graph.executor,
+        lambda: "not better" in graph.diag.values("nystrom_tuner").get("last promotion decision", ""),
+        10,
     )
-    assert int(graph.value("nystrom_tuner", "models not promoted")) >= 1
+    assert graph.diag.count("nystrom_tuner", "models not promoted") >= 1
     assert len(graph.model_files) == sent_before  # never announced
     spin_until(graph.executor, lambda: False, 1.0)
-    assert graph.value("object_recognition", "model version") == version  # predictions unchanged
+    assert graph.diag.count("object_recognition", "model version") == version  # predictions unchanged
 
     forced = graph.send(
         bags=[str(root / "swapped")],

@@ -229,7 +229,6 @@ def test_unknown_threshold_answers_unknown_far_from_every_taught_class(built_int
     """With unknown_threshold set, a feature far from every taught class is answered label "" (with
     its top_label and a low calibrated confidence); a taught view is answered with its label. The
     diagnostics report the calibration and the checkpoint's size."""
-    from diagnostic_msgs.msg import DiagnosticArray
     from lifelong_learning.msg import Features, LabeledFeatures, Prediction
     from lifelong_learning.srv import GetClassifierInfo, Predict
     from rclpy.qos import QoSProfile, qos_profile_sensor_data
@@ -253,7 +252,7 @@ def test_unknown_threshold_answers_unknown_far_from_every_taught_class(built_int
     far[12:] = 3.0  # no taught class excites dimensions 12-15
     proc = NodeProcess(argv, log_path=tmp_path / "object_recognition.log")
     with new_context() as context, new_executor(context) as executor:
-        from conftest import first_call
+        from conftest import DiagnosticsReader, first_call
         from rclpy.node import Node
 
         peer = Node("unknown_test_peer", context=context)
@@ -262,13 +261,7 @@ def test_unknown_threshold_answers_unknown_far_from_every_taught_class(built_int
         features = peer.create_publisher(Features, f"{ns}/features", qos_profile_sensor_data)
         predictions: list[Any] = []
         peer.create_subscription(Prediction, f"{ns}/prediction", predictions.append, 10)
-        diagnostics: dict[str, dict[str, str]] = {}
-
-        def on_diagnostics(msg: Any) -> None:  # by hardware_id: the node's fully qualified name
-            for status in msg.status:
-                diagnostics[status.hardware_id] = {kv.key: kv.value for kv in status.values}
-
-        peer.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+        diagnostics = DiagnosticsReader(peer)
         info = peer.create_client(GetClassifierInfo, f"{ns}/object_recognition/info")
         predict = peer.create_client(Predict, f"{ns}/object_recognition/predict")
         try:
@@ -305,7 +298,7 @@ def test_unknown_threshold_answers_unknown_far_from_every_taught_class(built_int
             name = f"{ns}/object_recognition"
 
             def reported() -> bool:  # a status published after the checkpoint of what was taught
-                values = diagnostics.get(name, {})
+                values = diagnostics.values(name)
                 size = values.get("checkpoint size [MB]", "")
                 return (
                     values.get("confidence calibration", "").startswith("temperature")
@@ -313,8 +306,8 @@ def test_unknown_threshold_answers_unknown_far_from_every_taught_class(built_int
                     and size == f"{checkpoint.stat().st_size / 1e6:.2f}"
                 )
 
-            assert spin_until(executor, reported, 20), diagnostics
-            values = diagnostics[name]
+            assert spin_until(executor, reported, 20), diagnostics.values(name)
+            values = diagnostics.values(name)
             assert values["unknown threshold"] == "0.7"
         finally:
             proc.stop()

@@ -10,7 +10,7 @@ import shutil
 from typing import Any
 
 import pytest
-from conftest import call_service, node_argv, spin_until
+from conftest import DiagnosticsReader, call_service, node_argv, spin_until
 
 from lifelong_learning.core.realtime import thread_names, thread_policy
 from lifelong_learning.sim.panda import JOINT_NAMES, panda_urdf_path
@@ -30,26 +30,20 @@ def start(start_process: Any, *prefix: str) -> Any:
 
 def scheduling_and_answer(executor: Any, proc: Any) -> tuple[str, bool]:
     """The node's diagnostics value ``real-time scheduling``, and whether its predict service answers."""
-    from diagnostic_msgs.msg import DiagnosticArray
     from lifelong_learning.srv import PredictTorques
     from rclpy.node import Node
 
-    seen: dict[str, str] = {}
     peer = Node("realtime_peer", context=executor.context)
     executor.add_node(peer)
-
-    def on_diagnostics(msg: DiagnosticArray) -> None:
-        for status in msg.status:
-            if status.name == f"{NODE}: health":
-                seen.update({kv.key: kv.value for kv in status.values})
-
-    peer.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 50)
+    diag = DiagnosticsReader(peer)
     predict = peer.create_client(PredictTorques, f"/{NODE}/predict")
-    assert spin_until(executor, lambda: KEY in seen and predict.service_is_ready(), 60), proc.log()
+    assert spin_until(executor, lambda: KEY in diag.values(NODE) and predict.service_is_ready(), 60), (
+        proc.log()
+    )
     zeros = [0.0] * len(JOINT_NAMES)
     request = PredictTorques.Request(name=JOINT_NAMES, position=zeros, velocity=zeros, acceleration=zeros)
     answer = call_service(executor, predict, request, 20.0)
-    return seen[KEY], bool(answer.success)
+    return diag.values(NODE)[KEY], bool(answer.success)
 
 
 def test_answering_and_middleware_threads_run_fifo_and_learning_does_not(executor, start_process):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import call_service, new_context, new_executor, node_argv, spin_until
+from conftest import DiagnosticsReader, call_service, new_context, new_executor, node_argv, spin_until
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
@@ -37,9 +37,9 @@ class Robot:
     peer: Any
     proc: NodeProcess
     states: list[dict[str, Any]]
+    diag: DiagnosticsReader  # the node's statuses (named with its namespace) and counters
     torques: list[Any] = field(default_factory=list)
     arrays: list[Any] = field(default_factory=list)
-    diagnostics: list[Any] = field(default_factory=list)
     stamp: float = 1000.0
     next_state: int = 0
 
@@ -91,13 +91,9 @@ class Robot:
         got = {round(m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec, 6) for m in self.torques}
         return sum(round(s, 6) in got for s in stamps)
 
-    def values(self) -> dict[str, str]:
-        return {kv.key: kv.value for kv in self.diagnostics[-1].values} if self.diagnostics else {}
-
 
 @pytest.fixture(scope="module")
 def robot(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Robot]:
-    from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.node import Node
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
@@ -118,16 +114,9 @@ def robot(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> I
         peer.joint_states = peer.create_publisher(JointState, "joint_states", 100)
         executor.add_node(peer)
         proc = NodeProcess(argv, log_path=folder / "inverse_dynamics.log")
-        robot = Robot(executor, peer, proc, states)
+        robot = Robot(executor, peer, proc, states, DiagnosticsReader(peer))
         peer.create_subscription(JointState, "predicted_torque", robot.torques.append, 1000)
         peer.create_subscription(Float64MultiArray, "predicted_torque_array", robot.arrays.append, 1000)
-        status_name = f"{NODE.lstrip('/')}: health"
-        peer.create_subscription(
-            DiagnosticArray,
-            "/diagnostics",
-            lambda m: robot.diagnostics.extend(s for s in m.status if s.name == status_name),
-            50,
-        )
         try:
             ready = spin_until(
                 executor,
@@ -135,7 +124,7 @@ def robot(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> I
                     peer.joint_states.get_subscription_count() > 0
                     and peer.count_publishers("predicted_torque") > 0
                     and peer.count_publishers("predicted_torque_array") > 0
-                    and bool(robot.diagnostics)
+                    and robot.diag.latest(NODE) is not None
                 ),
                 60,
             )
@@ -157,14 +146,14 @@ def test_arm_only_joint_states_with_the_default_joint_names_are_answered(robot):
         len(sent),
         {
             k: v
-            for k, v in robot.values().items()
+            for k, v in robot.diag.values(NODE).items()
             if "lost" in k or "rej" in k or "missed" in k or "without" in k or "p99" in k or "rate" in k
         },
         robot.proc.log()[-3000:],
     )
     assert list(robot.torques[-1].name) == JOINT_NAMES  # the arm's joints: the fingers are not modelled
     assert "joints modelled from the first joint states" in robot.proc.log()
-    values = robot.values()
+    values = robot.diag.values(NODE)
     assert int(values.get("rejected", "-1")) == 0, values  # the gripper's messages are not rejections
     assert int(values["joint states without modelled joints"]) >= 40, values
 
@@ -192,7 +181,9 @@ def test_a_stamp_jump_back_resumes_within_two_seconds(robot):
     assert delay <= 2.0, delay
     assert robot.answered(sent) >= 0.8 * len(sent)
     assert time.monotonic() - jumped_at < 10.0
-    assert spin_until(robot.executor, lambda: "acceleration filter restarts" in " ".join(robot.values()), 5)
+    assert spin_until(
+        robot.executor, lambda: "acceleration filter restarts" in " ".join(robot.diag.values(NODE)), 5
+    )
 
 
 def test_diagnostics_levels_rejections_and_silence(robot):
@@ -203,23 +194,25 @@ def test_diagnostics_levels_rejections_and_silence(robot):
         msg.position[0] = float("nan")
         return msg
 
-    robot.diagnostics.clear()
+    robot.diag.statuses(NODE).clear()
     for _ in range(30):  # a burst: most fall in one diagnostics period
         robot.peer.joint_states.publish(bad())
     assert spin_until(
         robot.executor,
-        lambda: any(s.level == DiagnosticStatus.ERROR and "rejected" in s.message for s in robot.diagnostics),
+        lambda: any(
+            s.level == DiagnosticStatus.ERROR and "rejected" in s.message for s in robot.diag.statuses(NODE)
+        ),
         5,
-    ), [(s.level, s.message) for s in robot.diagnostics]
+    ), [(s.level, s.message) for s in robot.diag.statuses(NODE)]
     # no joint states at all for input_timeout_s (1 s): WARN, "no joint_states for ..."
     assert spin_until(
         robot.executor,
         lambda: any(
             s.level == DiagnosticStatus.WARN and "no joint_states for" in s.message
-            for s in robot.diagnostics[-2:]
+            for s in robot.diag.statuses(NODE)[-2:]
         ),
         5,
-    ), [(s.level, s.message) for s in robot.diagnostics[-3:]]
+    ), [(s.level, s.message) for s in robot.diag.statuses(NODE)[-3:]]
 
 
 def test_parameter_changes_take_effect_or_are_refused_with_a_reason(robot):
@@ -243,8 +236,10 @@ def test_parameter_changes_take_effect_or_are_refused_with_a_reason(robot):
     taken = set_one("learning", ParameterValue(type=boolean, bool_value=False))
     assert taken.successful, taken
     robot.stream(0.3, gripper_every=0)
-    assert spin_until(robot.executor, lambda: robot.values().get("learning") == "False", 5), robot.values()
+    assert spin_until(robot.executor, lambda: robot.diag.values(NODE).get("learning") == "False", 5), (
+        robot.diag.values(NODE)
+    )
     faster = set_one("diagnostics_period_s", ParameterValue(type=double, double_value=0.1))
     assert faster.successful, faster
-    robot.diagnostics.clear()
-    assert spin_until(robot.executor, lambda: len(robot.diagnostics) >= 8, 3.0)  # 0.25 s → 0.1 s
+    robot.diag.statuses(NODE).clear()
+    assert spin_until(robot.executor, lambda: len(robot.diag.statuses(NODE)) >= 8, 3.0)  # 0.25 s → 0.1 s

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import call_service, first_call, node_argv, spin_until
+from conftest import DiagnosticsReader, call_service, first_call, node_argv, spin_until
 
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 
@@ -44,7 +44,6 @@ class Recognizer:
     """The test's side of the graph: a teacher, the node's services, its diagnostics."""
 
     def __init__(self, executor: Any, proc: Any) -> None:
-        from diagnostic_msgs.msg import DiagnosticArray
         from lifelong_learning.msg import LabeledFeatures
         from lifelong_learning.srv import GetClassifierInfo, LoadModel, Predict
         from rclpy.node import Node
@@ -62,14 +61,7 @@ class Recognizer:
             "reset": self.node.create_client(Trigger, f"/{NODE}/reset"),
             "rollback": self.node.create_client(Trigger, f"/{NODE}/rollback"),
         }
-        self.diagnostics: dict[str, str] = {}
-
-        def on_diagnostics(msg: Any) -> None:
-            for status in msg.status:
-                if status.name == f"{NODE}: health":
-                    self.diagnostics = {kv.key: kv.value for kv in status.values}
-
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+        self.diag = DiagnosticsReader(self.node)
 
     def call(self, name: str, request: Any = None) -> Any:
         client = self.clients[name]
@@ -111,7 +103,7 @@ class Recognizer:
         assert spin_until(self.executor, learned, 20), self.proc.log()
 
     def diagnostic(self, key: str, value: str) -> bool:
-        return spin_until(self.executor, lambda: self.diagnostics.get(key) == value, 10)
+        return spin_until(self.executor, lambda: self.diag.values(NODE).get(key) == value, 10)
 
 
 def test_rollback_restores_the_previous_models_exact_predictions(executor, start_process, tmp_path):
@@ -180,7 +172,7 @@ def test_rollback_restores_the_previous_models_exact_predictions(executor, start
     assert not res.success and "nothing to roll back to" in res.message, res.message
     assert node.predictions() == with_boxes
     assert node.diagnostic("previous models kept", "0 of 2")
-    assert node.diagnostics["last rollback"] != "never"
+    assert node.diag.values(NODE)["last rollback"] != "never"
 
     # The model the last rollback replaced is not lost: ~/load_model brings it back.
     node.load(rolled_back)
