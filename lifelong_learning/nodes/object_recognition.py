@@ -8,7 +8,7 @@ Subscribes (topic names relative, remappable):
 
 Publishes ``prediction`` (lifelong_learning/Prediction): the highest-scoring class
 (``top_label``), its calibrated confidence (the probability that it is right: temperature scaling
-fitted on the classifier's held-out validation samples, see ``learners/rlsc.py``), the answer
+fitted on the classifier's held-out validation samples, see ``learners/model_selection.py``), the answer
 ``label`` (``top_label``, or "" = unknown when the confidence is below ``unknown_threshold``; ""
 while no class is known), every known label and its raw (recoded) score.
 

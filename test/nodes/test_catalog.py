@@ -58,7 +58,7 @@ def test_declared_parameters_are_what_a_running_node_declares(rclpy_context):
 
 
 def test_the_tuner_node_default_patience_is_the_tuning_default():
-    """The node declares its default as a literal (importing the tuning module would load torch)."""
+    """The node's job parameters are generated from the job's declarations: the same default."""
     from lifelong_learning.nodes import catalog
     from lifelong_learning.nystrom.tuning import DEFAULT_PATIENCE
 
