@@ -4,7 +4,8 @@
   its layer;
 - it has no cycle between any two modules, inside a subpackage too (``from lifelong_learning.x
   import y`` where ``y`` is a submodule imports that submodule; an ``importlib.import_module`` of a
-  constant name is an import);
+  constant name is an import; an import under ``if TYPE_CHECKING:`` is not: it never runs, so it
+  makes no cycle, though it must follow the layers like any other);
 - a private module (``_name.py``) is imported only from its own package: not from another
   subpackage, nor from the tests, the benchmarks, the launch files or the scripts (they use the
   public API like any user).
@@ -45,14 +46,27 @@ def module_of(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(tree: ast.AST, package: str | None = None) -> list[tuple[int, str]]:
-    """(line, imported name) of every lifelong_learning import, at any depth of the file.
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The ids of the nodes under an ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``) block."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            inside |= {id(n) for statement in node.body for n in ast.walk(statement)}
+    return inside
+
+
+def imports(tree: ast.AST, package: str | None = None, run_time: bool = False) -> list[tuple[int, str]]:
+    """(line, imported name) of every lifelong_learning import, at any depth of the file (those
+    that run, without the ones under ``if TYPE_CHECKING:``, with ``run_time``).
 
     ``from M import n`` gives ``M.n``: ``n`` is a submodule or a name defined in ``M``
     (:func:`resolve` tells). ``package`` is the package of the file, for relative imports.
     """
     found = []
+    skipped = _type_checking_only(tree) if run_time else set()
     for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if node.level:  # relative: from the file's package, up level - 1
@@ -117,14 +131,15 @@ def violations(root: Path) -> list[str]:
 
 def import_graph(root: Path) -> dict[str, dict[str, str]]:
     """Module → {module it imports: where (``path:line`` of the first such import)}, over the
-    lifelong_learning tree ``root``; imports of a module by itself left out."""
+    lifelong_learning tree ``root``; imports of a module by itself and those for type checkers
+    only (``if TYPE_CHECKING:``) left out."""
     modules = package_modules(root)
     graph: dict[str, dict[str, str]] = {}
     for path in sorted(root.rglob("*.py")):
         module = module_of(path, root)
         edges = graph.setdefault(module, {})
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        for line, name in imports(tree, _package_of(module, path)):
+        for line, name in imports(tree, _package_of(module, path), run_time=True):
             target = resolve(name, modules)
             if target is not None and target != module and target not in edges:
                 edges[target] = f"{path.relative_to(root.parent)}:{line}"
@@ -292,6 +307,7 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
         ("learners/x.py", "from lifelong_learning.vision import FeatureExtractor\n", "sideways"),
         ("core/x.py", "importlib.import_module('lifelong_learning.learners.rlsc')\n", "upward"),
         ("nodes/x.py", "from lifelong_learning.learners.rlsc import IncrementalRLSC\n", None),
+        ("core/x.py", "if TYPE_CHECKING:\n    from lifelong_learning.io.bags import BagError\n", "upward"),
     ],
 )
 def test_the_checker_catches_each_kind_of_violation(tmp_path, where, source, expected):
@@ -344,6 +360,14 @@ def test_the_checker_catches_each_kind_of_violation(tmp_path, where, source, exp
             },
             ["learners", "learners.a", "learners"],
         ),
+        (  # beside a block for type checkers, an import that runs
+            {
+                "retraining/job.py": "from lifelong_learning.retraining.report import is_report\n",
+                "retraining/report.py": "if typing.TYPE_CHECKING:\n    pass\n"
+                "else:\n    from lifelong_learning.retraining.job import J\n",
+            },
+            ["retraining.job", "retraining.report", "retraining.job"],
+        ),
         (  # across subpackages (an upward import makes it)
             {
                 "core/a.py": "def f():\n    from lifelong_learning.io.b import g\n",
@@ -380,6 +404,11 @@ def test_the_checker_finds_each_cycle_and_names_its_modules(tmp_path, files, cyc
         },
         {  # the generated interfaces are not modules of the tree
             "nodes/a.py": "from lifelong_learning.msg import Features\n",
+        },
+        {  # one way for type checkers only: never run, no cycle
+            "retraining/job.py": "from lifelong_learning.retraining.report import is_report\n",
+            "retraining/report.py": "if TYPE_CHECKING:\n"
+            "    from lifelong_learning.retraining.job import Job\n",
         },
     ],
 )

@@ -51,9 +51,7 @@ class Classification:
 
     metric = "test error (%)"
 
-    def __init__(
-        self, job: TuningJob, rng: Any, check: Callable[[], None] | None = None, group: Group = ONE_PROCESS
-    ) -> None:
+    def __init__(self, job: TuningJob, rng: Any, group: Group = ONE_PROCESS) -> None:
         self.group = group
         self.bags_read = [str(job.bags[i]) for i in job.shares(group)[group.rank]]
         self.store = FeatureStore(int(job.block))

@@ -77,7 +77,7 @@ class InverseDynamics:
 
     metric = "test nMSE of the torques (mean over joints)"
 
-    def __init__(self, job: TuningJob, rng: Any, check: Callable[[], None] | None = None) -> None:
+    def __init__(self, job: TuningJob, check: Callable[[], None] | None = None) -> None:
         self.check = check
         self.warm = SemiparametricInverseDynamics.load(job.init) if job.init else None
         self.urdf = self._urdf(job)
@@ -370,7 +370,9 @@ class InverseDynamics:
         """After the gate: the export replayed again on every row kept, the gate's held-out part
         (the bags' most recent rows) last, as the online learner would have learned them; the
         number of held-out rows learned."""
-        if not self.fit.n_gate or self._exported is None:
+        if self._exported is None:
+            raise RuntimeError("learn_held_out() before export(): no exported model to replay")
+        if not self.fit.n_gate:
             return 0
         model, choice = self._exported
         self._replay(model, choice["forgetting"], choice["residual_lam_scale"], path=out, everything=True)

@@ -26,11 +26,12 @@ from lifelong_learning.io.bags import DEFAULT_BLOCK
 from lifelong_learning.nystrom.early_stopping import DEFAULT_PATIENCE
 from lifelong_learning.retraining.options import Option, Range, option, options_of
 from lifelong_learning.retraining.promotion import DEFAULT_MARGIN
+from lifelong_learning.retraining.report import is_report
+from lifelong_learning.retraining.task import TASKS
 
 if TYPE_CHECKING:
     from lifelong_learning.nystrom.distributed import Group
 
-TASKS = ("classification", "inverse-dynamics")
 #: forgetting factors per sample the inverse-dynamics export chooses from, on the most recent block.
 #: Smaller factors were dropped: with them the rule picked 0.999 on seed 0 of both robots, which
 #: predicted a new trajectory 6.8x (UR5) and 1.8x (Panda) worse than 0.9995; 0.998 was worse than no
@@ -78,9 +79,6 @@ DEFAULT_OBJECTIVES = {"classification": "proposed", "inverse-dynamics": "holdout
 #: times the cost of the O(n M²) objectives)
 DEFAULT_CENTERS = 100
 
-#: the first line of every markdown report: what :func:`check_outputs` accepts to replace
-REPORT_TITLE = "# Nyström tuning report"
-
 _OBJECTIVE_NAMES = (
     "proposed, proposed-stochastic, gcv, creg, sgpr, holdout, holdout-bags, holdout-recent (validates on "
     "the most recent rows: for time-ordered logs)"
@@ -102,11 +100,12 @@ class TuningJob:
     bags: Sequence[str] = option(help="rosbag2 directories (MCAP or sqlite3)", cli="bags", form="list")
     task: str = option(
         help="what to learn: from LabeledFeatures (classification) or from JointState (inverse-dynamics)",
-        choices=TASKS,
+        choices=tuple(TASKS),
         cli="--task",
     )
     out: str = option(help="model file to write (never over a non-model file)", cli="--out")
-    objectives: Sequence[str] | None = option(
+    # None (the default) is filled in at construction: a job's objectives are always named
+    objectives: Sequence[str] = option(
         None,
         help=f"objective(s) to tune with, comma-separated: {_OBJECTIVE_NAMES}; the first one's model is "
         "exported, the others are reported for comparison; none named: the task's default ("
@@ -121,29 +120,33 @@ class TuningJob:
     centers: int = option(
         DEFAULT_CENTERS,
         help="number of Nyström centres M",
-        range=Range(1, 1_000_000),
+        range=Range(1),
         cli="--centers",
         node="default_centers",
+        node_range=Range(1, 1_000_000),
         node_note=_GOAL_ZERO,
     )
     epochs: int = option(
         100,
         help="Adam steps (early stop when the objective rises)",
-        range=Range(1, 100_000),
+        range=Range(1),
         cli="--epochs",
         node="default_epochs",
+        node_range=Range(1, 100_000),
         node_note=_GOAL_ZERO,
     )
     patience: int = option(
         DEFAULT_PATIENCE,
         help="early stop: the tuning ends after the objective rose this many times since its best "
         "(Meanti et al. §5); the best hyperparameters are kept",
-        range=Range(1, 1_000_000),
+        range=Range(1),
         cli="--patience",
         node="patience",
+        node_range=Range(1, 1_000_000),
     )
+    # no range of the job's (none before the declarations): the node's parameter is bounded
     lr: float = option(
-        0.05, help="Adam learning rate", range=Range(1e-6, 10.0), cli="--lr", node="learning_rate"
+        0.05, help="Adam learning rate", cli="--lr", node="learning_rate", node_range=Range(1e-6, 10.0)
     )
     device: str = option(
         "auto", help="'auto' (CUDA if available), 'cpu' or 'cuda'", cli="--device", node="device"
@@ -159,9 +162,10 @@ class TuningJob:
         0.2,
         help="share of the samples held out for the test metrics (random for classification, the most "
         "recent for inverse dynamics)",
-        range=Range(0.01, 0.9),
+        range=Range(0.0, 1.0, low_open=True, high_open=True),
         cli="--test-fraction",
         node="test_fraction",
+        node_range=Range(0.01, 0.9),
     )
     topic: str | None = option(
         None,
@@ -213,6 +217,7 @@ class TuningJob:
         help="inverse dynamics: drop samples beyond the URDF's limits widened by this margin before "
         "tuning (1: twice the velocity and effort limits; inf: keep every sample)",
         range=Range(0.0),
+        range_note="inf disables the test",
         cli="--limit-margin",
     )
     outlier_k: float = option(
@@ -220,6 +225,7 @@ class TuningJob:
         help="inverse dynamics: drop samples whose rigid-body residual exceeds this many robust "
         "standard deviations (inf: keep every sample); counts are in the report",
         range=Range(0.0, low_open=True),
+        range_note="inf disables the test",
         cli="--outlier-k",
     )
     outlier_floor: float = option(
@@ -262,22 +268,28 @@ class TuningJob:
         range=Range(0.0, 0.5),
         cli="--holdout-fraction",
         node="holdout_fraction",
+        node_range=Range(0.01, 0.5),
+        node_note="the node holds out at least 0.01, with or without validation bags",
     )
     promotion_margin: float = option(
         DEFAULT_MARGIN,
         help="relative margin by which the candidate's held-out error must be below the serving "
         "model's for it to be promoted (0.02: 2 % lower)",
-        range=Range(0.0, 0.99),
+        range=Range(0.0, 1.0, high_open=True),
         label="the promotion margin",
         cli="--margin",
         node="promotion_margin",
+        node_range=Range(0.0, 0.99),
     )
     force: bool = option(False, help="promote the candidate even if it is not better (said in the report)")
     report: str | None = option(
         None, help="report path without suffix (none: the model file's path + .report)", cli="--report"
     )
     seed: int = option(0, help="random seed of the splits, samples and centres", cli="--seed")
-    progress: bool = option(False, help="progress bar", cli="--no-progress", form="switch-off")
+    # the job shows no progress bar unless asked; the command line shows it unless --no-progress
+    progress: bool = option(
+        False, help="progress bar", cli="--no-progress", form="switch-off", cli_default=True
+    )
 
     def __post_init__(self) -> None:
         if self.objectives is None:  # the task's default (DEFAULT_OBJECTIVES)
@@ -337,13 +349,7 @@ class TuningJob:
 
     def model_kind(self) -> str:
         """The kind of model file (:mod:`lifelong_learning.core.model_file`) this job's task writes."""
-        if self.task == "classification":
-            from lifelong_learning.learners.rlsc import IncrementalRLSC
-
-            return IncrementalRLSC.kind
-        from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
-
-        return SemiparametricInverseDynamics.kind
+        return TASKS[self.task].kind
 
     def _validate_objectives(self) -> None:
         from lifelong_learning.nystrom.objectives import OBJECTIVES
@@ -357,11 +363,10 @@ class TuningJob:
     def _validate_across(self, world_size: int) -> None:
         from lifelong_learning.nystrom.objectives import SUMS_OBJECTIVES
 
-        if self.task != "classification":
+        info = TASKS[self.task]
+        if not info.distributed:
             raise ValueError(
-                "an inverse-dynamics job runs in one process (its bags are filtered over neighbouring "
-                "samples and the exported model replays every sample in time order: a sequential pass, "
-                "not a sum); run it without torchrun"
+                f"an {self.task} job runs in one process ({info.why_one_process}); run it without torchrun"
             )
         bad = [o for o in self.objectives if o not in SUMS_OBJECTIVES]
         if bad:
@@ -428,25 +433,13 @@ def check_outputs(job: TuningJob) -> None:
     def model_of_this_kind(path: Path) -> bool:  # never a learner's model of another kind (a checkpoint)
         return is_model_file(path, kind)
 
-    for path, ours in ((model, model_of_this_kind), (md, _is_report), (js, _is_report)):
+    for path, ours in ((model, model_of_this_kind), (md, is_report), (js, is_report)):
         check_replaceable(path, is_ours=ours)
         for parent in path.parents:
             if parent.exists() or parent.is_symlink():
                 if not parent.is_dir():
                     raise UnsafePathError(f"{path}: {parent} is not a directory")
                 break
-
-
-def _is_report(path: Path) -> bool:
-    """Whether ``path`` holds a report a job wrote (markdown by its title, JSON by its keys)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096).decode("utf-8", errors="replace")
-    except OSError:
-        return False
-    if path.suffix == ".md":
-        return head.startswith(REPORT_TITLE)
-    return head.lstrip().startswith("{") and '"task"' in head and '"objectives"' in head
 
 
 def _one_process() -> Group:

@@ -26,6 +26,15 @@ FORMS = ("value", "list", "pair", "csv", "switch-off")
 KEY = "option"
 
 
+class _JobDefault:
+    def __repr__(self) -> str:
+        return "JOB_DEFAULT"
+
+
+#: :attr:`Option.cli_default` of an option that the command line leaves at the job's default
+JOB_DEFAULT: Any = _JobDefault()
+
+
 @dataclass(frozen=True)
 class Range:
     """An interval of numbers, each end closed unless said open; ``inf`` ends allowed."""
@@ -65,22 +74,30 @@ class Option:
     """One option of a job (see the module docstring). ``name``, ``type`` and ``default`` are
     those of its dataclass field (``default`` is :data:`dataclasses.MISSING` for a required one).
 
-    ``range``: the values allowed (of each element, for a sequence); ``choices``: the values
+    ``range``: the values the job allows (of each element, for a sequence: decided by ``type``),
+    ``range_note`` said with a value out of it (``inf disables the test``); ``choices``: the values
     allowed, when they are few; ``label``: its name in error messages (default ``name``).
     ``cli``: its command-line flag (``--centers``, or a positional name) and ``form`` (one of
-    :data:`FORMS`), ``metavar``; None: not on the command line. ``node``: the name of the
-    ``nystrom_tuner`` parameter that sets it, ``node_note`` what the node does with it (said after
-    the help); None: not a node parameter."""
+    :data:`FORMS`), ``metavar``; None: not on the command line. ``cli_default``: the value the
+    command line gives when the flag is absent, where it is not the job's ``default`` (a
+    ``switch-off`` flag turns off what the command line turns on: ``True``). ``node``: the name of
+    the ``nystrom_tuner`` parameter that sets it, ``node_range`` that parameter's bounds (closed
+    and finite, as a ROS parameter's range is, and inside ``range``: the node may allow less than
+    the job), ``node_note`` what the node does with it (said after the help); None: not a node
+    parameter (no bounds)."""
 
     help: str
     default: Any = MISSING
     range: Range | None = None
+    range_note: str = ""
     choices: tuple[Any, ...] | None = None
     label: str = ""
     cli: str | None = None
     form: str = "value"
     metavar: str | tuple[str, ...] | None = None
+    cli_default: Any = JOB_DEFAULT
     node: str | None = None
+    node_range: Range | None = None
     node_note: str = ""
     name: str = ""
     type: Any = None
@@ -89,20 +106,26 @@ class Option:
     def required(self) -> bool:
         return self.default is MISSING
 
+    def is_sequence(self) -> bool:
+        """Whether the option's value is a sequence of values (by its type: ``Sequence[float]``,
+        ``tuple[float, float] | None``; never ``str``)."""
+        return any(t in (list, tuple, Sequence) for t in _flat(self.type))
+
     def check(self, value: Any) -> None:
-        """ValueError unless ``value`` (each element of it, for a sequence) is within the range
-        and among the choices."""
+        """ValueError unless ``value`` (each element of it, for a sequence, which must not be
+        empty) is within the range and among the choices."""
         label = self.label or self.name
         if self.choices is not None and value not in self.choices:
             raise ValueError(f"{label} must be one of {self.choices}, got {value!r}")
         if self.range is None or value is None:
             return
-        if self.form in ("list", "csv", "pair"):
+        must = self.range.phrase() + (f" ({self.range_note})" if self.range_note else "")
+        if self.is_sequence():
             values = list(value)
             if not values or not all(v in self.range for v in values):
-                raise ValueError(f"{label} must be {self.range.phrase()}, got {values}")
+                raise ValueError(f"{label} must be {must}, got {values}")
         elif isinstance(value, bool) or value not in self.range:
-            raise ValueError(f"{label} must be {self.range.phrase()}, got {value!r}")
+            raise ValueError(f"{label} must be {must}, got {value!r}")
 
     # ------------------------------------------------------------------ command line
     def element_type(self) -> type:
@@ -116,27 +139,25 @@ class Option:
         """The command-line help: the help and the default."""
         if self.form == "switch-off":
             return f"no {self.help}"
-        if self.default is MISSING or self.default is None or self.default == ():
+        shown = self.default if self.cli_default is JOB_DEFAULT else self.cli_default
+        if shown is MISSING or shown is None or shown == ():
             return self.help
-        return f"{self.help} (default: {format_value(self.default)})"
+        return f"{self.help} (default: {format_value(shown)})"
 
     def from_cli(self, value: Any) -> Any:
-        """The option's value from the parsed command line (``None``: not given). ValueError
-        when a comma-separated text does not hold values of the option's type."""
-        if value is None:
-            return None
+        """The option's value from the parsed command line (``None``: not given, the job's default
+        applies). A comma-separated text gives a list of the option's element type (ValueError
+        when it does not hold such values); an empty one gives None for an option whose default
+        is None (``--objective ''``: none named), else ``[]`` (refused by :meth:`check` where the
+        option has a range: ``--forgetting ''``)."""
         if self.form == "switch-off":
-            return not value
+            return self.cli_default if not value else not self.cli_default
+        if value is None:
+            return None if self.cli_default is JOB_DEFAULT else self.cli_default
         if self.form == "pair":
             return tuple(value)
         if self.form == "csv":
-            parts = [v.strip() for v in str(value).split(",") if v.strip()]
-            kind = self.element_type()
-            try:
-                values = [kind(v) for v in parts]
-            except ValueError:
-                raise ValueError(f"{self.cli} takes comma-separated numbers, got {value!r}") from None
-            return values or None  # an empty text: not given
+            return self._split(str(value), self.cli or self.name)
         return list(value) if self.form == "list" else value
 
     # ------------------------------------------------------------------ node parameter
@@ -145,12 +166,8 @@ class Option:
         return to_parameter(self.default)
 
     def node_bounds(self) -> tuple[float, float] | None:
-        """The node parameter's inclusive range (ValueError for a range a parameter cannot hold)."""
-        if self.range is None:
-            return None
-        if not self.range.closed:
-            raise ValueError(f"{self.name}: a node parameter's range must be closed and finite")
-        return (self.range.low, self.range.high)
+        """The node parameter's inclusive range (``node_range``; None: unbounded)."""
+        return None if self.node_range is None else (self.node_range.low, self.node_range.high)
 
     def node_description(self) -> str:
         """The node parameter's description: the help, the choices, then the node's note."""
@@ -160,30 +177,72 @@ class Option:
         return f"{text}; {self.node_note}." if self.node_note else f"{text}."
 
     def from_node(self, value: Any) -> Any:
-        """The option's value from the node parameter's (the inverse of :meth:`node_default`)."""
-        if self.form in ("csv", "list") and isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()] or (
-                None if self.default is None else self.default
-            )
+        """The option's value from the node parameter's (the inverse of :meth:`node_default`): a
+        sequence's comma-separated text converted as on the command line (:meth:`from_cli`)."""
+        if self.is_sequence() and isinstance(value, str):
+            return self._split(value, self.node or self.name)
         if value == "" and self.default is None:
             return None
         return value
 
+    def _split(self, text: str, where: str) -> list[Any] | None:
+        """The values of a comma-separated text, of the option's element type; an empty text: None
+        where the default is None (none named), else ``[]``."""
+        parts = [v.strip() for v in text.split(",") if v.strip()]
+        kind = self.element_type()
+        try:
+            values = [kind(v) for v in parts]
+        except ValueError:
+            raise ValueError(f"{where} takes comma-separated numbers, got {text!r}") from None
+        return None if not values and self.default is None else values
+
 
 def option(default: Any = MISSING, *, help: str, **declared: Any) -> Any:
-    """A dataclass field declared as an :class:`Option` (keyword arguments: its attributes)."""
-    return field(default=default, metadata={KEY: Option(help=help, default=default, **declared)})
+    """A dataclass field declared as an :class:`Option` (keyword arguments: its attributes).
+    AssertionError for a declaration that cannot be right: a form not in :data:`FORMS`, a node
+    range that is not closed and finite or reaches outside the job's range, a ``switch-off``
+    flag without ``cli_default=True``."""
+    opt = Option(help=help, default=default, **declared)
+    assert opt.form in FORMS, f"form {opt.form!r} is not one of {FORMS}"
+    if opt.node_range is not None:
+        assert opt.node is not None, "a node range without a node parameter"
+        assert opt.node_range.closed, f"a node parameter's range must be closed and finite: {opt.node_range}"
+        assert opt.range is None or (opt.node_range.low in opt.range and opt.node_range.high in opt.range), (
+            f"the node range {opt.node_range} reaches outside the job's range {opt.range}"
+        )
+    if opt.form == "switch-off":
+        assert opt.cli_default is True, "a switch-off flag turns off what the command line turns on"
+    return field(default=default, metadata={KEY: opt})
 
 
 @functools.cache
 def options_of(cls: type) -> tuple[Option, ...]:
-    """The options of dataclass ``cls``, in field order, with their names and types."""
-    hints = typing.get_type_hints(cls)
+    """The options of dataclass ``cls``, in field order, with their names and types.
+
+    The rule: an option's annotation may name only what ``cls``'s module imports at run time (not
+    under ``if TYPE_CHECKING:``): it is evaluated to give the option its type (a TypeError that
+    says so otherwise). Each option's annotation is evaluated alone, and other fields' annotations
+    never, so a field that is no option may name what the module imports for type checkers only."""
     return tuple(
-        dataclasses.replace(f.metadata[KEY], name=f.name, type=hints[f.name])
+        dataclasses.replace(f.metadata[KEY], name=f.name, type=_field_type(cls, f))
         for f in dataclasses.fields(cls)
         if KEY in f.metadata
     )
+
+
+def _field_type(cls: type, f: dataclasses.Field[Any]) -> Any:
+    """The type of field ``f`` of ``cls``: its annotation, evaluated in ``cls``'s module."""
+    if not isinstance(f.type, str):  # the annotation, where its module does not postpone them
+        return f.type
+    alone = type(cls.__name__, (), {"__annotations__": {f.name: f.type}, "__module__": cls.__module__})
+    try:
+        return typing.get_type_hints(alone)[f.name]
+    except NameError as exc:
+        raise TypeError(
+            f"{cls.__qualname__}.{f.name}: its annotation {f.type!r} names {exc.name!r}, which "
+            f"{cls.__module__} does not import at run time (an option's type must be importable: not "
+            "under TYPE_CHECKING)"
+        ) from exc
 
 
 def format_value(value: Any) -> str:

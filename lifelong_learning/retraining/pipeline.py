@@ -43,10 +43,18 @@ from lifelong_learning.retraining.report import (
     objective_result,
     write_reports,
 )
-from lifelong_learning.retraining.task import Task
+from lifelong_learning.retraining.task import TASKS, Task
 
 Callback = Callable[[str, int, dict[str, Any]], None]
 """``callback(objective, epoch, info)``, called after every tuning epoch."""
+
+#: each task of :data:`~lifelong_learning.retraining.task.TASKS`, made from the job, its random
+#: generator, the stop check and the processes: ``IMPLEMENTATIONS[job.task](job, rng, check, group)``
+IMPLEMENTATIONS: dict[str, Callable[[TuningJob, np.random.Generator, Callable[[], None], Group], Task]] = {
+    "classification": lambda job, rng, check, group: Classification(job, rng, group),
+    "inverse-dynamics": lambda job, rng, check, group: InverseDynamics(job, check),
+}
+assert set(IMPLEMENTATIONS) == set(TASKS), "a task without its implementation, or one not in TASKS"
 
 
 def run_job(
@@ -97,11 +105,7 @@ def run_job(
     check()
     step = phase or (lambda name: None)
     step("reading")
-    task: Task
-    if job.task == "classification":
-        task = Classification(job, rng, check, group)
-    else:
-        task = InverseDynamics(job, rng, check)
+    task = IMPLEMENTATIONS[job.task](job, rng, check, group)
     try:
         return _run_task(job, task, check, callback, step, group)
     finally:
@@ -216,4 +220,4 @@ def _gate(job: TuningJob, task: Task, out: Path, check: Callable[[], None], repo
         raise
 
 
-__all__ = ["run_job"]
+__all__ = ["IMPLEMENTATIONS", "run_job"]

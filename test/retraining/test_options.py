@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from lifelong_learning.retraining.job import TuningJob, job_options
-from lifelong_learning.retraining.options import MISSING, Option, Range, format_value
+from lifelong_learning.retraining.options import MISSING, Option, Range, format_value, option, options_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -186,7 +186,7 @@ def test_each_checker_finds_a_copy_that_drifted(built_interfaces):
     centres = next(o for o in job_options() if o.name == "centers")
     moved = [ParamSpec(s.name, 200, s.description, s.bounds) if s.name == centres.node else s for s in specs]
     assert node_disagreements(moved, job_options()) == ["default_centers: default 200 != declared 100"]
-    narrower = dataclasses.replace(centres, range=Range(1, 1000))
+    narrower = dataclasses.replace(centres, node_range=Range(1, 1000))
     assert node_disagreements(specs, (narrower,)) == [
         "default_centers: range (1, 1000000) != declared (1, 1000)"
     ]
@@ -208,7 +208,8 @@ def test_the_objectives_help_names_every_objective():
 def test_a_declaration_carries_name_type_default_range_and_help():
     centers = next(o for o in job_options() if o.name == "centers")
     declared = (centers.name, centers.type, centers.default, str(centers.range))
-    assert declared == ("centers", int, 100, "[1, 1e+06]")
+    assert declared == ("centers", int, 100, "[1, inf]")
+    assert centers.node_bounds() == (1, 1_000_000)
     assert centers.help == "number of Nyström centres M" and centers.cli == "--centers"
     assert [o.name for o in job_options()] == [f.name for f in dataclasses.fields(TuningJob)]
     required = [o.name for o in job_options() if o.default is MISSING]
@@ -244,3 +245,152 @@ def test_the_declarations_load_neither_torch_nor_ros():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+#: the nystrom_tuner parameters' bounds at df2a1c2 (before the declarations): the node keeps them
+NODE_BOUNDS = {
+    "default_centers": (1, 1_000_000),
+    "default_epochs": (1, 100_000),
+    "patience": (1, 1_000_000),
+    "learning_rate": (1e-6, 10.0),
+    "test_fraction": (0.01, 0.9),
+    "promotion_margin": (0.0, 0.99),
+    "holdout_fraction": (0.01, 0.5),
+}
+
+
+def test_the_node_keeps_its_own_bounds():
+    """The node's parameters are bounded as before the declarations (holdout_fraction >= 0.01: the
+    node always holds some of the bags out); the job's ranges are wider (those of the CLI)."""
+    bounds = {o.node: o.node_bounds() for o in job_options() if o.node}
+    assert {k: v for k, v in bounds.items() if v is not None} == NODE_BOUNDS
+    for o in (o for o in job_options() if o.node_range is not None):
+        assert o.node_range.closed and o.node_range.low in o.range if o.range else True, o.name
+
+
+def _cli_job(tmp_path, *flags: str) -> TuningJob:
+    from lifelong_learning.commands.tune import job_arguments
+
+    given = [str(tmp_path / "bag"), "--task", "classification", "--out", str(tmp_path / "m"), *flags]
+    return TuningJob(**job_arguments(_parser().parse_args(given)))
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--lr", "20"),
+        ("--lr", "0"),
+        ("--test-fraction", "0.95"),
+        ("--margin", "0.995"),
+        ("--epochs", "200000"),
+        ("--centers", "2000000"),
+        ("--patience", "2000000"),
+        ("--holdout-fraction", "0", "--validation", "check"),
+        ("--limit-margin", "inf", "--outlier-k", "inf"),
+    ],
+)
+def test_the_command_line_accepts_what_it_accepted_before(tmp_path, flags):
+    """Values `lifelong-learning tune` accepted at df2a1c2, beyond the node's parameter bounds."""
+    from lifelong_learning.io.bags import write_labeled_features
+
+    for name in ("bag", "check"):
+        write_labeled_features(tmp_path / name, [[0.0, 1.0]] * 20, ["a"] * 20)
+    flags = tuple(str(tmp_path / f) if f == "check" else f for f in flags)
+    _cli_job(tmp_path, *flags).validate()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--forgetting", ""), r"forgetting factors must be in \(0, 1\], got \[\]"),
+        (("--residual-regularization", " , "), r"residual λ multipliers must be finite and > 0, got \[\]"),
+        (("--test-fraction", "1"), r"test_fraction must be in \(0, 1\), got 1.0"),
+        (("--margin", "1"), r"the promotion margin must be in \[0, 1\), got 1.0"),
+        (("--centers", "0"), r"centers must be >= 1, got 0"),
+        (("--epochs", "0"), r"epochs must be >= 1, got 0"),
+        (("--patience", "0"), r"patience must be >= 1, got 0"),
+        (("--limit-margin", "-1"), r"limit_margin must be >= 0 \(inf disables the test\), got -1.0"),
+        (("--outlier-k", "0"), r"outlier_k must be > 0 \(inf disables the test\), got 0.0"),
+    ],
+)
+def test_the_command_line_refuses_what_it_refused_before(tmp_path, flags, message):
+    """Values `lifelong-learning tune` refused at df2a1c2, with a message that says at least as much."""
+    from lifelong_learning.io.bags import write_labeled_features
+
+    write_labeled_features(tmp_path / "bag", [[0.0, 1.0]] * 20, ["a"] * 20)
+    with pytest.raises(ValueError, match=message):
+        _cli_job(tmp_path, *flags).validate()
+
+
+def test_an_empty_objective_list_names_none():
+    """`--objective ''` and the node's default_objective '': the task's default, as before."""
+    objectives = next(o for o in job_options() if o.name == "objectives")
+    assert objectives.from_cli("") is None and objectives.from_cli(" , ") is None
+    assert objectives.from_node("") is None
+    assert TuningJob(bags=["b"], task="inverse-dynamics", out="m").objectives == ("holdout-bags",)
+
+
+def test_the_progress_bar_has_a_default_for_the_job_and_one_for_the_command_line():
+    progress = next(o for o in job_options() if o.name == "progress")
+    assert (progress.default, progress.cli_default) == (False, True)
+    assert (progress.from_cli(False), progress.from_cli(True)) == (True, False)  # --no-progress: False
+    with pytest.raises(AssertionError, match="switch-off"):
+        option(False, help="bar", cli="--no-bar", form="switch-off")
+
+
+def test_a_csv_node_parameter_is_converted_like_the_command_line():
+    forgetting = next(o for o in job_options() if o.name == "forgetting")
+    assert forgetting.from_node("1, 0.999") == [1.0, 0.999] == forgetting.from_cli("1, 0.999")
+    assert forgetting.from_node("") == [] == forgetting.from_cli("")  # refused by check, not the default
+    with pytest.raises(ValueError, match="takes comma-separated numbers"):
+        forgetting.from_node("1, fast")
+
+
+def test_a_sequence_is_known_by_its_type_not_its_command_line_form():
+    """check() reads a sequence's elements whatever its form (here none: not on the command line)."""
+    forgetting = next(o for o in job_options() if o.name == "forgetting")
+    bare = dataclasses.replace(forgetting, cli=None, form="value")
+    with pytest.raises(ValueError, match=r"got \[1.0, 2.0\]"):
+        bare.check((1.0, 2.0))
+    bare.check((1.0, 0.5))
+    assert not next(o for o in job_options() if o.name == "topic").is_sequence()  # str | None
+
+
+def test_a_declaration_that_cannot_be_right_is_refused():
+    with pytest.raises(AssertionError, match="form 'lst' is not one of"):
+        option((), help="x", form="lst")
+    with pytest.raises(AssertionError, match="closed and finite"):
+        option(1, help="x", node="x", node_range=Range(1))
+    with pytest.raises(AssertionError, match="outside the job's range"):
+        option(1, help="x", range=Range(1, 10), node="x", node_range=Range(0, 10))
+    with pytest.raises(AssertionError, match="without a node parameter"):
+        option(1, help="x", node_range=Range(0, 10))
+
+
+def test_an_option_type_must_be_importable_at_run_time(tmp_path, monkeypatch):
+    """A field that is no option may be annotated with a name imported for type checkers only;
+    an option may not, and the error says so."""
+    (tmp_path / "annotated_job.py").write_text(
+        "from __future__ import annotations\n"
+        "from dataclasses import dataclass\n"
+        "from typing import TYPE_CHECKING\n"
+        "from lifelong_learning.retraining.options import option\n"
+        "if TYPE_CHECKING:\n"
+        "    from decimal import Decimal\n\n"
+        "@dataclass\n"
+        "class Fine:\n"
+        "    note: Decimal | None = None\n"
+        "    size: int = option(3, help='a size')\n\n"
+        "@dataclass\n"
+        "class Wrong:\n"
+        "    size: Decimal = option(3, help='a size')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import annotated_job
+
+    try:
+        assert [(o.name, o.type) for o in options_of(annotated_job.Fine)] == [("size", int)]
+        with pytest.raises(TypeError, match=r"Wrong\.size: its annotation 'Decimal' names 'Decimal'"):
+            options_of(annotated_job.Wrong)
+    finally:
+        sys.modules.pop("annotated_job", None)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from lifelong_learning.retraining.job import check_outputs
-from lifelong_learning.retraining.report import markdown, write_reports
+from lifelong_learning.retraining.report import REPORT_TITLE, is_report, markdown, write_reports
 
 REPORT = {
     "task": "inverse-dynamics",
@@ -92,3 +92,12 @@ def test_the_reports_are_written_and_a_later_job_may_replace_them(tmp_path, make
     md.write_text("notes", encoding="utf-8")
     with pytest.raises(ValueError, match="not a file this writer made"):
         check_outputs(job)
+
+
+def test_a_report_is_known_by_its_title_or_its_keys(tmp_path):
+    md, js, other = tmp_path / "r.md", tmp_path / "r.json", tmp_path / "o.md"
+    md.write_text(f"{REPORT_TITLE} (classification)\n", encoding="utf-8")
+    js.write_text(json.dumps({"task": "classification", "objectives": {}}), encoding="utf-8")
+    other.write_text("# notes\n", encoding="utf-8")
+    assert is_report(md) and is_report(js)
+    assert not is_report(other) and not is_report(tmp_path / "none.json")
