@@ -8,7 +8,12 @@ loaded when first used, so that a module of this package that needs no torch
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names of _HOMES, for type checkers and editors (loaded at first use)
+    from lifelong_learning.nystrom.krr import NystromKRR
+    from lifelong_learning.nystrom.objectives import EXACT_OBJECTIVES, OBJECTIVES, exact_objective
+    from lifelong_learning.nystrom.tuning import TuningResult, tune
 
 #: name → the module of this package that defines it
 _HOMES = {
@@ -22,9 +27,17 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> Any:
+    """The name of :data:`_HOMES`, its module loaded now. An AttributeError raised while that
+    module loads is raised as an ImportError from it: ``from lifelong_learning.nystrom import
+    tune`` would otherwise turn it into "cannot import name 'tune'", the cause lost."""
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    module = f"{__name__}.{_HOMES[name]}"
+    try:
+        home = importlib.import_module(module)
+    except AttributeError as exc:
+        raise ImportError(f"{module} (which defines {name}) failed to load: {exc}", name=module) from exc
+    return getattr(home, name)
 
 
 __all__ = ["EXACT_OBJECTIVES", "OBJECTIVES", "NystromKRR", "TuningResult", "exact_objective", "tune"]

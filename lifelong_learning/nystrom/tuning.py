@@ -331,4 +331,4 @@ def _progress_bar(epochs: int, objective: str) -> Any:
     return tqdm(total=epochs, desc=f"tune[{objective}]", unit="epoch")
 
 
-__all__ = ["DEFAULT_PATIENCE", "EXACT_OBJECTIVES", "OBJECTIVES", "TuningResult", "tune"]
+__all__ = ["DEFAULT_PATIENCE", "EXACT_OBJECTIVES", "OBJECTIVES", "TuningResult", "train", "tune"]
