@@ -350,7 +350,8 @@ def run_one(
             bench.spin_until(
                 lambda: pub.get_subscription_count() > 0 and (bool(diagnostics) or not has_diagnostics), 90
             )
-            bench.wait_for(lambda: pub.get_subscription_count() > 0, 0, "subscribed to joint_states")
+            if pub.get_subscription_count() == 0:
+                raise RuntimeError(f"{bench.name}: no subscription to joint_states in 90 s:\n{bench.log()}")
             if args.pin is not None:
                 pin_answering_path(bench.process.pid, args.pin)
             # a running node: the first second (first calls, caches) is not counted

@@ -126,7 +126,8 @@ def node_latency(
             publish(0)
             return latencies.answered > 0
 
-        bench.wait_for(answered, 120, "features of a frame")
+        # one frame each 0.2 s at most while the node loads its model (as before the harness)
+        bench.wait_for(answered, 120, "features of a frame", period=0.2)
         bench.spin_for(0.5)
         latencies.clear()
         sent = int(seconds * rate_hz)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import tempfile
 import threading
 import time
@@ -105,11 +106,16 @@ class NodeUnderTest:
     or ``argv``, any command (``lifelong-learning up``, a stand-in node), called ``name`` in
     messages (default: the node, or the program). ``env``: variables added
     to the child's environment. Its output goes to ``node.log`` in ``folder`` (default: a new
-    temporary folder), shown when it fails to come up (:meth:`wait_for`). On entry: the private
-    domain, the process, an rclpy context of its own (:attr:`context`) and the peer node
-    ``peer_name`` in it (:attr:`peer`); on exit, in reverse: the peer, the context and the
-    process (SIGINT, SIGKILL after ``stop_timeout`` s).
+    temporary folder, removed on exit unless the block raised: then the error's notes name it),
+    shown when it fails to come up (:meth:`wait_for`). On entry: the private domain, the process,
+    an rclpy context of its own (:attr:`context`) and the peer node ``peer_name`` in it
+    (:attr:`peer`); on exit, in reverse: the peer's executor, the peer, the context and the
+    process (SIGINT, SIGKILL after ``stop_timeout`` s), each step also when one before it failed.
     """
+
+    #: seconds :meth:`spinning` waits for its thread to stop after the block (a RuntimeError if it
+    #: still spins: a callback of the peer blocks), and the peer's executor for its callbacks on exit
+    SPIN_JOIN_S = 5.0
 
     def __init__(
         self,
@@ -142,6 +148,7 @@ class NodeUnderTest:
         self.context: Any = None  # rclpy Context of the peer
         self.peer: Any = None  # rclpy Node
         self.executor: Any = None
+        self.temporary_folder = False  # whether folder is this object's, to remove on exit
 
     def __enter__(self) -> NodeUnderTest:
         from lifelong_learning.nodes.supervisor import NodeProcess
@@ -149,9 +156,12 @@ class NodeUnderTest:
         private_domain()
         if self.folder is None:
             self.folder = Path(tempfile.mkdtemp(prefix=f"bench_{self.name}_"))
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.process = NodeProcess(self.argv, name=self.name, log_path=self.folder / "node.log", env=self.env)
+            self.temporary_folder = True
         try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.process = NodeProcess(
+                self.argv, name=self.name, log_path=self.folder / "node.log", env=self.env
+            )
             import rclpy
             from rclpy.context import Context
             from rclpy.executors import SingleThreadedExecutor
@@ -161,20 +171,47 @@ class NodeUnderTest:
             self.peer = rclpy.create_node(self.peer_name, context=self.context)
             self.executor = SingleThreadedExecutor(context=self.context)
             self.executor.add_node(self.peer)
-        except BaseException:
-            self.process.stop(timeout=self.stop_timeout)
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
             raise
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
-        import rclpy
+        try:
+            self._close_peer()
+        finally:
+            try:
+                if self.process is not None:
+                    self.stop()
+            finally:
+                self._remove_folder(error)
 
-        if self.peer is not None:
-            self.peer.destroy_node()
-        rclpy.try_shutdown(context=self.context)
-        self.stop()
+    def _close_peer(self) -> None:
+        """The peer's executor shut down, the peer destroyed, then its context: each step also
+        when one before it raised."""
+        try:
+            if self.executor is not None:
+                self.executor.shutdown(timeout_sec=self.SPIN_JOIN_S)
+        finally:
+            try:
+                if self.peer is not None:
+                    self.peer.destroy_node()
+            finally:
+                if self.context is not None:
+                    import rclpy
+
+                    rclpy.try_shutdown(context=self.context)
+
+    def _remove_folder(self, error: BaseException | None) -> None:
+        """The temporary folder removed; kept when the block raised (``error``), and named in its notes."""
+        if not self.temporary_folder or self.folder is None:
+            return
+        if error is None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        elif hasattr(error, "add_note"):  # Python >= 3.11
+            error.add_note(f"{self.name}'s output: {self.folder / 'node.log'} (kept)")
 
     def stop(self) -> int:
         """Stop the node's process now (SIGINT; SIGKILL after the timeout); its exit status."""
@@ -201,9 +238,12 @@ class NodeUnderTest:
             self.executor.spin_once(timeout_sec=period)
         return predicate()
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
-        """:meth:`spin_until`; a RuntimeError with the node's output if ``what`` is not so in time."""
-        if not self.spin_until(predicate, timeout):
+    def wait_for(
+        self, predicate: Callable[[], bool], timeout: float, what: str, period: float = 0.05
+    ) -> None:
+        """:meth:`spin_until` (``predicate()`` checked at least every ``period`` s); a RuntimeError
+        with the node's output if ``what`` is not so in time."""
+        if not self.spin_until(predicate, timeout, period):
             state = "running" if self.process.alive() else f"exited with {self.process.returncode}"
             raise RuntimeError(f"{self.name}: {what}: not within {timeout:g} s ({state}):\n{self.log()}")
 
@@ -221,7 +261,9 @@ class NodeUnderTest:
 
     @contextmanager
     def spinning(self) -> Iterator[None]:
-        """The peer spins in a background thread while in this block."""
+        """The peer spins in a background thread while in this block. A RuntimeError after it when
+        the thread still spins :attr:`SPIN_JOIN_S` s later (a callback blocks): the peer is not
+        this thread's to use then."""
         stop = threading.Event()
 
         def spin() -> None:
@@ -234,4 +276,9 @@ class NodeUnderTest:
             yield
         finally:
             stop.set()
-            thread.join(5)
+            thread.join(self.SPIN_JOIN_S)
+            if thread.is_alive():
+                raise RuntimeError(
+                    f"{self.name}: the peer still spins {self.SPIN_JOIN_S:g} s after the spinning block "
+                    "(a callback of the peer blocks)"
+                )

@@ -7,6 +7,7 @@ import math
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,96 @@ def test_node_under_test_needs_a_node_or_a_command() -> None:
         NodeUnderTest()
     with pytest.raises(ValueError, match="exactly one"):
         NodeUnderTest("object_recognition", argv=["true"])
+
+
+class _Steps:
+    """Stand-ins for the executor, the peer and the process of a NodeUnderTest: each records its
+    step; ``failing``: the steps that raise."""
+
+    def __init__(self, bench: NodeUnderTest, failing: tuple[str, ...] = ()) -> None:
+        self.done: list[str] = []
+        self.failing = failing
+        bench.executor, bench.peer, bench.process, bench.context = self, self, self, object()
+
+    def _step(self, name: str) -> None:
+        self.done.append(name)
+        if name in self.failing:
+            raise RuntimeError(f"{name} failed")
+
+    def shutdown(self, timeout_sec: float | None = None) -> None:
+        self._step("executor shut down")
+
+    def destroy_node(self) -> None:
+        self._step("peer destroyed")
+
+    def stop(self, timeout: float) -> int:
+        self._step("process stopped")
+        return 0
+
+
+@pytest.mark.parametrize("failing", [(), ("executor shut down",), ("peer destroyed",)])
+def test_on_exit_every_step_runs_in_order_even_after_one_failed(monkeypatch, failing) -> None:
+    """The executor is shut down before the context, and the node's process stopped, whatever failed."""
+    import rclpy
+
+    bench = NodeUnderTest(argv=["true"])
+    steps = _Steps(bench, failing)
+    monkeypatch.setattr(rclpy, "try_shutdown", lambda context: steps.done.append("context shut down"))
+    if failing:
+        with pytest.raises(RuntimeError, match=f"{failing[0]} failed"):
+            bench.__exit__(None, None, None)
+    else:
+        bench.__exit__(None, None, None)
+    assert steps.done == ["executor shut down", "peer destroyed", "context shut down", "process stopped"]
+
+
+def test_a_temporary_folder_is_removed_unless_the_block_failed(tmp_path, monkeypatch) -> None:
+    import rclpy
+
+    monkeypatch.setattr(rclpy, "try_shutdown", lambda context: None)
+    for error in (None, RuntimeError("the measurement failed")):
+        bench = NodeUnderTest(argv=["true"], name="stand-in")
+        _Steps(bench)
+        bench.folder, bench.temporary_folder = tmp_path / "temporary", True
+        bench.folder.mkdir()
+        bench.__exit__(None if error is None else RuntimeError, error, None)
+        assert bench.folder.exists() == (error is not None)
+    assert error.__notes__ == [f"stand-in's output: {tmp_path / 'temporary' / 'node.log'} (kept)"]
+    given = NodeUnderTest(argv=["true"], folder=tmp_path / "given")
+    _Steps(given)
+    given.folder.mkdir()
+    given.__exit__(None, None, None)
+    assert given.folder.exists()  # the caller's
+
+
+def test_a_peer_that_still_spins_after_the_block_is_an_error() -> None:
+    release = threading.Event()
+
+    class Blocked:
+        def spin_once(self, timeout_sec: float) -> None:
+            release.wait(10)  # a callback that blocks
+
+    bench = NodeUnderTest(argv=["true"], name="stand-in")
+    bench.executor, bench.SPIN_JOIN_S = Blocked(), 0.1
+    try:
+        with pytest.raises(RuntimeError, match=r"stand-in: the peer still spins 0.1 s"), bench.spinning():
+            pass
+    finally:
+        release.set()
+
+
+def test_wait_for_checks_at_the_period_asked() -> None:
+    """bench_vision publishes a frame at each check while the node loads: 5 a second, as before."""
+    waits: list[float] = []
+
+    class Recording:
+        def spin_once(self, timeout_sec: float) -> None:
+            waits.append(timeout_sec)
+
+    bench = NodeUnderTest(argv=["true"])
+    bench.executor = Recording()
+    bench.wait_for(lambda: len(waits) == 3, 10, "three checks", period=0.2)
+    assert waits == [0.2, 0.2, 0.2]
 
 
 @pytest.mark.graph
