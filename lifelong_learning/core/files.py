@@ -11,10 +11,15 @@ Paths that other processes choose (a service request, an announced model) go thr
 :func:`confined_path` (inside a configured directory, symlinks and ``..`` resolved) and, before a
 write, :func:`check_replaceable` (never over a symlink, a directory, a special file or a file
 that is not ours); both raise :class:`UnsafePathError`.
+
+Files that other processes name are read only through :func:`open_regular` (a regular file, within
+a size bound: a FIFO or a device is never opened for good); :func:`file_digest` identifies one by
+its SHA-256, and :func:`aside_path` names where a file that cannot be used is moved.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -23,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 #: what :func:`atomic_path` adds around the destination's name (``tempfile.mkstemp`` puts 8
 #: characters of ``[a-z0-9_]`` between them)
@@ -72,8 +78,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     _fsync_directory(path.parent)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename, directory fsync)."""
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | bytearray | memoryview) -> None:
+    """Write ``data`` (any bytes-like object, e.g. a message's buffer) to ``path`` atomically
+    (temporary file, fsync, rename, directory fsync)."""
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
 
@@ -196,3 +203,72 @@ def remove_stale_temporaries(
             continue
         removed.append(Path(entry.path))
     return removed
+
+
+def aside_path(path: Path, why: str) -> Path:
+    """Where a file that cannot be used is moved aside: ``<name>.<why>-<YYYYmmdd-HHMMSS>`` beside it
+    (``why``: ``unreadable``, ``incompatible``), so that it is neither lost nor used again."""
+    return path.with_name(f"{path.name}.{why}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def _check_regular(path: Path, st: os.stat_result, max_bytes: int) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafePathError(
+            f"{path} is not a regular file (a directory, FIFO, socket or device); only files are read"
+        )
+    if st.st_size > max_bytes:
+        raise UnsafePathError(f"{path} holds {st.st_size} bytes, more than the {max_bytes} allowed")
+
+
+@contextmanager
+def open_regular(path: str | os.PathLike[str], max_bytes: int) -> Iterator[BinaryIO]:
+    """``path`` open for reading (binary), only when it is a regular file of at most ``max_bytes``.
+
+    Checked before it is opened (``os.stat``: a FIFO would wait for a writer, ``/dev/zero`` never
+    ends), opened with ``O_NONBLOCK`` (a path replaced by a FIFO after the check does not block the
+    open) and checked again on the open descriptor (``os.fstat``: what is read is what was checked).
+    The file may still grow while it is read: readers bound what they read (:func:`stream_digest`).
+
+    Raises:
+        UnsafePathError: not a regular file, or larger than ``max_bytes``.
+        OSError: missing, no permission.
+    """
+    path = Path(path)
+    _check_regular(path, os.stat(path), max_bytes)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        _check_regular(path, os.fstat(fd), max_bytes)
+        os.set_blocking(fd, True)  # (a regular file ignores it; reads stay plain reads)
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        yield f
+
+
+def stream_digest(f: BinaryIO, max_bytes: int) -> str:
+    """The SHA-256 (hex) of what is left in ``f``, read in blocks.
+
+    Raises:
+        UnsafePathError: ``f`` holds more than ``max_bytes`` (nothing beyond them is read).
+    """
+    digest = hashlib.sha256()
+    n = 0
+    while block := f.read(min(1 << 20, max_bytes + 1 - n)):
+        n += len(block)
+        if n > max_bytes:
+            raise UnsafePathError(f"the file grew past the {max_bytes} bytes allowed while it was read")
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def file_digest(path: str | os.PathLike[str], max_bytes: int) -> str | None:
+    """The SHA-256 of a regular file's bytes, what identifies a model file; None when it is missing,
+    unreadable, not a regular file (never waited on: :func:`open_regular`) or over ``max_bytes``
+    (for model files, :data:`~lifelong_learning.core.model_file.MAX_MODEL_BYTES`)."""
+    try:
+        with open_regular(path, max_bytes) as f:
+            return stream_digest(f, max_bytes)
+    except (OSError, UnsafePathError):
+        return None

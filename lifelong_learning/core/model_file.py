@@ -32,7 +32,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -189,16 +189,19 @@ def _read(
     header_only: bool,
     max_bytes: int = MAX_MODEL_BYTES,
     max_inflation: float = MAX_INFLATION,
+    opened: BinaryIO | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The validated header and (unless ``header_only``) the arrays of the model file ``path``."""
+    """The validated header and (unless ``header_only``) the arrays of the model file ``path``
+    (read from ``opened`` when given)."""
+    if opened is None:
+        try:
+            is_file = path.is_file()
+        except OSError as exc:  # a name too long, a loop of links
+            raise ModelFileError(f"{path}: {exc.strerror or exc}") from exc
+        if not is_file:
+            raise ModelFileError(f"{path}: no such model file")
     try:
-        is_file = path.is_file()
-    except OSError as exc:  # a name too long, a loop of links
-        raise ModelFileError(f"{path}: {exc.strerror or exc}") from exc
-    if not is_file:
-        raise ModelFileError(f"{path}: no such model file")
-    try:
-        with zipfile.ZipFile(path) as zf:
+        with zipfile.ZipFile(path if opened is None else opened) as zf:
             infos = zf.infolist()
             _check_declared_sizes(path, infos, max_bytes, max_inflation)
             members = {info.filename[: -len(_NPY)]: info for info in infos}
@@ -274,11 +277,14 @@ def load_model_file(
     *,
     max_bytes: int = MAX_MODEL_BYTES,
     max_inflation: float = MAX_INFLATION,
+    opened: BinaryIO | None = None,
 ) -> ModelFile:
     """Read a model file without executing code, its sizes bounded before anything is allocated.
 
     Args:
         path: the file.
+        opened: the file ``path`` names, already open (binary, seekable): read from it, e.g.
+            after hashing its bytes (:func:`lifelong_learning.core.files.open_regular`).
         kind: if given, the kind (or kinds) the caller accepts; another kind raises.
         max_bytes: the most its members may declare, each and in all (npy data and zip entry).
         max_inflation: the most a compressed member may declare, as a multiple of its
@@ -290,7 +296,7 @@ def load_model_file(
             names them).
     """
     path = Path(path)
-    header, arrays = _read(path, header_only=False, max_bytes=max_bytes, max_inflation=max_inflation)
+    header, arrays = _read(path, False, max_bytes, max_inflation, opened)
     file_kind = header.get("kind")
     if kind is not None:
         accepted = (kind,) if isinstance(kind, str) else tuple(kind)

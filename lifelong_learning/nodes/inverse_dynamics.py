@@ -375,7 +375,7 @@ class InverseDynamicsNode(LearnerNode):
     def _serve(self, model: SemiparametricInverseDynamics) -> None:
         """Serve ``model``: its joints become the node's (limits, guard, ~/predict)."""
         with self.model_lock:  # one step: a reload and a first joint state may both get here (up)
-            self.model = model
+            self.serving.serve_first(model)
             self._take_joints(model.joint_names)
             if not self.ready:
                 self.create_configured_service(PredictTorques, "~/predict", self._on_predict)
@@ -478,12 +478,12 @@ class InverseDynamicsNode(LearnerNode):
         if not self._model_kwargs["urdf"]:
             return self.serving.failed("no robot description yet: cannot load a model")
         try:  # auto joints not decided yet: the model decides them
-            model = self.read_model(path)
-        except (ModelFileError, ValueError, OSError) as exc:
+            model, key = self.serving.read_with_digest(path, digest)
+        except (ModelFileError, ValueError, OSError) as exc:  # UnsafePathError: a FIFO, a device
             return self.serving.failed(f"model reload from {path} failed: {exc}")
         with self.model_lock:
             self._serve(model)
-            self.serving.swap_loaded(model, path, digest)  # version, bookkeeping
+            self.serving.swap_loaded(model, path, key)  # version, bookkeeping
         return Outcome(True, f"loaded {path}: joints {model.joint_names}")
 
     def on_cleanup(self, state: Any) -> Any:
@@ -537,8 +537,9 @@ class InverseDynamicsNode(LearnerNode):
         if not admitted:
             return
         with self.model_lock:
+            model, guard = self.serving.model, self.guard  # once: what answers and learns this block
             try:
-                prepared = self.model.prepare(
+                prepared = model.prepare(
                     np.stack([r.q for r in admitted]),
                     np.stack([r.qd for r in admitted]),
                     np.stack([r.admitted.qdd for r in admitted]),
@@ -546,7 +547,6 @@ class InverseDynamicsNode(LearnerNode):
             except ValueError as exc:  # the model validates again; should not happen here
                 self.reject("model rejected input", str(exc))
                 return
-            model, guard = self.model, self.guard
         # answer first; a message nobody subscribes to is not built (a publish costs 50-110 µs here)
         as_states = self.torque_pub.get_subscription_count() > 0
         arrays = self.torque_array_pub
@@ -656,8 +656,9 @@ class InverseDynamicsNode(LearnerNode):
         under it; samples queued for a model that has since been replaced (reload, rollback,
         reset) are not learned (counted)."""
         t0 = time.perf_counter()
+        serving = self.serving
         with self.model_lock:
-            model = self.model
+            model = serving.model
         mine = [item for item in block if item.model is model]
         if len(mine) < len(block):
             with self.model_lock:
@@ -672,12 +673,12 @@ class InverseDynamicsNode(LearnerNode):
             self.reject("model rejected input", str(exc))
             return
         with self.model_lock:
-            if self.model is not model or staged.base_samples != model.n_samples:
+            if serving.model is not model or staged.base_samples != model.n_samples:
                 n = self.not_learned.get(MODEL_REPLACED, 0) + len(mine)
                 self.not_learned[MODEL_REPLACED] = n
                 return
             model.commit(staged)
-            self.updates_since_checkpoint += len(mine)
+            serving.count_updates(len(mine))
             self._learned_since += len(mine)
         self.stats.timed("learn block", time.perf_counter() - t0)
 

@@ -148,7 +148,8 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
     (another dimension, other joints), :meth:`check_model`; they may extend :meth:`model_swapped`
     and :meth:`forget_inputs`. They hold ``with self.model_lock:`` around every use of
     ``self.model``, for the whole predict/update of one message, so that no message sees a
-    half-swapped model, and call :meth:`start_learner` at the end of their ``__init__``.
+    half-swapped model, count what they learn with ``self.serving.count_updates(n)`` (once per
+    callback), and call :meth:`start_learner` at the end of their ``__init__``.
     """
 
     #: the learner this node serves
@@ -187,28 +188,17 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         LifecycleStateMixin.__init__(self, callback_group=self.service_group)
 
     # ---------------------------------------------------------------- the serving core's state
+    # (read-only views for tests and docs; the node itself reads self.serving)
     @property
     def model(self) -> Any:
-        """The serving model (None while unconfigured); use it under :attr:`model_lock`."""
+        """The serving model (None while unconfigured); use it under :attr:`model_lock`, taken into a
+        local once per callback. Only the serving core changes it (:meth:`build_model`, reloads)."""
         return self.serving.model
-
-    @model.setter
-    def model(self, model: Any) -> None:
-        self.serving.model = model
 
     @property
     def model_version(self) -> int:
         """Bumped on every swap (reload, reset, rollback)."""
         return self.serving.version
-
-    @property
-    def updates_since_checkpoint(self) -> int:
-        """Changes to the model not in the checkpoint yet (a subclass adds what it learned)."""
-        return self.serving.updates_since_checkpoint
-
-    @updates_since_checkpoint.setter
-    def updates_since_checkpoint(self, n: int) -> None:
-        self.serving.updates_since_checkpoint = n
 
     @property
     def history(self) -> ModelHistory:
@@ -319,7 +309,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         self.shutdown()
         self._destroy_configured()
         with self.model_lock:
-            self.model = None
+            self.serving.release()
             self.forget_inputs()
         self.get_logger().info("cleaned up: model released (the checkpoint keeps it)")
         return TransitionCallbackReturn.SUCCESS
@@ -386,16 +376,11 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         wins) and the conflicts are logged and shown in diagnostics (``docs/serving.md``).
         """
         model = self.restore_checkpoint()
-        with self.model_lock:
-            self.model = model if model is not None else self.new_model()
+        self.serving.serve_first(model if model is not None else self.new_model())
 
     def restore_checkpoint(self) -> PersistentModel | None:
         """The checkpoint's model, or None (none, not wanted, or moved aside: see :meth:`build_model`)."""
         return self.serving.restore(self.parameter_conflicts, wanted=bool(self.params["restore_on_start"]))
-
-    def read_model(self, path: str | os.PathLike[str]) -> PersistentModel:
-        """Read, build and check a model from ``path`` (does not touch the serving model)."""
-        return self.serving.read(path)
 
     def reload(self, path: str | os.PathLike[str], digest: str | None = None) -> Outcome:
         """Hot reload of the model in ``path`` (:meth:`ServingCore.reload`): ``(success, message)``;
@@ -414,13 +399,13 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
     def shutdown(self) -> None:
         """Final checkpoint; called by :func:`~lifelong_learning.nodes.runner.run_node` on exit."""
         if self.checkpoint():
-            self.get_logger().info(f"final checkpoint written to {self.checkpoint_path}")
+            self.get_logger().info(f"final checkpoint written to {self.serving.checkpoints.path}")
 
     def _schedule_checkpoints(self, interval: float) -> None:
         if self._checkpoint_timer is not None:
             self.destroy_timer(self._checkpoint_timer)
             self._checkpoint_timer = None
-        if self.checkpoint_path is not None and interval > 0:
+        if self.serving.checkpoints.path is not None and interval > 0:
             self._checkpoint_timer = self.create_timer(
                 interval, self._checkpoint_off_the_callback_path, callback_group=self.service_group
             )
@@ -505,9 +490,9 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
     def diagnostic_problems(self) -> list[tuple[bytes, str]]:
         problems = super().diagnostic_problems()
-        error = self.checkpoint_error
-        if error is not None:
-            text = f"checkpoint failing ({error}); last written: {self.last_checkpoint}"
+        checkpoints = self.serving.checkpoints
+        if checkpoints.error is not None:
+            text = f"checkpoint failing ({checkpoints.error}); last written: {checkpoints.last}"
             problems.append((DiagnosticStatus.ERROR, text))
         return problems
 

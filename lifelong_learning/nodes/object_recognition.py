@@ -305,18 +305,20 @@ class ObjectRecognitionNode(LearnerNode):
     def learn(self, x: np.ndarray, label: str) -> bool:
         """Learn one labeled sample unless the gate or the model refuses it (counted); True if learned."""
         t = time.perf_counter()
+        serving = self.serving
         with self.model_lock:
-            refusal = self.gate.check_labeled(x, label, self.model)
+            model = serving.model
+            refusal = self.gate.check_labeled(x, label, model)
             if refusal is None:
                 try:
-                    self.model.partial_fit(x, [label])
+                    model.partial_fit(x, [label])
                 except ValueError as exc:
                     refusal = Refusal("bad labeled features", str(exc))
             if refusal is not None:
                 self.reject(refusal.reason, f"LabeledFeatures: {refusal.detail}")
                 return False
             self.gate.accepted(x)
-            self.updates_since_checkpoint += 1
+            serving.count_updates()
         self.stats.timed("update", time.perf_counter() - t)
         return True
 

@@ -15,9 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lifelong_learning.core.files import UnsafePathError, check_replaceable, remove_stale_temporaries
+from lifelong_learning.core.files import (
+    UnsafePathError,
+    aside_path,
+    check_replaceable,
+    remove_stale_temporaries,
+)
 from lifelong_learning.core.model_file import ModelFile, ModelFileError, save_model_file
-from lifelong_learning.serving.history import aside_path
 from lifelong_learning.serving.report import Reporter
 
 

@@ -17,8 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lifelong_learning.core.files import UnsafePathError, remove_stale_temporaries
+from lifelong_learning.core.files import (
+    UnsafePathError,
+    aside_path,
+    file_digest,
+    open_regular,
+    remove_stale_temporaries,
+    stream_digest,
+)
 from lifelong_learning.core.model_file import (
+    MAX_MODEL_BYTES,
     ModelFileError,
     load_model_file,
     read_model_kind,
@@ -26,13 +34,12 @@ from lifelong_learning.core.model_file import (
 )
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.serving.checkpoints import Checkpoints
-from lifelong_learning.serving.history import ModelHistory, aside_path
+from lifelong_learning.serving.history import ModelHistory
 from lifelong_learning.serving.paths import ModelDirectory
 from lifelong_learning.serving.received import (
     DEFAULT_MAX_RECEIVED_MODEL_BYTES,
     ReceivedModelRefusedError,
     ReceivedModels,
-    file_digest,
 )
 from lifelong_learning.serving.report import (
     PATH_REFUSED,
@@ -115,11 +122,33 @@ class ServingCore:
         """Read, build and check the model in ``path`` (does not touch the serving model).
 
         Raises:
+            ModelFileError / ValueError / OSError: unreadable, not a regular file (UnsafePathError),
+                another kind, or unfit (``check``).
+        """
+        return self.read_with_digest(path)[0]
+
+    def read_with_digest(self, path: str | os.PathLike[str], digest: str | None = None) -> tuple[Any, str]:
+        """:meth:`read` the model in ``path``, and the SHA-256 of the very bytes it was built from
+        (``digest``, when the caller knows it: not hashed again).
+
+        Only a regular file of at most :data:`MAX_MODEL_BYTES` is opened
+        (:func:`~lifelong_learning.core.files.open_regular`): a FIFO or a device that a request names
+        is refused at once, never waited on, and what is hashed and loaded is one open file.
+
+        Raises:
+            UnsafePathError: not a regular file, or too large.
             ModelFileError / ValueError / OSError: unreadable, another kind, or unfit (``check``).
         """
-        model = self._build(Path(path))
+        path = Path(path)
+        try:
+            with open_regular(path, MAX_MODEL_BYTES) as f:
+                key = digest or stream_digest(f, MAX_MODEL_BYTES)
+                f.seek(0)
+                model = self.model_class.from_model_file(load_model_file(path, kind=self.kind, opened=f))
+        except FileNotFoundError as exc:
+            raise ModelFileError(f"{path}: no such model file") from exc
         self.check(model)
-        return model
+        return model, key
 
     def _build(self, path: Path) -> Any:
         return self.model_class.from_model_file(load_model_file(path, kind=self.kind))
@@ -143,11 +172,36 @@ class ServingCore:
             if self.on_swap is not None:
                 self.on_swap(model)
 
-    def swap_loaded(self, model: Any, path: str | os.PathLike[str], digest: str | None = None) -> None:
-        """:meth:`swap` in ``model``, read from ``path`` (whose SHA-256 is ``digest``, when known),
-        keeping nothing for rollback: a node's first model, when the model decides what it serves."""
-        self.swap(model, digest or file_digest(Path(path)))
+    def swap_loaded(self, model: Any, path: str | os.PathLike[str], digest: str | None) -> None:
+        """:meth:`swap` in ``model``, read from ``path`` (whose bytes' SHA-256 is ``digest``, None if
+        unknown: :meth:`read_with_digest`), keeping nothing for rollback: a node's first model, when
+        the model decides what it serves (a version of its own, a reload in diagnostics)."""
+        self.swap(model, digest)
         self.reloaded(path)
+
+    def serve_first(self, model: Any) -> None:
+        """Serve ``model`` where no model serves yet: built or restored by configure (or, in the
+        node's first second, built again for more joints). No replacement: nothing is kept for
+        rollback, the version and the changes to checkpoint stay as they are, and it was loaded
+        from no file (a model announced or received next is loaded, whatever served before)."""
+        with self.lock:
+            self.model = model
+            self.loaded_file = None
+
+    def release(self) -> None:
+        """Serve no model any more (cleanup, after the final checkpoint), and forget what the core
+        knew of it: the file it was loaded from (the same model delivered again after the next
+        configure is loaded: another model serves then) and its changes not checkpointed."""
+        with self.lock:
+            self.model = None
+            self.loaded_file = None
+            self.updates_since_checkpoint = 0
+
+    def count_updates(self, n: int = 1) -> None:
+        """Count ``n`` changes the serving model learned since the last checkpoint (once per
+        callback: what the next checkpoint writes)."""
+        with self.lock:
+            self.updates_since_checkpoint += n
 
     def serving(self, digest: str | None) -> bool:
         """Whether the serving model was loaded from a file whose SHA-256 is ``digest``."""
@@ -203,13 +257,15 @@ class ServingCore:
         """Hot reload: read and build the model in ``path`` outside the lock (the old model keeps
         answering), then swap it in (:meth:`replace`: the replaced model is kept for rollback).
 
-        ``digest``: the SHA-256 of the file's bytes, when known. On failure the old model keeps
-        serving and the failure is :meth:`failed`.
+        ``digest``: the SHA-256 of the file's bytes, when known (else those read are hashed). A
+        path that is not a regular file (a FIFO, a device) is refused before it is opened. On
+        failure the old model keeps serving and the failure is :meth:`failed`.
         """
         path = Path(path)
-        key = digest or file_digest(path)
         try:
-            model = self.read(path)
+            model, key = self.read_with_digest(path, digest)
+        except UnsafePathError as exc:
+            return self.failed(f"model reload from {path} refused, previous model kept: {exc}")
         except (ModelFileError, ValueError, OSError) as exc:
             return self.failed(f"model reload from {path} failed, previous model kept: {exc}")
         try:
@@ -341,9 +397,10 @@ class ServingCore:
     def announced(self, text: str, where: str, load: Loader) -> Outcome | None:
         """A model file's path announced on ``where``: confined, checked, then ``load``-ed.
 
-        RefusedError (counted): an empty path, one outside the model directory, the node's own
-        checkpoint (rolling back to it is ``~/load_model``'s job), an unreadable file. Ignored (None):
-        a file of another kind (several learners listen to the same topic), the serving model's file.
+        Refused (``Outcome(False, why)``, counted): an empty path, one outside the model directory,
+        the node's own checkpoint (rolling back to it is ``~/load_model``'s job), an unreadable file.
+        Ignored (None): a file of another kind (several learners listen to the same topic), the
+        serving model's file. Otherwise what ``load`` returns.
         """
         text = text.strip()
         if not text:
@@ -361,7 +418,7 @@ class ServingCore:
                 f"ignored announced model {path}: a {file_kind!r} model, this node loads {self.kind!r}"
             )
             return None
-        key = file_digest(path)
+        key = file_digest(path, MAX_MODEL_BYTES)
         if self.serving(key):
             self.report.info(f"announced model {path} is already the serving model")
             return None
@@ -384,9 +441,10 @@ class ServingCore:
         """A model file received as bytes on ``where``: checked, stored, then ``load``-ed.
 
         Ignored (None): another kind, the serving model's bytes, or a latched re-delivery that the
-        restored checkpoint holds already (:meth:`ReceivedModels.redelivered`). RefusedError (counted,
-        nothing changes): too large, a checksum mismatch, not storable, or not loadable (its file
-        is removed). The file of the model loaded last stays; the older ones are removed.
+        restored checkpoint holds already (:meth:`ReceivedModels.redelivered`). Refused
+        (``Outcome(False, why)``, counted, nothing changes): too large, a checksum mismatch, not
+        storable, or not loadable (its file is removed). Otherwise what ``load`` returns. The file
+        of the model loaded last stays; the older ones are removed.
         """
         what = f"model {name!r} received on {where}"
         if kind != self.kind:
@@ -407,11 +465,10 @@ class ServingCore:
             self.received.store(path, data, digest, what)
         except ReceivedModelRefusedError as exc:
             self.received.record(name, exc.digest, exc.outcome)
-            return (
-                self.failed(exc.detail)
-                if exc.reason == RELOAD_FAILED
-                else self._reject(exc.reason, exc.detail)
-            )
+            self.report.reject(exc.reason, exc.detail, warn=exc.warn)
+            if not exc.warn:
+                self.report.error(exc.detail)
+            return Outcome(False, exc.detail)
         return self._load_received(path, name, digest, load)
 
     def _load_received(self, path: Path, name: str, digest: str, load: Loader) -> Outcome:

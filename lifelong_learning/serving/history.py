@@ -15,12 +15,6 @@ from pathlib import Path
 from lifelong_learning.core.model_file import ModelFile, save_model_file
 
 
-def aside_path(path: Path, why: str) -> Path:
-    """Where a file that cannot be used is moved aside: ``<name>.<why>-<YYYYmmdd-HHMMSS>`` beside it
-    (``why``: ``unreadable``, ``incompatible``), so that it is neither lost nor used again."""
-    return path.with_name(f"{path.name}.{why}-{time.strftime('%Y%m%d-%H%M%S')}")
-
-
 class ModelHistory:
     """The models a learner node served before, newest last: files in one folder, at most ``keep``.
 
@@ -34,7 +28,8 @@ class ModelHistory:
     """
 
     ROLLED_BACK_NAME = "rolled-back.model"
-    _NAME = re.compile(r"(\d{6,})\.before-([a-z]+)\.(\d{8}-\d{6})\.model")
+    _WHY = re.compile(r"[a-z]+")
+    _NAME = re.compile(rf"(\d{{6,}})\.before-({_WHY.pattern})\.(\d{{8}}-\d{{6}})\.model")
 
     def __init__(self, folder: Path, keep: int) -> None:
         self.folder = folder
@@ -62,8 +57,12 @@ class ModelHistory:
         """Write ``snapshot`` as the newest previous model (atomically); its path.
 
         Raises:
+            ValueError: ``why`` is not lowercase letters (``[a-z]+``): :meth:`files` would not
+                list the file, so that no rollback would find it and no prune remove it.
             OSError / ModelFileError: not written (disk full, no permission); nothing changed.
         """
+        if not self._WHY.fullmatch(why):
+            raise ValueError(f"why must be lowercase letters ([a-z]+), got {why!r}")
         files = self.files()
         last = self._NAME.fullmatch(files[-1].name) if files else None
         seq = int(last.group(1)) + 1 if last is not None else 1

@@ -14,7 +14,7 @@ import re
 import time
 from pathlib import Path
 
-from lifelong_learning.core.files import UnsafePathError, atomic_write_bytes, check_replaceable
+from lifelong_learning.core.files import UnsafePathError, atomic_write_bytes, check_replaceable, file_digest
 from lifelong_learning.serving.report import CHECKSUM_MISMATCH, RELOAD_FAILED, TOO_LARGE
 
 #: the default of ``max_model_bytes``: the largest model file a learner takes from ``model_data_topic``
@@ -32,25 +32,19 @@ def received_file_name(name: str, sha256: str) -> str:
     return base or f"model-{sha256[:16]}.model"
 
 
-def file_digest(path: Path) -> str | None:
-    """The SHA-256 of the file's bytes (None if it cannot be read): what identifies a model file."""
-    try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
-    except OSError:
-        return None
-
-
 class ReceivedModelRefusedError(Exception):
     """A received model not taken; nothing changed.
 
     ``reason``: the rejection to count; ``detail``: its log text; ``outcome``: what the node's
-    diagnostics say about the last model received; ``digest``: its SHA-256 ('' if not computed).
+    diagnostics say about the last model received; ``digest``: its SHA-256 ('' if not computed);
+    ``warn``: the rejection is logged as a warning when counted (bad input from the sender), else
+    (False) it is a failure of this node's (it could not be stored), logged as an error.
     """
 
-    def __init__(self, reason: str, detail: str, outcome: str, digest: str = "") -> None:
+    def __init__(self, reason: str, detail: str, outcome: str, digest: str = "", warn: bool = True) -> None:
         super().__init__(detail)
         self.reason, self.detail, self.outcome, self.digest = reason, detail, outcome, digest
+        self.warn = warn
 
 
 class ReceivedModels:
@@ -105,10 +99,10 @@ class ReceivedModels:
                 f"{what} could not be stored as {path}, previous model kept: {exc}",
                 f"refused: cannot be stored ({exc})",
                 digest,
+                warn=False,
             ) from exc
 
-    @staticmethod
-    def redelivered(path: Path, digest: str, restored_mtime_ns: int | None) -> bool:
+    def redelivered(self, path: Path, digest: str, restored_mtime_ns: int | None) -> bool:
         """Whether these bytes are a latched re-delivery (after a restart or a new configure) of the
         model received last, which the restored checkpoint already holds: ``path`` holds exactly
         them and the checkpoint (restored at ``restored_mtime_ns``) was written after it. Without a
@@ -120,7 +114,7 @@ class ReceivedModels:
                 return False
         except OSError:
             return False
-        return file_digest(path) == digest
+        return file_digest(path, self.max_bytes) == digest
 
     def record(self, name: str, digest: str, outcome: str) -> None:
         """Remember the last model received and its outcome, for diagnostics."""

@@ -1,17 +1,22 @@
 """Atomic writes (complete or absent, no temporary file left), confined paths, stale temporaries."""
 
+import hashlib
 import os
+import threading
 import time
 
 import pytest
 
 from lifelong_learning.core.files import (
     UnsafePathError,
+    aside_path,
     atomic_path,
     atomic_write_bytes,
     atomic_write_text,
     check_replaceable,
     confined_path,
+    file_digest,
+    open_regular,
     remove_stale_temporaries,
 )
 
@@ -152,3 +157,57 @@ def test_a_name_too_long_is_refused_not_raised(tmp_path):
     with pytest.raises(UnsafePathError, match="too long"):
         check_replaceable(tmp_path / long)
     assert confined_path(long, tmp_path) == (tmp_path / long).resolve()  # resolving is fine
+
+
+def test_aside_path_says_why(tmp_path):
+    aside = aside_path(tmp_path / "ckpt.model", "unreadable")
+    assert aside.parent == tmp_path and aside.name.startswith("ckpt.model.unreadable-")
+
+
+def test_atomic_write_bytes_takes_a_buffer(tmp_path):
+    atomic_write_bytes(tmp_path / "a.bin", memoryview(bytearray(b"abc")))
+    assert (tmp_path / "a.bin").read_bytes() == b"abc"
+
+
+def returns_within(seconds: float, call):
+    """What ``call()`` returns, asserting it returns within ``seconds`` (on a thread of its own:
+    a call that blocks fails the test instead of hanging it)."""
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still running after {seconds} s"
+    return result[0]
+
+
+def test_file_digest_reads_only_a_regular_file_within_its_bound(tmp_path):
+    path = tmp_path / "m.model"
+    path.write_bytes(b"abc")
+    assert file_digest(path, 3) == hashlib.sha256(b"abc").hexdigest()
+    assert file_digest(path, 2) is None  # over the bound: not read
+    assert file_digest(tmp_path / "missing", 10) is None and file_digest(tmp_path, 10) is None
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    try:
+        assert returns_within(1.0, lambda: file_digest(fifo, 10)) is None  # never waits for a writer
+    finally:  # a reader still waiting (the bug) is let go
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    assert returns_within(1.0, lambda: file_digest("/dev/zero", 2**40)) is None  # never read on and on
+
+
+def test_open_regular_refuses_special_files_and_files_over_the_bound(tmp_path):
+    (tmp_path / "a").write_bytes(b"12345")
+    with open_regular(tmp_path / "a", 5) as f:
+        assert f.read() == b"12345"
+    with (
+        pytest.raises(UnsafePathError, match="holds 5 bytes, more than the 4 allowed"),
+        open_regular(tmp_path / "a", 4),
+    ):
+        pass
+    with pytest.raises(UnsafePathError, match="not a regular file"), open_regular("/dev/null", 5):
+        pass
+    with pytest.raises(FileNotFoundError), open_regular(tmp_path / "b", 5):
+        pass

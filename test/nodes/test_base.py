@@ -48,7 +48,7 @@ def make_node(context, **params):
                 except ValueError as exc:
                     self.reject("bad sample", str(exc))
                     return
-                self.updates_since_checkpoint += 1
+                self.serving.count_updates()
 
     return RLSNode()
 
@@ -91,6 +91,47 @@ def test_save_load_reset_and_failed_load_keeps_model(executor, call, tmp_path):
     mf = load_model_file(tmp_path / "ckpt.llm")
     saved = RecursiveRLS.from_state(mf.meta, mf.arrays)
     assert np.array_equal(saved.predict(x), trained)
+
+
+def test_after_cleanup_and_configure_a_latched_model_is_loaded_again(executor, spin, tmp_path):
+    """Cleanup releases the model and what the node knew of it: configured again without a
+    checkpoint (a fresh model serves), the latched model delivered anew is loaded, not skipped as
+    "already the serving model"."""
+    import array
+    import hashlib
+
+    from lifelong_learning.msg import ModelFile
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    topic = "cleanup_test_model_data"
+    node = make_node(
+        executor.context,
+        model_directory=str(tmp_path),
+        model_topic="",
+        model_data_topic=topic,
+        diagnostics_period_s=0.0,
+    )
+    executor.add_node(node)
+    sent = RLSModel(3, 1, lam=1.0)
+    sent.update([1.0, 2.0, 3.0], [1.0])
+    sent.save(tmp_path / "sent.llm")
+    data = (tmp_path / "sent.llm").read_bytes()
+    latched = QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
+    publisher = node.create_publisher(ModelFile, topic, latched)
+    message = ModelFile(kind=RLSModel.kind, name="sent.llm", sha256=hashlib.sha256(data).hexdigest())
+    message.data = array.array("B", data)
+    publisher.publish(message)
+    x = np.eye(3)
+    assert spin(executor, lambda: node.model_version == 1, 20)
+    assert np.array_equal(node.model.predict(x), sent.predict(x))
+    node.trigger_deactivate()
+    node.trigger_cleanup()
+    assert node.model is None
+    node.trigger_configure()  # a fresh model; the latched message comes again
+    assert spin(executor, lambda: node.model_version == 2, 20), node.serving.received.last
+    assert np.array_equal(node.model.predict(x), sent.predict(x))
 
 
 def test_checkpoint_on_shutdown_restore_and_corrupt_checkpoint_moved_aside(executor, tmp_path):

@@ -57,7 +57,7 @@ def node_classes(checkpoint):
             self.threads.add(threading.current_thread().name)
             with self.model_lock:
                 self.model.update([1.0, float(self.ticks)], [2.0])
-                self.updates_since_checkpoint += 1
+                self.serving.count_updates()
             self.ticks += 1
 
         def new_model(self):

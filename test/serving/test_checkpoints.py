@@ -17,7 +17,7 @@ def test_written_when_changed_retried_after_a_failure(tmp_path):
     assert core.checkpoint() and ckpt.exists()  # none on disk: written
     assert not core.checkpoint()  # nothing changed since
     core.model.update([1.0, 0.0, 0.0], [1.0])
-    core.updates_since_checkpoint += 1
+    core.count_updates()
     ckpt.parent.rename(tmp_path / "aside")
     ckpt.parent.write_text("in the way")  # the folder cannot be written
     assert not core.checkpoint()
@@ -32,7 +32,7 @@ def test_written_when_changed_retried_after_a_failure(tmp_path):
 def test_no_checkpoint_path_or_no_model_writes_nothing(tmp_path):
     assert not make_core(tmp_path, checkpoint=False).checkpoint()
     core = make_core(tmp_path)
-    core.model = None
+    core.release()
     assert not core.checkpoint() and not (tmp_path / "ckpt.model").exists()
 
 

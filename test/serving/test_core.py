@@ -4,9 +4,12 @@ moved aside), reset, models announced by path, request paths confined to the mod
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +42,19 @@ def make_core(tmp_path: Path, keep: int = 3, checkpoint: bool = True, **kwargs) 
         report=LogReporter(),
         **kwargs,
     )
-    core.model = RLSModel(3, 1, lam=1.0)
+    core.serve_first(RLSModel(3, 1, lam=1.0))
     return core
+
+
+def returns_within(seconds: float, call):
+    """What ``call()`` returns, asserting it returns within ``seconds`` (on a thread of its own: a
+    call that blocks fails the test instead of hanging it)."""
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still running after {seconds} s"
+    return result[0]
 
 
 def trained(seed: float) -> RLSModel:
@@ -102,6 +116,56 @@ def test_reload_failures_keep_the_serving_model(tmp_path):
     assert core.history.files() == []  # nothing replaced, nothing kept
 
 
+def test_reload_refuses_a_fifo_or_a_device_at_once(tmp_path):
+    """A FIFO in the model directory (or /dev/zero, where paths outside it are allowed) named to
+    ~/load_model is refused before it is opened: a FIFO would block the node's service group until
+    a writer came, /dev/zero would be hashed for ever. Counted as a failed reload."""
+    core = make_core(tmp_path, allow_outside=True)
+    serving = core.model
+    (tmp_path / "models").mkdir()
+    fifo = tmp_path / "models" / "fifo.model"
+    os.mkfifo(fifo)
+    try:
+        for name in ("fifo.model", "/dev/zero"):
+            path = core.request_path(name, for_writing=False)
+            t0 = time.monotonic()
+            outcome = returns_within(1.0, lambda path=path: core.reload(path))
+            assert time.monotonic() - t0 < 1.0
+            assert not outcome.ok and "is not a regular file" in outcome.message, outcome.message
+            assert "previous model kept" in outcome.message
+    finally:  # a reload still waiting (the bug) is let go
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    assert core.model is serving and core.version == 0
+    assert core.report.rejections == {"model reload failed": 2}
+
+
+def test_reload_hashes_the_bytes_it_loads(tmp_path):
+    core = make_core(tmp_path)
+    models = tmp_path / "models"
+    trained(1.0).save(models / "a.model")
+    assert core.reload(models / "a.model").ok
+    assert core.serving(hashlib.sha256((models / "a.model").read_bytes()).hexdigest())
+
+
+def test_released_the_core_forgets_the_file_its_model_came_from(tmp_path):
+    """After cleanup (release) and configure (a fresh model), the model delivered before is loaded
+    again when it is delivered again: another model serves now."""
+    core = make_core(tmp_path, checkpoint=False)
+    models = tmp_path / "models"
+    trained(1.0).save(models / "a.model")
+    assert core.reload(models / "a.model").ok and core.version == 1
+    core.count_updates()
+    core.release()
+    assert core.model is None and core.loaded_file is None and core.updates_since_checkpoint == 0
+    core.serve_first(RLSModel(3, 1, lam=1.0))  # configure: a fresh model, not the one loaded
+    assert core.version == 1 and not core.serving(core.loaded_file)
+    assert core.announced("a.model", "tuned_model", core.reload).ok  # not "already the serving model"
+    assert core.version == 2 and np.array_equal(core.model.predict(X), trained(1.0).predict(X))
+
+
 def test_reload_keeps_the_replaced_model_and_prunes_beyond_keep(tmp_path):
     core = make_core(tmp_path, keep=2)
     models = tmp_path / "models"
@@ -153,7 +217,7 @@ def test_nothing_to_roll_back_to_says_why(tmp_path):
 
     unconfigured = make_core(tmp_path / "c")
     unconfigured.reset(lambda: trained(1.0))
-    unconfigured.model = None
+    unconfigured.release()
     ok, message = unconfigured.rollback()
     assert not ok and "no model serves yet" in message, message
     assert len(unconfigured.history.files()) == 1

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import RLSModel
 
-from lifelong_learning.serving.history import ModelHistory, aside_path
+from lifelong_learning.serving.history import ModelHistory
 
 
 def test_push_orders_and_prune_keeps_the_newest(tmp_path):
@@ -23,6 +24,10 @@ def test_push_orders_and_prune_keeps_the_newest(tmp_path):
     assert history.push(RLSModel(3, 1).to_model_file(), "reload").name.startswith("000004.")
 
 
-def test_aside_path_says_why(tmp_path):
-    aside = aside_path(tmp_path / "ckpt.model", "unreadable")
-    assert aside.parent == tmp_path and aside.name.startswith("ckpt.model.unreadable-")
+@pytest.mark.parametrize("why", ["promote-candidate", "Reload", "", "reload.1", "re load"])
+def test_a_why_that_files_would_not_list_is_refused(tmp_path, why):
+    """A file that :meth:`files` does not list would be seen by no rollback and removed by no prune."""
+    history = ModelHistory(tmp_path / "previous", keep=2)
+    with pytest.raises(ValueError, match=r"\[a-z\]\+"):
+        history.push(RLSModel(3, 1).to_model_file(), why)
+    assert not history.folder.exists() or not any(history.folder.iterdir())

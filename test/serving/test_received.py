@@ -84,12 +84,12 @@ def test_a_latched_redelivery_is_not_loaded_over_the_checkpoint_written_after_it
     core = make_core(tmp_path)
     assert send(core, data).ok
     core.model.update([0.0, 0.0, 1.0], [3.0])  # learned after the received model
-    core.updates_since_checkpoint += 1
+    core.count_updates()
     assert core.checkpoint()
     learned = core.model.predict(X)
 
     restarted = make_core(tmp_path)  # the same files: a restart that restores the checkpoint
-    restarted.model = restarted.restore()
+    restarted.serve_first(restarted.restore())
     assert send(restarted, data) is None and restarted.version == 0
     assert np.array_equal(restarted.model.predict(X), learned)
 
