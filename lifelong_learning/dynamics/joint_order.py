@@ -24,15 +24,23 @@ class JointPicker:
         self._cache: tuple[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] | None = None
 
     def order(self, names: Sequence[str], joints: Sequence[str]) -> np.ndarray:
-        """Where ``joints`` are in ``names`` (KeyError: some are missing)."""
+        """Where ``joints`` are in ``names`` (KeyError: some are missing).
+
+        Thread-safe without a lock (a multi-threaded executor answers from several threads): the
+        cache is read once into a local and replaced whole, so a caller never returns the index
+        another caller stored for other names."""
         key = (tuple(names), tuple(joints))
-        if self._cache is None or self._cache[0] != key:
-            index = {n: i for i, n in enumerate(names)}
-            missing = [j for j in joints if j not in index]
-            if missing:
-                raise KeyError(f"joints {missing} missing")
-            self._cache = (key, np.array([index[j] for j in joints], dtype=np.intp))
-        return self._cache[1]
+        cached = self._cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        index = {n: i for i, n in enumerate(names)}
+        missing = [j for j in joints if j not in index]
+        if missing:
+            raise KeyError(f"joints {missing} missing")
+        order = np.array([index[j] for j in joints], dtype=np.intp)
+        order.flags.writeable = False  # shared by every caller with these names
+        self._cache = (key, order)
+        return order
 
     def pick(
         self, names: Sequence[str], joints: Sequence[str], values: Any, what: str, required: bool = True

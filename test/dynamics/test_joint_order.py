@@ -1,5 +1,7 @@
 """JointPicker: the model's joints by name from a joint state's arrays, refusals by reason."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -39,3 +41,28 @@ def test_pick_raises_what_a_request_answers_with():
         picker.pick(["a"], JOINTS, [0.0], "position")
     with pytest.raises(ValueError, match="position has 1 values for 2 names"):
         picker.pick(["a", "b"], JOINTS, [0.0], "position")
+
+
+def test_two_threads_alternating_get_the_index_of_their_own_names():
+    """A multi-threaded executor answers from several threads with one picker. Here the other
+    thread, with the other name order, runs at the worst moment: while this one compares its names
+    with the cached ones (a thread switch there). Each must get the index of its own names, never
+    the other's (torques in the wrong joint order)."""
+    picker = JointPicker()
+    assert picker.order(["a", "b"], JOINTS).tolist() == [0, 1]  # cached: a, b
+    others: list[list[int]] = []
+    other = threading.Thread(target=lambda: others.append(picker.order(["b", "a"], JOINTS).tolist()))
+
+    class Name(str):
+        __hash__ = str.__hash__
+
+        def __eq__(self, name: object) -> bool:  # the cache check: the other thread runs now
+            if not others and not other.is_alive():
+                other.start()
+                other.join(10)
+            return str.__eq__(self, name)
+
+    assert picker.order([Name("a"), Name("b")], JOINTS).tolist() == [0, 1]
+    assert others == [[1, 0]]
+    assert picker.order(["a", "b"], JOINTS).tolist() == [0, 1]
+    assert picker.order(["b", "a"], JOINTS).tolist() == [1, 0]
