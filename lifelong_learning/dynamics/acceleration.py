@@ -94,7 +94,7 @@ def estimate_accelerations(
     qd = np.asarray(qd, dtype=np.float64)
     if qd.ndim == 1:
         qd = qd[:, None]
-    _check_params(window, degree)
+    AccelerationEstimator.check_settings(window, degree)
     bounds = sorted({0, *(int(k) for k in starts), t.shape[0]})
     if bounds[0] < 0 or bounds[-1] > t.shape[0]:
         raise ValueError(f"starts must be row indices in [0, {t.shape[0]}], got {list(starts)}")
@@ -121,11 +121,6 @@ def _one_recording(t: np.ndarray, qd: np.ndarray, window: int, degree: int) -> n
     return out
 
 
-def _check_params(window: int, degree: int) -> None:
-    if int(window) < 2 or int(degree) < 1:
-        raise ValueError(f"window must be ≥ 2 and degree ≥ 1, got {window}, {degree}")
-
-
 class AccelerationEstimator:
     """Streaming ``q̈`` estimator: :meth:`update` one ``(t, q̇)`` at a time.
 
@@ -136,13 +131,20 @@ class AccelerationEstimator:
     """
 
     def __init__(self, n_joints: int, window: int = DEFAULT_WINDOW, degree: int = DEFAULT_DEGREE):
-        _check_params(window, degree)
+        self.check_settings(window, degree)
         if int(n_joints) < 1:
             raise ValueError("n_joints must be ≥ 1")
         self.n_joints = int(n_joints)
         self.window = int(window)
         self.degree = int(degree)
         self.reset()
+
+    @staticmethod
+    def check_settings(window: int, degree: int) -> None:
+        """Raise ValueError unless ``window ≥ 2`` and ``degree ≥ 1`` (the filter's rule, for callers
+        that check settings before they build one)."""
+        if int(window) < 2 or int(degree) < 1:
+            raise ValueError(f"window must be ≥ 2 and degree ≥ 1, got {window}, {degree}")
 
     def reset(self) -> None:
         """Forget the buffered samples."""

@@ -35,7 +35,6 @@ import numpy as np
 from lifelong_learning.dynamics.acceleration import AccelerationEstimator
 from lifelong_learning.dynamics.plausibility import (
     EFFORT,
-    MAX_WINDOW,
     JointLimits,
     PlausibilityGate,
     ResidualOutlierTest,
@@ -103,13 +102,11 @@ class SampleGuard:
         outlier_floor: float = 0.002,
         learn_max_hz: float = 0.0,
     ):
-        self.check_settings(
-            margin, window, degree, stamp_jump_s, outlier_k, outlier_window, outlier_floor, learn_max_hz
-        )
         n = len(limits.names)
-        self.learn_max_hz = learn_max_hz
+        # each setting is checked once, where its rule lives: by the part built from it
         self.gate = PlausibilityGate(limits, margin)
         self.estimator = AccelerationEstimator(n, window, degree)
+        self._check_stream_settings(stamp_jump_s, outlier_k, outlier_floor)
         self.stamp_jump_s = float(stamp_jump_s)
         self.missed = 0  # samples missing in gaps (estimated from the median period), cumulative
         self.restarts: dict[str, int] = {}  # filter restarts by cause, cumulative
@@ -125,6 +122,7 @@ class SampleGuard:
                 outlier_floor * effort,
                 warmup,
             )
+        self.learn_max_hz = learn_max_hz
         self.reset()
 
     @staticmethod
@@ -139,32 +137,30 @@ class SampleGuard:
         learn_max_hz: float = 0.0,
     ) -> None:
         """Raise ValueError naming the first setting a guard refuses (the constructor's arguments
-        besides ``limits``). A node checks its parameters with it at start, before it knows its
-        joints (its URDF may come later, from a topic)."""
-        rules = (
-            (margin >= 0, f"margin must be ≥ 0 (inf: no gate), got {margin}"),
-            (
-                int(window) >= 2 and int(degree) >= 1,
-                f"window must be ≥ 2 and degree ≥ 1, got {window}, {degree}",
-            ),
-            (np.isfinite(stamp_jump_s) and stamp_jump_s > 0, f"stamp_jump_s must be > 0, got {stamp_jump_s}"),
-            (np.isfinite(outlier_k) and outlier_k >= 0, f"outlier_k must be ≥ 0 (0: off), got {outlier_k}"),
-            (
-                outlier_k == 0 or 1 <= outlier_window <= MAX_WINDOW,
-                f"outlier_window must be in [1, {MAX_WINDOW}], got {outlier_window}",
-            ),
-            (
-                np.isfinite(outlier_floor) and outlier_floor >= 0,
-                f"outlier_floor must be ≥ 0, got {outlier_floor}",
-            ),
-            (
-                np.isfinite(learn_max_hz) and learn_max_hz >= 0,
-                f"learn_max_hz must be ≥ 0 (0: every sample), got {learn_max_hz}",
-            ),
-        )
-        for ok, problem in rules:
-            if not ok:
-                raise ValueError(problem)
+        besides ``limits``), with the message of the part whose rule it is. A node checks its
+        parameters with it at start, before it knows its joints (its URDF may come later)."""
+        PlausibilityGate.check_margin(margin)
+        AccelerationEstimator.check_settings(window, degree)
+        SampleGuard._check_stream_settings(stamp_jump_s, outlier_k, outlier_floor)
+        if outlier_k > 0:  # (0: the outlier test is off, its window unused)
+            ResidualOutlierTest.check_settings(outlier_k, outlier_window)
+        SampleGuard.check_learn_max_hz(learn_max_hz)
+
+    @staticmethod
+    def _check_stream_settings(stamp_jump_s: float, outlier_k: float, outlier_floor: float) -> None:
+        """The guard's own rules: ``stamp_jump_s > 0``, ``outlier_k ≥ 0`` (0: no outlier test; else
+        the test's rule) and the floor as a fraction of the effort limits (the test's rule)."""
+        if not (np.isfinite(stamp_jump_s) and stamp_jump_s > 0):
+            raise ValueError(f"stamp_jump_s must be > 0, got {stamp_jump_s}")
+        if not (np.isfinite(outlier_k) and outlier_k >= 0):
+            raise ValueError(f"outlier_k must be ≥ 0 (0: off), got {outlier_k}")
+        ResidualOutlierTest.check_floor(outlier_floor)
+
+    @staticmethod
+    def check_learn_max_hz(value: float) -> None:
+        """Raise ValueError unless ``value ≥ 0`` and finite (:attr:`learn_max_hz`)."""
+        if not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"learn_max_hz must be ≥ 0 (0: every sample), got {value}")
 
     @property
     def learn_max_hz(self) -> float:
@@ -180,8 +176,7 @@ class SampleGuard:
 
     @learn_max_hz.setter
     def learn_max_hz(self, value: float) -> None:
-        if not (np.isfinite(value) and value >= 0):
-            raise ValueError(f"learn_max_hz must be ≥ 0 (0: every sample), got {value}")
+        self.check_learn_max_hz(value)
         self._learn_max_hz = float(value)
         self._learn_gap = 1.0 / value if value > 0 else 0.0
         self._last_offered: float | None = None

@@ -104,8 +104,7 @@ class PlausibilityGate:
     ``margin=inf`` refuses only NaN)."""
 
     def __init__(self, limits: JointLimits, margin: float = 1.0):
-        if not margin >= 0:
-            raise ValueError(f"margin must be ≥ 0 (inf: no gate), got {margin}")
+        self.check_margin(margin)
         self.limits, self.margin = limits, float(margin)
         bounded = np.isfinite(limits.upper - limits.lower)
         widen = margin * np.where(bounded, limits.upper - limits.lower, 1.0)
@@ -113,6 +112,12 @@ class PlausibilityGate:
         self._upper = np.where(bounded, limits.upper + widen, np.inf)
         self._velocity = (1.0 + margin) * limits.velocity
         self._effort = (1.0 + margin) * limits.effort
+
+    @staticmethod
+    def check_margin(margin: float) -> None:
+        """Raise ValueError unless ``margin ≥ 0`` (``inf``: no gate; NaN is refused)."""
+        if not margin >= 0:
+            raise ValueError(f"margin must be ≥ 0 (inf: no gate), got {margin}")
 
     def _failures(
         self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None
@@ -219,15 +224,9 @@ class ResidualOutlierTest:
         floor: Any = 0.0,
         warmup_scale: Any | None = None,
     ):
-        if not (np.isfinite(k) and k > 0):
-            raise ValueError(f"k must be finite and > 0, got {k}")
-        if not 1 <= window <= MAX_WINDOW:
-            raise ValueError(f"window must be in [1, {MAX_WINDOW}], got {window}")
-        if not 1 <= min_samples <= window:
-            raise ValueError(f"need 1 ≤ min_samples ≤ window, got {min_samples}, {window}")
+        self.check_settings(k, window, min_samples)
         floor = np.broadcast_to(np.asarray(floor, dtype=np.float64), (n_outputs,)).copy()
-        if not np.all(np.isfinite(floor) & (floor >= 0)):
-            raise ValueError("floor must be finite and ≥ 0")
+        self.check_floor(floor)
         self.warmup_scale = None
         if warmup_scale is not None:
             self.warmup_scale = np.broadcast_to(
@@ -243,6 +242,23 @@ class ResidualOutlierTest:
             floor,
         )
         self.reset()
+
+    @staticmethod
+    def check_settings(k: float, window: int, min_samples: int = 1) -> None:
+        """Raise ValueError unless ``k`` is finite and > 0 and ``1 ≤ min_samples ≤ window ≤``
+        :data:`MAX_WINDOW` (for callers that check settings before they build a test)."""
+        if not (np.isfinite(k) and k > 0):
+            raise ValueError(f"outlier test: k must be finite and > 0, got {k}")
+        if not 1 <= window <= MAX_WINDOW:
+            raise ValueError(f"outlier test: window must be in [1, {MAX_WINDOW}], got {window}")
+        if not 1 <= min_samples <= window:
+            raise ValueError(f"outlier test: need 1 ≤ min_samples ≤ window, got {min_samples}, {window}")
+
+    @staticmethod
+    def check_floor(floor: Any) -> None:
+        """Raise ValueError unless ``floor`` (a scalar or one value per joint) is finite and ≥ 0."""
+        if not np.all(np.isfinite(floor) & (np.asarray(floor) >= 0)):
+            raise ValueError(f"outlier test: floor must be finite and ≥ 0, got {floor}")
 
     def reset(self) -> None:
         """Forget the recorded errors."""

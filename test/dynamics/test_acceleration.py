@@ -97,3 +97,15 @@ def test_bad_input_rejected_buffer_unchanged():
         estimate_accelerations([0.0, 0.0, 1.0], np.zeros((3, 1)))
     with pytest.raises(ValueError):
         AccelerationEstimator(1, window=1)
+
+
+def test_settings_are_checked_without_building_with_the_same_message():
+    """The filter's rule has one home, also for callers that check settings before they build one."""
+    for window, degree in ((1, 2), (9, 0)):
+        with pytest.raises(ValueError) as checked:
+            AccelerationEstimator.check_settings(window, degree)
+        with pytest.raises(ValueError) as built:
+            AccelerationEstimator(1, window, degree)
+        with pytest.raises(ValueError) as batch:
+            estimate_accelerations(np.arange(3.0), np.zeros(3), window, degree)
+        assert str(checked.value) == str(built.value) == str(batch.value)

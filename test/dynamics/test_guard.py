@@ -253,7 +253,8 @@ def test_settings_are_checked_without_joints():
            {"learn_max_hz": np.inf})  # fmt: skip
     for kw in bad:
         name = next(iter(kw))
-        with pytest.raises(ValueError, match=name.split("_")[0]):
+        with pytest.raises(ValueError, match=name.split("_")[0]) as checked:
             SampleGuard.check_settings(**kw)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError) as built:
             SampleGuard(LIMITS, **kw)
+        assert str(built.value) == str(checked.value), kw  # one rule, one message

@@ -160,3 +160,32 @@ def test_velocity_mismatch_finds_a_small_velocity_glitch_that_is_no_spike():
     assert np.flatnonzero(velocity_mismatch(t, q, bad)).tolist() == [250]
     # a floor hides mismatches below k * floor (a drive's own velocity filtering)
     assert not velocity_mismatch(t, q, bad, floor=0.02).any()
+
+
+ONE_JOINT = JointLimits(("a",), *(np.array([v]) for v in (-1.0, 1.0, 2.0, 3.0)))
+
+
+@pytest.mark.parametrize(
+    ("check", "build"),
+    [
+        (lambda: PlausibilityGate.check_margin(np.nan), lambda: PlausibilityGate(ONE_JOINT, np.nan)),
+        (lambda: ResidualOutlierTest.check_settings(np.inf, 10), lambda: ResidualOutlierTest(1, np.inf, 10)),
+        (lambda: ResidualOutlierTest.check_settings(6.0, 0), lambda: ResidualOutlierTest(1, 6.0, 0)),
+        (
+            lambda: ResidualOutlierTest.check_settings(6.0, 10, 11),
+            lambda: ResidualOutlierTest(1, 6.0, 10, 11),
+        ),
+        (
+            lambda: ResidualOutlierTest.check_floor(np.array([-1.0])),
+            lambda: ResidualOutlierTest(1, 6.0, 10, 5, -1.0),
+        ),
+    ],
+)
+def test_settings_are_checked_without_building_with_the_same_message(check, build):
+    """Each part's rule has one home, a static check that its constructor uses too: a caller that
+    checks settings before it can build (the guard, a node without its URDF) says the same."""
+    with pytest.raises(ValueError) as checked:
+        check()
+    with pytest.raises(ValueError) as built:
+        build()
+    assert str(checked.value) == str(built.value)
