@@ -71,7 +71,8 @@ class LifecycleStateMixin(LifecycleNodeMixin):
         rclpy's ``destroy_node`` leaves them (they belong to its state machine) in the graph until
         the node object is garbage collected, so that another node of the same name then shares
         ``~/get_state`` with a dead one. rclpy has no public call for it: this is the one place
-        where this package touches its private ``_state_machine``.
+        where this package touches its private ``_state_machine`` (the other rclpy private it uses
+        is in :mod:`lifelong_learning.nodes.runner`; both: ``docs/architecture.md``).
         """
         machine = getattr(self, "_state_machine", None)  # None: the constructor failed before it
         if machine is not None:

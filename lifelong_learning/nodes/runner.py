@@ -244,6 +244,11 @@ class _MultiThreadedExecutor(MultiThreadedExecutor):
     ``spin_once`` reads its outcome any more, rclpy prints "The following exception was never
     retrieved" when the task is collected (the nystrom_tuner, idle, at 3 of 12 stops here with a
     20 ms diagnostics period; also under ``ros2 launch``).
+
+    The pool is rclpy's private ``_executor``: rclpy has no public way to wait for it (``shutdown``'s
+    ``wait_for_threads`` waits only after the guard condition is gone). Read with ``getattr``, so an
+    rclpy without it shuts down as before. The rclpy privates this package uses, and why:
+    ``docs/architecture.md`` (rclpy's private parts).
     """
 
     def shutdown(self, timeout_sec: float | None = None, *, wait_for_threads: bool = True) -> bool:
