@@ -349,3 +349,42 @@ def test_reset_forgets_the_stream(target):
     target.good(12)
     target.wait_value("joint_states messages", m + 12)  # diagnostics from after the reset
     assert target.diag.count(NODE, key) == n
+
+
+def test_an_absurd_predict_request_is_refused(target):
+    """Issue 29 item 10: ``~/predict`` with a position of 1e300 answered success. The service now
+    checks what the joint-state stream checks (finite, within the joint limits widened by
+    limit_margin) and refuses absurd accelerations: ``success: false``, the reason, counted."""
+    from lifelong_learning.srv import PredictTorques
+
+    state = target.states[200]
+
+    def request(**change: Any) -> Any:
+        fields = {
+            "name": list(state["name"]),
+            "position": list(state["position"]),
+            "velocity": list(state["velocity"]),
+            "acceleration": [0.5] * len(state["name"]),
+        }
+        for key, (joint, value) in change.items():
+            fields[key][joint] = value
+        return PredictTorques.Request(**fields)
+
+    cases = [
+        ("position beyond limit", request(position=(0, 1e300))),
+        ("position beyond limit", request(position=(3, -40.0))),
+        ("velocity beyond limit", request(velocity=(1, 1e300))),
+        ("acceleration beyond limit", request(acceleration=(2, 1e300))),
+    ]
+
+    def attack() -> None:
+        for reason, req in cases:
+            before = target.diag.rejected(NODE, reason)
+            res = call_service(target.executor, target.peer.predict, req, 20.0)
+            assert not res.success and reason in res.message, res.message
+            assert list(res.effort) == []
+            counted = lambda r=reason, n=before: target.diag.rejected(NODE, r) > n  # noqa: E731
+            assert spin_until(target.executor, counted, 10), (reason, target.proc.log())
+
+    unchanged_after(target, attack)
+    assert call_service(target.executor, target.peer.predict, request(), 20.0).success

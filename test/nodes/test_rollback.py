@@ -182,6 +182,68 @@ def test_rollback_restores_the_previous_models_exact_predictions(executor, start
     assert proc.alive()
 
 
+def test_thirty_resets_and_forged_announcements_leave_what_was_learned_reachable(
+    executor, start_process, tmp_path
+):
+    """Issue 29 item 8: ~/reset spam and forged model announcements once flushed the history
+    (keep_previous_models 3) with empty or repeated models, so that no rollback brought back what the
+    node had learned. An untrained model is never kept, one identical to a kept one is not kept twice,
+    and the model the node learned stays pinned beyond the count."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+    from std_srvs.srv import Trigger
+
+    models = tmp_path / "models"
+    proc = start_process(
+        node_argv(
+            NODE,
+            *("-p", f"model_directory:={models}", "-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'"),
+            *("-p", "diagnostics_period_s:=0.2", "-p", "warn_period_s:=0.0"),
+        )
+    )
+    node = Recognizer(executor, proc)
+    first_call(executor, node.clients["rollback"], Trigger.Request())  # matched both ways
+    node.teach(np.random.default_rng(0), 10)
+    learned = node.predictions()
+    assert all(labels == list(TAUGHT) for labels, _ in learned)
+
+    for _ in range(30):
+        res = node.call("reset")
+        assert res.success, res.message
+    res = node.rollback()
+    assert res.success, res.message
+    assert node.predictions() == learned  # the first rollback: what was learned, not an empty model
+
+    # Forged announcements on tuned_model: untrained models, two trained ones in turn, then new ones.
+    empties = [models / f"empty{k}.model" for k in range(5)]
+    for k, path in enumerate(empties):
+        IncrementalRLSC(lambdas=[1.0 + k], alpha=0.0).save(path)
+    a, b = models / "a.model", models / "b.model"
+    save_classifier(a, ("cup", "ball"), seed=1)
+    save_classifier(b, ("box", "can"), seed=2)
+    fresh = [models / f"fresh{k}.model" for k in range(4)]
+    for k, path in enumerate(fresh):
+        save_classifier(path, ("jar", "pen"), seed=10 + k)
+    qos = QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
+    announce = node.node.create_publisher(String, "tuned_model", qos)
+    assert spin_until(executor, lambda: announce.get_subscription_count() > 0, 30)
+    for path in [*empties, a, b, a, b, a, b, *fresh]:
+        version = int(node.diag.values(NODE).get("model version", "-1"))
+        announce.publish(String(data=str(path)))
+        rose = lambda v=version: int(node.diag.values(NODE).get("model version", "-1")) > v  # noqa: E731
+        assert spin_until(executor, rose, 10), (path, proc.log())
+    kept = len(list((models / "previous" / NODE).glob("*.before-*.model")))
+    assert kept <= 4, kept  # keep_previous_models 3, and the learned model pinned
+    for _ in range(kept):
+        assert node.rollback().success
+        if node.predictions() == learned:
+            break
+    assert node.predictions() == learned
+    assert proc.alive()
+
+
 def rls_node(context: Any, **params: Any) -> Any:
     """The smallest learner node (a RecursiveRLS of dimension 3), in this process."""
     from conftest import RLSModel
