@@ -89,7 +89,7 @@ def learning_load(
     ``LEARNING_INTERVAL_S``, as the learning thread does. An emulation of learning out of the
     answering process: the updated weights are not sent back."""
     from lifelong_learning.dynamics import SemiparametricInverseDynamics
-    from lifelong_learning.nodes.inverse_dynamics import LEARNING_INTERVAL_S
+    from lifelong_learning.nodes.inverse_dynamics_params import LEARNING_INTERVAL_S
     from lifelong_learning.sim.panda import JOINT_NAMES, panda_urdf_path
 
     model = SemiparametricInverseDynamics(panda_urdf_path(), JOINT_NAMES, n_features=500)

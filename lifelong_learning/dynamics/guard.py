@@ -260,18 +260,12 @@ class SampleGuard:
         """
         t = float(t)
         self.seen(t)
-        n = self.estimator.n_joints
         q, qd = np.asarray(q, dtype=np.float64), np.asarray(qd, dtype=np.float64)
         given = None if qdd is None else np.asarray(qdd, dtype=np.float64)
         tau = None if tau is None else np.asarray(tau, dtype=np.float64)
-        arrays = [a for a in (q, qd, given, tau) if a is not None]
-        if any(a.shape != (n,) for a in arrays):
-            raise RefusedSampleError("array lengths", f"expected {n} values per array")
-        if not (np.isfinite(t) and all(np.all(np.isfinite(a)) for a in arrays)):
-            raise RefusedSampleError("non-finite values", "NaN or Inf in the stamp, q, q̇, q̈ or τ")
-        implausible = self.gate.explain(q, qd, tau)  # position, velocity, then effort: one pass
-        if implausible is not None and implausible[0] != EFFORT:
-            raise RefusedSampleError(*implausible)
+        if not np.isfinite(t):
+            raise RefusedSampleError("non-finite values", "NaN or Inf in the stamp")
+        implausible = self._implausible(q, qd, given, tau)
         try:
             cause = self._check_stamp(t)
         except RefusedSampleError:
@@ -301,6 +295,35 @@ class SampleGuard:
                 fresh = last is None or t < last or t - last >= 2 * gap
                 self._last_offered = t if fresh else last + gap
         return Admitted(acc, why is None, why)
+
+    def _implausible(
+        self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray | None, tau: np.ndarray | None
+    ) -> tuple[str, str] | None:
+        """The checks of a sample that need no stream state: RefusedSampleError for wrong sizes,
+        non-finite values, an implausible position, velocity or given ``q̈``; an implausible effort
+        is returned (answered, not learned), None when there is none."""
+        n = self.estimator.n_joints
+        arrays = [a for a in (q, qd, qdd, tau) if a is not None]
+        if any(a.shape != (n,) for a in arrays):
+            raise RefusedSampleError("array lengths", f"expected {n} values per array")
+        if not all(np.all(np.isfinite(a)) for a in arrays):
+            raise RefusedSampleError("non-finite values", "NaN or Inf in q, q̇, q̈ or τ")
+        implausible = self.gate.explain(q, qd, tau, qdd)  # position, velocity, q̈, then effort: one pass
+        if implausible is not None and implausible[0] != EFFORT:
+            raise RefusedSampleError(*implausible)
+        return implausible
+
+    def check_request(self, q: Any, qd: Any, qdd: Any) -> None:
+        """What :meth:`admit` checks of a sample, for one that is only to be predicted (a request:
+        the stream's state is neither read nor changed): sizes, finite values, the position and
+        velocity limits widened by the margin, and ``|q̈|`` within
+        :data:`~lifelong_learning.dynamics.plausibility.MAX_ACCELERATION`.
+
+        Raises:
+            RefusedSampleError: the reason (``position beyond limit``...) and the offending values.
+        """
+        as_array = [np.asarray(a, dtype=np.float64) for a in (q, qd, qdd)]
+        self._implausible(as_array[0], as_array[1], as_array[2], None)
 
     def residual_refusal(self, tau: Any, predicted: Any) -> str | None:
         """The residual outlier test on ``τ − τ̂`` (the error is recorded either way): the reason the

@@ -50,6 +50,12 @@ SCALE_REFRESH = 10
 
 #: reasons a sample is implausible, in the order they are tested
 POSITION, VELOCITY, EFFORT = "position beyond limit", "velocity beyond limit", "effort beyond limit"
+ACCELERATION = "acceleration beyond limit"
+
+#: the largest joint acceleration taken as given (a request's, an acceleration topic's) [rad/s² or
+#: m/s²]; URDFs give no acceleration limits, so this bound is for absurd magnitudes only (a Panda's
+#: joints are limited to 10-20 rad/s², 10⁵ is thousands of times any arm's)
+MAX_ACCELERATION = 1e5
 
 
 @dataclass(frozen=True)
@@ -140,13 +146,19 @@ class PlausibilityGate:
                 return reason
         return None
 
-    def explain(self, q: Any, qd: Any, tau: Any | None = None) -> tuple[str, str] | None:
-        """``(reason, the offending joints and values)`` for one sample, or None when plausible."""
+    def explain(
+        self, q: Any, qd: Any, tau: Any | None = None, qdd: Any | None = None
+    ) -> tuple[str, str] | None:
+        """``(reason, the offending joints and values)`` for one sample, or None when plausible; a
+        given ``qdd`` (not estimated from the velocities) must be within :data:`MAX_ACCELERATION`."""
         q, qd = (np.asarray(a, dtype=np.float64).reshape(-1) for a in (q, qd))
         tests = [
             (POSITION, q, ~((q >= self._lower) & (q <= self._upper))),
             (VELOCITY, qd, ~(np.abs(qd) <= self._velocity)),
         ]
+        if qdd is not None:
+            a = np.asarray(qdd, dtype=np.float64).reshape(-1)
+            tests.append((ACCELERATION, a, ~(np.abs(a) <= MAX_ACCELERATION)))
         if tau is not None:
             t = np.asarray(tau, dtype=np.float64).reshape(-1)
             tests.append((EFFORT, t, ~(np.abs(t) <= self._effort)))

@@ -78,6 +78,12 @@ class BlockWorker(Generic[Item]):
         with self._ready:
             return len(self._queue) + self._in_progress
 
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called: :meth:`put` refuses everything from then on."""
+        with self._ready:
+            return self._stop
+
     def put(self, item: Item) -> bool:
         """Queue ``item``; False (not queued) when ``capacity`` items wait or the worker stopped."""
         with self._ready:

@@ -107,6 +107,13 @@ LEARNER_PARAMS: tuple[ParamSpec, ...] = (
 )
 
 
+#: the rejection counted for a request to a finalized node, and its answer
+FINALIZED = "node finalized"
+FINALIZED_MESSAGE = (
+    "the node is finalized (lifecycle shutdown): it serves nothing and changes nothing; restart its process"
+)
+
+
 class _NodeReport:
     """The serving core's reports as the node's log lines and counted rejections."""
 
@@ -180,6 +187,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         self.service_group = MutuallyExclusiveCallbackGroup()
         self.reload_group = MutuallyExclusiveCallbackGroup()
         self.active = False
+        self.finalized = False  # the shutdown transition was made: nothing is served any more
         self.ignored_inactive = 0  # input messages that arrived while the node was not active
         self._configured: list[Any] = []  # services, timers and subscriptions made by configure
         self._checkpoint_timer: Any = None
@@ -305,8 +313,11 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         return TransitionCallbackReturn.SUCCESS
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Clean up: final checkpoint, then the model and what configure created are dropped."""
-        self.shutdown()
+        """Clean up: final checkpoint, then the model and what configure created are dropped.
+
+        Reversible: what the node runs for its whole life (a learning thread) keeps running, so
+        that configure and activate make it serve and learn again, as often as a manager asks."""
+        self.final_checkpoint()
         self._destroy_configured()
         with self.model_lock:
             self.serving.release()
@@ -315,9 +326,17 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Shut down (from any state): the final checkpoint, if there is a model."""
+        """Shut down (from any state): the final checkpoint, if there is a model; then the node is
+        finalized for good: its services answer ``success: false`` (counted ``node finalized``), the
+        model topics and the checkpoint timer are gone, and nothing changes the model any more."""
         self.active = False
+        self.finalized = True  # first: a request that comes while the checkpoint is written is refused
         self.shutdown()
+        self._schedule_checkpoints(0.0)
+        for entity in [e for e in self._configured if isinstance(e, Subscription)]:
+            self.destroy_subscription(entity)
+            self._configured.remove(entity)
+        self.get_logger().info("finalized: services refuse every request, nothing changes the model")
         return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -334,8 +353,18 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         return self.active
 
     def create_configured_service(self, srv_type: Any, name: str, callback: Callable[..., Any]) -> Any:
-        """A service that exists while the node is configured (destroyed by cleanup)."""
-        service = self.create_service(srv_type, name, callback, callback_group=self.service_group)
+        """A service that exists while the node is configured (destroyed by cleanup); once the node
+        is finalized it answers ``success: false`` (every service's response has ``success`` and
+        ``message``) and counts the request as ``node finalized``, without calling ``callback``."""
+
+        def answer(request: Any, response: Any) -> Any:
+            if not self.finalized:
+                return callback(request, response)
+            self.reject(FINALIZED, f"{name} refused: {FINALIZED_MESSAGE}")
+            response.success, response.message = False, FINALIZED_MESSAGE
+            return response
+
+        service = self.create_service(srv_type, name, answer, callback_group=self.service_group)
         self._configured.append(service)
         return service
 
@@ -396,10 +425,20 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         True when written. A failure is retried by the next one and shown at ERROR in diagnostics."""
         return self.serving.checkpoint()
 
-    def shutdown(self) -> None:
-        """Final checkpoint; called by :func:`~lifelong_learning.nodes.runner.run_node` on exit."""
+    def settle(self) -> None:
+        """Subclass hook: finish what was queued for the serving model (what the node answered and
+        learns later), so that a final checkpoint holds it; the node goes on learning after it."""
+
+    def final_checkpoint(self) -> None:
+        """:meth:`settle`, then write the checkpoint (cleanup, shutdown, process exit)."""
+        self.settle()
         if self.checkpoint():
             self.get_logger().info(f"final checkpoint written to {self.serving.checkpoints.path}")
+
+    def shutdown(self) -> None:
+        """Final checkpoint; called by :func:`~lifelong_learning.nodes.runner.run_node` on exit and by
+        the shutdown transition (subclasses end what runs for the node's whole life here)."""
+        self.final_checkpoint()
 
     def _schedule_checkpoints(self, interval: float) -> None:
         if self._checkpoint_timer is not None:
@@ -482,7 +521,14 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         values["last reload"] = serving.last_reload
         values["ignored model files"] = str(serving.ignored_model_files)
         values["model version"] = str(serving.version)
-        values["previous models kept"] = f"{len(serving.history.files())} of {serving.history.keep}"
+        history = serving.history
+        entries = history.entries()
+        pinned = history.pinned(entries)
+        beyond = pinned is not None and pinned not in entries[len(entries) - history.keep :]
+        values["previous models kept"] = f"{len(entries) - beyond} of {history.keep}"
+        values["pinned previous model"] = (
+            "none" if pinned is None else f"{pinned.path.name} ({pinned.learned} samples learned here)"
+        )
         values["last rollback"] = serving.last_rollback
         values["models received"] = str(serving.received.loaded)
         values["last model received"] = serving.received.last

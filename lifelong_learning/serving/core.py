@@ -105,6 +105,9 @@ class ServingCore:
         self.model: Any = None
         self.version = 0  # bumped on every swap
         self.updates_since_checkpoint = 0
+        # samples the serving model learned here (online, or in the node's own checkpoint): what no
+        # other file holds; the history pins the model that learned the most (ModelHistory.pinned)
+        self.learned = 0
         # SHA-256 of the file the serving model was loaded from: the same model announced again, as a
         # path or as bytes (the tuner sends both), is not loaded twice
         self.loaded_file: str | None = None
@@ -159,16 +162,18 @@ class ServingCore:
             snapshot = self.model.to_model_file()
         save_model_file(path, snapshot)
 
-    def swap(self, model: Any, loaded_file: str | None = None) -> None:
+    def swap(self, model: Any, loaded_file: str | None = None, learned: int = 0) -> None:
         """Atomically replace the serving model (the checkpoint then differs from it).
 
-        ``loaded_file``: the SHA-256 of the file ``model`` was read from, if any.
+        ``loaded_file``: the SHA-256 of the file ``model`` was read from, if any; ``learned``: the
+        samples ``model`` learned here before (a rolled-back model's), 0 for one read from a file.
         """
         with self.lock:
             self.model = model
             self.version += 1
             self.updates_since_checkpoint += 1
             self.loaded_file = loaded_file
+            self.learned = learned
             if self.on_swap is not None:
                 self.on_swap(model)
 
@@ -183,10 +188,12 @@ class ServingCore:
         """Serve ``model`` where no model serves yet: built or restored by configure (or, in the
         node's first second, built again for more joints). No replacement: nothing is kept for
         rollback, the version and the changes to checkpoint stay as they are, and it was loaded
-        from no file (a model announced or received next is loaded, whatever served before)."""
+        from no file (a model announced or received next is loaded, whatever served before). What
+        it holds was learned here (a restored checkpoint is the node's own)."""
         with self.lock:
             self.model = model
             self.loaded_file = None
+            self.learned = int(getattr(model, "n_samples", 0))
 
     def release(self) -> None:
         """Serve no model any more (cleanup, after the final checkpoint), and forget what the core
@@ -196,12 +203,14 @@ class ServingCore:
             self.model = None
             self.loaded_file = None
             self.updates_since_checkpoint = 0
+            self.learned = 0
 
     def count_updates(self, n: int = 1) -> None:
-        """Count ``n`` changes the serving model learned since the last checkpoint (once per
-        callback: what the next checkpoint writes)."""
+        """Count ``n`` samples the serving model learned (once per callback): changes the next
+        checkpoint writes, and what the model learned here (:attr:`learned`)."""
         with self.lock:
             self.updates_since_checkpoint += n
+            self.learned += n
 
     def serving(self, digest: str | None) -> bool:
         """Whether the serving model was loaded from a file whose SHA-256 is ``digest``."""
@@ -218,12 +227,13 @@ class ServingCore:
         """Serve ``model`` in place of the serving model, which is first kept for rollback.
 
         Under the lock: the serving model (if any, and unless the history keeps none) is written to
-        the history (:meth:`ModelHistory.push`: exactly what served, no message in between), then
-        ``before_swap`` runs and the model is swapped in; then the oldest previous models beyond
-        the count are removed. ``why`` names the replacement in the file's name (``reload``, ``reset``).
+        the history (:meth:`ModelHistory.push`: exactly what served, no message in between; not when
+        it learned nothing or is kept already), then ``before_swap`` runs and the model is swapped
+        in; then the oldest previous models beyond the count are removed (not the pinned one: what
+        the node learned). ``why`` names the replacement in the file's name (``reload``, ``reset``).
 
         Returns:
-            A note for the caller's answer: which file keeps the replaced model ('' if none).
+            A note for the caller's answer: which file keeps the replaced model, or why none does.
 
         Raises:
             OSError / ModelFileError: the serving model could not be written; nothing changed.
@@ -232,13 +242,14 @@ class ServingCore:
             with self.lock:
                 kept = None
                 if self.model is not None and self.history.keep > 0:
-                    kept = self.history.push(self.model.to_model_file(), why)
+                    serving = self.model
+                    kept = self.history.push(serving.to_model_file(), why, serving.n_samples, self.learned)
                 if before_swap is not None:
                     before_swap()
                 self.swap(model, loaded_file)
-            for path in self.history.prune() if kept is not None else ():
+            for path in self.history.prune() if kept is not None and kept.path is not None else ():
                 self.report.info(f"removed the previous model {path} (keep_previous_models)")
-        return "" if kept is None else f"; the model it replaced is kept for ~/rollback as {kept}"
+        return "" if kept is None else kept.note
 
     def _not_kept(self, exc: Exception) -> str:
         return (
@@ -322,7 +333,7 @@ class ServingCore:
         with self._replace_lock:
             try:
                 files = self._rollback_files()
-                self._swap_back(self._read_previous(files[-1]))
+                self._swap_back(self._read_previous(files[-1]), self.history.learned_of(files[-1]))
             except RefusedError as exc:
                 return Outcome(False, str(exc))
             newest = files[-1]
@@ -382,12 +393,13 @@ class ServingCore:
                 "the serving model is unchanged"
             ) from exc
 
-    def _swap_back(self, model: Any) -> None:
-        """Save the serving model as the rolled-back one and swap ``model`` in, in one step."""
+    def _swap_back(self, model: Any, learned: int) -> None:
+        """Save the serving model as the rolled-back one and swap ``model`` (which learned ``learned``
+        samples here) in, in one step."""
         try:
             with self.lock:
                 save_model_file(self.history.rolled_back, self.model.to_model_file())
-                self.swap(model)
+                self.swap(model, learned=learned)
         except (ModelFileError, OSError) as exc:
             raise RefusedError(
                 f"rollback refused, the serving model is unchanged: it could not be saved ({exc})"

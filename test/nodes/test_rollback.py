@@ -1,8 +1,8 @@
 """~/rollback across processes (issue 13 item 3): an object_recognition process keeps the model
 that a ~/reset or a hot reload replaces, ~/rollback brings it back with exactly the predictions it
-had, two rollbacks go two steps back, the history holds at most keep_previous_models, the model a
-rollback replaced comes back with ~/load_model, and with nothing to roll back to the answer says
-why and nothing changes."""
+had, two rollbacks go two steps back, the history holds at most keep_previous_models (and the model
+learned here, pinned beyond them: issue 29 item 8), the model a rollback replaced comes back with
+~/load_model, and with nothing to roll back to the answer says why and nothing changes."""
 
 from __future__ import annotations
 
@@ -154,31 +154,36 @@ def test_rollback_restores_the_previous_models_exact_predictions(executor, start
     assert node.rollback().success
     assert node.predictions() == learned
 
-    # Two rollbacks go two steps back; the history holds at most keep_previous_models (2).
+    # Two rollbacks go two steps back; the history holds at most keep_previous_models (2), and the
+    # model learned here beyond them (pinned: no replacement pushes it out).
     node.load(boxes)  # history: learned
     with_boxes = node.predictions()
     node.load(cups)  # learned, boxes
-    node.load(boxes)  # boxes, cups (learned is the oldest beyond 2: removed)
-    assert len(list(previous.glob("*.before-*.model"))) == 2
+    node.load(boxes)  # learned (pinned), boxes, cups
+    assert len(list(previous.glob("*.before-*.model"))) == 3
     assert node.diagnostic("previous models kept", "2 of 2")
+    assert node.diag.values(NODE)["pinned previous model"].endswith("(20 samples learned here)")
     assert node.rollback().success
     assert node.predictions() == with_cups
     res = node.rollback()
-    assert res.success and "0 previous models left" in res.message, res.message
+    assert res.success and "1 previous model left" in res.message, res.message
     rolled_back = previous / "rolled-back.model"
     assert f"saved as {rolled_back}" in res.message, res.message
     assert node.predictions() == with_boxes
     res = node.rollback()
+    assert res.success and "0 previous models left" in res.message, res.message
+    assert node.predictions() == learned
+    res = node.rollback()
     assert not res.success and "nothing to roll back to" in res.message, res.message
-    assert node.predictions() == with_boxes
+    assert node.predictions() == learned
     assert node.diagnostic("previous models kept", "0 of 2")
     assert node.diag.values(NODE)["last rollback"] != "never"
 
     # The model the last rollback replaced is not lost: ~/load_model brings it back.
     node.load(rolled_back)
-    assert node.predictions() == with_cups
-    assert node.rollback().success  # and that load, like any, can be rolled back
     assert node.predictions() == with_boxes
+    assert node.rollback().success  # and that load, like any, can be rolled back
+    assert node.predictions() == learned
     assert proc.alive()
 
 

@@ -26,7 +26,7 @@ def test_written_when_changed_retried_after_a_failure(tmp_path):
     ckpt.parent.unlink()
     (tmp_path / "aside").rename(ckpt.parent)
     assert core.checkpoint() and core.checkpoints.error is None and core.updates_since_checkpoint == 0
-    assert RLSModel.load(ckpt).n_samples == 1 and core.checkpoints.nbytes == ckpt.stat().st_size
+    assert RLSModel.load(ckpt).n_samples == 2 and core.checkpoints.nbytes == ckpt.stat().st_size
 
 
 def test_no_checkpoint_path_or_no_model_writes_nothing(tmp_path):

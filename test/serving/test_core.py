@@ -42,7 +42,7 @@ def make_core(tmp_path: Path, keep: int = 3, checkpoint: bool = True, **kwargs) 
         report=LogReporter(),
         **kwargs,
     )
-    core.serve_first(RLSModel(3, 1, lam=1.0))
+    core.serve_first(trained(0.5))  # it learned one sample here (a checkpoint's, say): kept when replaced
     return core
 
 
@@ -166,8 +166,10 @@ def test_released_the_core_forgets_the_file_its_model_came_from(tmp_path):
     assert core.version == 2 and np.array_equal(core.model.predict(X), trained(1.0).predict(X))
 
 
-def test_reload_keeps_the_replaced_model_and_prunes_beyond_keep(tmp_path):
+def test_reload_keeps_the_replaced_model_and_prunes_beyond_keep_but_what_was_learned(tmp_path):
+    """The first model learned here (one sample, as a restored checkpoint's): pinned beyond keep."""
     core = make_core(tmp_path, keep=2)
+    first = core.model.predict(X)
     models = tmp_path / "models"
     for k in range(1, 5):
         trained(k).save(models / f"m{k}.model")
@@ -175,10 +177,63 @@ def test_reload_keeps_the_replaced_model_and_prunes_beyond_keep(tmp_path):
         ok, message = core.reload(models / f"m{k}.model")
         assert ok and f"model version {k}" in message, message
     files = core.history.files()
-    assert [p.name.split(".")[0] for p in files] == ["000003", "000004"]
+    assert [p.name.split(".")[0] for p in files] == ["000001", "000003", "000004"]
     assert all(".before-reload." in p.name for p in files)
+    assert ".learned-1." in files[0].name and core.history.pinned().path == files[0]
     assert np.array_equal(RLSModel.load(files[-1]).predict(X), trained(3).predict(X))
+    assert np.array_equal(RLSModel.load(files[0]).predict(X), first)
     assert core.last_reload.startswith(str(models / "m4.model"))
+
+
+def test_thirty_resets_leave_what_was_learned_for_the_first_rollback(tmp_path):
+    """Issue 29 item 8: an untrained model is not kept, so reset spam cannot flush the history."""
+    core = make_core(tmp_path, keep=3)
+    for _ in range(5):
+        core.model.update([0.0, 1.0, 1.0], [2.0])
+        core.count_updates()
+    learned = core.model.predict(X)
+    for _ in range(30):
+        outcome = core.reset(lambda: RLSModel(3, 1, lam=1.0))
+        assert outcome.ok, outcome.message
+    assert "learned nothing: not kept" in outcome.message, outcome.message
+    assert len(core.history.files()) == 1 and ".learned-6." in core.history.files()[0].name
+    assert core.rollback().ok and np.array_equal(core.model.predict(X), learned)
+    assert core.learned == 6  # the rolled-back model is still the one learned here: pinned when replaced
+
+
+def test_forged_reloads_cannot_push_what_was_learned_out(tmp_path):
+    """Models announced in turn are kept once each (moved, not copied); new ones push out the oldest
+    of them but not the model learned here, which the last rollback reaches."""
+    core = make_core(tmp_path, keep=2)
+    core.model.update([0.0, 1.0, 1.0], [2.0])
+    core.count_updates()
+    learned = core.model.predict(X)
+    models = tmp_path / "models"
+    for name, seed in (("a", 1.0), ("b", 2.0), *((f"new{k}", 10.0 + k) for k in range(4))):
+        trained(seed).save(models / f"{name}.model")
+    RLSModel(3, 1, lam=5.0).save(models / "empty.model")
+    for name in ("empty", "a", "b", "a", "b", "a", "b", "new0", "new1", "new2", "new3"):
+        assert core.reload(models / f"{name}.model").ok
+    files = core.history.files()
+    assert len(files) == 3 and ".learned-2." in files[0].name, [p.name for p in files]
+    digests = [p.name.split(".")[3] for p in files]
+    assert len(set(digests)) == 3
+    for _ in range(3):
+        assert core.rollback().ok
+    assert np.array_equal(core.model.predict(X), learned)
+    assert not core.rollback().ok  # nothing further back
+
+
+def test_a_model_identical_to_a_kept_one_is_not_kept_twice(tmp_path):
+    core = make_core(tmp_path)
+    models = tmp_path / "models"
+    trained(1.0).save(models / "a.model")
+    trained(2.0).save(models / "b.model")
+    for name in ("a", "b", "a", "b"):
+        assert core.reload(models / f"{name}.model").ok
+    names = [p.name for p in core.history.files()]  # first, b, a (b serves): each once, a moved
+    assert [n.split(".")[0] for n in names] == ["000001", "000003", "000004"], names
+    assert np.array_equal(RLSModel.load(core.history.files()[-1]).predict(X), trained(1.0).predict(X))
 
 
 def test_rollback_goes_two_steps_back_and_keeps_the_model_it_replaced(tmp_path):
@@ -241,7 +296,7 @@ def test_an_unreadable_previous_model_is_moved_aside_and_the_next_rollback_goes_
 def test_a_previous_model_that_does_not_fit_now_is_left_in_place(tmp_path):
     core = make_core(tmp_path)
     core.history.folder.mkdir(parents=True)
-    core.history.push(RLSModel(4, 1).to_model_file(), "reload")
+    core.history.push(RLSModel(4, 1).to_model_file(), "reload", samples=1)
     ok, message = core.rollback()
     assert not ok and "does not fit this node now" in message, message
     assert len(core.history.files()) == 1 and core.version == 0

@@ -1,0 +1,197 @@
+"""The parameters of the ``inverse_dynamics`` node, and the settings of its parts taken from them.
+
+Split from :mod:`lifelong_learning.nodes.inverse_dynamics` (the node): what the node declares
+(:data:`PARAMS`, listed by ``lifelong-learning params`` and in docs/parameters.md) and how the
+model's, the guard's and the URDF's settings are read from the declared values.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from lifelong_learning.core.files import UnsafePathError, open_regular
+from lifelong_learning.nodes.base import ParamSpec
+
+#: the largest URDF file read from ``urdf_path`` (a robot's URDF is kilobytes; meshes are separate)
+MAX_URDF_BYTES = 64 << 20
+
+#: default ``learning_period_s``: at most one learned block per this many seconds (what arrives
+#: meanwhile joins the next block). A block's cost is mostly fixed (solving the weights): in the
+#: demo at 100 Hz, 50 ms took a third of the learning CPU of 10 ms, and delays learning by 50 ms
+LEARNING_INTERVAL_S = 0.05
+#: default ``learn_max_hz``: streams up to 250 Hz are learned whole; a 1 kHz stream every 4th
+#: sample, with the same accuracy on new motion (docs/benchmarks/control-rate.md, fifth round)
+LEARN_MAX_HZ = 250.0
+
+PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("joint_states_topic", "joint_states", "sensor_msgs/JointState input (best effort, depth 100)."),
+    ParamSpec(
+        "predicted_torque_topic",
+        "predicted_torque",
+        "sensor_msgs/JointState output: name + effort (predicted torque), stamped like the input.",
+    ),
+    ParamSpec(
+        "torque_array_topic",
+        "predicted_torque_array",
+        "std_msgs/Float64MultiArray output: the predicted torques in the model's joint order, what a "
+        "ros2_control forward_command_controller (effort) takes as commands; '' disables.",
+    ),
+    ParamSpec(
+        "acceleration_topic",
+        "",
+        "Optional sensor_msgs/JointState carrying accelerations in its velocity field; '' estimates "
+        "them from the joint velocities (causal Savitzky-Golay).",
+    ),
+    ParamSpec("robot_description", "", "URDF text (standard parameter); used when non-empty."),
+    ParamSpec("urdf_path", "", "URDF file, used when robot_description is empty."),
+    ParamSpec(
+        "robot_description_topic",
+        "robot_description",
+        "std_msgs/String topic (transient local, as robot_state_publisher publishes) the URDF is "
+        "taken from when robot_description and urdf_path are empty.",
+    ),
+    ParamSpec(
+        "joint_names",
+        [""],
+        "Joints modelled, in output order. [''] = the URDF's moving joints that the incoming joint states "
+        "carry, decided from the first messages (logged, stored in the model; a restored checkpoint's "
+        "joints win); joints not modelled are locked at 0.",
+    ),
+    ParamSpec("mode", "semiparametric", "semiparametric | parametric | nonparametric."),
+    ParamSpec("prior", "urdf", "Parametric prior: 'urdf' inertial parameters or 'zero'."),
+    ParamSpec("n_features", 500, "Random Fourier features of the residual model.", bounds=(0, 100000)),
+    ParamSpec("bandwidth", 8.0, "Gaussian kernel bandwidth on the normalized inputs.", bounds=(1e-6, 1e6)),
+    ParamSpec("lam_parametric", 0.01, "Ridge λ of the parametric part.", bounds=(1e-12, 1e12)),
+    ParamSpec("lam_residual", 0.1, "Ridge λ of the residual part.", bounds=(1e-12, 1e12)),
+    ParamSpec(
+        "friction_terms",
+        ["viscous", "coulomb"],
+        "Per-joint friction terms of the parametric part: viscous, coulomb, offset; [''] = none.",
+    ),
+    ParamSpec(
+        "coulomb_smoothing_velocity",
+        0.05,
+        "v_s of the Coulomb term tanh(qd / v_s) [rad/s].",
+        bounds=(1e-6, 100.0),
+    ),
+    ParamSpec("lam_friction", 0.01, "Ridge λ of the friction parameters (prior zero).", bounds=(1e-12, 1e12)),
+    ParamSpec("forgetting", 1.0, "Forgetting factor per sample in (0, 1]; 1 = none.", bounds=(0.5, 1.0)),
+    ParamSpec("seed", 0, "Seed of the random features.", bounds=(0, 2**31 - 1)),
+    ParamSpec("acceleration_window", 9, "Samples per acceleration fit.", bounds=(3, 1001)),
+    ParamSpec("acceleration_degree", 2, "Polynomial degree of the acceleration fit.", bounds=(1, 5)),
+    ParamSpec("learning", True, "Learn from the measured effort (settable at run time).", at_run_time=True),
+    ParamSpec(
+        "limit_margin",
+        1.0,
+        "Joint states beyond the URDF's position range widened by this fraction of it, or beyond "
+        "(1 + margin) x the velocity limits, are refused; efforts beyond (1 + margin) x the effort "
+        "limits are not learned. Wide on purpose: it is for glitches, finer errors are outlier_k's.",
+        bounds=(0.0, 100.0),
+    ),
+    ParamSpec(
+        "outlier_k",
+        6.0,
+        "A sample whose prediction error exceeds this many robust standard deviations (1.4826 x the "
+        "median absolute error of the last outlier_window samples, per joint) is not learned; 0 = off.",
+        bounds=(0.0, 1000.0),
+    ),
+    ParamSpec(
+        "outlier_window",
+        200,
+        "Recent prediction errors the outlier scale is taken from.",
+        bounds=(10, 100000),
+    ),
+    ParamSpec(
+        "stamp_jump_s",
+        1.0,
+        "A stamp this much before or after the previous one restarts the acceleration filter (simulator "
+        "reset, looping bag, paused driver) instead of being refused.",
+        bounds=(0.001, 3600.0),
+    ),
+    ParamSpec(
+        "learn_max_hz",
+        LEARN_MAX_HZ,
+        "Learn at most this many joint states per second of stamps; the others are answered only "
+        "(counted as 'not learned: above learn_max_hz'). 0 = learn every one. The default learns "
+        "streams up to 250 Hz whole and every 4th sample of a 1 kHz one: with learning_period_s 0.05, "
+        "a quarter of the learning CPU and the same accuracy on new motion, so that the answers keep "
+        "their 2 ms at 1 kHz (docs/benchmarks/control-rate.md). Forgetting is per learned sample, so "
+        "its horizon in seconds grows by the thinning factor. Settable at run time.",
+        bounds=(0.0, 1e6),
+        at_run_time=True,
+    ),
+    ParamSpec(
+        "learning_period_s",
+        LEARNING_INTERVAL_S,
+        "The learning thread learns what was answered since its last block at most this often, as one "
+        "block; a block has a fixed cost (solving the weights), so a longer period costs less CPU and "
+        "learns later. Settable at run time.",
+        bounds=(0.0, 1.0),
+        at_run_time=True,
+    ),
+    ParamSpec(
+        "realtime_priority",
+        0,
+        "SCHED_FIFO priority (1-99) of the answering path: the thread that takes, predicts and publishes "
+        "and the middleware's threads; learning stays at the normal policy. 0 = normal scheduling. "
+        "Applied when the node runs in a process of its own; needs an rtprio limit (as ros2_control).",
+        bounds=(0, 99),
+    ),
+)
+
+
+def model_settings(p: dict[str, Any]) -> dict[str, Any]:
+    """The model's arguments from the node's parameters (the URDF comes later: ``urdf`` is '')."""
+    names = [n for n in p["joint_names"] if n]
+    return {
+        "urdf": "",
+        "joint_names": names or None,
+        "mode": str(p["mode"]),
+        "prior": str(p["prior"]),
+        "n_features": int(p["n_features"]),
+        "bandwidth": float(p["bandwidth"]),
+        "lam_parametric": float(p["lam_parametric"]),
+        "lam_residual": float(p["lam_residual"]),
+        "friction": tuple(t for t in p["friction_terms"] if t),
+        "coulomb_smoothing": float(p["coulomb_smoothing_velocity"]),
+        "lam_friction": float(p["lam_friction"]),
+        "forgetting": float(p["forgetting"]),
+        "seed": int(p["seed"]),
+    }
+
+
+def guard_settings(p: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`SampleGuard`'s arguments (besides the joint limits) from the node's parameters."""
+    return {
+        "margin": float(p["limit_margin"]),
+        "window": int(p["acceleration_window"]),
+        "degree": int(p["acceleration_degree"]),
+        "stamp_jump_s": float(p["stamp_jump_s"]),
+        "outlier_k": float(p["outlier_k"]),
+        "outlier_window": int(p["outlier_window"]),
+        "learn_max_hz": float(p["learn_max_hz"]),
+    }
+
+
+def urdf_from_parameters(p: dict[str, Any]) -> str:
+    """The URDF text of ``robot_description``, else of the file ``urdf_path``; '' when both are empty
+    (it then comes from ``robot_description_topic``).
+
+    Only a regular file of at most :data:`MAX_URDF_BYTES` is read (a FIFO would block the node's
+    start, ``/dev/zero`` would never end).
+
+    Raises:
+        OSError: ``urdf_path`` is missing, unreadable, not a regular file or too large.
+    """
+    urdf = str(p["robot_description"])
+    if not urdf.strip() and p["urdf_path"]:
+        path = os.path.expanduser(str(p["urdf_path"]))
+        try:
+            with open_regular(path, MAX_URDF_BYTES) as f:
+                urdf = f.read(MAX_URDF_BYTES + 1).decode("utf-8")
+        except UnsafePathError as exc:
+            raise OSError(f"urdf_path: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise OSError(f"urdf_path {path} is not UTF-8 text: {exc}") from exc
+    return urdf if urdf.strip() else ""
