@@ -257,8 +257,11 @@ def is_model_file(path: str | os.PathLike[str], kind: str | None = None) -> bool
     return kind is None or found == kind
 
 
-def read_model_kind(path: str | os.PathLike[str], max_bytes: int = MAX_MODEL_BYTES) -> str:
-    """The kind of learner that wrote the model file ``path``, reading only its header.
+def read_model_kind(
+    path: str | os.PathLike[str], max_bytes: int = MAX_MODEL_BYTES, *, opened: BinaryIO | None = None
+) -> str:
+    """The kind of learner that wrote the model file ``path``, reading only its header (from
+    ``opened``, the file ``path`` names already open, when given: see :func:`load_model_file`).
 
     Cheap whatever the file's size (the arrays are not read), e.g. to skip a file meant for
     another node before loading it.
@@ -267,7 +270,7 @@ def read_model_kind(path: str | os.PathLike[str], max_bytes: int = MAX_MODEL_BYT
         ModelFileError: missing, unreadable or corrupt file, wrong format, a newer version, or
             members that declare more than ``max_bytes`` (each or in all).
     """
-    header, _ = _read(Path(path), header_only=True, max_bytes=max_bytes)
+    header, _ = _read(Path(path), header_only=True, max_bytes=max_bytes, opened=opened)
     return str(header.get("kind"))
 
 

@@ -20,7 +20,6 @@ from typing import Any
 from lifelong_learning.core.files import (
     UnsafePathError,
     aside_path,
-    file_digest,
     open_regular,
     remove_stale_temporaries,
     stream_digest,
@@ -243,7 +242,9 @@ class ServingCore:
                 kept = None
                 if self.model is not None and self.history.keep > 0:
                     serving = self.model
-                    kept = self.history.push(serving.to_model_file(), why, serving.n_samples, self.learned)
+                    kept = self.history.push(
+                        serving.to_model_file(), why, serving.n_samples, self.learned, model.n_samples
+                    )
                 if before_swap is not None:
                     before_swap()
                 self.swap(model, loaded_file)
@@ -421,16 +422,22 @@ class ServingCore:
             path = self._announced_path(text)
         except UnsafePathError as exc:
             return self.refuse_path(f"announced model refused: {exc}")
-        try:
-            file_kind = read_model_kind(path)
-        except ModelFileError as exc:
+        try:  # one open file, only a regular one (a FIFO or a device is refused at once)
+            with open_regular(path, MAX_MODEL_BYTES) as f:
+                file_kind = read_model_kind(path, opened=f)
+                f.seek(0)
+                key = stream_digest(f, MAX_MODEL_BYTES) if file_kind == self.kind else ""
+        except FileNotFoundError:
+            return self.failed(f"model reload from {path} failed, previous model kept: no such model file")
+        except UnsafePathError as exc:
+            return self.failed(f"model reload from {path} refused, previous model kept: {exc}")
+        except (ModelFileError, OSError) as exc:
             return self.failed(f"model reload from {path} failed, previous model kept: {exc}")
         if file_kind != self.kind:
             self._ignore(
                 f"ignored announced model {path}: a {file_kind!r} model, this node loads {self.kind!r}"
             )
             return None
-        key = file_digest(path, MAX_MODEL_BYTES)
         if self.serving(key):
             self.report.info(f"announced model {path} is already the serving model")
             return None

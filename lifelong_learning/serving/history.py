@@ -8,7 +8,10 @@ What is kept must not be flushed by what is worthless (issue 29: thirty ``~/rese
 forged announcements, once left only empty models to roll back to). The rule
 (:meth:`ModelHistory.push`, :meth:`ModelHistory.prune`; ``docs/serving.md``):
 
-- a model that learned nothing (``n_samples`` 0) is not kept: ``~/reset`` builds it again;
+- a model that learned nothing (``n_samples`` 0) is not kept when the model replacing it learned
+  nothing either (a ``~/reset`` of a reset model, an empty model announced): rolling back would
+  bring back nothing; replaced by a trained one (a tuned model over the rigid-body prior) it is
+  kept, but only one such: keeping it removes the other untrained ones (``~/reset`` builds them);
 - a model identical to a kept one (the same kind, scalars and arrays) is not kept twice: the kept
   file becomes the newest instead;
 - the model that learned the most *here* (online, or restored from the node's own checkpoint: what
@@ -52,6 +55,7 @@ class Previous:
     seq: int
     digest: str | None  # the first 16 hex digits of its content_digest (None: an older name)
     learned: int  # samples it learned here (online, or from the node's own checkpoint)
+    untrained: bool  # it learned nothing at all (n_samples 0)
 
 
 @dataclass(frozen=True)
@@ -67,15 +71,16 @@ class ModelHistory:
     (and the pinned learned model beyond them).
 
     Each is a model file written atomically, named
-    ``<seq>.before-<why>.<YYYYmmdd-HHMMSS>.<digest>[.learned-<n>].model``: ``seq`` (one more than
-    the newest's) orders them, ``why`` says what replaced the model (``reload``: a hot reload, a
-    received model or ``~/load_model``; ``reset``), ``digest`` identifies its content and ``n`` is
-    how many samples it learned here. :meth:`push` adds one, :meth:`prune` removes the oldest beyond
-    ``keep`` but the pinned one; ``~/rollback`` loads the newest and removes it. The model a
-    rollback replaces is written to :attr:`rolled_back` (one file, the last rollback's), which is
-    not a rollback target: ``~/load_model`` brings it back. Files of other names in the folder are
-    never touched (names without ``digest`` and ``learned``, of earlier versions, are listed).
-    Not thread-safe: the node serializes its replacements.
+    ``<seq>.before-<why>.<YYYYmmdd-HHMMSS>.<digest>[.learned-<n>|.untrained].model``: ``seq`` (one
+    more than the newest's) orders them, ``why`` says what replaced the model (``reload``: a hot
+    reload, a received model or ``~/load_model``; ``reset``), ``digest`` identifies its content,
+    ``n`` is how many samples it learned here, ``untrained`` that it learned nothing. :meth:`push`
+    adds one, :meth:`prune` removes the oldest beyond ``keep`` but the pinned one; ``~/rollback``
+    loads the newest and removes it. The model a rollback replaces is written to
+    :attr:`rolled_back` (one file, the last rollback's), which is not a rollback target:
+    ``~/load_model`` brings it back. Files of other names in the folder are never touched (names
+    of earlier versions, without the digest and the tail, are listed). Not thread-safe: the node
+    serializes its replacements.
     """
 
     ROLLED_BACK_NAME = "rolled-back.model"
@@ -83,7 +88,7 @@ class ModelHistory:
     _WHY = re.compile(r"[a-z]+")
     _NAME = re.compile(
         rf"(\d{{6,}})\.before-({_WHY.pattern})\.(\d{{8}}-\d{{6}})"
-        rf"(?:\.([0-9a-f]{{{DIGEST_CHARS}}}))?(?:\.learned-(\d+))?\.model"
+        rf"(?:\.([0-9a-f]{{{DIGEST_CHARS}}}))?(?:\.learned-(\d+)|\.(untrained))?\.model"
     )
 
     def __init__(self, folder: Path, keep: int) -> None:
@@ -105,8 +110,8 @@ class ModelHistory:
         for entry in entries:
             match = self._NAME.fullmatch(entry.name)
             if match is not None and entry.is_file(follow_symlinks=False):
-                seq, _, _, digest, learned = match.groups()
-                found.append(Previous(Path(entry.path), int(seq), digest, int(learned or 0)))
+                seq, _, _, digest, learned, untrained = match.groups()
+                found.append(Previous(Path(entry.path), int(seq), digest, int(learned or 0), bool(untrained)))
         return sorted(found, key=lambda e: e.seq)
 
     def files(self) -> list[Path]:
@@ -124,9 +129,12 @@ class ModelHistory:
         learned = [e for e in entries if e.learned > 0]
         return max(learned, key=lambda e: (e.learned, e.seq)) if learned else None
 
-    def push(self, snapshot: ModelFile, why: str, samples: int, learned: int = 0) -> Kept:
-        """Keep ``snapshot`` (a model of ``samples`` samples in all, ``learned`` of them learned here)
-        as the newest previous model, unless the rule of the module docstring says otherwise.
+    def push(
+        self, snapshot: ModelFile, why: str, samples: int, learned: int = 0, successor_samples: int = 1
+    ) -> Kept:
+        """Keep ``snapshot`` (a model of ``samples`` samples in all, ``learned`` of them learned here,
+        replaced by a model of ``successor_samples``) as the newest previous model, unless the rule
+        of the module docstring says otherwise.
 
         Raises:
             ValueError: ``why`` is not lowercase letters (``[a-z]+``): :meth:`files` would not
@@ -135,21 +143,26 @@ class ModelHistory:
         """
         if not self._WHY.fullmatch(why):
             raise ValueError(f"why must be lowercase letters ([a-z]+), got {why!r}")
-        if samples <= 0:
-            return Kept(None, "; the model it replaced learned nothing: not kept (~/reset builds it again)")
+        untrained = samples <= 0
+        if untrained and successor_samples <= 0:
+            return Kept(None, "; the model it replaced learned nothing, as the new one: not kept")
         digest = content_digest(snapshot)[: self.DIGEST_CHARS]
         entries = self.entries()
         seq = entries[-1].seq + 1 if entries else 1
         same = next((e for e in entries if e.digest == digest), None)
         learned = max(learned, same.learned if same is not None else 0)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        tail = f".learned-{learned}" if learned > 0 else ""
+        tail = ".untrained" if untrained else f".learned-{learned}" if learned > 0 else ""
         path = self.folder / f"{seq:06d}.before-{why}.{stamp}.{digest}{tail}.model"
         note = f"; the model it replaced is kept for ~/rollback as {path}"
         if same is not None:  # kept already: that file becomes the newest, not a second copy
             os.replace(same.path, path)
             return Kept(path, f"{note} (it was kept already: moved, not copied)")
         save_model_file(path, snapshot)
+        if untrained:  # one untrained model is enough: ~/reset builds the others
+            for entry in entries:
+                if entry.untrained:
+                    entry.path.unlink(missing_ok=True)
         return Kept(path, note)
 
     def prune(self) -> list[Path]:

@@ -142,6 +142,30 @@ def test_reload_refuses_a_fifo_or_a_device_at_once(tmp_path):
     assert core.report.rejections == {"model reload failed": 2}
 
 
+def test_an_announced_fifo_or_device_is_refused_at_once(tmp_path):
+    """The same on model_topic: the announced path is opened once, only when regular, for its kind
+    and its SHA-256 (issue 29 item 3)."""
+    core = make_core(tmp_path, allow_outside=True)
+    serving = core.model
+    (tmp_path / "models").mkdir()
+    fifo = tmp_path / "models" / "fifo.model"
+    os.mkfifo(fifo)
+    try:
+        for name in ("fifo.model", "/dev/zero"):
+            outcome = returns_within(1.0, lambda name=name: core.announced(name, "tuned_model", core.reload))
+            assert not outcome.ok and "is not a regular file" in outcome.message, outcome.message
+    finally:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    assert core.model is serving and core.version == 0
+    assert core.report.rejections == {"model reload failed": 2}
+    trained(1.0).save(tmp_path / "models" / "a.model")
+    assert core.announced("a.model", "tuned_model", core.reload).ok
+    assert core.announced("a.model", "tuned_model", core.reload) is None  # the serving model's file
+
+
 def test_reload_hashes_the_bytes_it_loads(tmp_path):
     core = make_core(tmp_path)
     models = tmp_path / "models"
@@ -195,7 +219,7 @@ def test_thirty_resets_leave_what_was_learned_for_the_first_rollback(tmp_path):
     for _ in range(30):
         outcome = core.reset(lambda: RLSModel(3, 1, lam=1.0))
         assert outcome.ok, outcome.message
-    assert "learned nothing: not kept" in outcome.message, outcome.message
+    assert "learned nothing, as the new one: not kept" in outcome.message, outcome.message
     assert len(core.history.files()) == 1 and ".learned-6." in core.history.files()[0].name
     assert core.rollback().ok and np.array_equal(core.model.predict(X), learned)
     assert core.learned == 6  # the rolled-back model is still the one learned here: pinned when replaced

@@ -47,11 +47,19 @@ def test_a_why_that_files_would_not_list_is_refused(tmp_path, why):
     assert not history.folder.exists() or not any(history.folder.iterdir())
 
 
-def test_an_untrained_model_is_not_kept(tmp_path):
+def test_an_untrained_model_is_kept_only_when_a_trained_one_replaces_it_and_only_one(tmp_path):
+    """Reset spam (an empty model replaced by another) keeps nothing; a tuned model over the empty
+    one (or the rigid-body prior) keeps it, and one such is enough (~/reset builds the others)."""
     history = ModelHistory(tmp_path / "previous", keep=3)
-    kept = push(history, RLSModel(3, 1, lam=1.0), "reset")
+    m = RLSModel(3, 1, lam=1.0)
+    kept = history.push(m.to_model_file(), "reset", samples=0, successor_samples=0)
     assert kept.path is None and "learned nothing" in kept.note
     assert history.files() == []
+    first = history.push(m.to_model_file(), "reload", samples=0, successor_samples=5).path
+    assert first is not None and first.name.endswith(".untrained.model")
+    other = RLSModel(3, 1, lam=2.0)
+    second = history.push(other.to_model_file(), "reload", samples=0, successor_samples=5).path
+    assert history.files() == [second] and not first.exists()
 
 
 def test_a_model_kept_already_is_moved_to_the_newest_not_copied(tmp_path):
