@@ -86,7 +86,9 @@ LEARNER_PARAMS: tuple[ParamSpec, ...] = (
         3,
         "Models kept on disk in <model_directory>/previous/<node>/ when the serving model is "
         "replaced (hot reload, received model, ~/reset), for ~/rollback; the oldest beyond this "
-        "count are removed. 0 keeps none (and ~/rollback has nothing to roll back to).",
+        "count are removed, except the model that learned the most here (pinned). A model is kept "
+        "once; an untrained one only when a trained one replaces it. 0 keeps none (and ~/rollback "
+        "has nothing to roll back to).",
         bounds=(0, 100),
     ),
     ParamSpec(
