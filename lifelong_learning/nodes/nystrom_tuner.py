@@ -414,6 +414,8 @@ class NystromTunerNode(NodeBase):
         goal_id = bytes(handle.goal_id.uuid)
         with self._placed:
             ticket, _, job = self._tickets.pop(id(handle.request), (None, None, None))
+            if ticket is None:  # skipped as never arriving (its place given back): it takes one again
+                self._places += 1
         try:  # the job checked in _on_goal, its file named after the goal id
             out = str(self._out_path(handle.request, goal_id))
             self._jobs[goal_id] = (

@@ -292,6 +292,19 @@ class _Handle:
         self.feedback.append(feedback)
 
 
+def _answer(callback: Any, timeout: float = 60.0) -> Any:
+    """The answer of an async goal callback, run here to its end (its slow checks run on the node's
+    goal-check thread meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            callback.send(None)
+        except StopIteration as done:
+            return done.value
+        assert time.monotonic() < deadline, "the goal callback never answered"
+        time.sleep(0.01)
+
+
 def test_goals_run_in_the_order_accepted_when_their_callbacks_race(built_interfaces, tmp_path, monkeypatch):
     """rclpy sends the goal response, then calls the accepted callback on any free executor thread:
     a client's next goal can reach it first (a fresh-clone CI run saw the second goal run first).
@@ -317,7 +330,7 @@ def test_goals_run_in_the_order_accepted_when_their_callbacks_race(built_interfa
                 TuneModel.Goal(bags=[str(tmp_path / "bag")], task="classification", centers=8, epochs=3)
                 for _ in range(2)
             ]
-            assert [node._on_goal(g) for g in goals] == [GoalResponse.ACCEPT] * 2
+            assert [_answer(node._on_goal(g)) for g in goals] == [GoalResponse.ACCEPT] * 2
             first, second = _Handle(goals[0], 1), _Handle(goals[1], 2)
             late = threading.Thread(target=node._on_accepted, args=(second,))
             late.start()  # the later goal's callback runs first, and waits
@@ -333,7 +346,7 @@ def test_goals_run_in_the_order_accepted_when_their_callbacks_race(built_interfa
             third = _Handle(
                 TuneModel.Goal(bags=[str(tmp_path / "bag")], task="classification", centers=8, epochs=3), 3
             )
-            assert node._on_goal(third.request) == GoalResponse.ACCEPT
+            assert _answer(node._on_goal(third.request)) == GoalResponse.ACCEPT
             third.is_cancel_requested = True
             node._on_accepted(third)
             assert third.executed and bytes([3]) * 16 in node._dropped and third not in node._queue
