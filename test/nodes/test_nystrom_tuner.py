@@ -356,3 +356,51 @@ def test_goals_run_in_the_order_accepted_when_their_callbacks_race(built_interfa
                 node._idle.set()
         finally:
             node.destroy_node()
+
+
+def test_a_goal_takes_its_place_before_its_check_and_gives_it_back_when_refused(built_interfaces, tmp_path):
+    """The queue bound counts goals still being checked (a burst once filled the queue past it), and
+    a goal refused by the check on the goal-check thread gives its place back."""
+    from lifelong_learning.action import TuneModel
+    from rclpy.action import GoalResponse
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes import nystrom_tuner
+
+    write_labeled_features(tmp_path / "bag", X, LABELS)
+    write_labeled_features(tmp_path / "truncated", X, LABELS)
+    (mcap,) = (tmp_path / "truncated").glob("*.mcap")
+    mcap.write_bytes(mcap.read_bytes()[:200])  # found only by opening it: on the goal-check thread
+
+    def goal(bag: str) -> Any:
+        return TuneModel.Goal(bags=[str(tmp_path / bag)], task="classification", centers=8, epochs=3)
+
+    with new_context() as ctx:
+        node = nystrom_tuner.NystromTunerNode(
+            context=ctx,
+            parameter_overrides=[
+                Parameter("output_dir", value=str(tmp_path / "out")),
+                Parameter("diagnostics_period_s", value=0.0),
+                Parameter("max_queued_goals", value=1),
+            ],
+        )
+        try:
+            assert _answer(node._on_goal(goal("truncated"))) == GoalResponse.REJECT
+            assert node.rejections.snapshot() == {"invalid goal": 1} and node._places == 0
+            assert "corrupt or truncated" in node.last_rejected_goal
+            first, second = node._on_goal(goal("bag")), node._on_goal(goal("bag"))
+            third = node._on_goal(goal("bag"))
+            started: list[Any] = []
+            for callback in (first, second):  # each takes its place, then awaits its check
+                try:
+                    callback.send(None)
+                    started.append(callback)
+                except StopIteration as done:  # checked already
+                    started.append(done.value)
+            assert _answer(third) == GoalResponse.REJECT  # 1 running + 1 waiting, though none accepted yet
+            assert node.last_rejected_goal == "queue full: 1 goal(s) already wait"
+            answers = [s if isinstance(s, GoalResponse) else _answer(s) for s in started]
+            assert answers == [GoalResponse.ACCEPT] * 2
+            assert node._places == 2
+        finally:
+            node.destroy_node()
