@@ -234,14 +234,14 @@ def test_many_bags_are_refused_at_once_and_slow_checks_hold_no_executor_thread(g
     assert "named twice" in graph.refused("invalid goal", bags=[good, str(graph.root / "." / "good")])
     many = graph.root / "many"
     many.mkdir()
-    for i in range(400):  # checked by opening each: about a second per goal
+    for i in range(250):  # checked by opening each: about half a second per goal
         write_labeled_features(many / f"b{i}", X, LABELS)
-    slow = graph.goal(bags=[str(many / f"b{i}") for i in range(400)])
+    slow = graph.goal(bags=[str(many / f"b{i}") for i in range(250)])
     sent = [graph.client.send_goal_async(slow) for _ in range(3)]
     probe = graph.client.send_goal_async(graph.goal(epochs=5000))  # over max_epochs: rejected at once
     assert spin_until(graph.executor, probe.done, ANSWERED_S), graph.process.log()[-3000:]
     assert not probe.result().accepted
-    assert not all(f.done() for f in sent), "the slow goals were answered before the probe"
+    assert not any(f.done() for f in sent), "a slow goal was answered before the probe"
     assert spin_until(graph.executor, lambda: all(f.done() for f in sent), 120), graph.process.log()[-3000:]
     handles = [f.result() for f in sent]
     assert all(h.accepted for h in handles)
