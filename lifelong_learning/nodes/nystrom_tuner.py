@@ -652,7 +652,10 @@ class NystromTunerNode(NodeBase):
         values["samples skipped (last job)"] = (
             ", ".join(f"{k}: {v}" for k, v in sorted(self.last_skipped.items())) or "none"
         )
-        values["limits"] = f"epochs <= {self.params['max_epochs']}, centers <= {self.params['max_centers']}"
+        p = self.params
+        values["limits"] = (
+            f"epochs <= {p['max_epochs']}, centers <= {p['max_centers']}, bags <= {p['max_bags']}"
+        )
         values["output dir"] = str(self.output_dir)
         return values
 
