@@ -13,8 +13,10 @@ write, :func:`check_replaceable` (never over a symlink, a directory, a special f
 that is not ours); both raise :class:`UnsafePathError`.
 
 Files that other processes name are read only through :func:`open_regular` (a regular file, within
-a size bound: a FIFO or a device is never opened for good); :func:`file_digest` identifies one by
-its SHA-256, and :func:`aside_path` names where a file that cannot be used is moved.
+a size bound: a FIFO or a device is never opened for good), whole through :func:`read_regular_bytes`
+and :func:`read_regular_text`; a path that another library will open (a bag's files for rosbags)
+is checked first with :func:`check_regular`, which opens nothing. :func:`file_digest` identifies a
+file by its SHA-256, and :func:`aside_path` names where a file that cannot be used is moved.
 """
 
 from __future__ import annotations
@@ -220,6 +222,21 @@ def _check_regular(path: Path, st: os.stat_result, max_bytes: int) -> None:
         raise UnsafePathError(f"{path} holds {st.st_size} bytes, more than the {max_bytes} allowed")
 
 
+def check_regular(path: str | os.PathLike[str], max_bytes: int) -> os.stat_result:
+    """Refuse ``path`` unless it is a regular file of at most ``max_bytes``, without opening it
+    (``os.stat``, links followed): the check of a path that another library opens (a FIFO there
+    would wait for a writer, a device never end). Returns the stat result.
+
+    Raises:
+        UnsafePathError: not a regular file, or larger than ``max_bytes``.
+        OSError: missing, no permission.
+    """
+    path = Path(path)
+    st = os.stat(path)
+    _check_regular(path, st, max_bytes)
+    return st
+
+
 @contextmanager
 def open_regular(path: str | os.PathLike[str], max_bytes: int) -> Iterator[BinaryIO]:
     """``path`` open for reading (binary), only when it is a regular file of at most ``max_bytes``.
@@ -234,7 +251,7 @@ def open_regular(path: str | os.PathLike[str], max_bytes: int) -> Iterator[Binar
         OSError: missing, no permission.
     """
     path = Path(path)
-    _check_regular(path, os.stat(path), max_bytes)
+    check_regular(path, max_bytes)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         _check_regular(path, os.fstat(fd), max_bytes)
@@ -245,6 +262,30 @@ def open_regular(path: str | os.PathLike[str], max_bytes: int) -> Iterator[Binar
         raise
     with f:
         yield f
+
+
+def read_regular_bytes(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path`` (:func:`open_regular`), never more than ``max_bytes``.
+
+    Raises:
+        UnsafePathError: not a regular file, larger than ``max_bytes``, or grown past them while read.
+        OSError: missing, no permission.
+    """
+    with open_regular(path, max_bytes) as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise UnsafePathError(f"{path} grew past the {max_bytes} bytes allowed while it was read")
+    return data
+
+
+def read_regular_text(path: str | os.PathLike[str], max_bytes: int, encoding: str = "utf-8") -> str:
+    """The text of the regular file ``path`` (:func:`read_regular_bytes`), decoded.
+
+    Raises:
+        UnsafePathError, OSError: as :func:`read_regular_bytes`. UnicodeDecodeError (a ValueError):
+            not text in ``encoding``.
+    """
+    return read_regular_bytes(path, max_bytes).decode(encoding)
 
 
 def stream_digest(f: BinaryIO, max_bytes: int) -> str:

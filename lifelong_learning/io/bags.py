@@ -16,10 +16,14 @@ What the offline tuner needs:
   memory is bounded by the block and not by the bags (what the retraining job reads through).
 
 Missing or corrupt bags, missing topics and bags of another dimension raise :class:`BagError`.
-One bad recorded message does not: a message that does not deserialize, lacks a joint, has arrays
-of the wrong length, non-finite values, an empty or unprintable label or a stamp out of order is
-skipped and counted per reason (:class:`Skipped`, the ``skipped`` of what the readers return); only a bag with
+One bad recorded message does not: a message that does not deserialize, is larger than
+``max_message_bytes`` (skipped before it is deserialized), lacks a joint, has arrays of the wrong
+length, non-finite values, an empty or unprintable label or a stamp out of order is skipped and
+counted per reason (:class:`Skipped`, the ``skipped`` of what the readers return); only a bag with
 no usable message left is an error.
+
+A bag is opened only through :func:`lifelong_learning.io.bag_files.open_bag`, which refuses a
+FIFO or a device among its files, or an oversized ``metadata.yaml``, before rosbags opens anything.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
-import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -37,17 +40,16 @@ from typing import Any
 
 import numpy as np
 
+from lifelong_learning.io.bag_files import DEFAULT_MAX_MESSAGE_BYTES, BagError, open_bag
+
 LABELED_FEATURES_TYPE = "lifelong_learning/msg/LabeledFeatures"
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 STORAGES = ("mcap", "sqlite3")
 
 
-class BagError(ValueError):
-    """A bag is missing, corrupt or truncated, lacks a topic, or holds inconsistent data."""
-
-
 #: reasons a recorded message is skipped (the keys of :class:`Skipped`)
 CORRUPT = "corrupt message"
+TOO_LARGE = "message too large"
 NO_NAMES = "no joint names"
 MISSING_JOINT = "missing joint"
 DUPLICATE_JOINT = "duplicate joint names"
@@ -136,20 +138,6 @@ def _paths(bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> l
     return out
 
 
-def _check_files(path: Path) -> None:
-    """BagError unless ``path`` is a directory of regular files (a FIFO or device there would
-    block or never end a read)."""
-    if not path.is_dir():
-        raise BagError(f"{path}: not a bag directory")
-    for entry in path.iterdir():
-        try:
-            mode = entry.stat().st_mode
-        except OSError as exc:
-            raise BagError(f"{path}: unreadable entry {entry.name} ({exc})") from exc
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            raise BagError(f"{path}: {entry.name} is not a regular file")
-
-
 def _messages(
     path: Path,
     msgtype: str,
@@ -157,19 +145,16 @@ def _messages(
     single_topic: bool = False,
     skipped: Skipped | None = None,
     progress: Callable[[int], None] | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> Iterator[tuple[int, Any]]:
     """(timestamp ns, deserialized message) of one bag's ``topic`` (or all topics of ``msgtype``;
     with ``single_topic``, a BagError if the bag has several, rather than mixing them). A message
-    that does not deserialize is counted in ``skipped`` and left out (without ``skipped``: BagError).
+    that does not deserialize, or of more than ``max_message_bytes`` (dropped before it is
+    deserialized), is counted in ``skipped`` and left out (without ``skipped``: BagError).
     ``progress(1)`` is called for every message read, usable or not."""
-    from rosbags.rosbag2 import Reader
-
-    if not path.exists():
-        raise BagError(f"{path}: no such bag")
-    _check_files(path)
     store = typestore()
     try:
-        with Reader(path) as reader:
+        with open_bag(path) as reader:
             conns = [c for c in reader.connections if (c.topic == topic if topic else c.msgtype == msgtype)]
             if not conns:
                 have = sorted({f"{c.topic} ({c.msgtype})" for c in reader.connections})
@@ -186,6 +171,13 @@ def _messages(
             for conn, stamp, raw in reader.messages(connections=conns):
                 if progress is not None:
                     progress(1)
+                if len(raw) > max_message_bytes:
+                    detail = f"{path}: a message of {len(raw)} bytes on {conn.topic!r} at {stamp}"
+                    del raw  # rosbags' copy only: never deserialized
+                    if skipped is None:
+                        raise BagError(f"{detail}, more than max_message_bytes {max_message_bytes}")
+                    skipped.add(TOO_LARGE, f"{detail} (max_message_bytes {max_message_bytes})")
+                    continue
                 try:
                     msg = store.deserialize_cdr(raw, conn.msgtype)
                 except Exception as exc:  # rosbags raises assorted errors on bad CDR
@@ -221,12 +213,10 @@ def message_count(
 ) -> int:
     """The number of messages of ``topic`` (default: every topic of ``msgtype``) that the bags'
     metadata announce (what a reader will read; 0 for a bag that does not open)."""
-    from rosbags.rosbag2 import Reader
-
     total = 0
     for path in _paths(bags):
         try:
-            with Reader(path) as reader:
+            with open_bag(path) as reader:
                 total += sum(
                     c.msgcount
                     for c in reader.connections
@@ -254,15 +244,17 @@ def labeled_feature_blocks(
     block: int = 20_000,
     skipped: Skipped | None = None,
     progress: Callable[[int], None] | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
     """Every usable LabeledFeatures message of ``topic`` (default: all topics of that type), in bag
     order, as blocks ``(X, labels, stamps)`` of at most ``block`` rows (``X`` float64): memory is
     bounded by the block, not by the bags.
 
-    Skipped and counted in ``skipped``: messages that do not deserialize, with non-finite values,
-    an empty label or one the object_recognition node refuses with its defaults (unprintable
-    characters, more than 64 characters; labels are stripped of surrounding whitespace, as the
-    node does), or a length other than the bag's, which is the most common among its first
+    Skipped and counted in ``skipped``: messages that do not deserialize or hold more than
+    ``max_message_bytes`` (never deserialized), with non-finite values, an empty label or one the
+    object_recognition node refuses with its defaults (unprintable characters, more than 64
+    characters; labels are stripped of surrounding whitespace, as the node does), or a length
+    other than the bag's, which is the most common among its first
     :data:`LENGTH_WINDOW` usable messages (so that a stray vector cannot set it). ``progress(1)`` is
     called for every message read (:func:`message_count` gives their number).
 
@@ -275,7 +267,7 @@ def labeled_feature_blocks(
     rows: list[tuple[int, np.ndarray, str]] = []
     yielded = 0
     for path in _paths(bags):
-        for row in _bag_features(path, topic, skipped, progress, d):
+        for row in _bag_features(path, topic, skipped, progress, d, max_message_bytes):
             d = row[1].size
             rows.append(row)
             if len(rows) >= block:
@@ -292,12 +284,18 @@ def labeled_feature_blocks(
 
 
 def _bag_features(
-    path: Path, topic: str | None, skipped: Skipped, progress: Callable[[int], None] | None, d: int | None
+    path: Path,
+    topic: str | None,
+    skipped: Skipped,
+    progress: Callable[[int], None] | None,
+    d: int | None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> Iterator[tuple[int, np.ndarray, str]]:
     """One bag's usable ``(stamp, vector, label)`` of the bag's length (``d``: the earlier bags')."""
     window: list[tuple[int, np.ndarray, str]] = []
     bag_d: int | None = None
-    for stamp, msg in _messages(path, LABELED_FEATURES_TYPE, topic, skipped=skipped, progress=progress):
+    messages = _messages(path, LABELED_FEATURES_TYPE, topic, False, skipped, progress, max_message_bytes)
+    for stamp, msg in messages:
         usable = _usable_feature(path, stamp, msg, skipped)
         if usable is None:
             continue
@@ -374,10 +372,11 @@ def read_labeled_features(
     bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     topic: str | None = None,
     progress: Callable[[int], None] | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> LabeledFeatureSet:
     """Every usable LabeledFeatures message in memory: :func:`labeled_feature_blocks` joined."""
     skipped = Skipped()
-    parts = list(labeled_feature_blocks(bags, topic, skipped=skipped, progress=progress))
+    parts = list(labeled_feature_blocks(bags, topic, 20_000, skipped, progress, max_message_bytes))
     return LabeledFeatureSet(
         np.vstack([p[0] for p in parts]),
         [label for p in parts for label in p[1]],
@@ -513,10 +512,12 @@ class JointStateStream:
         max_gap_s: float = 1.0,
         min_stretch: int = 10,
         block: int | None = DEFAULT_BLOCK,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         if block is not None and block < 1:
             raise ValueError(f"block must be >= 1 (or None), got {block}")
         self.paths = _paths(bags)
+        self.max_message_bytes = int(max_message_bytes)
         self.topic, self.max_gap_s, self.min_stretch, self.block = topic, max_gap_s, min_stretch, block
         self.joint_names = list(joint_names) if joint_names is not None else None
         self._given_names = joint_names is not None
@@ -575,7 +576,10 @@ class JointStateStream:
 
     def _samples(self, state: _BagState) -> Iterator[tuple[int, np.ndarray]]:
         """(stamp ns, ``[q, q̇, τ]``) of the bag's usable messages, in the order they are read."""
-        for stamp, msg in _messages(state.path, JOINT_STATE_TYPE, self.topic, True, self.skipped):
+        messages = _messages(
+            state.path, JOINT_STATE_TYPE, self.topic, True, self.skipped, None, self.max_message_bytes
+        )
+        for stamp, msg in messages:
             where = f"{state.path} at {stamp}"
             if len(state.joints) < _MAX_NAMES:
                 state.joints.update(str(n) for n in msg.name[:_MAX_NAMES])
@@ -691,6 +695,7 @@ def read_joint_states(
     joint_names: Sequence[str] | None = None,
     max_gap_s: float = 1.0,
     min_stretch: int = 10,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> JointStateSet:
     """JointState messages → raw arrays (no ``q̈``: see the module docstring), all in memory (the
     retraining job reads through :class:`JointStateStream` instead, block by block).
@@ -700,10 +705,10 @@ def read_joint_states(
     ``predicted_torque``, also a JointState, needs ``topic="/joint_states"``).
     ``joint_names`` selects and orders joints (default: the first usable message's names).
 
-    Skipped and counted (``skipped``): messages that do not deserialize, lack a joint, repeat a
-    joint name, have arrays of another length than their names, or non-finite values, and the
-    fewest messages whose stamps break the strictly increasing order of a bag
-    (:func:`increasing_rows`: a stamp far in the future costs one sample, not the rest).
+    Skipped and counted (``skipped``): messages that do not deserialize or hold more than
+    ``max_message_bytes``, lack a joint, repeat a joint name, have arrays of another length than
+    their names, or non-finite values, and the fewest messages whose stamps break the strictly
+    increasing order of a bag (:func:`increasing_rows`: a far-future stamp costs one sample).
 
     A step of more than ``max_gap_s`` or ten times the bag's median step between stamps (a paused
     driver, lost messages, a corrupt stamp that is still in order) starts a new stretch, as a new
@@ -714,7 +719,7 @@ def read_joint_states(
     Raises:
         BagError: unreadable bag, no such topic, or no usable message in a bag.
     """
-    stream = JointStateStream(bags, topic, joint_names, max_gap_s, min_stretch, block=None)
+    stream = JointStateStream(bags, topic, joint_names, max_gap_s, min_stretch, None, max_message_bytes)
     parts = list(stream)  # one block per stretch
     starts = np.cumsum([0] + [p.t.size for p in parts[:-1]]).tolist()
     bag_starts = [s for i, s in enumerate(starts) if i == 0 or parts[i - 1].bag != parts[i].bag]

@@ -7,11 +7,20 @@ Runs :func:`lifelong_learning.retraining.pipeline.run_job` (the same code as
 Goals are checked before they are accepted (task and objectives known, bags that are rosbag2
 directories, a URDF for inverse dynamics: the goal's, the node's ``urdf_path``, else the latest
 ``robot_description`` message; a model to continue from of the task's kind; sizes within
-``max_epochs`` / ``max_centers``; an output path inside ``output_dir``). A goal that fails a
-check is rejected: rclpy's goal response carries no text, so the reason is logged, counted in
-diagnostics (``rejected: <reason>``, ``last rejected goal``) and published on
-``tuning_progress`` as ``{"state": "rejected", "reason": ...}``. At most ``max_queued_goals``
-goals wait behind the running one; more are rejected (``queue full``).
+``max_epochs`` / ``max_centers`` / ``max_bags``, no bag named twice; an output path inside
+``output_dir``). A goal that fails a check is rejected: rclpy's goal response carries no text, so
+the reason is logged, counted in diagnostics (``rejected: <reason>``, ``last rejected goal``) and
+published on ``tuning_progress`` as ``{"state": "rejected", "reason": ...}``. At most
+``max_queued_goals`` goals wait behind the running one (those being checked included); more are
+rejected at once (``queue full``).
+
+The goal callback opens no file: on the executor thread it checks what ``os.stat`` and directory
+listings tell (:meth:`~lifelong_learning.retraining.job.TuningJob.check_request`: a FIFO, a device
+or an oversized file anywhere a goal names a path is refused there, ``unsafe path``), then awaits
+the rest (opening the bags, reading the models' headers, :meth:`TuningJob.validate`) done on the
+node's goal-check thread, one goal at a time, so that no executor thread waits on a file or a
+slow check, and every goal request is answered (the goal service keeps
+:data:`GOAL_REQUEST_DEPTH` requests: a burst is answered, not dropped).
 
 Goals run in the order they were accepted, also when rclpy runs their accepted callbacks on two
 threads in the other order. Feedback: phase (queued, reading, tuning, validating, writing),
@@ -41,9 +50,11 @@ import hashlib
 import json
 import math
 import os
+import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -53,16 +64,22 @@ from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
 from std_msgs.msg import String
 
 from lifelong_learning.action import TuneModel
-from lifelong_learning.core.files import UnsafePathError, atomic_write_text, confined_path
-from lifelong_learning.core.model_file import read_model_kind
+from lifelong_learning.core.files import (
+    UnsafePathError,
+    atomic_write_text,
+    confined_path,
+    read_regular_bytes,
+)
+from lifelong_learning.core.model_file import MAX_MODEL_BYTES, read_model_kind
 from lifelong_learning.msg import ModelFile
 from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec
 from lifelong_learning.nodes.runner import run_node
-from lifelong_learning.retraining.job import JobCancelledError, TuningJob, job_options
+from lifelong_learning.retraining.job import MAX_URDF_BYTES, JobCancelledError, TuningJob, job_options
 
 #: seconds destroy_node waits for a stopped job before it logs that the process waits on
 STOP_WAIT_S = 10.0
@@ -72,6 +89,9 @@ THREADS = 3
 #: seconds an accepted goal waits for one accepted before it to be placed in the queue first (the
 #: accepted callbacks of two goals may run on two threads in either order)
 ORDER_WAIT_S = 2.0
+#: goal requests the goal service holds before the executor takes them (rclpy's default, 10, let a
+#: burst of 40 lose 30 without an answer): a burst this deep is answered, accepted or rejected
+GOAL_REQUEST_DEPTH = 1000
 NAN = float("nan")
 
 
@@ -108,6 +128,13 @@ PARAMS: tuple[ParamSpec, ...] = (
         bounds=(1, 1000000),
     ),
     ParamSpec(
+        "max_bags",
+        1000,
+        "Most bags a goal may name, validation bags included (refused above): each is checked before "
+        "the goal is accepted, and one goal listing 10,000 copies of a bag held the goal check for 28 s.",
+        bounds=(1, 100000),
+    ),
+    ParamSpec(
         "joint_states_topic",
         "/joint_states",
         "Bag topic of sensor_msgs/JointState for inverse-dynamics requests without topic "
@@ -127,7 +154,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "max_queued_goals",
         4,
-        "Goals that may wait behind the running one; more are rejected ('queue full').",
+        "Goals that may wait behind the running one, those being checked included; more are rejected "
+        "at once ('queue full').",
         bounds=(0, 1000),
     ),
     ParamSpec("progress_topic", "tuning_progress", "std_msgs/String (JSON) progress output."),
@@ -155,6 +183,40 @@ PARAMS: tuple[ParamSpec, ...] = (
 )
 
 
+class GoalChecks:
+    """The goals' slow checks, run one at a time, in the order given, on a thread of their own: a
+    goal callback awaits :meth:`submit`'s future instead of running them on an executor thread."""
+
+    def __init__(self, executor: Callable[[], Any]) -> None:
+        self._executor = executor  # the executor that awaits the futures (None: none, e.g. a test)
+        self._todo: queue.SimpleQueue[tuple[Callable[[], Any], Future] | None] = queue.SimpleQueue()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="goal checks", daemon=True)
+        self._thread.start()
+
+    def submit(self, check: Callable[[], Any]) -> Future:
+        """A future of ``check()``'s value, or of the exception it raised (returned, not raised)."""
+        future = Future(executor=self._executor())
+        future.add_done_callback(lambda _: None)  # its end wakes the executor, which resumes the awaiting
+        self._todo.put((check, future))
+        return future
+
+    def _loop(self) -> None:
+        while (item := self._todo.get()) is not None:
+            check, future = item
+            try:
+                if self._stopped.is_set():
+                    raise RuntimeError("the tuner is shutting down")
+                future.set_result(check())
+            except Exception as exc:  # the goal's answer, whatever went wrong
+                future.set_result(exc)
+
+    def stop(self) -> None:
+        """Checks not begun end at once (shutting down); the thread ends after the current one."""
+        self._stopped.set()
+        self._todo.put(None)
+
+
 class NystromTunerNode(NodeBase):
     """Retrains Nyström models from bags, one action goal at a time; announces only better models."""
 
@@ -166,6 +228,7 @@ class NystromTunerNode(NodeBase):
         self._idle = threading.Event()
         self._idle.set()
         self._server: ActionServer | None = None
+        self._checks: GoalChecks | None = None
         p = self.params
         if not 1 <= int(p["default_epochs"]) <= int(p["max_epochs"]):
             raise ValueError(f"default_epochs must be in [1, max_epochs={p['max_epochs']}]")
@@ -209,11 +272,17 @@ class NystromTunerNode(NodeBase):
         self._queue: deque[ServerGoalHandle] = deque()
         self._jobs: dict[bytes, Any] = {}  # goal id -> its TuningJob, from acceptance to its end
         self._dropped: set[bytes] = set()  # goals cancelled while queued: they end without running
+        self._places = 0  # goals being checked, accepted, queued or running: max_queued_goals + 1 at most
         self.jobs_done = self.jobs_failed = self.jobs_cancelled = 0
         self.promoted = self.refused_promotion = 0
         self.last_failure = self.last_rejected_goal = self.last_decision = "none"
         self.last_job_failed = False  # a WARN in diagnostics until a job succeeds
         self.last_skipped: dict[str, int] = {}
+        self._checks = GoalChecks(lambda: self.executor)
+        # a burst of goal requests waits in the service, none dropped (rclpy's default keeps 10)
+        requests = QoSProfile(
+            history=HistoryPolicy.KEEP_LAST, depth=GOAL_REQUEST_DEPTH, reliability=ReliabilityPolicy.RELIABLE
+        )
         self._server = ActionServer(
             self,
             TuneModel,
@@ -223,10 +292,14 @@ class NystromTunerNode(NodeBase):
             handle_accepted_callback=self._on_accepted,
             cancel_callback=self._on_cancel,
             callback_group=ReentrantCallbackGroup(),
+            goal_service_qos_profile=requests,
         )
 
     def _on_robot_description(self, msg: String) -> None:
-        if msg.data.strip():
+        if len(msg.data) > MAX_URDF_BYTES:  # characters: at least as many bytes
+            size = f"{len(msg.data)} characters, more than {MAX_URDF_BYTES}"
+            self.reject("robot description too large", size)
+        elif msg.data.strip():
             self.robot_description = msg.data
 
     # ------------------------------------------------------------ goals
@@ -256,6 +329,9 @@ class NystromTunerNode(NodeBase):
             raise OverflowError(f"epochs {goal.epochs} is above max_epochs {p['max_epochs']}")
         if int(goal.centers) > int(p["max_centers"]):
             raise OverflowError(f"centers {goal.centers} is above max_centers {p['max_centers']}")
+        if len(goal.bags) + len(goal.validation_bags) > int(p["max_bags"]):
+            n = len(goal.bags) + len(goal.validation_bags)
+            raise OverflowError(f"{n} bags (validation bags included) is above max_bags {p['max_bags']}")
         options = {o.name: o for o in job_options() if o.node is not None}
         values = {name: o.from_node(p[o.node]) for name, o in options.items()}  # the node's defaults
         topic_default = (
@@ -279,7 +355,7 @@ class NystromTunerNode(NodeBase):
             force=bool(goal.force),
         )
         job = TuningJob(bags=list(goal.bags), task=goal.task, out=str(out), **values)
-        job.validate()
+        job.check_request()  # what opens no file: the rest, job.validate(), on the goal-check thread
         return job
 
     def _reject(self, reason: str, message: str) -> GoalResponse:
@@ -288,24 +364,47 @@ class NystromTunerNode(NodeBase):
         self._publish({"state": "rejected", "reason": reason, "message": message})
         return GoalResponse.REJECT
 
-    def _on_goal(self, goal: Any) -> GoalResponse:
-        """Accept a goal only if it can run: the reason of a rejection is logged, counted, published."""
+    def _refuse(self, exc: BaseException) -> GoalResponse:
+        """Reject a goal whose check raised ``exc``: its reason, counted, logged and published."""
+        self._release()
+        if isinstance(exc, OverflowError):
+            return self._reject("goal over limit", str(exc))
+        if isinstance(exc, UnsafePathError):  # a FIFO, a device, an oversized file, an output not ours
+            return self._reject("unsafe path", str(exc))
+        if isinstance(exc, (ValueError, OSError)):
+            return self._reject("invalid goal", str(exc))
+        if self._stop.is_set():
+            return self._reject("shutting down", "the tuner is shutting down")
+        self.get_logger().error(f"goal check failed: {type(exc).__name__}: {exc}")
+        return self._reject("internal error", f"{type(exc).__name__}: {exc}")
+
+    def _release(self) -> None:
+        """A goal gives back its place (rejected after its place was taken, or ended)."""
+        with self._lock:
+            self._places = max(0, self._places - 1)
+
+    async def _on_goal(self, goal: Any) -> GoalResponse:
+        """Accept a goal only if it can run: the reason of a rejection is logged, counted, published.
+
+        On the executor thread: a place (at most ``max_queued_goals`` + 1 goals hold one) and what
+        opens no file; then, awaited, :meth:`TuningJob.validate` on the goal-check thread."""
         if self._stop.is_set():
             return self._reject("shutting down", "the tuner is shutting down")
         with self._lock:
-            if len(self._queue) >= int(self.params["max_queued_goals"]) and self._running is not None:
-                return self._reject("queue full", f"{len(self._queue)} goal(s) already wait")
+            if self._places > int(self.params["max_queued_goals"]):
+                return self._reject("queue full", f"{self._places - 1} goal(s) already wait")
+            self._places += 1  # given back when the goal is rejected or ends (_release)
         try:
             job = self._job(goal, self._out_path(goal, os.urandom(4)))  # its file: named in _on_accepted
-        except OverflowError as exc:
-            return self._reject("goal over limit", str(exc))
-        except UnsafePathError as exc:
-            return self._reject("unsafe output path", str(exc))
-        except (ValueError, OSError) as exc:
-            return self._reject("invalid goal", str(exc))
         except Exception as exc:  # never leave a client without an answer
-            self.get_logger().error(f"goal check failed: {type(exc).__name__}: {exc}")
-            return self._reject("internal error", f"{type(exc).__name__}: {exc}")
+            return self._refuse(exc)
+        assert self._checks is not None
+        failed = await self._checks.submit(job.validate)  # the bags opened, the models' headers read
+        if isinstance(failed, BaseException):
+            return self._refuse(failed)
+        if self._stop.is_set():
+            self._release()
+            return self._reject("shutting down", "the tuner is shutting down")
         with self._lock:  # the order goals run in: the order they were accepted (see _on_accepted)
             self._tickets[id(goal)] = (self._issued, goal, job)
             self._issued += 1
@@ -315,6 +414,8 @@ class NystromTunerNode(NodeBase):
         goal_id = bytes(handle.goal_id.uuid)
         with self._placed:
             ticket, _, job = self._tickets.pop(id(handle.request), (None, None, None))
+            if ticket is None:  # skipped as never arriving (its place given back): it takes one again
+                self._places += 1
         try:  # the job checked in _on_goal, its file named after the goal id
             out = str(self._out_path(handle.request, goal_id))
             self._jobs[goal_id] = (
@@ -332,10 +433,12 @@ class NystromTunerNode(NodeBase):
                     self.get_logger().warning(f"goal {goal_id.hex()[:8]}: an earlier goal never arrived")
                     for key in [k for k, entry in self._tickets.items() if entry[0] < ticket]:
                         del self._tickets[key]
+                        self._places = max(0, self._places - 1)  # its place, never to be used
                 self._next_ticket = max(self._next_ticket, ticket + 1)
                 self._placed.notify_all()
             if self._stop.is_set():  # stopping: like the queued goals, it never starts
                 self._jobs.pop(goal_id, None)
+                self._places = max(0, self._places - 1)
                 return
             if handle.is_cancel_requested:  # cancelled while it waited: it ends without running
                 self._dropped.add(goal_id)
@@ -376,6 +479,12 @@ class NystromTunerNode(NodeBase):
             self.get_logger().warning(f"progress not published ({exc}): {payload.get('state')}")
 
     def _execute(self, handle: ServerGoalHandle) -> Any:
+        try:
+            return self._execute_goal(handle)
+        finally:
+            self._release()
+
+    def _execute_goal(self, handle: ServerGoalHandle) -> Any:
         goal_id = bytes(handle.goal_id.uuid)
         if goal_id in self._dropped:  # cancelled while queued: never ran
             self._dropped.discard(goal_id)
@@ -515,7 +624,7 @@ class NystromTunerNode(NodeBase):
             self.model_pub.publish(String(data=str(path)))
         if self.model_data_pub is None:
             return
-        data = path.read_bytes()
+        data = read_regular_bytes(path, MAX_MODEL_BYTES)
         msg = ModelFile(kind=read_model_kind(path), name=path.name, sha256=hashlib.sha256(data).hexdigest())
         msg.stamp = self.get_clock().now().to_msg()
         msg.data = data
@@ -543,7 +652,10 @@ class NystromTunerNode(NodeBase):
         values["samples skipped (last job)"] = (
             ", ".join(f"{k}: {v}" for k, v in sorted(self.last_skipped.items())) or "none"
         )
-        values["limits"] = f"epochs <= {self.params['max_epochs']}, centers <= {self.params['max_centers']}"
+        p = self.params
+        values["limits"] = (
+            f"epochs <= {p['max_epochs']}, centers <= {p['max_centers']}, bags <= {p['max_bags']}"
+        )
         values["output dir"] = str(self.output_dir)
         return values
 
@@ -572,6 +684,8 @@ class NystromTunerNode(NodeBase):
         self._stop.set()
 
     def destroy_node(self) -> None:
+        if self._checks is not None:
+            self._checks.stop()
         self.stop_job()
         if self._server is not None:  # None after a failed start
             self._server.destroy()

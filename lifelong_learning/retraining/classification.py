@@ -21,7 +21,6 @@ alone scores the gate and writes files.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from lifelong_learning.core.files import open_regular, stream_digest
+from lifelong_learning.core.model_file import MAX_MODEL_BYTES
 from lifelong_learning.io.bags import (
     BagError,
     Skipped,
@@ -95,8 +96,9 @@ class Classification:
         messages = sum(group.all_gather(message_count(self.bags_read, topic=job.topic)))
         with JobProgress(group, messages, "reading bags", unit="msg", enabled=job.progress) as progress:
             try:
+                limit = int(job.max_message_bytes)
                 for X, labels, _ in labeled_feature_blocks(
-                    self.bags_read, job.topic, int(job.block), skipped, progress.add
+                    self.bags_read, job.topic, int(job.block), skipped, progress.add, limit
                 ):
                     self.store.append(X, labels)
             except (BagError, OSError) as exc:
@@ -127,7 +129,8 @@ class Classification:
         serving, error, digest = None, None, None
         try:
             serving = IncrementalRLSC.load(path)
-            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            with open_regular(path, MAX_MODEL_BYTES) as f:
+                digest = stream_digest(f, MAX_MODEL_BYTES)
         except (ValueError, OSError) as exc:  # a file another process's machine lacks, or corrupt
             error = exc
         group.agree(error)
@@ -216,7 +219,9 @@ class Classification:
         error: Exception | None = None
         if job.validation_bags and group.is_main:  # the gate's data: the main process's alone
             try:
-                extra = read_labeled_features(job.validation_bags, topic=job.topic)
+                extra = read_labeled_features(
+                    job.validation_bags, topic=job.topic, max_message_bytes=int(job.max_message_bytes)
+                )
                 if extra.X.shape[1] != store.d:
                     raise BagError(
                         f"the validation bags hold {extra.X.shape[1]} features, the bags {store.d}"

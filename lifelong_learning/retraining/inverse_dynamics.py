@@ -24,12 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from lifelong_learning.core.files import read_regular_text
 from lifelong_learning.dynamics.acceleration import estimate_accelerations
 from lifelong_learning.dynamics.regressor import kinematic_difference
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
 from lifelong_learning.io.bags import MISSING_JOINT, BagError, JointStateStream, read_joint_states
 from lifelong_learning.nystrom.export import replay_inverse_dynamics, residual_data
-from lifelong_learning.retraining.job import TuningJob
+from lifelong_learning.retraining.job import MAX_URDF_BYTES, TuningJob
 from lifelong_learning.retraining.joint_states import (
     JointStateLog,
     JointStateReader,
@@ -88,7 +89,13 @@ class InverseDynamics:
         self.k = float(job.outlier_k)
         self._exported: tuple[Any, dict[str, Any]] | None = None  # the model and choice of export()
         names = self.warm.joint_names if self.warm is not None else None
-        stream = JointStateStream(job.bags, topic=job.topic, joint_names=names, block=int(job.block))
+        stream = JointStateStream(
+            job.bags,
+            topic=job.topic,
+            joint_names=names,
+            block=int(job.block),
+            max_message_bytes=int(job.max_message_bytes),
+        )
         reader = JointStateReader(
             self.urdf, int(job.block), float(job.limit_margin), self.k, float(job.outlier_floor), check
         )
@@ -252,7 +259,7 @@ class InverseDynamics:
 
     def _urdf(self, job: TuningJob) -> str:
         """The URDF of ``job`` or, without one, of the model to continue from (it embeds its URDF)."""
-        urdf = Path(str(job.urdf)).read_text(encoding="utf-8") if job.urdf else None
+        urdf = read_regular_text(Path(str(job.urdf)).expanduser(), MAX_URDF_BYTES) if job.urdf else None
         if self.warm is None:
             assert urdf is not None
             return urdf
@@ -383,7 +390,12 @@ class InverseDynamics:
         filter, per bag)."""
         if not job.validation_bags:
             return []
-        js = read_joint_states(job.validation_bags, topic=job.topic, joint_names=self.log.joint_names)
+        js = read_joint_states(
+            job.validation_bags,
+            topic=job.topic,
+            joint_names=self.log.joint_names,
+            max_message_bytes=int(job.max_message_bytes),
+        )
         for reason, n in js.skipped.items():
             key = f"{reason} (validation bags)"
             self.log.skipped[key] = self.log.skipped.get(key, 0) + n

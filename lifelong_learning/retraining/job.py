@@ -7,12 +7,16 @@ or learners (the CLI builds its parser and the node declares its parameters from
 
 The outputs never replace anything but a model file (the model) or an earlier report (the
 reports): a directory, a symlink, a FIFO or another file there refuses the job
-(:func:`check_outputs`).
+(:func:`check_outputs`). Every file a job names is checked before anything opens it: a bag's files
+(:func:`~lifelong_learning.io.bag_files.check_bag`), the URDF and the models regular files within
+their bounds (:data:`MAX_URDF_BYTES`, :data:`~lifelong_learning.core.model_file.MAX_MODEL_BYTES`);
+:meth:`TuningJob.check_request` does all that opens nothing, cheaply (the tuner node's goal check).
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lifelong_learning.core.files import UnsafePathError, check_replaceable
-from lifelong_learning.core.model_file import is_model_file, read_model_kind
+from lifelong_learning.core.files import UnsafePathError, check_regular, check_replaceable
+from lifelong_learning.core.model_file import MAX_MODEL_BYTES, is_model_file, read_model_kind
+from lifelong_learning.io.bag_files import DEFAULT_MAX_MESSAGE_BYTES, check_bag, open_bag
 from lifelong_learning.io.bags import DEFAULT_BLOCK
 from lifelong_learning.nystrom.early_stopping import DEFAULT_PATIENCE
 from lifelong_learning.retraining.options import Option, Range, option, options_of
@@ -78,6 +83,9 @@ DEFAULT_OBJECTIVES = {"classification": "proposed", "inverse-dynamics": "holdout
 #: measured against 100. The benchmarks name theirs (320 to 400 for a better model, at 10 to 16
 #: times the cost of the O(n M²) objectives)
 DEFAULT_CENTERS = 100
+#: the largest URDF file a job reads (read whole; a URDF is text and names its meshes: the Panda's
+#: is 30 kB, a humanoid's expanded robot_description about 1 MB)
+MAX_URDF_BYTES = 4 << 20
 
 _OBJECTIVE_NAMES = (
     "proposed, proposed-stochastic, gcv, creg, sgpr, holdout, holdout-bags, holdout-recent (validates on "
@@ -175,7 +183,8 @@ class TuningJob:
     )
     urdf: str | None = option(
         None,
-        help="URDF file of the robot, for inverse dynamics (none: the URDF of the model to continue from)",
+        help="URDF file of the robot, for inverse dynamics, a regular file of at most 4 MiB (none: the URDF "
+        "of the model to continue from)",
         cli="--urdf",
         node="urdf_path",
         node_note="used for goals without urdf_path ('' = the URDF on robot_description_topic)",
@@ -240,6 +249,16 @@ class TuningJob:
     block: int = option(
         DEFAULT_BLOCK, help="rows read, filtered and held in memory at a time", range=Range(1)
     )
+    max_message_bytes: int = option(
+        DEFAULT_MAX_MESSAGE_BYTES,
+        help="largest recorded message read from a bag, in bytes: a larger one is skipped before it is "
+        "deserialized and counted ('message too large'); LabeledFeatures and JointState messages are a "
+        "few kB",
+        range=Range(1),
+        cli="--max-message-bytes",
+        node="max_message_bytes",
+        node_range=Range(1024, 1_000_000_000),
+    )
     sample_rows: int = option(
         DEFAULT_SAMPLE_ROWS,
         help="tune on a uniform random sample of at most this many training samples; the test error "
@@ -297,8 +316,8 @@ class TuningJob:
 
     def validate(self, group: Group | None = None) -> None:
         """ValueError on an unknown task/objective, an option out of its range, a bag that is not a
-        directory, and, for a job of several processes (``group``), on what does not run across
-        processes.
+        directory or does not open, a file that is not a regular file within its bound, and, for a
+        job of several processes (``group``), on what does not run across processes.
 
         With several processes (a collective call: every process calls it) each checks the files it
         reads itself: the bags of its share (:meth:`shares`) and the model to continue from; the
@@ -306,21 +325,39 @@ class TuningJob:
         reads or writes (on a cluster each machine may hold only its own bags)."""
         group = _one_process() if group is None else group
         mine = self.shares(group)[group.rank]  # first: a collective call, before anything can raise
+        self._check(mine, group.is_main, group.world_size, opened=True)
+
+    def check_request(self) -> None:
+        """What :meth:`validate` checks without opening a file or loading torch, in one process:
+        the options, the bags (directories whose files are regular, none named twice), the URDF
+        and the models (regular files within their bounds) and the outputs, with ``os.stat`` and
+        directory listings only (a FIFO is never waited on). :meth:`validate` checks it all again,
+        and opens the bags and reads the models' headers.
+
+        Raises:
+            ValueError (BagError, UnsafePathError), OSError: as :meth:`validate`.
+        """
+        self._check(range(len(self.bags)), True, 1, opened=False)
+
+    def _check(self, mine: Sequence[int], main: bool, world_size: int, opened: bool) -> None:
         for opt in job_options():  # the task first: the other checks depend on it
             opt.check(getattr(self, opt.name))
-        if group.world_size > 1:
-            self._validate_across(group.world_size)
-        self._validate_objectives()
-        self._validate_bags(mine, group.is_main)
+        if world_size > 1:
+            self._validate_across(world_size)
+        if opened:  # the objectives' names load torch
+            self._validate_objectives()
+        self._validate_bags(mine, main, opened)
         if self.task == "inverse-dynamics" and not (self.urdf or self.init):
             raise ValueError("inverse-dynamics needs a URDF (or a model to continue from)")
-        self._validate_init()
+        if self.urdf:
+            _check_file(Path(os.path.expanduser(str(self.urdf))), MAX_URDF_BYTES, "URDF")
+        self._validate_init(opened)
         if self.lengthscale_range is not None:
             low, high = (float(v) for v in self.lengthscale_range)
             if not 0.0 < low < high < float("inf"):
                 raise ValueError(f"lengthscale_range must be (a, b), 0 < a < b, got {self.lengthscale_range}")
-        self._validate_gate(group.is_main)
-        if group.is_main:
+        self._validate_gate(main, opened)
+        if main:
             check_outputs(self)
 
     def shares(self, group: Group | None = None) -> list[range]:
@@ -379,18 +416,25 @@ class TuningJob:
                 f"{len(self.bags)} bag(s) for {world_size} processes: each process reads whole bags"
             )
 
-    def _validate_bags(self, mine: Sequence[int], main: bool = True) -> None:
+    def _validate_bags(self, mine: Sequence[int], main: bool = True, opened: bool = True) -> None:
         if not self.bags:
             raise ValueError("no bag given")
         bags = [Path(os.path.expanduser(str(b))) for b in self.bags]
         gate = [Path(os.path.expanduser(str(b))) for b in self.validation_bags]
+        try:
+            named = Counter(b.resolve() for b in bags + gate)
+        except (OSError, RuntimeError) as exc:  # a loop of links, a name too long
+            raise ValueError(f"a bag path cannot be resolved: {exc}") from exc
+        twice = sorted(str(b) for b, n in named.items() if n > 1)
+        if twice:  # its samples would be in two parts
+            more = f" and {len(twice) - 3} more" if len(twice) > 3 else ""
+            raise ValueError(f"a bag is named twice: {', '.join(twice[:3])}{more}")
         for bag in [bags[i] for i in mine] + (gate if main else []):
-            _check_bag(bag)
-        named = [b.resolve() for b in bags + gate]
-        if len(set(named)) != len(named):  # its samples would be in two parts
-            raise ValueError(f"a bag is named twice: {[str(b) for b in [*self.bags, *self.validation_bags]]}")
+            check_bag(bag)
+            if opened:
+                _open_bag(bag)
 
-    def _validate_gate(self, main: bool = True) -> None:
+    def _validate_gate(self, main: bool = True, opened: bool = True) -> None:
         if float(self.holdout_fraction) == 0.0 and not self.validation_bags:
             raise ValueError(
                 "the promotion gate needs held-out data: holdout_fraction > 0 or validation bags"
@@ -398,21 +442,22 @@ class TuningJob:
         if self.serving is not None:
             self.serving = os.path.expanduser(self.serving)
             if main:  # the gate's: the main process reads it
-                self._check_model_kind(self.serving, "the serving model")
+                self._check_model(self.serving, "the serving model", opened)
 
-    def _check_model_kind(self, path: str, what: str) -> None:
-        if not Path(path).is_file():
-            raise ValueError(f"no model file {path} ({what})")
+    def _check_model(self, path: str, what: str, opened: bool) -> None:
+        _check_file(Path(path), MAX_MODEL_BYTES, "model", f" ({what})")
+        if not opened:
+            return
         want = self.model_kind()
         found = read_model_kind(path)  # the header only; ModelFileError (a ValueError) if corrupt
         if found != want:
             raise ValueError(f"{path} ({what}) holds a {found!r} model; a {self.task} job needs {want!r}")
 
-    def _validate_init(self) -> None:
+    def _validate_init(self, opened: bool = True) -> None:
         if self.init is None:
             return
         self.init = os.path.expanduser(self.init)
-        self._check_model_kind(self.init, "the model to continue from")
+        self._check_model(self.init, "the model to continue from", opened)
 
 
 def job_options() -> tuple[Option, ...]:
@@ -448,17 +493,23 @@ def _one_process() -> Group:
     return ONE_PROCESS
 
 
-def _check_bag(bag: Path) -> None:
-    """ValueError unless ``bag`` is a rosbag2 directory whose metadata and storage files open (what
-    can be checked before a job starts; a message that does not deserialize is found by reading)."""
-    from rosbags.rosbag2 import Reader
-
-    if not bag.is_dir():
-        why = "not a bag directory" if bag.exists() else "no such bag (not a bag directory)"
-        raise ValueError(f"{why}: {bag}")
+def _check_file(path: Path, max_bytes: int, what: str, note: str = "") -> None:
+    """ValueError unless ``path`` is a regular file of at most ``max_bytes`` (opens nothing)."""
     try:
-        with Reader(bag):
+        check_regular(path, max_bytes)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ValueError(f"no {what} file {path}{note}") from None
+
+
+def _open_bag(bag: Path) -> None:
+    """ValueError unless ``bag``, which :func:`~lifelong_learning.io.bag_files.check_bag` passed, is
+    a rosbag2 directory whose metadata and storage files open (what can be checked before a job
+    starts; a message that does not deserialize is found by reading)."""
+    try:
+        with open_bag(bag):
             pass
+    except ValueError:  # BagError: what check_bag refuses, found again
+        raise
     except Exception as exc:  # ReaderError, OSError, storage plugin errors
         raise ValueError(
             f"{bag}: unreadable, corrupt or truncated bag ({type(exc).__name__}: {exc})"

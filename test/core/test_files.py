@@ -13,10 +13,13 @@ from lifelong_learning.core.files import (
     atomic_path,
     atomic_write_bytes,
     atomic_write_text,
+    check_regular,
     check_replaceable,
     confined_path,
     file_digest,
     open_regular,
+    read_regular_bytes,
+    read_regular_text,
     remove_stale_temporaries,
 )
 
@@ -211,3 +214,52 @@ def test_open_regular_refuses_special_files_and_files_over_the_bound(tmp_path):
         pass
     with pytest.raises(FileNotFoundError), open_regular(tmp_path / "b", 5):
         pass
+
+
+def raised_within(seconds: float, call) -> BaseException:
+    """The exception ``call()`` raises, asserting it raises within ``seconds`` (on a thread of its
+    own: a call that blocks on a FIFO fails the test instead of hanging it)."""
+    raised: list = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still running after {seconds} s"
+    assert raised, "it did not raise"
+    return raised[0]
+
+
+def test_check_regular_refuses_special_and_oversized_files_without_opening_them(tmp_path):
+    (tmp_path / "a").write_bytes(b"12345")
+    assert check_regular(tmp_path / "a", 5).st_size == 5
+    os.mkfifo(tmp_path / "fifo")
+    for path, match in (
+        (tmp_path / "fifo", "not a regular file"),  # opened, it would wait for a writer
+        ("/dev/zero", "not a regular file"),  # read, it never ends
+        (tmp_path, "not a regular file"),
+        (tmp_path / "a", "holds 5 bytes, more than the 4 allowed"),
+    ):
+        exc = raised_within(1.0, lambda path=path: check_regular(path, 4))
+        assert isinstance(exc, UnsafePathError) and match in str(exc), exc
+    assert isinstance(raised_within(1.0, lambda: check_regular(tmp_path / "b", 5)), FileNotFoundError)
+
+
+def test_read_regular_reads_a_whole_file_within_its_bound_and_nothing_else(tmp_path):
+    (tmp_path / "a").write_text("<robot/> ✓", encoding="utf-8")
+    assert read_regular_bytes(tmp_path / "a", 100) == "<robot/> ✓".encode()
+    assert read_regular_text(tmp_path / "a", 100) == "<robot/> ✓"
+    os.mkfifo(tmp_path / "fifo")
+    for path in (tmp_path / "fifo", "/dev/zero"):
+        exc = raised_within(1.0, lambda path=path: read_regular_text(path, 1 << 30))
+        assert isinstance(exc, UnsafePathError) and "not a regular file" in str(exc), exc
+    with pytest.raises(UnsafePathError, match="more than the 4 allowed"):
+        read_regular_bytes(tmp_path / "a", 4)
+    (tmp_path / "latin").write_bytes(b"\xff\xfe")
+    with pytest.raises(UnicodeDecodeError):
+        read_regular_text(tmp_path / "latin", 10)

@@ -203,6 +203,46 @@ def test_one_bad_joint_state_is_skipped_and_counted_per_reason(tmp_path):
     assert "lacks joint 'b'" in data.skipped.details["missing joint"]
 
 
+def test_a_message_above_max_message_bytes_is_skipped_before_it_is_deserialized(tmp_path, monkeypatch):
+    """One huge recorded message costs that message only: skipped and counted, never deserialized."""
+    from lifelong_learning.io import bags
+
+    def good(i):
+        return {"name": ["a", "b"], "position": [0.01 * i, 0.0], "velocity": [1.0, 0.0], "effort": [i, -i]}
+
+    messages = [good(i) for i in range(30)]
+    messages[10] = {**good(10), "name": ["a", "b", *(f"j{k}" for k in range(5000))]}  # about 50 kB
+    _joint_state_bag(tmp_path / "joints", messages)
+    data = read_joint_states(tmp_path / "joints", max_message_bytes=10_000)
+    assert dict(data.skipped) == {"message too large": 1}
+    assert "max_message_bytes 10000" in data.skipped.details["message too large"]
+    assert data.t.size == 29
+    # a LabeledFeatures of 10000 values among vectors of 3: skipped, and never deserialized
+    from rosbags.rosbag2 import Writer
+
+    store = bags.typestore()
+    msg, header = store.types[bags.LABELED_FEATURES_TYPE], store.types["std_msgs/msg/Header"]
+    stamp = store.types["builtin_interfaces/msg/Time"](sec=1, nanosec=0)
+    with Writer(tmp_path / "features", version=9) as writer:
+        conn = writer.add_connection("/labeled_features", bags.LABELED_FEATURES_TYPE, typestore=store)
+        for i, n in enumerate([3, 3, 10_000, 3, 3]):
+            data = np.ones(n, dtype=np.float32)
+            raw = store.serialize_cdr(
+                msg(header=header(stamp=stamp, frame_id=""), data=data, label="x"), msg.__msgtype__
+            )
+            writer.write(conn, i + 1, raw)
+    deserialized: list[int] = []
+    real = type(store).deserialize_cdr
+    monkeypatch.setattr(
+        type(store),
+        "deserialize_cdr",
+        lambda self, raw, t: deserialized.append(len(raw)) or real(self, raw, t),
+    )
+    features = read_labeled_features(tmp_path / "features", max_message_bytes=1000)
+    assert features.X.shape == (4, 3) and dict(features.skipped) == {"message too large": 1}
+    assert len(deserialized) == 4 and max(deserialized) < 1000
+
+
 def test_increasing_rows_keeps_the_longest_increasing_run():
     from lifelong_learning.io.bags import increasing_rows
 

@@ -292,6 +292,19 @@ class _Handle:
         self.feedback.append(feedback)
 
 
+def _answer(callback: Any, timeout: float = 60.0) -> Any:
+    """The answer of an async goal callback, run here to its end (its slow checks run on the node's
+    goal-check thread meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            callback.send(None)
+        except StopIteration as done:
+            return done.value
+        assert time.monotonic() < deadline, "the goal callback never answered"
+        time.sleep(0.01)
+
+
 def test_goals_run_in_the_order_accepted_when_their_callbacks_race(built_interfaces, tmp_path, monkeypatch):
     """rclpy sends the goal response, then calls the accepted callback on any free executor thread:
     a client's next goal can reach it first (a fresh-clone CI run saw the second goal run first).
@@ -317,7 +330,7 @@ def test_goals_run_in_the_order_accepted_when_their_callbacks_race(built_interfa
                 TuneModel.Goal(bags=[str(tmp_path / "bag")], task="classification", centers=8, epochs=3)
                 for _ in range(2)
             ]
-            assert [node._on_goal(g) for g in goals] == [GoalResponse.ACCEPT] * 2
+            assert [_answer(node._on_goal(g)) for g in goals] == [GoalResponse.ACCEPT] * 2
             first, second = _Handle(goals[0], 1), _Handle(goals[1], 2)
             late = threading.Thread(target=node._on_accepted, args=(second,))
             late.start()  # the later goal's callback runs first, and waits
@@ -333,7 +346,7 @@ def test_goals_run_in_the_order_accepted_when_their_callbacks_race(built_interfa
             third = _Handle(
                 TuneModel.Goal(bags=[str(tmp_path / "bag")], task="classification", centers=8, epochs=3), 3
             )
-            assert node._on_goal(third.request) == GoalResponse.ACCEPT
+            assert _answer(node._on_goal(third.request)) == GoalResponse.ACCEPT
             third.is_cancel_requested = True
             node._on_accepted(third)
             assert third.executed and bytes([3]) * 16 in node._dropped and third not in node._queue
@@ -341,5 +354,53 @@ def test_goals_run_in_the_order_accepted_when_their_callbacks_race(built_interfa
                 node._running = None
                 node._queue.clear()
                 node._idle.set()
+        finally:
+            node.destroy_node()
+
+
+def test_a_goal_takes_its_place_before_its_check_and_gives_it_back_when_refused(built_interfaces, tmp_path):
+    """The queue bound counts goals still being checked (a burst once filled the queue past it), and
+    a goal refused by the check on the goal-check thread gives its place back."""
+    from lifelong_learning.action import TuneModel
+    from rclpy.action import GoalResponse
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes import nystrom_tuner
+
+    write_labeled_features(tmp_path / "bag", X, LABELS)
+    write_labeled_features(tmp_path / "truncated", X, LABELS)
+    (mcap,) = (tmp_path / "truncated").glob("*.mcap")
+    mcap.write_bytes(mcap.read_bytes()[:200])  # found only by opening it: on the goal-check thread
+
+    def goal(bag: str) -> Any:
+        return TuneModel.Goal(bags=[str(tmp_path / bag)], task="classification", centers=8, epochs=3)
+
+    with new_context() as ctx:
+        node = nystrom_tuner.NystromTunerNode(
+            context=ctx,
+            parameter_overrides=[
+                Parameter("output_dir", value=str(tmp_path / "out")),
+                Parameter("diagnostics_period_s", value=0.0),
+                Parameter("max_queued_goals", value=1),
+            ],
+        )
+        try:
+            assert _answer(node._on_goal(goal("truncated"))) == GoalResponse.REJECT
+            assert node.rejections.snapshot() == {"invalid goal": 1} and node._places == 0
+            assert "corrupt or truncated" in node.last_rejected_goal
+            first, second = node._on_goal(goal("bag")), node._on_goal(goal("bag"))
+            third = node._on_goal(goal("bag"))
+            started: list[Any] = []
+            for callback in (first, second):  # each takes its place, then awaits its check
+                try:
+                    callback.send(None)
+                    started.append(callback)
+                except StopIteration as done:  # checked already
+                    started.append(done.value)
+            assert _answer(third) == GoalResponse.REJECT  # 1 running + 1 waiting, though none accepted yet
+            assert node.last_rejected_goal == "queue full: 1 goal(s) already wait"
+            answers = [s if isinstance(s, GoalResponse) else _answer(s) for s in started]
+            assert answers == [GoalResponse.ACCEPT] * 2
+            assert node._places == 2
         finally:
             node.destroy_node()

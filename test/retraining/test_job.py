@@ -125,3 +125,44 @@ def test_on_a_cluster_each_process_checks_only_the_files_it_reads(tmp_path, make
     make_job("c", "d", "a", "b", **elsewhere, **common).validate(_OtherMachine(1, [big, big, 0.0, 0.0]))
     with pytest.raises(ValueError):
         make_job("a", "b", **elsewhere, **common).validate()
+
+
+def test_files_a_job_names_are_refused_unless_regular_and_within_their_bounds(tmp_path, make_job):
+    """A FIFO or a device as URDF or model, a URDF over MAX_URDF_BYTES: refused before anything
+    opens them, by check_request (stat only, the node's goal check) and by validate alike."""
+    import os
+
+    from lifelong_learning.core.files import UnsafePathError
+    from lifelong_learning.retraining.job import MAX_URDF_BYTES
+
+    write_labeled_features(tmp_path / "bag", np.zeros((4, 3)), ["a"] * 4)
+    os.mkfifo(tmp_path / "fifo")
+    big = tmp_path / "big.urdf"
+    big.write_text("<robot/>")
+    os.truncate(big, MAX_URDF_BYTES + 1)
+    for fields, match in (
+        ({"urdf": str(tmp_path / "fifo")}, "fifo is not a regular file"),
+        ({"urdf": "/dev/zero"}, "/dev/zero is not a regular file"),
+        ({"urdf": str(big)}, f"more than the {MAX_URDF_BYTES} allowed"),
+        ({"urdf": str(tmp_path / "none.urdf")}, "no URDF file"),
+        ({"init": str(tmp_path / "fifo")}, "fifo is not a regular file"),
+        ({"serving": "/dev/zero"}, "/dev/zero is not a regular file"),
+    ):
+        job = make_job("bag", **fields)
+        for check in (job.check_request, job.validate):
+            with pytest.raises(ValueError, match=match) as raised:
+                check()
+            assert isinstance(raised.value, UnsafePathError) or "no URDF" in match
+
+
+def test_check_request_opens_no_bag_and_names_only_the_bags_named_twice(tmp_path, make_job):
+    write_labeled_features(tmp_path / "bag", np.zeros((4, 3)), ["a"] * 4)
+    (mcap,) = (tmp_path / "bag").glob("*.mcap")
+    mcap.write_bytes(mcap.read_bytes()[:100])  # truncated: found only by opening it
+    job = make_job("bag", task="classification")
+    job.check_request()
+    with pytest.raises(ValueError, match="corrupt or truncated"):
+        job.validate()
+    with pytest.raises(ValueError, match="a bag is named twice") as raised:
+        make_job(*["bag"] * 1000, task="classification").check_request()
+    assert len(str(raised.value)) < 300, str(raised.value)[:300]

@@ -256,6 +256,7 @@ NODE_BOUNDS = {
     "test_fraction": (0.01, 0.9),
     "promotion_margin": (0.0, 0.99),
     "holdout_fraction": (0.01, 0.5),
+    "max_message_bytes": (1024, 1_000_000_000),
 }
 
 

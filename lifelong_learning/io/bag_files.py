@@ -1,0 +1,85 @@
+"""What a rosbag2 directory may hold before it is opened, and opening it (:func:`open_bag`).
+
+rosbags reads a bag's ``metadata.yaml`` whole and opens the storage files it names: a FIFO there
+would block the reader (and the thread that called it) for good, ``/dev/zero`` never end. So a bag
+is opened only through :func:`open_bag`, after :func:`check_bag` (``os.stat`` and the directory
+listing: nothing is opened, cheap enough for a goal callback): ``metadata.yaml`` a regular file of
+at most :data:`MAX_METADATA_BYTES`, every entry a regular file or a directory. What stays open to
+a race is a file replaced between the check and rosbags' open, by someone who can write the bag.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from lifelong_learning.core.files import UnsafePathError, check_regular
+
+#: the most a bag's ``metadata.yaml`` may hold (rosbags reads it whole): rosbag2 writes about
+#: 1 kB plus 0.5 kB per topic and per storage file
+MAX_METADATA_BYTES = 1 << 20
+#: the most entries a bag directory may hold (``metadata.yaml`` and its storage files; each is
+#: checked before the bag is opened)
+MAX_BAG_ENTRIES = 10_000
+#: the largest recorded message read by default (a LabeledFeatures of 1280 float32 is 5 kB, a
+#: JointState of 100 joints about 4 kB): a larger one is skipped before it is deserialized
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+
+
+class BagError(ValueError):
+    """A bag is missing, corrupt or truncated, lacks a topic, or holds inconsistent data."""
+
+
+class UnsafeBagError(BagError, UnsafePathError):
+    """A bag directory holding what must not be opened: a FIFO, socket or device, an oversized
+    ``metadata.yaml``, too many entries."""
+
+
+def check_bag(path: str | os.PathLike[str]) -> None:
+    """BagError unless ``path`` is a directory that a reader can open without blocking or reading
+    without end: its ``metadata.yaml`` a regular file of at most :data:`MAX_METADATA_BYTES`, its
+    entries (at most :data:`MAX_BAG_ENTRIES`) regular files or directories. Only ``os.stat`` and
+    the directory listing: nothing is opened (cheap enough for a goal callback)."""
+    path = Path(path)
+    if not path.is_dir():
+        why = "not a bag directory" if path.exists() else "no such bag (not a bag directory)"
+        raise BagError(f"{why}: {path}")
+    try:
+        check_regular(path / "metadata.yaml", MAX_METADATA_BYTES)
+    except FileNotFoundError as exc:
+        raise BagError(f"{path}: no metadata.yaml, not a rosbag2 directory") from exc
+    except UnsafePathError as exc:
+        raise UnsafeBagError(str(exc)) from exc
+    except OSError as exc:
+        raise BagError(f"{path}: metadata.yaml unreadable ({exc.strerror or exc})") from exc
+    try:
+        with os.scandir(path) as entries:
+            for n, entry in enumerate(entries):
+                if n >= MAX_BAG_ENTRIES:
+                    raise UnsafeBagError(f"{path}: more than {MAX_BAG_ENTRIES} entries, not a bag directory")
+                mode = entry.stat().st_mode  # links followed, as the reader follows them
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    raise UnsafeBagError(
+                        f"{path}: {entry.name} is not a regular file (a FIFO, socket or device); "
+                        "only files are read"
+                    )
+    except OSError as exc:  # a dangling link, no permission
+        raise BagError(f"{path}: unreadable entry ({exc.strerror or exc}: {exc.filename})") from exc
+
+
+@contextmanager
+def open_bag(path: str | os.PathLike[str]) -> Iterator[Any]:
+    """The bag ``path`` open (a :class:`rosbags.rosbag2.Reader`), once :func:`check_bag` passed.
+
+    Raises:
+        BagError: what :func:`check_bag` refuses; rosbags' own errors pass through.
+    """
+    from rosbags.rosbag2 import Reader
+
+    check_bag(path)
+    with Reader(Path(path)) as reader:
+        yield reader
