@@ -32,6 +32,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+#: the largest URDF read from a file or a ``robot_description`` message, by the tuner and by
+#: inverse_dynamics (read whole; a URDF is text and names its meshes: the Panda's is 30 kB, a
+#: humanoid's expanded robot_description about 1 MB)
+MAX_URDF_BYTES = 4 << 20
+
 #: what :func:`atomic_path` adds around the destination's name (``tempfile.mkstemp`` puts 8
 #: characters of ``[a-z0-9_]`` between them)
 _TMP_PREFIX = "."

@@ -10,11 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from lifelong_learning.core.files import UnsafePathError, open_regular
+from lifelong_learning.core.files import MAX_URDF_BYTES, UnsafePathError, open_regular
 from lifelong_learning.nodes.base import ParamSpec
-
-#: the largest URDF file read from ``urdf_path`` (a robot's URDF is kilobytes; meshes are separate)
-MAX_URDF_BYTES = 64 << 20
 
 #: default ``learning_period_s``: at most one learned block per this many seconds (what arrives
 #: meanwhile joins the next block). A block's cost is mostly fixed (solving the weights): in the

@@ -70,6 +70,7 @@ from std_msgs.msg import String
 
 from lifelong_learning.action import TuneModel
 from lifelong_learning.core.files import (
+    MAX_URDF_BYTES,
     UnsafePathError,
     atomic_write_text,
     confined_path,
@@ -79,7 +80,7 @@ from lifelong_learning.core.model_file import MAX_MODEL_BYTES, read_model_kind
 from lifelong_learning.msg import ModelFile
 from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec
 from lifelong_learning.nodes.runner import run_node
-from lifelong_learning.retraining.job import MAX_URDF_BYTES, JobCancelledError, TuningJob, job_options
+from lifelong_learning.retraining.job import JobCancelledError, TuningJob, job_options
 
 #: seconds destroy_node waits for a stopped job before it logs that the process waits on
 STOP_WAIT_S = 10.0

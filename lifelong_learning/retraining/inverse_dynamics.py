@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from lifelong_learning.core.files import read_regular_text
+from lifelong_learning.core.files import MAX_URDF_BYTES, read_regular_text
 from lifelong_learning.dynamics.acceleration import estimate_accelerations
 from lifelong_learning.dynamics.regressor import kinematic_difference
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
 from lifelong_learning.io.bags import MISSING_JOINT, BagError, JointStateStream, read_joint_states
 from lifelong_learning.nystrom.export import replay_inverse_dynamics, residual_data
-from lifelong_learning.retraining.job import MAX_URDF_BYTES, TuningJob
+from lifelong_learning.retraining.job import TuningJob
 from lifelong_learning.retraining.joint_states import (
     JointStateLog,
     JointStateReader,

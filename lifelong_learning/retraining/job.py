@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lifelong_learning.core.files import UnsafePathError, check_regular, check_replaceable
+from lifelong_learning.core.files import MAX_URDF_BYTES, UnsafePathError, check_regular, check_replaceable
 from lifelong_learning.core.model_file import MAX_MODEL_BYTES, is_model_file, read_model_kind
 from lifelong_learning.io.bag_files import DEFAULT_MAX_MESSAGE_BYTES, check_bag, open_bag
 from lifelong_learning.io.bags import DEFAULT_BLOCK
@@ -83,9 +83,6 @@ DEFAULT_OBJECTIVES = {"classification": "proposed", "inverse-dynamics": "holdout
 #: measured against 100. The benchmarks name theirs (320 to 400 for a better model, at 10 to 16
 #: times the cost of the O(n M²) objectives)
 DEFAULT_CENTERS = 100
-#: the largest URDF file a job reads (read whole; a URDF is text and names its meshes: the Panda's
-#: is 30 kB, a humanoid's expanded robot_description about 1 MB)
-MAX_URDF_BYTES = 4 << 20
 
 _OBJECTIVE_NAMES = (
     "proposed, proposed-stochastic, gcv, creg, sgpr, holdout, holdout-bags, holdout-recent (validates on "

@@ -133,7 +133,7 @@ def test_files_a_job_names_are_refused_unless_regular_and_within_their_bounds(tm
     import os
 
     from lifelong_learning.core.files import UnsafePathError
-    from lifelong_learning.retraining.job import MAX_URDF_BYTES
+    from lifelong_learning.core.files import MAX_URDF_BYTES
 
     write_labeled_features(tmp_path / "bag", np.zeros((4, 3)), ["a"] * 4)
     os.mkfifo(tmp_path / "fifo")
