@@ -492,12 +492,13 @@ class NodeBase(Node):
     def _decoder(self, msg_type: Any, topic: str) -> Callable[[bytes], Any]:
         """Bytes → a ``msg_type`` message, or None when they are none (refused: :data:`UNDECODABLE`)."""
         type_name = f"{msg_type.__module__.split('.')[0]}/{msg_type.__name__}"
+        where = self.resolve_topic_name(topic)
 
         def decode(data: bytes) -> Any:
             try:
                 return deserialize_message(data, msg_type)
             except (RuntimeError, ValueError, TypeError) as exc:
-                self.reject(UNDECODABLE, f"{len(data)} bytes on {topic} are no {type_name}: {exc}")
+                self.reject(UNDECODABLE, f"{len(data)} bytes on {where} are no {type_name}: {exc}")
                 return None
 
         return decode
