@@ -123,7 +123,7 @@ def test_frames_lost_in_transport_are_said_at_warn_with_the_remedy_and_counted(c
     extractor = camera_graph.use("raw")
     before = camera_graph.lost_in_transport()
     case = "rgb8_640x480_without_profile"
-    argv = [sys.executable, str(PEER), case, "rgb8", "640", "480", "30", str(2 * RATE_HZ), "without-profile"]
+    argv = [sys.executable, str(PEER), case, "rgb8", "640", "480", "20", str(2 * RATE_HZ), "without-profile"]
     start = time.monotonic()
     peer = camera_graph.start(argv, "camera_peer_without_profile")
 
