@@ -162,7 +162,10 @@ def test_time_alternating_between_two_clock_publishers_is_one_reset_logged_once(
             assert spin_until(executor, ready, 60), proc.log()
             start = time.monotonic()
             for i in range(300):  # then the old one too, at 1000 s: the two in turn, 5 ms apart
-                tick(0, 1000.0 + i / 200) if i % 2 == 0 else tick_new()
+                if i % 2 == 0:
+                    tick(0, 1000.0 + i / 200)
+                else:
+                    tick_new()
                 due = start + (i + 1) / 200
                 while time.monotonic() < due:
                     executor.spin_once(timeout_sec=max(0.0, due - time.monotonic()))
