@@ -84,8 +84,9 @@ def render_markdown() -> str:
         "`config/robot.yaml`), with `--ros-args -p name:=value`, or in a launch file. Only those",
         "marked settable at run time take effect when changed with `ros2 param set`; setting any",
         "other is refused (read-only), as is a value outside a parameter's range (also at start: the",
-        "node exits with status 2). `lifelong-learning up` checks the parameter names and types of",
-        "params files against this list before it starts anything.",
+        "node exits with status 2). A range `0 or [m, M]` takes 0 (off, or every one) or a value from",
+        "m to M: a tiny positive period or rate is refused. `lifelong-learning up` checks the",
+        "parameter names, types and ranges of params files against this list before it starts anything.",
         "",
     ]
     for title, text, specs in _sections():
@@ -104,10 +105,7 @@ def render_markdown() -> str:
 
 
 def _range(spec: Any) -> str:
-    if spec.bounds is None:
-        return ""
-    low, high = spec.bounds
-    return f"[{low:g}, {high:g}]"
+    return str(spec.range_text())
 
 
 def render_text(nodes: list[str]) -> str:
@@ -118,7 +116,9 @@ def render_text(nodes: list[str]) -> str:
     for name in nodes:
         rows = [f"{name}: {catalog.node_summary(name)}"]
         for s in catalog.declared_parameters(name):
-            flag = (f" in {_range(s)}" if s.bounds else "") + ("" if s.at_run_time else " (read-only)")
+            span = _range(s)
+            flag = (f", {span}" if span.startswith("0 or") else f" in {span}") if span else ""
+            flag += "" if s.at_run_time else " (read-only)"
             rows.append(f"  {s.name}: {type_name(s.default)} = {default_text(s.default)}{flag}")
             rows.append(f"      {s.description}")
         blocks.append("\n".join(rows))

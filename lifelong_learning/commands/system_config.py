@@ -79,9 +79,8 @@ def value_error(spec: Any, value: Any) -> str | None:
     if isinstance(value, list) and not value:
         return f"is an empty list; ROS 2 cannot tell its type (the parameter is {want})"
     if want == got:
-        if spec.bounds is not None and not spec.bounds[0] <= value <= spec.bounds[1]:
-            return f"is {value!r}, outside the parameter's range [{spec.bounds[0]:g}, {spec.bounds[1]:g}]"
-        return None
+        problem = spec.problem(value)
+        return None if problem is None else f"is {value!r}, outside the parameter's range {spec.range_text()}"
     hint = ""
     if want == "double" and got == "integer":
         hint = f" (write {value}.0)"

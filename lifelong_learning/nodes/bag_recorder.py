@@ -78,6 +78,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         0,
         "Close a file and start the next once its message bytes reach this many (0: no limit).",
         bounds=(0, 10**15),
+        minimum_nonzero=1024,
     ),
     ParamSpec(
         "max_bagfile_duration_s",
@@ -85,6 +86,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         "Close a file this many seconds after its first message (0: no limit). A crash (SIGKILL) "
         "loses at most the messages of the open file: this bounds it.",
         bounds=(0.0, 86400.0),
+        minimum_nonzero=1.0,
     ),
     ParamSpec(
         "discovery_period_s",

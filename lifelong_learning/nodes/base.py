@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.clock import JumpThreshold, TimeJump
 from rclpy.duration import Duration
+from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
 from rclpy.exceptions import InvalidHandle
 from rclpy.node import Node
 from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.serialization import deserialize_message
 
 from lifelong_learning.core.losses import SequenceLossCounter
 
@@ -44,6 +46,19 @@ def status_node(status_name: str) -> str:
 #: a jump back of the node's clock by more than this (a ``/clock`` reset under ``use_sim_time``:
 #: a simulator reset, a bag replayed again) is logged and counted
 CLOCK_JUMP_BACK_S = 0.1
+#: jumps back less than this many seconds (wall clock) after the previous one belong to the same
+#: reset: the time of two ``/clock`` publishers alternating (a simulator and a bag played with
+#: ``--clock``, a stale simulator) jumps back at every other tick, and is one reset, logged once
+CLOCK_RESET_QUIET_S = 1.0
+#: jumps back within one reset after which the node logs, once, that the clock keeps jumping back
+CLOCK_STUTTER_JUMPS = 3
+#: why an input message is refused when the bytes that arrived are no message of its type
+UNDECODABLE = "undecodable message"
+#: what is said about messages lost in transport on a stream that names no remedy of its own
+GENERIC_LOSS_REMEDY = (
+    "the middleware reports them lost on the way (best effort does not resend): a lossy network "
+    "link, or a sender whose messages are too large for its transport"
+)
 
 
 #: where model files go unless a node is told otherwise (the nystrom_tuner writes there too)
@@ -56,6 +71,11 @@ class ParamSpec:
 
     ``bounds``: the inclusive range of a numeric parameter (an int or float range in its
     descriptor: rclpy refuses a value outside it, from a params file at start and at run time).
+    ``minimum_nonzero``: a value in (0, ``minimum_nonzero``) is refused too, so that 0 keeps its
+    meaning (off, or every one) and an absurd period or size (``1e-9`` s, ``5e-324`` Hz) is not
+    taken: a ROS range cannot say "0 or at least m", so :meth:`problem` says it, and
+    :class:`NodeBase` applies it at start (the node does not start: exit status 2) and at run
+    time (the change is refused with the reason).
     ``at_run_time``: the node applies a change while it runs (:meth:`NodeBase.apply_parameter`);
     every other parameter is read-only, so that setting it at run time is refused with a reason
     instead of succeeding and changing nothing.
@@ -66,6 +86,34 @@ class ParamSpec:
     description: str
     bounds: tuple[float, float] | None = None
     at_run_time: bool = False
+    minimum_nonzero: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.minimum_nonzero is not None:
+            low, high = self.bounds if self.bounds is not None else (None, None)
+            if low != 0 or not 0 < self.minimum_nonzero <= high:
+                raise ValueError(f"parameter {self.name}: minimum_nonzero needs bounds from 0 above it")
+            if self.default != 0 and self.default < self.minimum_nonzero:
+                raise ValueError(f"parameter {self.name}: its default is below minimum_nonzero")
+
+    def range_text(self) -> str:
+        """The values allowed, in words: ``[0, 3600]`` or ``0 or [0.01, 3600]`` ('' if unbounded)."""
+        if self.bounds is None:
+            return ""
+        low, high = self.bounds
+        if self.minimum_nonzero is not None:
+            return f"0 or [{self.minimum_nonzero:g}, {high:g}]"
+        return f"[{low:g}, {high:g}]"
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is outside the parameter's range (None when it is not, or not a number)."""
+        if self.bounds is None or isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        low, high = self.bounds
+        inside = low <= value <= high and not (
+            self.minimum_nonzero is not None and 0 < value < self.minimum_nonzero
+        )
+        return None if inside else f"{self.name} is {value!r}, outside its range {self.range_text()}"
 
     def descriptor(self) -> ParameterDescriptor:
         """The parameter's descriptor: description, read-only unless applied at run time, range."""
@@ -80,16 +128,17 @@ class ParamSpec:
                 desc.floating_point_range = [
                     FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)
                 ]
-            desc.additional_constraints = f"in [{low:g}, {high:g}]"
+            desc.additional_constraints = self.range_text().replace("[", "in [", 1)
         return desc
 
 
 class RejectionCounter:
     """Counts rejected inputs per reason; logs a warning at most once per period per reason."""
 
-    def __init__(self, logger: Any, warn_period_s: float = 5.0):
+    def __init__(self, logger: Any, warn_period_s: float = 5.0, what: str = "rejected input"):
         self._logger = logger
         self.period = float(warn_period_s)
+        self.what = what  # the log line's start: "<what> [<reason>]: <detail>"
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {}
         self._last_warn: dict[str, float] = {}
@@ -105,24 +154,24 @@ class RejectionCounter:
         with self._lock:
             return dict(self.counts)
 
-    def reject(self, reason: str, detail: str = "", warn: bool = True) -> None:
-        """Count one rejection of ``reason``; warn if this reason has not warned recently.
+    def reject(self, reason: str, detail: str = "", warn: bool = True, count: int = 1) -> None:
+        """Count ``count`` (one) rejections of ``reason``; warn if this reason has not warned recently.
 
         ``warn=False`` only counts (for callers that log the event themselves).
         """
         now = time.monotonic()
         with self._lock:
-            self.counts[reason] = self.counts.get(reason, 0) + 1
+            self.counts[reason] = self.counts.get(reason, 0) + count
             if not warn:
                 return
-            self._since_warn[reason] = self._since_warn.get(reason, 0) + 1
+            self._since_warn[reason] = self._since_warn.get(reason, 0) + count
             if now - self._last_warn.get(reason, -1e18) < self.period:
                 return
             n = self._since_warn[reason]
             self._since_warn[reason] = 0
             self._last_warn[reason] = now
         extra = f" ({n} since the last warning)" if n > 1 else ""
-        self._logger.warning(f"rejected input [{reason}]{extra}: {detail}")
+        self._logger.warning(f"{self.what} [{reason}]{extra}: {detail}")
 
 
 class NodeStats:
@@ -179,6 +228,36 @@ class NodeStats:
         return out
 
 
+class ClockResets:
+    """Jumps back of a node's clock grouped into resets (thread-safe): a jump back more than
+    ``quiet_s`` (wall clock) after the previous one starts a reset, those sooner belong to it."""
+
+    def __init__(self, quiet_s: float = CLOCK_RESET_QUIET_S):
+        self.quiet_s = quiet_s
+        self._lock = threading.Lock()
+        self.resets = 0  # resets so far
+        self.jumps = 0  # jumps back so far (rclpy's jump callbacks)
+        self._last = -float("inf")
+        self._in_reset = 0
+
+    def jumped(self, now: float) -> int:
+        """Note one jump back at ``now`` (``time.monotonic()``); returns which jump of its reset it
+        is (1: it starts a reset)."""
+        with self._lock:
+            self.jumps += 1
+            if now - self._last > self.quiet_s:
+                self.resets += 1
+                self._in_reset = 0
+            self._last = now
+            self._in_reset += 1
+            return self._in_reset
+
+    def snapshot(self) -> tuple[int, int]:
+        """``(resets, jumps)`` so far."""
+        with self._lock:
+            return self.resets, self.jumps
+
+
 class NodeBase(Node):
     """A node with declared parameters, counted rejections, stats and diagnostics."""
 
@@ -187,9 +266,11 @@ class NodeBase(Node):
         ParamSpec(
             "warn_period_s",
             5.0,
-            "At most one warning per this many seconds per rejection reason (settable at run time).",
+            "At most one warning per this many seconds per rejection reason; 0 warns of every one "
+            "(settable at run time).",
             bounds=(0.0, 3600.0),
             at_run_time=True,
+            minimum_nonzero=0.01,
         ),
         ParamSpec(
             "diagnostics_period_s",
@@ -197,6 +278,7 @@ class NodeBase(Node):
             "Period of diagnostic_msgs/DiagnosticArray on /diagnostics; 0 disables (settable at run time).",
             bounds=(0.0, 3600.0),
             at_run_time=True,
+            minimum_nonzero=0.01,
         ),
         ParamSpec(
             "input_timeout_s",
@@ -205,6 +287,7 @@ class NodeBase(Node):
             "none for this long; 0 disables (settable at run time).",
             bounds=(0.0, 3600.0),
             at_run_time=True,
+            minimum_nonzero=0.1,
         ),
     )
 
@@ -218,8 +301,16 @@ class NodeBase(Node):
     def __init__(self, node_name: str, params: Sequence[ParamSpec] = (), **kwargs: Any):
         super().__init__(node_name, **kwargs)
         self.specs = {spec.name: spec for spec in (*self.COMMON_PARAMS, *params)}
+        # before the declarations: a value out of range stops the node at start as at run time
+        self.add_on_set_parameters_callback(self._check_parameters)
         self.params = self.declare_specs(list(self.specs.values()))
         self.rejections = RejectionCounter(self.get_logger(), self.params["warn_period_s"])
+        # messages the middleware reports lost on the way (per stream), with what to do about it
+        self.lost_in_transport = RejectionCounter(
+            self.get_logger(), self.params["warn_period_s"], what="messages lost in transport"
+        )
+        self._loss_remedies: dict[str, str] = {}
+        self._published_transport: dict[str, int] = {}
         self.stats = NodeStats()
         self.dropped = 0
         self.realtime = "off"  # what run_nodes did with realtime_request() (diagnostics of nodes that ask)
@@ -235,7 +326,8 @@ class NodeBase(Node):
         self._diag_timer: Any = None
         self._schedule_diagnostics(float(self.params["diagnostics_period_s"]))
         self.add_post_set_parameters_callback(self._on_parameters_set)
-        self.clock_jumps_back = self._published_clock_jumps = 0
+        self.clock_resets = ClockResets()
+        self._published_clock = (0, 0)
         self._clock_jump_handle = self.get_clock().create_jump_callback(
             JumpThreshold(
                 min_forward=None, min_backward=Duration(seconds=-CLOCK_JUMP_BACK_S), on_clock_change=False
@@ -244,14 +336,25 @@ class NodeBase(Node):
         )
 
     def _on_clock_jump(self, jump: TimeJump) -> None:
-        """A jump back of ROS time (a ``/clock`` reset): logged once per jump and counted. The
-        inputs' stamps go back with it and each stream's own rules take them up again (the
-        inverse_dynamics guard restarts its acceleration filter); nothing learned is lost."""
-        self.clock_jumps_back += 1
-        self.get_logger().warning(
-            f"the clock jumped back by {-jump.delta.nanoseconds * 1e-9:.3f} s (/clock reset: a simulator "
-            "reset or a bag replayed again); inputs stamped with the new time are taken up, the model is kept"
-        )
+        """A jump back of ROS time (a ``/clock`` reset): logged once per reset and counted
+        (:class:`ClockResets`: the jumps back of time alternating between two ``/clock`` publishers
+        are one reset, and said once). The inputs' stamps go back with it and each stream's own
+        rules take them up again (the inverse_dynamics guard restarts its acceleration filter);
+        nothing learned is lost."""
+        nth = self.clock_resets.jumped(time.monotonic())
+        if nth == 1:
+            self.get_logger().warning(
+                f"the clock jumped back by {-jump.delta.nanoseconds * 1e-9:.3f} s (/clock reset: a simulator "
+                "reset or a bag replayed again); inputs stamped with the new time are taken up, the model "
+                "is kept"
+            )
+        elif nth == CLOCK_STUTTER_JUMPS:
+            self.get_logger().warning(
+                f"the clock keeps jumping back ({nth} jumps back less than {CLOCK_RESET_QUIET_S:g} s apart, "
+                f"counted as one reset): /clock has {self.count_publishers('/clock')} publisher(s); with "
+                "several (a simulator and a bag played with --clock, a stale simulator) time alternates "
+                "between them: keep one"
+            )
 
     def _schedule_diagnostics(self, period: float) -> None:
         if self._diag_timer is not None:
@@ -264,13 +367,24 @@ class NodeBase(Node):
         """Apply a run-time change of the parameter ``name`` (one declared ``at_run_time``).
 
         Subclasses extend it for their own run-time parameters (call super() for the others).
-        The value is already checked (type and ``bounds``, by rclpy).
+        The value is already checked (type and ``bounds`` by rclpy, ``minimum_nonzero`` by
+        :meth:`_check_parameters`).
         """
         self.params[name] = value
         if name == "warn_period_s":
-            self.rejections.period = float(value)
+            self.rejections.period = self.lost_in_transport.period = float(value)
         elif name == "diagnostics_period_s":
             self._schedule_diagnostics(float(value))
+
+    def _check_parameters(self, params: list[Any]) -> SetParametersResult:
+        """rclpy's on-set callback, at declaration (start) and at every change (run time): a value
+        outside its spec's range (:meth:`ParamSpec.problem`) is refused with the reason."""
+        for prm in params:
+            spec = self.specs.get(prm.name)
+            problem = spec.problem(prm.value) if spec is not None else None
+            if problem is not None:
+                return SetParametersResult(successful=False, reason=problem)
+        return SetParametersResult(successful=True)
 
     def _on_parameters_set(self, params: list[Any]) -> None:
         for prm in params:
@@ -286,11 +400,14 @@ class NodeBase(Node):
         qos: Any,
         stream: str,
         batch: int = 0,
+        *,
+        keep_bytes: bool = False,
+        loss_remedy: str = "",
         **kwargs: Any,
     ) -> Any:
         """``create_subscription`` for an input stream: its QoS can be overridden by parameters, it
-        counts the messages it never processed, and it ignores input while the node is not
-        :meth:`accepting` (a deactivated lifecycle node).
+        counts the messages it never processed or could not decode, and it ignores input while the
+        node is not :meth:`accepting` (a deactivated lifecycle node).
 
         - QoS overrides (rclpy's ``QoSOverridingOptions.with_default_policies()``): reliability,
           durability, history and depth of ``topic`` are read-only parameters
@@ -299,6 +416,15 @@ class NodeBase(Node):
         - Losses (:mod:`lifelong_learning.core.losses`): from the publishers' sequence numbers, the
           messages lost by DDS or overwritten in the subscription's queue while the node was busy;
           shown in diagnostics as ``<stream> lost``, WARN while it rises.
+        - Losses in transport: the samples the middleware itself reports lost on the way (rmw's
+          message-lost event: a sample, or fragments of one, that a matched publisher sent and never
+          arrived whole; not those overwritten in the queue). Counted in ``<stream> lost in
+          transport``, WARN in diagnostics and in the log (rate-limited) with ``loss_remedy``: what
+          to do about it (camera frames: the sender's Fast DDS profile).
+        - Undecodable messages: the subscription takes the serialized bytes and decodes them here,
+          so that bytes that are no ``msg_type`` (rclpy would drop them silently) are refused and
+          counted (:data:`UNDECODABLE`). ``raw=True``: the callback gets the bytes, undecoded (the
+          bag recorder); ``keep_bytes``: the callback gets ``(message, bytes)``.
 
         ``batch`` ≥ 1: the callback gets a list of up to ``batch`` ``(message, info)`` pairs, oldest
         first: the message the executor took and those already waiting in the subscription's
@@ -309,6 +435,8 @@ class NodeBase(Node):
         ``received_timestamp``, ns since the epoch: when the middleware received the message).
         """
         taken_from: list[Any] = []  # the subscription, once created
+        undecoded = bool(kwargs.pop("raw", False))
+        decode = None if undecoded else self._decoder(msg_type, topic)
 
         def record(info: Any) -> None:
             gid = info.get("publisher_gid") if isinstance(info, dict) else None
@@ -331,20 +459,64 @@ class NodeBase(Node):
                 pass
             return items
 
-        def on_message(msg: Any, info: Any) -> None:
-            items = waiting((msg, info)) if batch >= 1 else [(msg, info)]
+        def on_message(data: Any, info: Any) -> None:
+            items = waiting((data, info)) if batch >= 1 else [(data, info)]
             for _, item_info in items:
                 record(item_info)
-            if self.accepting():
-                if batch >= 1:
-                    callback(items)
-                else:
-                    callback(msg)
+            if not self.accepting():
+                return
+            if decode is not None:
+                items = [(msg, item_info) for raw, item_info in items if (msg := decode(raw)) is not None]
+                if not items:
+                    return
+            if batch >= 1:
+                callback(items)
+            elif keep_bytes:
+                callback(items[0][0], data)
+            else:
+                callback(items[0][0])
 
+        self._loss_remedies[stream] = loss_remedy
         kwargs.setdefault("qos_overriding_options", QoSOverridingOptions.with_default_policies())
-        subscription = self.create_subscription(msg_type, topic, on_message, qos, **kwargs)
+        kwargs.setdefault(
+            "event_callbacks", SubscriptionEventCallbacks(message_lost=self._on_lost(stream, topic))
+        )
+        try:
+            subscription = self.create_subscription(msg_type, topic, on_message, qos, raw=True, **kwargs)
+        except UnsupportedEventTypeError:  # an RMW without the message-lost event: sequence numbers only
+            kwargs["event_callbacks"] = None
+            subscription = self.create_subscription(msg_type, topic, on_message, qos, raw=True, **kwargs)
         taken_from.append(subscription)
         return subscription
+
+    def _decoder(self, msg_type: Any, topic: str) -> Callable[[bytes], Any]:
+        """Bytes → a ``msg_type`` message, or None when they are none (refused: :data:`UNDECODABLE`)."""
+        type_name = f"{msg_type.__module__.split('.')[0]}/{msg_type.__name__}"
+        where = self.resolve_topic_name(topic)
+
+        def decode(data: bytes) -> Any:
+            try:
+                return deserialize_message(data, msg_type)
+            except (RuntimeError, ValueError, TypeError) as exc:
+                self.reject(UNDECODABLE, f"{len(data)} bytes on {where} are no {type_name}: {exc}")
+                return None
+
+        return decode
+
+    def _on_lost(self, stream: str, topic: str) -> Callable[[Any], None]:
+        """The message-lost event callback of ``stream``: counts and warns (with the remedy)."""
+
+        def lost(status: Any) -> None:
+            n = int(status.total_count_change)
+            if n > 0:
+                remedy = self._loss_remedies.get(stream) or GENERIC_LOSS_REMEDY
+                where = self.resolve_topic_name(topic)
+                detail = (
+                    f"{n} message(s) on {where} that a matched publisher sent never arrived whole: {remedy}"
+                )
+                self.lost_in_transport.reject(stream, detail, count=n)
+
+        return lost
 
     def create_overridable_publisher(self, msg_type: Any, topic: str, qos: Any, **kwargs: Any) -> Any:
         """``create_publisher`` whose QoS can be overridden by parameters (as for subscriptions)."""
@@ -374,10 +546,14 @@ class NodeBase(Node):
         for reason, n in sorted(counts.items()):
             values[f"rejected: {reason}"] = str(n)
         values["dropped"] = str(self.dropped)
-        if self.clock_jumps_back:
-            values["clock jumps back"] = str(self.clock_jumps_back)
+        resets, jumps = self.clock_resets.snapshot()
+        if resets:
+            values["clock resets"] = str(resets)
+            values["clock jumps back"] = str(jumps)
         for stream, n in sorted(self.losses.snapshot().items()):
             values[f"{stream} lost"] = str(n)
+        for stream, n in sorted(self.lost_in_transport.snapshot().items()):
+            values[f"{stream} lost in transport"] = str(n)
         return values
 
     def diagnostic_problems(self) -> list[tuple[bytes, str]]:
@@ -389,9 +565,12 @@ class NodeBase(Node):
         - rejected inputs: WARN; ERROR when they are at least half of the inputs that arrived
           (and at least 10): the node is answering little of what it is sent;
         - messages dropped from a full queue, or lost before the node processed them: WARN;
+        - messages the middleware reports lost in transport: WARN, with the stream's remedy;
         - a stream of :attr:`MAIN_STREAMS` that had messages and has had none for
           ``input_timeout_s``: WARN (a driver stopped, a remapping broke);
-        - the node's clock jumped back (a ``/clock`` reset under ``use_sim_time``): WARN, once.
+        - the node's clock was reset (jumped back, a ``/clock`` reset under ``use_sim_time``):
+          WARN, once; jumps back that go on within the reset (two ``/clock`` publishers): WARN
+          while they do.
 
         The published status takes the highest level and joins the texts.
         """
@@ -427,13 +606,47 @@ class NodeBase(Node):
             problems.append(
                 (DiagnosticStatus.WARN, f"messages never processed in the last {elapsed:.1f} s ({streams})")
             )
-        jumps = self.clock_jumps_back - self._published_clock_jumps
-        self._published_clock_jumps = self.clock_jumps_back
-        if jumps > 0:
-            problems.append(
-                (DiagnosticStatus.WARN, f"the clock jumped back ({jumps}x in the last {elapsed:.1f} s)")
-            )
+        problems += self._transport_problems(elapsed) + self._clock_problems(elapsed)
         problems += self._silent_streams()
+        return problems
+
+    def _transport_problems(self, elapsed: float) -> list[tuple[bytes, str]]:
+        now = self.lost_in_transport.snapshot()
+        rose = {k: n - self._published_transport.get(k, 0) for k, n in sorted(now.items())}
+        self._published_transport = now
+        return [
+            (
+                DiagnosticStatus.WARN,
+                f"{n} {stream} message{'s' if n != 1 else ''} lost in transport in the last {elapsed:.1f} s: "
+                + (self._loss_remedies.get(stream) or GENERIC_LOSS_REMEDY),
+            )
+            for stream, n in rose.items()
+            if n > 0
+        ]
+
+    def _clock_problems(self, elapsed: float) -> list[tuple[bytes, str]]:
+        (resets, jumps), (published_resets, published_jumps) = (
+            self.clock_resets.snapshot(),
+            self._published_clock,
+        )
+        self._published_clock = (resets, jumps)
+        problems: list[tuple[bytes, str]] = []
+        if resets > published_resets:
+            problems.append(
+                (
+                    DiagnosticStatus.WARN,
+                    f"the clock was reset ({resets - published_resets}x in the last {elapsed:.1f} s)",
+                )
+            )
+        more = (jumps - published_jumps) - (resets - published_resets)
+        if more > 0:
+            problems.append(
+                (
+                    DiagnosticStatus.WARN,
+                    f"the clock keeps jumping back ({more} more jumps back in the last {elapsed:.1f} s): "
+                    "several /clock publishers?",
+                )
+            )
         return problems
 
     def _silent_streams(self) -> list[tuple[bytes, str]]:

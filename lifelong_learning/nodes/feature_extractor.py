@@ -42,6 +42,11 @@ from std_msgs.msg import String
 from lifelong_learning.msg import Features, LabeledFeatures
 from lifelong_learning.nodes.base import NodeBase, ParamSpec
 from lifelong_learning.nodes.runner import run_node
+from lifelong_learning.nodes.supervisor import (
+    FASTDDS_PROFILE_NAME,
+    FASTDDS_PROFILES_VARIABLE,
+    fastdds_profile_path,
+)
 from lifelong_learning.vision import FeatureExtractor, Preprocessing, to_rgb8
 from lifelong_learning.vision.compressed import compressed_image_size, decode_compressed
 from lifelong_learning.vision.image_conversion import ImageTooLargeError, check_image_fields
@@ -52,6 +57,22 @@ MAX_IMAGE_PIXELS = 4096 * 4096
 
 #: values of ``image_transport``: image_transport's plugin names for what this node can read
 IMAGE_TRANSPORTS = ("raw", "compressed")
+
+
+def frame_loss_remedy(compressed: bool) -> str:
+    """What to do about camera frames lost in transport (said in the log and in diagnostics)."""
+    profile = fastdds_profile_path()
+    where = str(profile) if profile is not None else f"this package's config/{FASTDDS_PROFILE_NAME}"
+    remedy = (
+        "frames this large sent best effort are lost when the SENDER (the camera driver) has no large "
+        f"shared-memory segment: start it with {FASTDDS_PROFILES_VARIABLE}={where} (Fast DDS)"
+    )
+    return (
+        remedy
+        if compressed
+        else f"{remedy}; or send JPEG frames on <image>/compressed and set image_transport: compressed here"
+    )
+
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
@@ -104,11 +125,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ),
     ParamSpec("num_threads", 2, "CPU threads of the CNN backend.", bounds=(1, 256)),
     ParamSpec(
-        "queue_size", 2, "Images waiting for the CNN; when full the oldest is dropped.", bounds=(1, 10000)
+        "queue_size", 2, "Images waiting for the CNN; when full the oldest is dropped.", bounds=(1, 100)
     ),
-    ParamSpec(
-        "max_batch", 4, "Most queued images the worker runs through the CNN at once.", bounds=(1, 1024)
-    ),
+    ParamSpec("max_batch", 4, "Most queued images the worker runs through the CNN at once.", bounds=(1, 64)),
     ParamSpec(
         "max_image_pixels",
         MAX_IMAGE_PIXELS,
@@ -171,20 +190,31 @@ class FeatureExtractorNode(NodeBase):
         self.labeled_pub = self.create_overridable_publisher(
             LabeledFeatures, p["labeled_features_topic"], 100
         )
-        # counted: images published but never reaching the queue show as "images lost" in diagnostics
+        # counted: images published but never reaching the queue show as "images lost" in diagnostics,
+        # those the middleware lost on the way as "images lost in transport", with the remedy
         if p["image_transport"] == "compressed":
             # image_transport's rule: the base topic is resolved (remapped) first, then /compressed
             topic = self.resolve_topic_name(p["image_topic"]) + "/compressed"
             self.create_counted_subscription(
-                CompressedImage, topic, self._on_compressed, qos_profile_sensor_data, stream="images"
+                CompressedImage,
+                topic,
+                self._on_compressed,
+                qos_profile_sensor_data,
+                stream="images",
+                loss_remedy=frame_loss_remedy(compressed=True),
             )
         else:
             topic = p["image_topic"]
             self.create_counted_subscription(
-                Image, topic, self._on_image, qos_profile_sensor_data, stream="images"
+                Image,
+                topic,
+                self._on_image,
+                qos_profile_sensor_data,
+                stream="images",
+                loss_remedy=frame_loss_remedy(compressed=False),
             )
         self.get_logger().info(f"images: {p['image_transport']} on {self.resolve_topic_name(topic)}")
-        self.create_subscription(String, p["label_topic"], self._on_label, 10)
+        self.create_counted_subscription(String, p["label_topic"], self._on_label, 10, stream="teacher_label")
         self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
         self._worker.start()
 

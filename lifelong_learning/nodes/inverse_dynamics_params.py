@@ -115,8 +115,9 @@ PARAMS: tuple[ParamSpec, ...] = (
         "a quarter of the learning CPU and the same accuracy on new motion, so that the answers keep "
         "their 2 ms at 1 kHz (docs/benchmarks/control-rate.md). Forgetting is per learned sample, so "
         "its horizon in seconds grows by the thinning factor. Settable at run time.",
-        bounds=(0.0, 1e6),
+        bounds=(0.0, 100000.0),
         at_run_time=True,
+        minimum_nonzero=1.0,
     ),
     ParamSpec(
         "learning_period_s",
@@ -126,6 +127,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         "learns later. Settable at run time.",
         bounds=(0.0, 1.0),
         at_run_time=True,
+        minimum_nonzero=0.001,
     ),
     ParamSpec(
         "realtime_priority",

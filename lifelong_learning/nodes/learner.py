@@ -46,6 +46,7 @@ LEARNER_PARAMS: tuple[ParamSpec, ...] = (
         "Seconds between checkpoints (0: only on shutdown and cleanup; settable at run time).",
         bounds=(0.0, 86400.0),
         at_run_time=True,
+        minimum_nonzero=0.1,
     ),
     ParamSpec(
         "restore_on_start",

@@ -167,6 +167,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         "and last epoch are always sent): small jobs run hundreds of epochs a second, more than a "
         "client's feedback history (10 deep by default) holds; 0 sends every epoch (settable at run time).",
         bounds=(0.0, 60.0),
+        minimum_nonzero=0.01,
         at_run_time=True,
     ),
     ParamSpec(

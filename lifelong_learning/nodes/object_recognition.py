@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
-from rclpy.serialization import deserialize_message
 
 from lifelong_learning.learners.recognition_gate import RecognitionGate, Refusal
 from lifelong_learning.learners.rlsc import IncrementalRLSC
@@ -198,14 +197,14 @@ class ObjectRecognitionNode(LearnerNode):
         self.create_counted_subscription(
             Features, p["features_topic"], self._on_features, qos_profile_sensor_data, stream="features"
         )
-        # raw: the label is checked against the bytes that arrived (rclpy would cut it at NUL)
+        # with the bytes: the label is checked against the bytes that arrived (rclpy cuts it at NUL)
         self.create_counted_subscription(
             LabeledFeatures,
             p["labeled_features_topic"],
             self._on_labeled,
             QoSProfile(depth=100),
             stream="labeled_features",
-            raw=True,
+            keep_bytes=True,
         )
         self.start_learner()
 
@@ -290,13 +289,8 @@ class ObjectRecognitionNode(LearnerNode):
         )
         self.stats.timed("predict", time.perf_counter() - t)
 
-    def _on_labeled(self, raw: bytes) -> None:
+    def _on_labeled(self, msg: LabeledFeatures, raw: bytes) -> None:
         self.stats.arrived("labeled_features")
-        try:
-            msg = deserialize_message(raw, LabeledFeatures)
-        except RuntimeError as exc:
-            self.reject("bad labeled features", f"undecodable LabeledFeatures: {exc}")
-            return
         if not label_arrived_whole(raw, msg.label):
             self.reject("bad label", f"the label holds NUL or invalid UTF-8 (arrived as {msg.label[:40]!r})")
             return

@@ -9,11 +9,15 @@ frames measure delivery, not discovery. After the last frame it stays (up to 10 
 counted frame is answered, since a sample may still lie in this process's shared memory; prints
 ``published N, answered K`` and exits.
 
-Run: python camera_peer.py CASE ENCODING WIDTH HEIGHT [COUNT [RATE]] (ENCODING: rgb8, yuv422 or
-jpeg; inherits ROS_DOMAIN_ID and FASTDDS_DEFAULT_PROFILES_FILE from the test, as a camera driver
-started from a shell with scripts/env.sh sourced would).
+Run: python camera_peer.py CASE ENCODING WIDTH HEIGHT [COUNT [RATE [without-profile]]] (ENCODING:
+rgb8, yuv422 or jpeg; inherits ROS_DOMAIN_ID and FASTDDS_DEFAULT_PROFILES_FILE from the test, as a
+camera driver started from a shell with scripts/env.sh sourced would). ``without-profile``: a
+camera driver started without it (the variable removed before the participant exists, so Fast DDS
+uses its default transports): no warm-up (its frames may never arrive), the COUNT frames are sent
+as soon as a reader has matched.
 """
 
+import os
 import sys
 import time
 
@@ -58,6 +62,9 @@ def main(argv: list[str]) -> None:
     case, encoding, width, height = argv[0], argv[1], int(argv[2]), int(argv[3])
     count = int(argv[4]) if len(argv) > 4 else 20
     rate = float(argv[5]) if len(argv) > 5 else 5.0
+    without_profile = len(argv) > 6 and argv[6] == "without-profile"
+    if without_profile:
+        os.environ.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
     rclpy.init()
     node = Node("camera_peer")
     msg_type, topic = (CompressedImage, "image/compressed") if encoding == "jpeg" else (Image, "image")
@@ -66,14 +73,16 @@ def main(argv: list[str]) -> None:
     node.create_subscription(Features, "features", lambda m: answered.append(m.header.frame_id), 100)
     msg = frame(case, encoding, width, height)
     deadline = time.monotonic() + 60
-    while "warmup" not in answered and time.monotonic() < deadline:
+    while without_profile and pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    while not without_profile and "warmup" not in answered and time.monotonic() < deadline:
         if pub.get_subscription_count() > 0:
             msg.header.frame_id = "warmup"
             pub.publish(msg)
         end = time.monotonic() + 0.5
         while time.monotonic() < end and "warmup" not in answered:
             rclpy.spin_once(node, timeout_sec=0.05)
-    if "warmup" not in answered:
+    if not without_profile and "warmup" not in answered:
         print("no answer to the warm-up frames within 60 s", flush=True)
         sys.exit(1)
     msg.header.frame_id = case
@@ -83,7 +92,7 @@ def main(argv: list[str]) -> None:
         pub.publish(msg)
         while time.monotonic() < start + (index + 1) / rate:
             rclpy.spin_once(node, timeout_sec=0.02)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + (1 if without_profile else 10)
     while answered.count(case) < count and time.monotonic() < deadline:
         rclpy.spin_once(node, timeout_sec=0.05)
     print(f"published {count}, answered {answered.count(case)}", flush=True)
