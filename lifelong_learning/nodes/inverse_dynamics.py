@@ -172,8 +172,12 @@ class InverseDynamicsNode(LearnerNode):
             batch=JOINT_STATES_BATCH,
         )
         if p["acceleration_topic"]:
-            self.create_subscription(
-                JointState, p["acceleration_topic"], self._on_acceleration, qos_profile_sensor_data
+            self.create_counted_subscription(
+                JointState,
+                p["acceleration_topic"],
+                self._on_acceleration,
+                qos_profile_sensor_data,
+                stream="accelerations",
             )
         if not self._urdf:
             latched = QoSProfile(
