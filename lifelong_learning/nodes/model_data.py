@@ -331,7 +331,13 @@ class ModelDataReceiver:
 
     @property
     def topic(self) -> str:
+        """The topic's resolved name."""
         return self.subscription.topic_name
+
+    @property
+    def running(self) -> bool:
+        """Whether the receiver's thread still takes messages."""
+        return self._thread.is_alive()
 
     def background(self) -> None:
         """This receiver's thread and its participant's middleware threads at the normal policy and a
@@ -358,29 +364,31 @@ class ModelDataReceiver:
             self._hand_over(message)
 
     def _hand_over(self, message: SerializedMessage) -> None:
+        """``message`` parsed, and handed to ``on_message``: its data as a view of its bytes, or, over
+        the limit, none (the bytes freed first). Malformed: freed, ``on_error``."""
+        size = len(message)
+        view = message.view()
         try:
-            view = message.view()
-            try:
-                header = parse_model_file(view)
-            except MalformedModelMessageError as exc:
-                view.release()
-                message.free()
-                self.on_error(
-                    MALFORMED_MODEL_MESSAGE,
-                    f"a message on {self.topic} is no ModelFile ({len(message)} bytes): {exc}",
-                )
-                return
-            if header.data_size > self.max_bytes:
-                view.release()
-                message.free()  # before anything else: nothing of it is kept
-                self.on_message(header, None)
-                return
+            header = parse_model_file(view)
+        except MalformedModelMessageError as exc:
+            view.release()
+            message.free()
+            self.on_error(
+                MALFORMED_MODEL_MESSAGE, f"a message on {self.topic} is no ModelFile ({size} bytes): {exc}"
+            )
+            return
+        if header.data_size > self.max_bytes:
+            view.release()
+            message.free()  # before anything else: nothing of it is kept
+            data = None
+        else:
             data = view[header.data_offset : header.data_offset + header.data_size]
             view.release()
-            del message  # freed with the last view of its bytes
+        del message  # within the limit: freed with the last view of its bytes
+        try:
             self.on_message(header, data)
-        except Exception as exc:
-            self.on_error(RELOAD_FAILED, f"a model received on {self.topic} could not be handled: {exc!r}")
+        except Exception as exc:  # the thread must go on taking models
+            self.on_error(RELOAD_FAILED, f"model {header.name!r} received on {self.topic} failed: {exc!r}")
 
     def stop(self, timeout: float = 10.0) -> None:
         """End the thread (it finishes the message in hand, up to ``timeout`` s) and the participant."""
