@@ -49,6 +49,14 @@ REPO = Path(__file__).resolve().parents[1]
 WARMUP_S = 1.0
 RSS_PERIOD_S = 0.005
 ARRIVAL_TIMEOUT_S = 120.0
+#: the node's diagnostics values reported
+OUTCOME_KEYS = (
+    "rejected",
+    "models received",
+    "last model received",
+    "ignored model files",
+    "joint_states lost",
+)
 KIND = "semiparametric_inverse_dynamics"  # the node's own: checked, not ignored
 
 
@@ -56,7 +64,8 @@ KIND = "semiparametric_inverse_dynamics"  # the node's own: checked, not ignored
 def send_model(nbytes: int, nice: int) -> int:
     """``--send-model N`` (a process of its own): one ModelFile of ``N`` bytes, latched, published when
     a line ``go`` arrives on stdin; prints ``ready``, ``published <t>`` and ``acked <t>``
-    (``time.time()``), and keeps the message latched until stdin closes."""
+    (``time.time()``), and keeps the message latched until stdin closes. At ``nice`` (its own
+    session's scheduling group too: with autogroups, a process's nice counts only within its group)."""
     import array
     import hashlib
 
@@ -64,15 +73,15 @@ def send_model(nbytes: int, nice: int) -> int:
     from lifelong_learning.msg import ModelFile
     from rclpy.duration import Duration
     from rclpy.node import Node
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
     os.nice(nice)  # before the middleware's threads start: they inherit it
+    try:
+        Path("/proc/self/autogroup").write_text(str(nice))
+    except OSError:
+        pass
     rclpy.init()
     node = Node("large_model_sender")
-    latched = QoSProfile(
-        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-    )
-    pub = node.create_publisher(ModelFile, "tuned_model_data", latched)
+    pub = node.create_publisher(ModelFile, "tuned_model_data", latched_qos())
     data = array.array("B", bytes(range(256))) * (nbytes // 256) + array.array("B", bytes(nbytes % 256))
     msg = ModelFile(kind=KIND, name="huge.model", sha256=hashlib.sha256(data).hexdigest())
     msg.data = data
@@ -93,16 +102,47 @@ def send_model(nbytes: int, nice: int) -> int:
     return 0
 
 
-class Sender:
-    """The sender process (:func:`send_model`)."""
+def sink() -> int:
+    """``--sink`` (a process of its own, for ``--elsewhere``): takes the messages on the model topic
+    raw and drops them, printing ``ready`` and ``received <t> <bytes>``; ends when stdin closes."""
+    import rclpy
+    from lifelong_learning.msg import ModelFile
+    from rclpy.node import Node
 
-    def __init__(self, nbytes: int, nice: int) -> None:
+    rclpy.init()
+    node = Node("large_model_sink")
+
+    def received(raw: bytes) -> None:
+        print(f"received {time.time():.6f} {len(raw)}", flush=True)
+
+    node.create_subscription(ModelFile, "tuned_model_data", received, latched_qos(), raw=True)
+    print("ready", flush=True)
+    threading.Thread(target=lambda: (sys.stdin.read(), rclpy.try_shutdown()), daemon=True).start()
+    try:
+        rclpy.spin(node)
+    except Exception:
+        pass
+    return 0
+
+
+def latched_qos() -> Any:
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
+
+
+class Helper:
+    """A process of this script (the sender, the sink) in a session of its own; its output lines."""
+
+    def __init__(self, *args: str) -> None:
         here = str(Path(__file__).resolve().parent)
         env = dict(os.environ)  # the private domain of NodeUnderTest
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--send-model", str(nbytes), "--sender-nice", str(nice)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+            [sys.executable, str(Path(__file__).resolve()), *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True,
         )  # fmt: skip
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -138,6 +178,7 @@ class MemorySampler:
     def __init__(self, pid: int) -> None:
         self.path = Path(f"/proc/{pid}/status")
         self.samples: list[tuple[float, int]] = []
+        self.snapshots: dict[str, dict[str, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss", daemon=True)
 
@@ -162,6 +203,11 @@ class MemorySampler:
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join(2)
+
+    def snapshot(self, name: str) -> None:
+        """Keep the memory fields of /proc/<pid>/status now (kB) under ``name``."""
+        keys = ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem")
+        self.snapshots[name] = {k: self.read(k) for k in keys}
 
     def between(self, start: float, end: float) -> list[int]:
         return [kb for t, kb in self.samples if start <= t <= end]
@@ -202,87 +248,112 @@ def arrived(values: dict[str, str]) -> bool:
     )
 
 
-def run(args: argparse.Namespace, extra: dict[str, Any]) -> dict[str, Any]:
-    """One run: the figures (see the module's docstring)."""
-    from bench_control_rate import serialized, trajectory
-    from diagnostic_msgs.msg import DiagnosticArray
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from sensor_msgs.msg import JointState
+class Graph:
+    """The node under test, this process's publisher of joint states and subscriptions (answers,
+    diagnostics), the sender, and with ``--elsewhere`` the sink."""
 
-    nbytes = int(args.mib * 1024**2)
-    states = trajectory(10.0, args.rate)
-    total_s = WARMUP_S + args.quiet + ARRIVAL_TIMEOUT_S + args.settle
-    payloads, stamps = serialized(states, int(total_s * args.rate), args.rate)
-    bench = node_under_test(args, extra)
-    with bench:
-        latencies = Latencies(clock=time.time_ns)
-        node: dict[str, str] = {}
+    def __init__(self, bench: NodeUnderTest, args: argparse.Namespace) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
 
-        def on_answer(raw: bytes, info: Any) -> None:
-            sec, nsec = struct.unpack_from("<iI", raw, 4)  # CDR: 4-byte encapsulation, then header.stamp
-            latencies.receive(sec * 1_000_000_000 + nsec, at=int(info["source_timestamp"]))
-
-        def on_diagnostics(msg: Any) -> None:
-            for status in msg.status:
-                if status.name.startswith("inverse_dynamics"):
-                    node.update({kv.key: kv.value for kv in status.values})
-
-        pub = bench.peer.create_publisher(JointState, "joint_states", QoSProfile(depth=100))
+        self.latencies = Latencies(clock=time.time_ns)
+        self.node: dict[str, str] = {}
+        self.pub = bench.peer.create_publisher(JointState, "joint_states", QoSProfile(depth=100))
         bench.peer.create_subscription(
-            JointState, "predicted_torque", on_answer,
+            JointState, "predicted_torque", self._on_answer,
             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE), raw=True,
         )  # fmt: skip
-        bench.peer.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 50)
-        sender = Sender(nbytes, args.sender_nice)
+        bench.peer.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
+        self.sink = Helper("--sink") if args.elsewhere else None
+        self.sender = Helper(
+            "--send-model", str(int(args.mib * 1024**2)), "--sender-nice", str(args.sender_nice)
+        )
+        bench.wait_for(
+            lambda: self.pub.get_subscription_count() > 0 and bool(self.node),
+            90,
+            "joint_states and diagnostics",
+        )
+        bench.wait_for(lambda: self.sender.said("ready") is not None, 120, "the sender ready")
+
+    def _on_answer(self, raw: bytes, info: Any) -> None:
+        sec, nsec = struct.unpack_from("<iI", raw, 4)  # CDR: 4-byte encapsulation, then header.stamp
+        self.latencies.receive(sec * 1_000_000_000 + nsec, at=int(info["source_timestamp"]))
+
+    def _on_diagnostics(self, msg: Any) -> None:
+        for status in msg.status:
+            if status.name.startswith("inverse_dynamics"):
+                self.node.update({kv.key: kv.value for kv in status.values})
+
+    def arrived(self) -> bool:
+        """Whether the model has arrived where it was sent and the sender's publish has returned."""
+        done = self.sink.said("received") is not None if self.sink is not None else arrived(self.node)
+        return done and self.sender.said("acked") is not None
+
+    def close(self) -> None:
+        for helper in (self.sender, self.sink):
+            if helper is not None:
+                helper.close()
+
+
+def paced_run(bench: NodeUnderTest, graph: Graph, args: argparse.Namespace) -> tuple[dict[str, float], Any]:
+    """The joint states at ``args.rate`` through the phases (warm-up, quiet, arrival, settle); the
+    phases' start times and the node's memory samples."""
+    from bench_control_rate import serialized, trajectory
+
+    total_s = WARMUP_S + args.quiet + ARRIVAL_TIMEOUT_S + args.settle
+    payloads, stamps = serialized(trajectory(10.0, args.rate), int(total_s * args.rate), args.rate)
+    times: dict[str, float] = {}
+    with MemorySampler(bench.process.pid) as memory, bench.spinning():
+        start = time.time()
+        for i in bench.paced(len(payloads), args.rate, spin=False):
+            now = time.time()
+            if i == int(WARMUP_S * args.rate):
+                times["quiet"] = now
+            if "go" not in times and now >= start + WARMUP_S + args.quiet:
+                times["go"] = now
+                memory.snapshot("before")
+                graph.sender.go()
+            if "go" in times and "arrived" not in times and graph.arrived():
+                times["arrived"] = now
+            if "arrived" in times and now >= times["arrived"] + args.settle:
+                break
+            graph.latencies.send(stamps[i])
+            graph.pub.publish(payloads[i])
+        memory.snapshot("after")
+        time.sleep(1.0)  # the last answers
+        memory.snapshot("end")
+    if "arrived" not in times:
+        raise RuntimeError(f"the model was not dealt with in {ARRIVAL_TIMEOUT_S:g} s:\n{bench.log()}")
+    return times, memory
+
+
+def run(args: argparse.Namespace, extra: dict[str, Any]) -> dict[str, Any]:
+    """One run: the figures (see the module's docstring)."""
+    if args.elsewhere:  # the node listens elsewhere: the message goes to the sink
+        extra = {**extra, "model_data_topic": "elsewhere_model_data"}
+    bench = node_under_test(args, extra)
+    with bench:
+        graph = Graph(bench, args)
         try:
-            bench.wait_for(
-                lambda: pub.get_subscription_count() > 0 and bool(node), 90, "joint_states and diagnostics"
-            )
-            bench.wait_for(lambda: sender.said("ready") is not None, 120, "the sender ready")
-            times: dict[str, float] = {}
-            with MemorySampler(bench.process.pid) as memory, bench.spinning():
-                start = time.time()
-                for i in bench.paced(len(payloads), args.rate, spin=False):
-                    now = time.time()
-                    if "go" not in times and now >= start + WARMUP_S + args.quiet:
-                        times["go"] = now
-                        sender.go()
-                    if "go" in times and "arrived" not in times and arrived(node) and sender.said("acked"):
-                        times["arrived"] = now
-                    if "arrived" in times and now >= times["arrived"] + args.settle:
-                        break
-                    if i == int(WARMUP_S * args.rate):
-                        times["quiet"] = now
-                    latencies.send(stamps[i])
-                    pub.publish(payloads[i])
-                time.sleep(1.0)  # the last answers
-                hwm = memory.read("VmHWM")
-            if "arrived" not in times:
-                raise RuntimeError(f"the model was not dealt with in {ARRIVAL_TIMEOUT_S:g} s:\n{bench.log()}")
+            times, memory = paced_run(bench, graph, args)
         finally:
-            sender.close()
+            graph.close()
     if args.trace is not None:
-        sent = sorted(latencies.sent.items(), key=lambda kv: kv[1])
+        sent = sorted(graph.latencies.sent.items(), key=lambda kv: kv[1])
         trace = {
             "times": times,
-            "sender": sender.lines,
-            "answers": [[t * 1e-9, latencies.latency.get(k, -1) * 1e-6] for k, t in sent],
+            "sender": graph.sender.lines,
+            "answers": [[t * 1e-9, graph.latencies.latency.get(k, -1) * 1e-6] for k, t in sent],
             "rss_kb": memory.samples,
         }
         args.trace.write_text(json.dumps(trace))
-    return summary(latencies, memory, times, node, hwm, sender.lines, nbytes)
+    return summary(graph, memory, times, int(args.mib * 1024**2))
 
 
-def summary(
-    latencies: Latencies,
-    memory: MemorySampler,
-    times: dict[str, float],
-    node: dict[str, str],
-    hwm_kb: int,
-    sender_lines: list[str],
-    nbytes: int,
-) -> dict[str, Any]:
+def summary(graph: Graph, memory: MemorySampler, times: dict[str, float], nbytes: int) -> dict[str, Any]:
     """The figures of a run (memory in MB, latencies in ms)."""
+    latencies = graph.latencies
 
     def window(start: float, end: float) -> dict[str, Any]:
         keys = [k for k, t in latencies.sent.items() if start * 1e9 <= t < end * 1e9]
@@ -306,12 +377,13 @@ def summary(
         "rss_before_mb": mb(before),
         "rss_peak_mb": mb(peak),
         "rss_after_mb": mb(after),
-        "hwm_mb": mb(hwm_kb),
+        "hwm_mb": mb(memory.snapshots["end"]["VmHWM"]),
+        "status": memory.snapshots,
         "arrival_s": arrival_end - go,
         "quiet": window(times["quiet"], go),
         "arrival": window(go, arrival_end),
-        "outcome": {k: v for k, v in node.items() if k.startswith("rejected") or "model" in k or "lost" in k},
-        "sender": sender_lines,
+        "outcome": {k: v for k, v in graph.node.items() if k.startswith(OUTCOME_KEYS)},
+        "sender": graph.sender.lines,
     }
 
 
@@ -319,21 +391,32 @@ def report(r: dict[str, Any], args: argparse.Namespace, extra: dict[str, Any]) -
     """The markdown section ``--out`` appends."""
     q, a = r["quiet"], r["arrival"]
     params = "".join(f", `{k}:={v}`" for k, v in extra.items())
+    where = " (control: the message to a sink process, the node not subscribed)" if args.elsewhere else ""
+    command = " ".join(["python", "benchmarks/bench_large_model.py", *sys.argv[1:]])
+    before, after = r["status"]["before"], r["status"]["end"]
     lines = [
-        f"\n### {r['mib']:g} MiB ModelFile, {args.rate:g} Hz joint states{params}\n",
-        f"{provenance_line()}. Command: `{' '.join(['python', 'benchmarks/bench_large_model.py', *sys.argv[1:]])}`\n",
-        "| node memory (VmRSS) before [MB] | peak during arrival [MB] | after [MB] | VmHWM [MB] | arrival [s] |",
-        "|---:|---:|---:|---:|---:|",
-        f"| {r['rss_before_mb']:.0f} | {r['rss_peak_mb']:.0f} | {r['rss_after_mb']:.0f} | {r['hwm_mb']:.0f} | "
-        f"{r['arrival_s']:.2f} |",
+        f"\n### {r['mib']:g} MiB ModelFile{where}, {args.rate:g} Hz joint states{params}\n",
+        f"{provenance_line()}. Command: `{command}`\n",
+        "| node VmRSS before [MB] | peak during arrival [MB] | after [MB] | VmHWM [MB] | "
+        "RssAnon before → after [MB] | RssShmem before → after [MB] | arrival [s] |",
+        "|---:|---:|---:|---:|---|---|---:|",
+        f"| {r['rss_before_mb']:.0f} | {r['rss_peak_mb']:.0f} | {r['rss_after_mb']:.0f} | "
+        f"{r['hwm_mb']:.0f} | {mb(before['RssAnon']):.0f} → {mb(after['RssAnon']):.0f} | "
+        f"{mb(before['RssShmem']):.0f} → {mb(after['RssShmem']):.0f} | {r['arrival_s']:.2f} |",
         "",
         "| joint states | sent | answered | publish → answer p50 [ms] | p99 [ms] | max [ms] |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, w in (("quiet run", q), ("during the arrival", a)):
-        lines.append(
-            f"| {name} | {w['sent']} | {w['answered']} | {w['p50_ms']:.2f} | {w['p99_ms']:.2f} | {w['max_ms']:.1f} |"
-        )
+        cells = [
+            name,
+            w["sent"],
+            w["answered"],
+            f"{w['p50_ms']:.2f}",
+            f"{w['p99_ms']:.2f}",
+            f"{w['max_ms']:.1f}",
+        ]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     outcome = "; ".join(f"{k}: {v}" for k, v in r["outcome"].items())
     lines += ["", f"Node: {outcome}.", ""]
     return "\n".join(lines)
@@ -357,9 +440,15 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, An
     )  # fmt: skip
     parser.add_argument(
         "--trace", type=Path, default=None, metavar="FILE",
-        help="write the run's timeline (JSON): each joint state's publish time and latency, the memory samples",
+        help="write the run's timeline (JSON): each joint state's publish time and latency, the memory",
+    )  # fmt: skip
+    parser.add_argument(
+        "--elsewhere", action="store_true",
+        help="a control: the node listens on another topic, and the message goes to a sink process on "
+        "this machine (the machine's share of the arrival, without the node's)",
     )  # fmt: skip
     parser.add_argument("--send-model", type=int, default=0, help=argparse.SUPPRESS)  # runs send_model()
+    parser.add_argument("--sink", action="store_true", help=argparse.SUPPRESS)  # runs sink()
     args = parser.parse_args(argv)
     extra: dict[str, Any] = {}
     for item in args.param:
@@ -374,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parse_args(argv)
     if args.send_model:
         return send_model(args.send_model, args.sender_nice)
+    if args.sink:
+        return sink()
     r = run(args, extra)
     q, a = r["quiet"], r["arrival"]
     print(
