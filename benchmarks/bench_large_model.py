@@ -3,29 +3,36 @@
 The installed ``inverse_dynamics`` node runs in its own process (the shipped config, the Panda
 URDF, learning on, ``max_model_bytes`` at its default of 512 MiB). This process plays the robot as
 ``bench_control_rate.py`` does: pre-serialized MuJoCo Panda joint states at ``--rate`` Hz, the
-predicted torques received on a raw subscription. A third process plays a tuner on another machine:
-it publishes one ``lifelong_learning/ModelFile`` of ``--mib`` MiB (600: over the limit) of the
-node's own kind, latched (reliable, transient local, depth 1), when told to.
+predicted torques received on a raw subscription. A third process, in a session of its own, plays
+the tuner: it publishes one ``lifelong_learning/ModelFile`` of ``--mib`` MiB (600: over the limit)
+of the node's own kind, latched (reliable, transient local, depth 1), when told to.
+``--sender-nice 19`` puts it (and its scheduling group: autogroups make a process's nice count
+only within its session) behind everything else, as a tuner on another machine would be: it then
+takes only the CPU this machine leaves idle. ``--elsewhere`` is the control: the node listens on
+another topic and the message goes to a sink process, so that what remains is the machine's own
+share of a 600 MiB transfer (the sender's and the receiver's copies on the same cores).
 
 Phases, joint states flowing throughout: a warm-up (not counted), ``--quiet`` s with no model
 (the quiet run), then the model is published and the arrival lasts until the node has counted it
-(``rejected: model too large``, or ``models received`` / another rejection) and the sender's
-publish has returned, then ``--settle`` s after.
+(``rejected: model too large``, or ``models received`` / another rejection; diagnostics every
+0.25 s) or the sink has it, and the sender's publish has returned; then ``--settle`` s after.
 
-Printed and written (``--out``):
+Printed and written (``--out`` appends a section):
 
 - the node's resident memory (``VmRSS`` of its process, sampled every 5 ms): before the model
   (the median of the last second of the quiet run), the peak during the arrival, and after
   (the median of the last second of the settle time); ``VmHWM`` at the end (the process's peak,
-  start included);
+  start included); ``RssAnon`` and ``RssShmem`` before and after (the sender's shared-memory
+  segment, mapped by the node, is ``RssShmem``);
 - the joint states' publish → answer published latency (the answer's DDS source timestamp minus the
-  publish time here) p50/p99/max, and how many were answered, for those published in the quiet run
-  and for those published during the arrival;
+  publish time here) p50/p99/max, and how many were answered, for those published in the quiet run,
+  during the arrival, and in the arrival's last second (the node's take of the message and its
+  refusal: the part of the arrival that is the node's own work);
 - the node's outcome: its rejection counters and ``last model received``.
 
 Usage: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_large_model.py [--mib 600] [--rate 1000]
-[--quiet 5] [--settle 3] [--param NAME:=VALUE ...] [--out docs/benchmarks/large-model.md]``
-(``--out`` appends a section).
+[--quiet 5] [--settle 3] [--sender-nice 19] [--elsewhere] [--param NAME:=VALUE ...]
+[--trace FILE] [--out docs/benchmarks/large-model.md]``.
 """
 
 from __future__ import annotations
@@ -382,6 +389,7 @@ def summary(graph: Graph, memory: MemorySampler, times: dict[str, float], nbytes
         "arrival_s": arrival_end - go,
         "quiet": window(times["quiet"], go),
         "arrival": window(go, arrival_end),
+        "last_second": window(arrival_end - 1.0, arrival_end),
         "outcome": {k: v for k, v in graph.node.items() if k.startswith(OUTCOME_KEYS)},
         "sender": graph.sender.lines,
     }
@@ -407,7 +415,8 @@ def report(r: dict[str, Any], args: argparse.Namespace, extra: dict[str, Any]) -
         "| joint states | sent | answered | publish → answer p50 [ms] | p99 [ms] | max [ms] |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, w in (("quiet run", q), ("during the arrival", a)):
+    last = ("the arrival's last second (the take, the refusal)", r["last_second"])
+    for name, w in (("quiet run", q), ("during the arrival", a), last):
         cells = [
             name,
             w["sent"],
@@ -473,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
         f"quiet: answered {q['answered']}/{q['sent']}, p50 {q['p50_ms']:.2f} ms p99 {q['p99_ms']:.2f} ms "
         f"max {q['max_ms']:.1f} ms\n"
         f"arrival: answered {a['answered']}/{a['sent']}, p50 {a['p50_ms']:.2f} ms p99 {a['p99_ms']:.2f} ms "
-        f"max {a['max_ms']:.1f} ms\nnode: {r['outcome']}\nsender: {r['sender']}",
+        f"max {a['max_ms']:.1f} ms\narrival's last second: p99 {r['last_second']['p99_ms']:.2f} ms "
+        f"max {r['last_second']['max_ms']:.1f} ms\nnode: {r['outcome']}\nsender: {r['sender']}",
         flush=True,
     )
     if args.out is not None:

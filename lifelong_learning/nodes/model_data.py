@@ -7,7 +7,8 @@ look at its size, and the node's inputs would wait meanwhile. :class:`ModelDataR
 these messages instead:
 
 - on a participant of its own (an rclpy context, with a hidden node), so that its fragments are
-  reassembled by other middleware threads than the node's inputs; with this package's Fast DDS
+  reassembled by other middleware threads than the node's inputs, in the background (normal
+  policy, nice 10: :func:`~lifelong_learning.core.realtime.make_background`); with this package's Fast DDS
   profile in effect, its reader frees a message's memory once it is taken (``DYNAMIC`` history
   memory, :func:`own_participant_environment`) instead of keeping the largest message ever
   received in its pool;
@@ -18,7 +19,7 @@ these messages instead:
   before anything is copied, kept or written; one within it is handed over as a memoryview of those
   bytes (no copy), which stays valid as long as a reference to it does.
 
-Why, and what was measured: ``docs/serving.md`` (Models over ROS) and
+Why, and what was measured: ``docs/serving.md`` (Models as bytes) and
 ``docs/benchmarks/large-model.md``.
 """
 
@@ -31,9 +32,9 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, NamedTuple
 
+from lifelong_learning.core.files import UnsafePathError, open_regular
 from lifelong_learning.core.realtime import MIDDLEWARE_THREAD_PREFIXES, make_background, thread_names
 from lifelong_learning.serving.report import MALFORMED_MODEL_MESSAGE, RELOAD_FAILED
 
@@ -42,7 +43,6 @@ POLL_PERIOD_S = 0.05
 #: seconds between two checks that the receiver's threads run in the background (the node's
 #: real-time setup, made after the receiver started, gives every middleware thread its priority)
 BACKGROUND_CHECK_S = 1.0
-NICE = int(os.environ.get("LL_MODEL_DATA_NICE", "10"))
 #: rcl's return codes used here (rcl/types.h)
 _RCL_RET_OK = 0
 _RCL_RET_SUBSCRIPTION_TAKE_FAILED = 401
@@ -52,6 +52,8 @@ QOS_FROM_XML = "RMW_FASTRTPS_USE_QOS_FROM_XML"
 #: the Fast DDS profiles file that this package ships (it declares the memory policies the own
 #: participant needs: :func:`own_participant_environment`)
 PROFILE_MARKER = "lifelong_learning_model_data"
+#: the largest profiles file looked into
+MAX_PROFILES_BYTES = 1024**2
 
 
 class ModelFileHeader(NamedTuple):
@@ -239,9 +241,10 @@ def own_participant_environment(profiles_file: str | None) -> dict[str, str]:
     if rmw != "rmw_fastrtps_cpp" or not profiles_file:
         return {}
     try:
-        if PROFILE_MARKER not in Path(profiles_file).read_text(encoding="utf-8", errors="replace")[:65536]:
-            return {}
-    except OSError:
+        with open_regular(profiles_file, MAX_PROFILES_BYTES) as f:  # never a FIFO, never unbounded
+            if PROFILE_MARKER.encode() not in f.read(MAX_PROFILES_BYTES):
+                return {}
+    except (OSError, UnsafePathError):
         return {}
     return {QOS_FROM_XML: "1"}
 
@@ -270,7 +273,8 @@ class ModelDataReceiver:
     """Takes ``lifelong_learning/ModelFile`` messages on ``topic`` (an absolute, resolved name) on a
     participant and a thread of its own, and hands each to ``on_message(header, data)``: ``data`` a
     memoryview of its bytes when ``header.data_size`` is at most ``max_bytes``, else None (the bytes
-    are freed before the call). ``on_error(text)`` hears what could not be taken or read.
+    are freed before the call). ``on_error(reason, text)`` hears what could not be taken or read
+    (``"malformed model message"``, ``"model reload failed"``).
 
     ``on_message`` runs on the receiver's thread: whatever it does (hash, write, load) keeps the
     node's executor free. :meth:`stop` ends the thread (after the message in hand) and the participant.
@@ -344,7 +348,7 @@ class ModelDataReceiver:
         background nice (:func:`~lifelong_learning.core.realtime.make_background`): they may have
         inherited a real-time policy from the executor's thread, or been given it with the node's
         middleware threads (``realtime_priority``), and copying a model file must not delay an answer."""
-        make_background([threading.get_native_id(), *self.middleware_threads], NICE)
+        make_background([threading.get_native_id(), *self.middleware_threads])
 
     def _run(self) -> None:
         last = -1e18

@@ -127,3 +127,13 @@ def test_the_receiver_hands_over_a_view_of_the_bytes_or_only_the_header(executor
     assert errors[0][0] == "malformed model message" and "past the message's end" in errors[0][1]
     assert f"({len(raw)} bytes)" in errors[0][1]
     assert not receiver.running
+
+
+def test_a_profiles_file_that_is_no_regular_file_is_not_waited_on(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.delenv("RMW_IMPLEMENTATION", raising=False)
+    fifo = tmp_path / "profiles.xml"
+    os.mkfifo(fifo)
+    assert own_participant_environment(str(fifo)) == {}
+    assert own_participant_environment("/dev/zero") == {}
