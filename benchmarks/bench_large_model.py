@@ -402,8 +402,9 @@ def report(r: dict[str, Any], args: argparse.Namespace, extra: dict[str, Any]) -
     where = " (control: the message to a sink process, the node not subscribed)" if args.elsewhere else ""
     command = " ".join(["python", "benchmarks/bench_large_model.py", *sys.argv[1:]])
     before, after = r["status"]["before"], r["status"]["end"]
+    note = f" ({args.note})" if args.note else ""
     lines = [
-        f"\n### {r['mib']:g} MiB ModelFile{where}, {args.rate:g} Hz joint states{params}\n",
+        f"\n### {r['mib']:g} MiB ModelFile{where}{note}, {args.rate:g} Hz joint states{params}\n",
         f"{provenance_line()}. Command: `{command}`\n",
         "| node VmRSS before [MB] | peak during arrival [MB] | after [MB] | VmHWM [MB] | "
         "RssAnon before → after [MB] | RssShmem before → after [MB] | arrival [s] |",
@@ -442,6 +443,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, An
         help="the sender's nice value: 19 emulates a tuner on another machine (it gets only the CPU "
         "this one leaves idle); 0 (default) lets it compete with the node on this machine's cores",
     )  # fmt: skip
+    parser.add_argument("--note", default="", help="words added to the heading of the --out section")
     parser.add_argument("--out", type=Path, default=None, help="append the report to this markdown file")
     parser.add_argument(
         "--param", action="append", default=[], metavar="NAME:=VALUE",
