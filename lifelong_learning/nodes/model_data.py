@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from lifelong_learning.core.files import UnsafePathError, open_regular
@@ -43,6 +44,8 @@ POLL_PERIOD_S = 0.05
 #: seconds between two checks that the receiver's threads run in the background (the node's
 #: real-time setup, made after the receiver started, gives every middleware thread its priority)
 BACKGROUND_CHECK_S = 1.0
+#: the name prefix of the receiver's middleware threads (Fast DDS names them ``dds.*``)
+THREAD_PREFIX = "mdl."
 #: rcl's return codes used here (rcl/types.h)
 _RCL_RET_OK = 0
 _RCL_RET_SUBSCRIPTION_TAKE_FAILED = 401
@@ -252,6 +255,18 @@ def own_participant_environment(profiles_file: str | None) -> dict[str, str]:
 _ENVIRONMENT_LOCK = threading.Lock()
 
 
+def rename_threads(tids: list[int], prefix: str) -> None:
+    """Give threads ``tids`` of this process ``prefix`` in place of the first component of their
+    names (``dds.udp.7413`` → ``mdl.udp.7413``); a thread that ended is skipped."""
+    for tid in tids:
+        comm = Path(f"/proc/self/task/{tid}/comm")
+        try:
+            name = comm.read_text().strip()
+            comm.write_text((prefix + name.partition(".")[2])[:15])
+        except OSError:
+            continue
+
+
 @contextmanager
 def _environment(values: dict[str, str]):  # type: ignore[no-untyped-def]
     """``values`` set in this process's environment for the block (the middleware reads them when a
@@ -323,12 +338,15 @@ class ModelDataReceiver:
             rclpy.try_shutdown(context=self.context)
             raise
         self.take = RawTake(self.subscription)
-        #: the middleware's threads of this participant (they reassemble its messages)
+        #: the middleware's threads of this participant (they reassemble its messages), renamed
+        #: ``mdl.*`` from ``dds.*``: not the node's answering path (``realtime_priority`` leaves them
+        #: alone), and told apart in ``top -H``
         self.middleware_threads = [
             tid
             for tid, n in thread_names().items()
             if tid not in before and n.startswith(MIDDLEWARE_THREAD_PREFIXES)
         ]
+        rename_threads(self.middleware_threads, THREAD_PREFIX)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="model-data", daemon=True)
         self._thread.start()

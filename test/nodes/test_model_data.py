@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import spin_until
 
+from lifelong_learning.core.realtime import thread_names
 from lifelong_learning.nodes.model_data import (
     MalformedModelMessageError,
     ModelDataReceiver,
@@ -111,6 +112,10 @@ def test_the_receiver_hands_over_a_view_of_the_bytes_or_only_the_header(executor
         on_error=lambda reason, text: errors.append((reason, text)),
     )
     try:
+        names = thread_names()
+        assert receiver.middleware_threads and all(
+            names[t].startswith("mdl.") for t in receiver.middleware_threads
+        )
         assert spin_until(executor, lambda: pub.get_subscription_count() > 0, 20)
         for n, data in enumerate((b"small", bytes(101)), start=1):  # raw, as any sender's bytes
             pub.publish(serialized(name=f"{len(data)}.model", data=data))
