@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import struct
 import subprocess
@@ -400,7 +401,7 @@ def report(r: dict[str, Any], args: argparse.Namespace, extra: dict[str, Any]) -
     q, a = r["quiet"], r["arrival"]
     params = "".join(f", `{k}:={v}`" for k, v in extra.items())
     where = " (control: the message to a sink process, the node not subscribed)" if args.elsewhere else ""
-    command = " ".join(["python", "benchmarks/bench_large_model.py", *sys.argv[1:]])
+    command = shlex.join(["python", "benchmarks/bench_large_model.py", *sys.argv[1:]])
     before, after = r["status"]["before"], r["status"]["end"]
     note = f" ({args.note})" if args.note else ""
     lines = [
