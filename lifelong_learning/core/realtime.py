@@ -80,6 +80,32 @@ def normal_policy_here() -> None:
         return
 
 
+#: the nice value of background threads that copy much memory (a model file arriving): under
+#: contention the scheduler favours the answering path
+BACKGROUND_NICE = 10
+
+
+def make_background(tids: Iterable[int], nice: int = BACKGROUND_NICE) -> list[int]:
+    """Put threads ``tids`` of this process at the normal policy (when they inherited or were given
+    ``SCHED_FIFO``/``SCHED_RR``) and at least at ``nice``: background work that must not compete
+    with the answering path. Lowering needs no privilege; a thread that ended is skipped. Returns
+    the ids of the threads changed (none elsewhere than Linux)."""
+    if not supported():
+        return []
+    changed = []
+    for tid in tids:
+        try:
+            if os.sched_getscheduler(tid) in (os.SCHED_FIFO, os.SCHED_RR):
+                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+                changed.append(tid)
+            if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+                os.setpriority(os.PRIO_PROCESS, tid, nice)
+                changed.append(tid)
+        except OSError:  # ended meanwhile, or not allowed: it stays as it is
+            continue
+    return sorted(set(changed))
+
+
 @dataclass
 class RealtimeThreads:
     """What :func:`make_realtime` changed."""

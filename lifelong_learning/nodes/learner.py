@@ -26,9 +26,9 @@ from std_srvs.srv import Trigger
 from lifelong_learning.core.model_file import MAX_MODEL_BYTES, ModelFileError
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.core.realtime import normal_policy_here
-from lifelong_learning.msg import ModelFile as ModelFileMessage
 from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec
 from lifelong_learning.nodes.lifecycle import LifecycleStateMixin
+from lifelong_learning.nodes.model_data import ModelDataReceiver, ModelFileHeader
 from lifelong_learning.serving import DEFAULT_MAX_RECEIVED_MODEL_BYTES, Outcome, RefusedError, ServingCore
 from lifelong_learning.serving.history import ModelHistory
 from lifelong_learning.srv import LoadModel, SaveModel
@@ -95,16 +95,18 @@ LEARNER_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "model_data_topic",
         "tuned_model_data",
-        "lifelong_learning/ModelFile (reliable, transient local, depth 1): model files as bytes, "
-        "from a tuner without a shared filesystem; the SHA-256 and the model's fit are checked, "
-        "then it is stored in <model_directory>/received/<node>/ and hot-reloaded; files of "
-        "another kind are ignored; '' disables.",
+        "lifelong_learning/ModelFile (reliable, transient local, depth 2): model files as bytes, "
+        "from a tuner without a shared filesystem, taken off the executor on a participant of "
+        "their own; the size (max_model_bytes) is checked before anything keeps the bytes, then "
+        "the SHA-256 and the model's fit, then it is stored in <model_directory>/received/<node>/ "
+        "and hot-reloaded; files of another kind are ignored; '' disables.",
     ),
     ParamSpec(
         "max_model_bytes",
         DEFAULT_MAX_RECEIVED_MODEL_BYTES,
         "The largest model file taken from model_data_topic, in bytes (512 MiB); larger ones are "
-        "refused and counted ('model too large').",
+        "refused and counted ('model too large') from the message's header, their bytes freed "
+        "before anything is copied, kept or written.",
         bounds=(1, MAX_MODEL_BYTES),
     ),
 )
@@ -134,14 +136,6 @@ class _NodeReport:
 
     def reject(self, reason: str, detail: str, warn: bool = True) -> None:
         self._node.reject(reason, detail, warn)
-
-
-def _as_bytes(data: Any) -> bytes | memoryview:
-    """A message's ``uint8[]`` as bytes, without a copy when it is a buffer (array or numpy)."""
-    try:
-        return memoryview(data).cast("B")
-    except TypeError:
-        return bytes(data)
 
 
 class LearnerNode(LifecycleStateMixin, NodeBase):
@@ -195,6 +189,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         self._configured: list[Any] = []  # services, timers and subscriptions made by configure
         self._checkpoint_timer: Any = None
         self._checkpoint_writer: threading.Thread | None = None
+        self._model_receiver: ModelDataReceiver | None = None  # model_data_topic, while configured
         self._configure_error: Exception | None = None
         LifecycleStateMixin.__init__(self, callback_group=self.service_group)
 
@@ -293,8 +288,8 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
             # transient local: a model announced before this node started is still delivered (the
             # paths: the last 5; the bytes: the last 2, what the tuner keeps, one per kind in turn)
             self._subscribe_to_models(String, "model_topic", self._on_model_announced, depth=5)
-            self._subscribe_to_models(ModelFileMessage, "model_data_topic", self._on_model_data, depth=2)
             self.configure_learner()
+            self._receive_models()  # a model received now replaces the one configure served
         except (ValueError, OSError) as exc:
             self._configure_error = exc
             self.get_logger().error(f"configure failed: {exc}")
@@ -387,6 +382,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
     def _destroy_configured(self) -> None:
         self._schedule_checkpoints(0.0)
+        self._stop_receiving_models()
         for entity in self._configured:
             if isinstance(entity, Service):
                 self.destroy_service(entity)
@@ -503,10 +499,41 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
     def _on_model_announced(self, msg: String) -> None:
         self.serving.announced(msg.data, str(self.params["model_topic"]), self.reload)
 
-    def _on_model_data(self, msg: ModelFileMessage) -> None:
-        """A model file as bytes (``model_data_topic``): checked, stored, hot-reloaded."""
+    def _receive_models(self) -> None:
+        """Model files as bytes on ``model_data_topic`` ('' = none): a :class:`ModelDataReceiver` (a
+        participant and a thread of its own: the executor never takes these messages) that sizes each
+        from its header before anything keeps its bytes (transient local, depth 2: what the tuner
+        keeps, one per kind in turn)."""
+        topic = str(self.params["model_data_topic"])
+        if not topic or self._model_receiver is not None:
+            return
+        self._model_receiver = ModelDataReceiver(
+            self.resolve_topic_name(topic),
+            f"_{self.get_name()}_model_data",  # hidden (a leading underscore), in this node's namespace
+            self.get_namespace(),
+            self.context.get_domain_id(),
+            depth=2,
+            max_bytes=int(self.params["max_model_bytes"]),
+            on_message=self._on_model_data,
+            on_error=self._on_model_data_error,
+        )
+
+    def _stop_receiving_models(self) -> None:
+        receiver, self._model_receiver = self._model_receiver, None
+        if receiver is not None:
+            receiver.stop()
+
+    def _on_model_data(self, header: ModelFileHeader, data: memoryview | None) -> None:
+        """A model file as bytes (``model_data_topic``), on the receiver's thread: checked, stored,
+        hot-reloaded; ``data`` is None when it was over ``max_model_bytes`` (its bytes are gone)."""
         where = str(self.params["model_data_topic"])
-        self.serving.receive(msg.kind, msg.name, _as_bytes(msg.data), msg.sha256, where, self.reload)
+        self.serving.receive(
+            header.kind, header.name, data, header.sha256, where, self.reload, size=header.data_size
+        )
+
+    def _on_model_data_error(self, reason: str, detail: str) -> None:
+        """A message on ``model_data_topic`` that could not be taken or read (counted)."""
+        self.reject(reason, detail)
 
     # ---------------------------------------------------------------- diagnostics
     def diagnostic_values(self) -> dict[str, str]:
@@ -551,5 +578,6 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
     def destroy_node(self) -> None:
         """Destroy the node and its lifecycle services (:meth:`destroy_lifecycle_services`)."""
+        self._stop_receiving_models()
         super().destroy_node()
         self.destroy_lifecycle_services()

@@ -22,10 +22,21 @@ from lifelong_learning.serving.core import ServingCore
 from lifelong_learning.serving.history import ModelHistory
 from lifelong_learning.serving.paths import ModelDirectory
 from lifelong_learning.serving.received import DEFAULT_MAX_RECEIVED_MODEL_BYTES, received_file_name
-from lifelong_learning.serving.report import LogReporter, Outcome, RefusedError, Reporter
+from lifelong_learning.serving.report import (
+    MALFORMED_MODEL_MESSAGE,
+    RELOAD_FAILED,
+    TOO_LARGE,
+    LogReporter,
+    Outcome,
+    RefusedError,
+    Reporter,
+)
 
 __all__ = [
     "DEFAULT_MAX_RECEIVED_MODEL_BYTES",
+    "MALFORMED_MODEL_MESSAGE",
+    "RELOAD_FAILED",
+    "TOO_LARGE",
     "Checkpoints",
     "LogReporter",
     "ModelDirectory",

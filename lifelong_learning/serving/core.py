@@ -77,7 +77,9 @@ class ServingCore:
 
     Every use of :attr:`model` holds :attr:`lock` (re-entrant) for the whole of one message's
     predict/update. One replacement runs at a time (reload, reset, rollback); its lock is taken
-    before :attr:`lock`, and a checkpoint's before :attr:`lock`.
+    before :attr:`lock`, and a checkpoint's before :attr:`lock`. Models announced (by the node's
+    executor) and received (by the node's model receiver, on a thread of its own) may arrive at
+    once: whether one is the serving model already and its load are one step under that lock.
     """
 
     def __init__(
@@ -438,10 +440,11 @@ class ServingCore:
                 f"ignored announced model {path}: a {file_kind!r} model, this node loads {self.kind!r}"
             )
             return None
-        if self.serving(key):
-            self.report.info(f"announced model {path} is already the serving model")
-            return None
-        return load(path, key)
+        with self._replace_lock:  # the same model received as bytes meanwhile is loaded once
+            if self.serving(key):
+                self.report.info(f"announced model {path} is already the serving model")
+                return None
+            return load(path, key)
 
     def _announced_path(self, text: str) -> Path:
         path = self.directory.confine(text)
@@ -455,9 +458,20 @@ class ServingCore:
         self.report.info(message)
 
     def receive(
-        self, kind: str, name: str, data: bytes | memoryview, sha256: str, where: str, load: Loader
+        self,
+        kind: str,
+        name: str,
+        data: bytes | memoryview | None,
+        sha256: str,
+        where: str,
+        load: Loader,
+        size: int | None = None,
     ) -> Outcome | None:
         """A model file received as bytes on ``where``: checked, stored, then ``load``-ed.
+
+        ``data`` is None when the node let the bytes go before the call: ``size`` of them, over
+        ``max_model_bytes`` (read from the message's header before anything held its data): it is
+        refused (or, of another kind, ignored) by that alone.
 
         Ignored (None): another kind, the serving model's bytes, or a latched re-delivery that the
         restored checkpoint holds already (:meth:`ReceivedModels.redelivered`). Refused
@@ -470,6 +484,9 @@ class ServingCore:
             self._ignore(f"ignored {what}: a {kind!r} model, this node loads {self.kind!r}")
             return None
         try:
+            if data is None:
+                self.received.check_size(int(size or 0), what)
+                raise ValueError(f"{what}: no bytes, yet a size within max_model_bytes ({size})")
             digest = self.received.verify(name, data, sha256, what)
             if self.serving(digest):  # e.g. the tuner's path announcement of the same model came first
                 self.report.info(f"{what} is the serving model already: not loaded again")
@@ -488,7 +505,11 @@ class ServingCore:
             if not exc.warn:
                 self.report.error(exc.detail)
             return Outcome(False, exc.detail)
-        return self._load_received(path, name, digest, load)
+        with self._replace_lock:  # received off the executor: the same model announced meanwhile
+            if self.serving(digest):
+                self.report.info(f"{what} is the serving model already: not loaded again")
+                return None
+            return self._load_received(path, name, digest, load)
 
     def _load_received(self, path: Path, name: str, digest: str, load: Loader) -> Outcome:
         outcome = load(path, digest)

@@ -56,6 +56,19 @@ class ReceivedModels:
         self.loaded = 0  # received, verified and loaded
         self.last = "none"  # the last one received and its outcome, for diagnostics
 
+    def check_size(self, size: int, what: str) -> None:
+        """Refuse a model of ``size`` bytes over :attr:`max_bytes` (before anything holds its bytes).
+
+        Raises:
+            ReceivedModelRefusedError: too large (``"model too large"``).
+        """
+        if size > self.max_bytes:
+            raise ReceivedModelRefusedError(
+                TOO_LARGE,
+                f"{what}: {size} bytes, max_model_bytes is {self.max_bytes}; model kept",
+                f"refused: {size} bytes, over max_model_bytes ({self.max_bytes})",
+            )
+
     def verify(self, name: str, data: bytes | memoryview, sha256: str, what: str) -> str:
         """The SHA-256 of ``data`` when it may be taken: within :attr:`max_bytes`, the stated digest.
 
@@ -63,12 +76,7 @@ class ReceivedModels:
             ReceivedModelRefusedError: too large (``"model too large"``) or damaged
                 (``"model checksum mismatch"``).
         """
-        if len(data) > self.max_bytes:
-            raise ReceivedModelRefusedError(
-                TOO_LARGE,
-                f"{what}: {len(data)} bytes, max_model_bytes is {self.max_bytes}; model kept",
-                f"refused: {len(data)} bytes, over max_model_bytes ({self.max_bytes})",
-            )
+        self.check_size(len(data), what)
         digest = hashlib.sha256(data).hexdigest()
         if digest != sha256.strip().lower():
             raise ReceivedModelRefusedError(

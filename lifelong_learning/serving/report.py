@@ -19,6 +19,8 @@ PATH_REFUSED = "path refused"
 TOO_LARGE = "model too large"
 #: a model received as bytes whose SHA-256 is not the one its message states
 CHECKSUM_MISMATCH = "model checksum mismatch"
+#: serialized bytes on the model data topic that are no ModelFile (a length past the end)
+MALFORMED_MODEL_MESSAGE = "malformed model message"
 
 
 class Outcome(NamedTuple):

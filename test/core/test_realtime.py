@@ -75,3 +75,32 @@ def test_priorities_out_of_range_change_nothing(priority):
     with pytest.raises(ValueError, match="real-time priority"):
         make_realtime(priority)
     assert thread_policy(os.getpid()) == os.SCHED_OTHER
+
+
+def test_make_background_lowers_threads_and_never_raises_their_priority():
+    """A background thread (a model file arriving) goes to the normal policy and at least the
+    background nice; one already nicer keeps its nice; a thread that ended is skipped."""
+    import threading
+    import time
+
+    from lifelong_learning.core.realtime import make_background
+
+    ids: list[int] = []
+    done = threading.Event()
+
+    def idle(nice: int) -> None:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)  # this thread's own nice (Linux: per thread)
+        ids.append(threading.get_native_id())
+        done.wait(10)
+
+    threads = [threading.Thread(target=idle, args=(n,), daemon=True) for n in (0, 15)]
+    for t in threads:
+        t.start()
+    while len(ids) < 2:
+        time.sleep(0.01)
+    try:
+        changed = make_background([*ids, 2**22 + 12345], nice=10)  # the last: no such thread
+        assert [os.getpriority(os.PRIO_PROCESS, tid) for tid in ids] == [10, 15]
+        assert changed == [ids[0]] and all(thread_policy(tid) == os.SCHED_OTHER for tid in ids)
+    finally:
+        done.set()

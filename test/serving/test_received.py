@@ -114,3 +114,20 @@ def test_redelivered_needs_the_same_bytes_in_a_regular_file(tmp_path):
     assert not received.redelivered(path, hashlib.sha256(b"abd").hexdigest(), now)
     (tmp_path / "link.model").symlink_to(path)
     assert not received.redelivered(tmp_path / "link.model", digest, now)
+
+
+def test_a_model_whose_bytes_were_let_go_is_refused_by_its_size_alone(tmp_path):
+    """The node's receiver frees a message over ``max_model_bytes`` before the core hears of it
+    (``data`` None, ``size`` from the header): refused and counted, or ignored when of another kind."""
+    core = make_core(tmp_path)
+    core.received.max_bytes = 1000
+    outcome = core.receive(
+        RLSModel.kind, "huge.model", None, "0" * 64, "tuned_model_data", core.reload, size=10**9
+    )
+    assert not outcome.ok and "1000000000 bytes, max_model_bytes is 1000" in outcome.message
+    assert core.report.rejections == {"model too large": 1} and core.version == 0
+    assert "over max_model_bytes" in core.received.last and not core.received.folder.exists()
+    assert core.receive("another_kind", "x.model", None, "", "t", core.reload, size=10**9) is None
+    assert core.ignored_model_files == 1 and core.report.rejections == {"model too large": 1}
+    with pytest.raises(ValueError, match="no bytes"):
+        core.receive(RLSModel.kind, "small.model", None, "", "t", core.reload, size=10)
