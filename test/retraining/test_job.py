@@ -132,8 +132,7 @@ def test_files_a_job_names_are_refused_unless_regular_and_within_their_bounds(tm
     opens them, by check_request (stat only, the node's goal check) and by validate alike."""
     import os
 
-    from lifelong_learning.core.files import UnsafePathError
-    from lifelong_learning.core.files import MAX_URDF_BYTES
+    from lifelong_learning.core.files import MAX_URDF_BYTES, UnsafePathError
 
     write_labeled_features(tmp_path / "bag", np.zeros((4, 3)), ["a"] * 4)
     os.mkfifo(tmp_path / "fifo")
