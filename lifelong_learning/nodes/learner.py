@@ -519,7 +519,8 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         )
 
     def _stop_receiving_models(self) -> None:
-        receiver, self._model_receiver = self._model_receiver, None
+        # getattr: rclpy destroys a node whose constructor failed (bad parameters) before it was set
+        receiver, self._model_receiver = getattr(self, "_model_receiver", None), None
         if receiver is not None:
             receiver.stop()
 
