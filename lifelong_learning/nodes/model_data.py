@@ -371,19 +371,25 @@ class ModelDataReceiver:
     def _run(self) -> None:
         last = -1e18
         while not self._stop.is_set():
-            if time.monotonic() - last > BACKGROUND_CHECK_S:
-                self.background()
-                last = time.monotonic()
             try:
+                if time.monotonic() - last > BACKGROUND_CHECK_S:
+                    last = time.monotonic()
+                    self.background()
                 message = self.take()
-            except (MemoryError, RuntimeError) as exc:
-                self.on_error(RELOAD_FAILED, f"a message on {self.topic} could not be taken: {exc}")
-                self._stop.wait(POLL_PERIOD_S)
-                continue
-            if message is None:
-                self._stop.wait(POLL_PERIOD_S)
-                continue
-            self._hand_over(message)
+                if message is not None:
+                    self._hand_over(message)
+                    del message  # its bytes go now, not when the next message is taken
+                    continue
+            except Exception as exc:  # the thread must go on taking models, whatever failed
+                self._report(RELOAD_FAILED, f"a message on {self.topic} could not be taken: {exc!r}")
+            self._stop.wait(POLL_PERIOD_S)
+
+    def _report(self, reason: str, text: str) -> None:
+        """``on_error``, which must not end the thread either (it is the node's counter)."""
+        try:
+            self.on_error(reason, text)
+        except Exception:  # nothing left to tell it with; the next message is taken all the same
+            pass
 
     def _hand_over(self, message: SerializedMessage) -> None:
         """``message`` parsed, and handed to ``on_message``: its data as a view of its bytes, or, over
@@ -395,7 +401,7 @@ class ModelDataReceiver:
         except MalformedModelMessageError as exc:
             view.release()
             message.free()
-            self.on_error(
+            self._report(
                 MALFORMED_MODEL_MESSAGE, f"a message on {self.topic} is no ModelFile ({size} bytes): {exc}"
             )
             return
@@ -410,7 +416,7 @@ class ModelDataReceiver:
         try:
             self.on_message(header, data)
         except Exception as exc:  # the thread must go on taking models
-            self.on_error(RELOAD_FAILED, f"model {header.name!r} received on {self.topic} failed: {exc!r}")
+            self._report(RELOAD_FAILED, f"model {header.name!r} received on {self.topic} failed: {exc!r}")
 
     def stop(self, timeout: float = 10.0) -> None:
         """End the thread (it finishes the message in hand, up to ``timeout`` s) and the participant."""

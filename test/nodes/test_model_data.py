@@ -134,6 +134,54 @@ def test_the_receiver_hands_over_a_view_of_the_bytes_or_only_the_header(executor
     assert not receiver.running
 
 
+def test_the_receiver_goes_on_when_its_callbacks_raise(executor):
+    """A model whose handling raises, and an error counter that raises too, do not end the
+    receiver's thread: the next model is taken and handed over."""
+    from lifelong_learning.msg import ModelFile
+    from rclpy.node import Node
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    got: list[str] = []
+    errors: list[str] = []
+
+    def on_message(header: ModelFileHeader, data: memoryview | None) -> None:
+        got.append(header.name)
+        if len(got) == 1:
+            raise RuntimeError("the load failed")
+
+    def on_error(reason: str, text: str) -> None:
+        errors.append(reason)
+        raise RuntimeError("the counter failed too")
+
+    node = Node("model_sender_raising", context=executor.context)
+    executor.add_node(node)
+    qos = QoSProfile(
+        depth=2, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
+    pub = node.create_publisher(ModelFile, "/test_model_data_raising", qos)
+    receiver = ModelDataReceiver(
+        "/test_model_data_raising",
+        "_test_model_data_raising",
+        "/",
+        executor.context.get_domain_id(),
+        depth=2,
+        max_bytes=100,
+        on_message=on_message,
+        on_error=on_error,
+    )
+    try:
+        assert spin_until(executor, lambda: pub.get_subscription_count() > 0, 20)
+        pub.publish(serialized(name="first.model"))
+        assert spin_until(executor, lambda: errors == ["model reload failed"], 20), (got, errors)
+        pub.publish(serialized(name="second.model"))
+        assert spin_until(executor, lambda: len(got) == 2, 20), (got, errors)
+        assert receiver.running
+    finally:
+        receiver.stop()
+    assert got == ["first.model", "second.model"]
+    assert not receiver.running
+
+
 def test_a_profiles_file_that_is_no_regular_file_is_not_waited_on(tmp_path, monkeypatch):
     import os
 
