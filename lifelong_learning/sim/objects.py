@@ -211,6 +211,13 @@ class ObjectRenderer:
 
     def render(self, object_index: int, viewpoint: Viewpoint, size: tuple[int, int]) -> np.ndarray:
         """One (height, width, 3) uint8 RGB picture of an object from a viewpoint."""
+        return self.render_with_mask(object_index, viewpoint, size)[0]
+
+    def render_with_mask(
+        self, object_index: int, viewpoint: Viewpoint, size: tuple[int, int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One (height, width, 3) uint8 RGB picture of an object from a viewpoint, and the
+        (height, width) bool mask of the pixels that show the object (not the table)."""
         height, width = int(size[0]), int(size[1])
         if height < 8 or width < 8:
             raise ValueError(f"size must be at least 8x8, got {size}")
@@ -229,7 +236,7 @@ class ObjectRenderer:
         projection = pb.computeProjectionMatrixFOV(
             fov=50.0, aspect=width / height, nearVal=0.05, farVal=60.0, physicsClientId=client
         )
-        _, _, rgba, _, _ = pb.getCameraImage(
+        _, _, rgba, _, segmentation = pb.getCameraImage(
             width,
             height,
             viewMatrix=view,
@@ -242,7 +249,8 @@ class ObjectRenderer:
             shadow=1,
             physicsClientId=client,
         )
-        return np.asarray(rgba, dtype=np.uint8).reshape(height, width, 4)[:, :, :3].copy()
+        rgb = np.asarray(rgba, dtype=np.uint8).reshape(height, width, 4)[:, :, :3].copy()
+        return rgb, np.asarray(segmentation).reshape(height, width) == self._body
 
 
 def render_object_views(

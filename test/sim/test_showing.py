@@ -1,0 +1,55 @@
+"""sim.showing: objects shown to a still camera in a teaching room and a test room, with their true
+boxes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lifelong_learning.sim.objects import ObjectRenderer
+from lifelong_learning.sim.showing import show_object, showing_dataset
+
+
+@pytest.fixture(scope="module")
+def renderer():
+    with ObjectRenderer(3, seed=0) as r:
+        yield r
+
+
+def test_a_session_is_frames_with_the_true_box_of_a_moving_object(renderer):
+    frames = show_object(renderer, 1, "teach", 6, size=(96, 128))
+    assert len(frames) == 6
+    for frame in frames:
+        assert frame.image.shape == (96, 128, 3) and frame.image.dtype == np.uint8
+        x, y, w, h = frame.box
+        assert 0 <= x < x + w <= 128 and 0 <= y < y + h <= 96
+        assert w * h < 0.5 * 96 * 128  # the object is a part of the frame, the room the rest
+    assert len({f.box for f in frames}) > 1  # it moves
+    # a still camera: outside the object's boxes the room does not change from frame to frame
+    outside = np.ones((96, 128), dtype=bool)
+    for frame in frames:
+        x, y, w, h = frame.box
+        outside[max(0, y - 20) : y + h + 20, max(0, x - 20) : x + w + 20] = False  # the hand, too
+    assert outside.any()
+    assert np.array_equal(frames[0].image[outside], frames[-1].image[outside])
+
+
+def test_sessions_are_repeatable_and_the_test_room_is_another_room(renderer):
+    teach = show_object(renderer, 0, "teach", 2, size=(64, 80))
+    again = show_object(renderer, 0, "teach", 2, size=(64, 80))
+    test = show_object(renderer, 0, "test", 2, size=(64, 80))
+    assert np.array_equal(teach[1].image, again[1].image) and teach[1].box == again[1].box
+    assert np.abs(teach[0].image.astype(int) - test[0].image.astype(int)).mean() > 10
+
+
+def test_bad_sessions_are_refused(renderer):
+    with pytest.raises(ValueError, match="session"):
+        show_object(renderer, 0, "lab", 2)
+    with pytest.raises(ValueError, match="n_frames"):
+        show_object(renderer, 0, "teach", 0)
+
+
+def test_the_dataset_holds_both_sessions_of_every_object():
+    data = showing_dataset(2, 2, size=(48, 64))
+    assert sorted(data) == ["teach", "test"]
+    assert [len(s) for s in data["teach"]] == [2, 2] and [len(s) for s in data["test"]] == [2, 2]
