@@ -15,6 +15,14 @@ Subscribes (topic names relative, remappable):
   decoded (a decompression bomb is an ``image too large``); other data, or data that does not
   decode, is a ``malformed image``. Decoding (OpenCV) runs on the worker thread.
 - ``teacher_label`` (std_msgs/String): what the camera sees now; an empty string clears it.
+- ``roi`` (sensor_msgs/RegionOfInterest), with ``crop: roi``: the object's box in the frames (a
+  detector's, a tracker's). The message has no stamp: a frame takes the latest box received before it
+  arrived, if younger than ``roi_max_age_s``; else the whole frame (counted ``whole frames``).
+
+Crop to the object (``crop``, :mod:`lifelong_learning.vision.crop`): ``none`` (the whole frame),
+``roi``, ``motion`` (what moves against a still background while a person shows the object) or
+``saliency`` (what stands out); the box is made square with ``crop_margin`` around it. What each
+gains, and costs per frame: docs/benchmarks/recognition-scale.md.
 
 Publishes:
 - ``features`` (lifelong_learning/Features): the features of every processed image, with
@@ -33,10 +41,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import CompressedImage, Image
+from sensor_msgs.msg import CompressedImage, Image, RegionOfInterest
 from std_msgs.msg import String
 
 from lifelong_learning.msg import Features, LabeledFeatures
@@ -49,6 +59,7 @@ from lifelong_learning.nodes.supervisor import (
 )
 from lifelong_learning.vision import FeatureExtractor, Preprocessing, to_rgb8
 from lifelong_learning.vision.compressed import compressed_image_size, decode_compressed
+from lifelong_learning.vision.crop import CROP_MODES, Box, MotionCrop, cut, roi_box, saliency_box, square_box
 from lifelong_learning.vision.image_conversion import ImageTooLargeError, check_image_fields
 from lifelong_learning.vision.quantization import PRECISIONS
 
@@ -72,6 +83,16 @@ def frame_loss_remedy(compressed: bool) -> str:
         if compressed
         else f"{remedy}; or send JPEG frames on <image>/compressed and set image_transport: compressed here"
     )
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """A checked frame waiting for the CNN: the teacher label and the box current when it arrived."""
+
+    msg: Image | CompressedImage
+    label: str
+    arrived: float
+    roi: RegionOfInterest | None
 
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -123,6 +144,30 @@ PARAMS: tuple[ParamSpec, ...] = (
         "Centre square (fraction of the shorter side) cut before resizing.",
         bounds=(0.05, 1.0),
     ),
+    ParamSpec(
+        "crop",
+        "none",
+        "Cut each frame to the object before the CNN: 'none' (whole frame), 'roi' (the box on roi_topic), "
+        "'motion' (what moves against a still background), 'saliency' (what stands out). "
+        "docs/benchmarks/recognition-scale.md measures each.",
+    ),
+    ParamSpec("roi_topic", "roi", "sensor_msgs/RegionOfInterest input, with crop 'roi'."),
+    ParamSpec(
+        "roi_max_age_s",
+        0.5,
+        "With crop 'roi': a box older than this when a frame arrives is not used (the whole frame is; "
+        "settable at run time).",
+        bounds=(0.0, 3600.0),
+        at_run_time=True,
+    ),
+    ParamSpec(
+        "crop_margin",
+        0.2,
+        "The square cut around a found box is wider by this share of the box's longer side on each side "
+        "(settable at run time).",
+        bounds=(0.0, 2.0),
+        at_run_time=True,
+    ),
     ParamSpec("num_threads", 2, "CPU threads of the CNN backend.", bounds=(1, 256)),
     ParamSpec(
         "queue_size", 2, "Images waiting for the CNN; when full the oldest is dropped.", bounds=(1, 100)
@@ -155,6 +200,8 @@ class FeatureExtractorNode(NodeBase):
             raise ValueError(
                 f"image_transport must be one of {IMAGE_TRANSPORTS}, got {p['image_transport']!r}"
             )
+        if p["crop"] not in CROP_MODES:
+            raise ValueError(f"crop must be one of {CROP_MODES}, got {p['crop']!r}")
         if p["precision"] not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {p['precision']!r}")
         if p["image_transport"] == "compressed":
@@ -179,7 +226,11 @@ class FeatureExtractorNode(NodeBase):
             f"{p['backend']} on {p['device']}, {self.extractor.precision}: "
             f"{p['model_path'] or 'EfficientNet-Lite0'}, {self.extractor.dim}-d features"
         )
-        self._queue: deque[tuple[Image | CompressedImage, str, float]] = deque()
+        self._queue: deque[_Frame] = deque()
+        self.crop = str(p["crop"])
+        self._motion = MotionCrop()  # the worker's alone: frames in their order
+        self._roi: tuple[RegionOfInterest, float] | None = None  # the latest box, when it arrived
+        self.cropped = self.whole_frames = 0
         self._queue_size = int(p["queue_size"])
         self._max_batch = int(p["max_batch"])
         self._condition = threading.Condition()
@@ -190,6 +241,13 @@ class FeatureExtractorNode(NodeBase):
         self.labeled_pub = self.create_overridable_publisher(
             LabeledFeatures, p["labeled_features_topic"], 100
         )
+        self._create_inputs()
+        self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
+        self._worker.start()
+
+    def _create_inputs(self) -> None:
+        """The image input (raw or compressed), the teacher label and, with ``crop: roi``, the boxes."""
+        p = self.params
         # counted: images published but never reaching the queue show as "images lost" in diagnostics,
         # those the middleware lost on the way as "images lost in transport", with the remedy
         if p["image_transport"] == "compressed":
@@ -215,8 +273,10 @@ class FeatureExtractorNode(NodeBase):
             )
         self.get_logger().info(f"images: {p['image_transport']} on {self.resolve_topic_name(topic)}")
         self.create_counted_subscription(String, p["label_topic"], self._on_label, 10, stream="teacher_label")
-        self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
-        self._worker.start()
+        if self.crop == "roi":
+            self.create_counted_subscription(
+                RegionOfInterest, p["roi_topic"], self._on_roi, qos_profile_sensor_data, stream="roi"
+            )
 
     # ------------------------------------------------------------ callbacks
     def _on_label(self, msg: String) -> None:
@@ -224,6 +284,9 @@ class FeatureExtractorNode(NodeBase):
         if label != self._label:
             self.get_logger().info(f"teacher label: {label!r}" if label else "teacher label cleared")
         self._label = label
+
+    def _on_roi(self, msg: RegionOfInterest) -> None:
+        self._roi = (msg, time.monotonic())
 
     def _on_image(self, msg: Image) -> None:
         self.stats.arrived("image")
@@ -259,7 +322,10 @@ class FeatureExtractorNode(NodeBase):
             if len(self._queue) >= self._queue_size:
                 self._queue.popleft()
                 self.dropped += 1
-            self._queue.append((msg, self._label, time.monotonic()))
+            now = time.monotonic()
+            roi = self._roi
+            fresh = roi is not None and now - roi[1] <= float(self.params["roi_max_age_s"])
+            self._queue.append(_Frame(msg, self._label, now, roi[0] if fresh else None))
             self._condition.notify()
 
     # ------------------------------------------------------------ worker
@@ -276,21 +342,23 @@ class FeatureExtractorNode(NodeBase):
             except Exception as error:  # keep the node alive whatever one batch does
                 self.reject("extraction failed", repr(error))
 
-    def _process(self, batch: list[tuple[Image | CompressedImage, str, float]]) -> None:
+    def _process(self, batch: list[_Frame]) -> None:
         pictures, kept = [], []
-        for msg, label, arrived in batch:
+        for frame in batch:
+            msg = frame.msg
             try:
                 if isinstance(msg, CompressedImage):
-                    pictures.append(decode_compressed(msg.data, self._max_pixels))
+                    picture = decode_compressed(msg.data, self._max_pixels)
                 else:
-                    pictures.append(to_rgb8(msg))
+                    picture = to_rgb8(msg)
             except ImageTooLargeError as error:  # checked on arrival: only if a header lied
                 self.reject("image too large", str(error))
                 continue
             except ValueError as error:
                 self.reject("malformed image", str(error))
                 continue
-            kept.append((msg, label, arrived))
+            pictures.append(self._cut(picture, frame.roi))
+            kept.append((msg, frame.label, frame.arrived))
         if not pictures:
             return
         features = self.extractor.extract_batch(pictures)
@@ -301,6 +369,24 @@ class FeatureExtractorNode(NodeBase):
                 self.labeled_pub.publish(LabeledFeatures(header=msg.header, data=vector, label=label))
             self.stats.timed("image to features", time.monotonic() - arrived)
             self.processed += 1
+
+    def _cut(self, picture: np.ndarray, roi: RegionOfInterest | None) -> np.ndarray:
+        """``picture`` cut to the object by the ``crop`` mode (on the worker thread), or whole."""
+        box: Box | None = None
+        if self.crop == "motion":
+            box = self._motion.box(picture)
+        elif self.crop == "saliency":
+            box = saliency_box(picture)
+        elif self.crop == "roi" and roi is not None:
+            try:
+                box = roi_box(roi.x_offset, roi.y_offset, roi.width, roi.height, picture.shape)
+            except ValueError as error:
+                self.reject("bad region of interest", str(error))
+        if box is None:
+            self.whole_frames += self.crop != "none"
+            return picture
+        self.cropped += 1
+        return cut(picture, square_box(box, picture.shape, float(self.params["crop_margin"])))
 
     # ------------------------------------------------------------ status / shutdown
     @property
@@ -314,6 +400,8 @@ class FeatureExtractorNode(NodeBase):
         values["processed"] = str(self.processed)
         values["queue length"] = str(self.queue_length)
         values["teacher label"] = self._label
+        if self.crop != "none":
+            values["crop"] = f"{self.crop}: {self.cropped} frames cut, {self.whole_frames} whole"
         return values
 
     def destroy_node(self) -> None:

@@ -1,0 +1,102 @@
+"""The feature_extractor node's crop on a real DDS graph: a region of interest, motion against a
+still background, and refusals; the features are those of the very crop the library makes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_feature_extractor_node import PICTURE, Peer, image_message, make_node
+
+from lifelong_learning.vision.crop import Box, MotionCrop, cut, square_box
+
+pytestmark = pytest.mark.graph
+
+
+def roi_peer(context):
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import RegionOfInterest
+
+    peer = Peer(context)
+    peer.rois = peer.node.create_publisher(RegionOfInterest, "roi", qos_profile_sensor_data)
+    return peer
+
+
+def region(x, y, w, h):
+    from sensor_msgs.msg import RegionOfInterest
+
+    return RegionOfInterest(x_offset=x, y_offset=y, width=w, height=h)
+
+
+def features_of(node, peer, executor, spin, stamp):
+    assert spin(executor, lambda: any(m.header.stamp.sec == stamp for m in peer.features), 20)
+    return next(np.asarray(m.data) for m in peer.features if m.header.stamp.sec == stamp)
+
+
+def test_a_region_of_interest_cuts_the_frame_and_a_bad_or_stale_one_leaves_it_whole(
+    executor, spin, rclpy_context
+):
+    node = make_node(rclpy_context, crop="roi", crop_margin=0.1, queue_size=10)
+    peer = roi_peer(rclpy_context)
+    executor.add_node(node)
+    executor.add_node(peer.node)
+    assert spin(executor, lambda: peer.connected() and peer.rois.get_subscription_count() > 0, 10)
+    whole = node.extractor.extract_batch([PICTURE])[0]
+    box = Box(150, 40, 80, 60)
+    cropped = node.extractor.extract_batch([cut(PICTURE, square_box(box, PICTURE.shape, 0.1))])[0]
+
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=1))  # no box yet: the whole frame
+    np.testing.assert_allclose(features_of(node, peer, executor, spin, 1), whole, atol=1e-5)
+    peer.rois.publish(region(*box))
+    assert spin(executor, lambda: node._roi is not None, 10)
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=2))
+    np.testing.assert_allclose(features_of(node, peer, executor, spin, 2), cropped, atol=1e-5)
+    assert np.linalg.norm(cropped - whole) > 1.0
+
+    peer.rois.publish(region(500, 10, 20, 20))  # no pixel in the 300x200 frame: counted, whole frame
+    assert spin(executor, lambda: node._roi[0].x_offset == 500, 10)
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=3))
+    np.testing.assert_allclose(features_of(node, peer, executor, spin, 3), whole, atol=1e-5)
+    assert node.rejections.snapshot().get("bad region of interest") == 1
+
+    from rclpy.parameter import Parameter
+
+    peer.rois.publish(region(*box))
+    assert spin(executor, lambda: node._roi[0].x_offset == box.x, 10)
+    assert node.set_parameters([Parameter("roi_max_age_s", value=0.0)])[0].successful  # every box is stale
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=4))
+    np.testing.assert_allclose(features_of(node, peer, executor, spin, 4), whole, atol=1e-5)
+    assert node.cropped == 1 and node.whole_frames == 3
+    assert "1 frames cut, 3 whole" in node.diagnostic_values()["crop"]
+
+
+def test_motion_cuts_to_what_moves_against_the_still_background(executor, spin, rclpy_context):
+    node = make_node(rclpy_context, crop="motion", queue_size=20, max_batch=1)
+    peer = Peer(rclpy_context)
+    executor.add_node(node)
+    executor.add_node(peer.node)
+    assert spin(executor, peer.connected, 10)
+    rng = np.random.default_rng(0)
+    background = np.ascontiguousarray(PICTURE[:, :, ::-1])  # a still room
+    frames = []
+    for k in range(6):
+        frame = background.copy()
+        frame[60 + 4 * k : 100 + 4 * k, 30 + 30 * k : 70 + 30 * k] = rng.integers(0, 255, 3)
+        frames.append(frame)
+    local = MotionCrop()  # what the node does, frame after frame
+    expected = [
+        node.extractor.extract_batch(
+            [cut(f, None if (b := local.box(f)) is None else square_box(b, f.shape, 0.2))]
+        )[0]
+        for f in frames
+    ]
+    for k, frame in enumerate(frames):
+        peer.images.publish(image_message(frame, "rgb8", stamp_sec=k))
+        features_of(node, peer, executor, spin, k)  # in order: the background's history is a stream
+    for k in range(6):
+        np.testing.assert_allclose(features_of(node, peer, executor, spin, k), expected[k], atol=1e-5)
+    assert node.cropped == 3 and node.whole_frames == 3  # three frames before the background is known
+
+
+def test_an_unknown_crop_mode_is_refused_at_start(rclpy_context):
+    with pytest.raises(ValueError, match="crop must be one of"):
+        make_node(rclpy_context, crop="edges")
