@@ -11,7 +11,8 @@ same object is recorded elsewhere. Here a *session* of one object is:
   light direction and strength), at a session distance, turning frame to frame (yaw, pitch) and moving
   across the view along a smooth path;
 - partly hidden in about half the sessions' frames by the hand that holds it (a skin-tone ellipse over
-  the lower part of the object).
+  the lower part of the object);
+- with the sensor's noise (σ = 2 grey levels per pixel and frame).
 
 Each frame comes with the object's true box (from the renderer's segmentation mask), what a detector
 would give. The teaching session and the test session of an object draw their room, light, distance,
@@ -89,6 +90,11 @@ def _hand(picture: np.ndarray, box: tuple[int, int, int, int], rng: np.random.Ge
     cv2.ellipse(picture, centre, axes, float(rng.uniform(-30, 30)), 0, 360, tuple(map(float, tone)), -1)
 
 
+def _exposed(picture: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``picture`` (float 0..1) as the camera gives it: uint8, with sensor noise (σ = 2 levels)."""
+    return np.clip(picture * 255.0 + rng.normal(0.5, 2.0, picture.shape), 0, 255).astype(np.uint8)
+
+
 def _box_of(mask: np.ndarray) -> tuple[int, int, int, int] | None:
     ys, xs = np.nonzero(mask)
     if ys.size == 0:
@@ -103,13 +109,15 @@ def show_object(
     n_frames: int,
     size: tuple[int, int] = (240, 320),
     seed: int = 0,
+    lead_in: int = 0,
 ) -> list[ShownFrame]:
     """``n_frames`` frames of a person showing object ``object_index`` of ``renderer``'s catalogue
-    to a still camera in the room of ``session`` (``"teach"`` or ``"test"``, see :data:`SESSIONS`)."""
+    to a still camera in the room of ``session`` (``"teach"`` or ``"test"``, see :data:`SESSIONS`),
+    after ``lead_in`` frames of the room before the object comes into view (their box None)."""
     if session not in SESSIONS:
         raise ValueError(f"session must be one of {tuple(SESSIONS)}, got {session!r}")
-    if n_frames < 1:
-        raise ValueError("n_frames must be >= 1")
+    if n_frames < 1 or lead_in < 0:
+        raise ValueError(f"n_frames must be >= 1 and lead_in >= 0, got {n_frames}, {lead_in}")
     height, width = int(size[0]), int(size[1])
     rng = np.random.default_rng([seed, object_index, SESSIONS[session], 2750159])
     background = room(rng, (height, width))
@@ -128,7 +136,7 @@ def show_object(
     path = rng.uniform(0, 2 * math.pi, 2)  # phases of the horizontal and vertical motion
     reach = (rng.uniform(0.15, 0.3) * width, rng.uniform(0.1, 0.22) * height)
     held = rng.uniform() < 0.5  # the hand shows in this session
-    frames = []
+    frames = [ShownFrame(_exposed(background, rng), None) for _ in range(lead_in)]
     for frame in range(n_frames):
         viewpoint = Viewpoint(
             yaw=(yaw0 + turn * frame) % 360.0,
@@ -153,8 +161,7 @@ def show_object(
         box = _box_of(mask)
         if held and box is not None and rng.uniform() < 0.8:
             _hand(picture, box, rng)
-        image = np.clip(picture * 255.0 + 0.5, 0, 255).astype(np.uint8)
-        frames.append(ShownFrame(image, box))
+        frames.append(ShownFrame(_exposed(picture, rng), box))
     return frames
 
 

@@ -15,7 +15,8 @@ Where the box comes from (``crop`` of the feature_extractor node):
   noise scale (1.4826 × the median absolute difference, floored at ``min_difference``); the box spans the
   2nd to 98th percentiles of the foreground pixels' coordinates. No box until ``min_history`` frames
   were seen, when too little moves (the object held still: the last box is kept for ``hold`` frames)
-  or when most of the frame moves (the camera moved).
+  or when most of the frame changes by more than ``k × min_difference`` (the camera moved, another
+  scene: its background is learned afresh).
 - ``saliency`` (:func:`saliency_box`): what stands out from the background, by the spectral residual
   (Hou and Zhang, CVPR 2007) of each colour channel of a 64×64 picture, summed: with ``F`` a
   channel's Fourier transform, ``R = log|F| − h₃ ∗ log|F|`` (``h₃`` a 3×3 mean filter) and
@@ -161,11 +162,13 @@ class MotionCrop:
         found = None
         if ready:
             difference = np.abs(grey - np.median(np.stack(self._frames), axis=0))
-            noise = max(self.min_difference, 1.4826 * float(np.median(difference)))
-            ys, xs = np.nonzero(difference > self.k * noise)
-            share = ys.size / difference.size
-            if self.min_fraction <= share <= self.max_fraction:
-                found = _spread(ys, xs, height / small_shape[0])
+            if np.mean(difference > self.k * self.min_difference) > self.max_fraction:
+                self.reset()  # another scene (the camera moved): learn its background afresh
+            else:
+                noise = max(self.min_difference, 1.4826 * float(np.median(difference)))
+                ys, xs = np.nonzero(difference > self.k * noise)
+                if ys.size >= self.min_fraction * difference.size:
+                    found = _spread(ys, xs, height / small_shape[0])
         self._frames.append(grey)
         if found is not None:
             self._last, self._held = found, 0

@@ -64,7 +64,7 @@ def test_motion_finds_an_object_moving_against_a_still_background():
     assert all(box.width * box.height < 4 * 24 * 24 for box, _ in found[3:])  # the object, not the room
 
 
-def test_motion_keeps_the_last_box_while_the_object_is_held_still_and_gives_none_when_the_camera_moves():
+def test_motion_keeps_the_last_box_while_the_object_is_held_still_and_starts_afresh_in_another_scene():
     rng = np.random.default_rng(1)
     background = room(rng)
     crop = MotionCrop(history=5, min_history=3, shrink=2, hold=3)
@@ -75,10 +75,16 @@ def test_motion_keeps_the_last_box_while_the_object_is_held_still_and_gives_none
     held = [crop.box(still) for _ in range(8)]  # it stops moving: the last box, for `hold` frames
     assert held[0] is not None
     assert held[-1] is None
-    crop = MotionCrop(history=5, min_history=3, hold=0)
-    for _ in range(4):
-        crop.box(room(rng))  # another room each frame: the camera moves, everything changes
-    assert crop.box(room(rng)) is None
+    crop = MotionCrop(history=5, min_history=3, hold=30)
+    for frame in range(5):
+        last = crop.box(with_square(background, Box(10 + 10 * frame, 40, 20, 20), rng))
+    assert last is not None
+    other = room(np.random.default_rng(9))  # another scene: no box, and its background learned afresh
+    assert crop.box(other) is None
+    truths = [Box(40 + 10 * k, 40, 20, 20) for k in range(5)]
+    found = [crop.box(with_square(other, truth, rng)) for truth in truths]
+    assert found[:2] == [None, None]  # the new background's first frames
+    assert all(overlap(box, truth) > 0.8 for box, truth in zip(found[2:], truths[2:], strict=True)), found
 
 
 def test_motion_starts_afresh_with_another_frame_size_and_refuses_bad_settings():
