@@ -10,12 +10,14 @@ from dataclasses import dataclass
 class DemoConfig:
     """What the demo does; the defaults finish in under 5 minutes on a 2-core machine."""
 
-    n_objects: int = 8
-    labeled_frames: int = 20
+    n_objects: int = 15
+    labeled_frames: int = 12
     rare_labeled_frames: int = 3
-    test_frames_per_object: int = 5
+    test_frames_per_object: int = 4
+    lead_in_frames: int = 3  # of the empty room before each showing (the motion crop's background)
     image_size: tuple[int, int] = (240, 320)  # height, width
     camera_hz: float = 8.0
+    crop: str = "motion"  # feature_extractor's crop: the object cut out of the room
     robot_seconds: float = 90.0
     eval_seconds: float = 15.0
     joint_state_hz: float = 100.0
@@ -34,7 +36,6 @@ class DemoConfig:
             labeled_frames=10,
             rare_labeled_frames=2,
             test_frames_per_object=3,
-            image_size=(120, 160),
             robot_seconds=20.0,
             eval_seconds=5.0,
             tune_centers=50,

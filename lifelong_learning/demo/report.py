@@ -251,10 +251,13 @@ def _recognition_section(results: dict[str, Any], plot: Path | None) -> list[str
         return []
     lines = ["## Object recognition", ""]
     lines += [
-        f"{rec['n_objects']} objects shown to the camera one after the other; the teacher names each "
-        f"while it is shown ({rec['labeled_per_object']} labelled frames; the rare object "
-        f"`{rec.get('rare_object')}` only {rec['rare_labeled']}); after each, unlabelled views of every "
-        "object taught so far are shown and the predictions scored.",
+        f"{rec['n_objects']} objects shown to a still camera one after the other, each by a person in "
+        f"its teaching room; the teacher names each while it is shown ({rec['labeled_per_object']} "
+        f"labelled frames; the rare object `{rec.get('rare_object')}` only {rec['rare_labeled']}); after "
+        "some, every object taught so far is shown unlabelled in its test room (another background, "
+        "clutter, light and poses: lifelong_learning/sim/showing.py) and the predictions scored. "
+        f"feature_extractor's crop: `{rec.get('crop', 'none')}` (the CNN sees the object cut out of the "
+        "room; what each crop gains at 50 objects: docs/benchmarks/recognition-scale.md).",
         "",
         "| objects taught | accuracy [%] | rare object accuracy [%] | test frames | answered |",
         "|---:|---:|---:|---:|---:|",

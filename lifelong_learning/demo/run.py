@@ -99,7 +99,7 @@ class DemoRun:
         """Every node of the demo, each with its files in the run folder."""
         urdf = panda_urdf_path()
         models = self.out / "models"  # the tuner writes there; the learners load only from there
-        self.start_node("feature_extractor")
+        self.start_node("feature_extractor", f"crop:={self.cfg.crop}")
         self.start_node(
             "object_recognition",
             f"checkpoint_path:={self.out / 'object_recognition.llm'}",

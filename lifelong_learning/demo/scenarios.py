@@ -1,9 +1,10 @@
 """What the demo plays over DDS, phase by phase, and how it scores the answers.
 
-- camera + teacher (:func:`teach_objects`, :func:`recognition_after_retraining`): pybullet
-  renderings of the objects, one after the other, named on ``teacher_label`` (one only
-  briefly: the rare class); after each object every object taught so far is shown unlabelled
-  and the ``prediction`` answers scored against the truth;
+- camera + teacher (:func:`teach_objects`, :func:`recognition_after_retraining`): a person shows
+  each object to a still camera in its teaching room (pybullet renderings composited on a cluttered
+  room, :mod:`lifelong_learning.sim.showing`), naming it on ``teacher_label`` (one only briefly: the
+  rare class); after some objects every object taught so far is shown unlabelled in its test room
+  (another room, light, poses) and the ``prediction`` answers scored against the truth;
 - robot online (:func:`robot_online`): the simulated Panda's ``joint_states`` in real time,
   a payload grasped part-way, answered with predicted torques, scored per joint (nMSE) next
   to the URDF's own RNEA;
@@ -36,8 +37,9 @@ from lifelong_learning.demo.config import DemoConfig
 from lifelong_learning.demo.driver import TUNE_ACTION, DemoDriver
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
 from lifelong_learning.io.bags import write_joint_states
-from lifelong_learning.sim.objects import ObjectRenderer, object_catalog, random_viewpoint
+from lifelong_learning.sim.objects import ObjectRenderer, object_catalog
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_path, panda_urdf_text
+from lifelong_learning.sim.showing import ShownFrame, show_object
 from lifelong_learning.srv import SaveModel
 
 #: the physics step of :class:`PandaSimulation` (its default), s
@@ -84,20 +86,47 @@ def nmse(tau: np.ndarray, pred: np.ndarray, variance: np.ndarray | None = None) 
 
 
 # --------------------------------------------------------------------------- camera + teacher
-def show(
-    stage: Stage, renderer: ObjectRenderer, objects: list[int], frames: int, rng: np.random.Generator
-) -> list[tuple[int, int]]:
-    """Show ``frames`` random views of each object at the camera rate; (stamp, object) pairs."""
-    cfg = stage.cfg
-    period = 1.0 / cfg.camera_hz
-    sent = []
-    for obj in objects:
-        for _ in range(frames):
+
+
+class Camera:
+    """The demo's camera: objects shown by a person to a still camera, a teaching room and a test
+    room per object (:mod:`lifelong_learning.sim.showing`), published at the camera rate. Each showing
+    starts with ``lead_in_frames`` frames of the empty room (the extractor's ``motion`` crop learns the
+    background from them); a session's frames are rendered once and shown again when asked again."""
+
+    def __init__(self, stage: Stage, renderer: ObjectRenderer) -> None:
+        self.stage, self.renderer = stage, renderer
+        self._sessions: dict[tuple[int, str, int], list[ShownFrame]] = {}
+
+    def frames(self, obj: int, session: str, n: int) -> list[ShownFrame]:
+        """The lead-in and ``n`` frames of object ``obj``'s ``session``."""
+        key = (obj, session, n)
+        if key not in self._sessions:
+            cfg = self.stage.cfg
+            self._sessions[key] = show_object(
+                self.renderer, obj, session, n, cfg.image_size, cfg.seed, lead_in=cfg.lead_in_frames
+            )
+        return self._sessions[key]
+
+    def publish(self, frames: list[ShownFrame]) -> list[int]:
+        """Publish ``frames`` at the camera rate; their stamps."""
+        period = 1.0 / self.stage.cfg.camera_hz
+        stamps = []
+        for frame in frames:
             t = time.monotonic()
-            frame = renderer.render(obj, random_viewpoint(rng), cfg.image_size)
-            sent.append((stage.driver.publish_frame(frame), obj))
+            stamps.append(self.stage.driver.publish_frame(frame.image))
             time.sleep(max(0.0, period - (time.monotonic() - t)))
-    return sent
+        return stamps
+
+    def show(self, objects: list[int], session: str, n: int) -> list[tuple[int, int]]:
+        """Show each object of ``objects`` in its ``session`` room; (stamp, object) of the frames
+        that show it (the lead-in's are not scored)."""
+        lead = self.stage.cfg.lead_in_frames
+        sent = []
+        for obj in objects:
+            stamps = self.publish(self.frames(obj, session, n))
+            sent += [(stamp, obj) for stamp in stamps[lead:]]
+        return sent
 
 
 def score(driver: DemoDriver, sent: list[tuple[int, int]], names: list[str], rare: int) -> dict[str, Any]:
@@ -120,23 +149,35 @@ def score(driver: DemoDriver, sent: list[tuple[int, int]], names: list[str], rar
     }
 
 
+def score_rounds(n_objects: int) -> list[int]:
+    """After which objects taught every taught object is shown and scored: each of the first five,
+    then about every fifth of the rest, and the last."""
+    step = max(1, n_objects // 5)
+    return sorted({*range(1, min(5, n_objects) + 1), *range(5 + step, n_objects, step), n_objects})
+
+
 def teach_objects(stage: Stage, renderer: ObjectRenderer, results: dict[str, Any]) -> None:
-    """Teach every object in turn, scoring recognition of all the taught ones after each."""
+    """Teach every object in turn (in its teaching room), scoring recognition of all the taught
+    ones (in their test rooms) after those of :func:`score_rounds`."""
     cfg = stage.cfg
     names = [o.name for o in object_catalog(cfg.n_objects, cfg.seed)]
     rare = cfg.n_objects // 2
-    rng = np.random.default_rng([cfg.seed, 7])
+    camera = Camera(stage, renderer)
     rounds, latencies = [], []
     for k in range(cfg.n_objects):
         n_lab = cfg.rare_labeled_frames if k == rare else cfg.labeled_frames
         stage.say(f"teacher: this is '{names[k]}' ({n_lab} labelled frames)")
+        frames = camera.frames(k, "teach", n_lab)
+        camera.publish(frames[: cfg.lead_in_frames])  # the room, before the object comes
         stage.driver.publish_label(names[k])
         time.sleep(0.5)
-        show(stage, renderer, [k], n_lab, rng)
+        camera.publish(frames[cfg.lead_in_frames :])
         time.sleep(0.5)
         stage.driver.publish_label("")
         time.sleep(0.5)
-        sent = show(stage, renderer, list(range(k + 1)), cfg.test_frames_per_object, rng)
+        if k + 1 not in score_rounds(cfg.n_objects):
+            continue
+        sent = camera.show(list(range(k + 1)), "test", cfg.test_frames_per_object)
         r = score(stage.driver, sent, names, rare)
         latencies += r.pop("latencies")
         rounds.append({"n_taught": k + 1, **r})
@@ -147,17 +188,17 @@ def teach_objects(stage: Stage, renderer: ObjectRenderer, results: dict[str, Any
         "labeled_per_object": cfg.labeled_frames,
         "rare_object": names[rare],
         "rare_labeled": cfg.rare_labeled_frames,
+        "crop": cfg.crop,
         "rounds": rounds,
     }
     results.setdefault("latency_ms", {})["image → prediction"] = latencies
 
 
 def recognition_after_retraining(stage: Stage, renderer: ObjectRenderer, results: dict[str, Any]) -> None:
-    """Show every object again, answered by the retrained classifier."""
+    """Show every object again in its test room, answered by the retrained classifier."""
     cfg = stage.cfg
     rec = results["recognition"]
-    rng = np.random.default_rng([cfg.seed, 8])
-    sent = show(stage, renderer, list(range(cfg.n_objects)), cfg.test_frames_per_object, rng)
+    sent = Camera(stage, renderer).show(list(range(cfg.n_objects)), "test", cfg.test_frames_per_object)
     r = score(stage.driver, sent, rec["names"], cfg.n_objects // 2)
     r.pop("latencies")
     rec["after_retraining"] = r
