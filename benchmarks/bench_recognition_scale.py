@@ -228,7 +228,7 @@ def summary(results: list[dict]) -> list[str]:
         f"points: the updates are exact); against batch RLSC with λ by 5-fold CV on every sample, it is "
         f"within {cv_gap:.1f} points at every step and crop (either ahead or behind: the CV batch holds "
         "no sample out, the incremental learner holds one in six out to choose λ and α).",
-        f"- At {steps[-1]} objects with the `motion` crop: incremental RLSC {last['incremental RLSC']:.1f} %, "
+        f"- At {steps[-1]} objects, `motion` crop: incremental RLSC {last['incremental RLSC']:.1f} %, "
         f"nearest class mean {last['nearest class mean']:.1f} %, SGD {last['SGD']:.1f} % (SGD given "
         "one class at a time forgets the earlier ones: it answers the last class taught, the well-known "
         "catastrophic forgetting of class-incremental SGD).",
