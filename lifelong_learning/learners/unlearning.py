@@ -51,6 +51,7 @@ labels), exactly the model trained with those samples labeled so.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -121,7 +122,9 @@ class SampleStore:
         m = Z.shape[0]
         if self.capacity == 0:
             return replace(self, lost=max(self.lost, int(nos.max(initial=self.lost))))
-        if m >= self.capacity:
+        lost = self.lost
+        if m > self.capacity:  # the block's first rows are not kept
+            lost = max(lost, int(nos[m - self.capacity - 1]))
             Z, cls, nos = Z[-self.capacity :], cls[-self.capacity :], nos[-self.capacity :]
             m = self.capacity
         buf_x = self.buf_x
@@ -138,7 +141,6 @@ class SampleStore:
             buf_x, buf_y, buf_no, start, stop = new_x, new_y, new_no, 0, keep
         buf_x[stop : stop + m], buf_y[stop : stop + m], buf_no[stop : stop + m] = Z, cls, nos
         stop += m
-        lost = self.lost
         if stop - start > self.capacity:
             start = stop - self.capacity
             lost = max(lost, int(buf_no[start - 1]))
@@ -245,6 +247,16 @@ class Unlearning:
 
     #: downdates that lost positive definiteness and were rebuilt from the kept samples
     rebuilds_: int = 0
+
+    def clone(self) -> Any:
+        """An independent copy in memory, bit for bit (a model file would rebuild some factors)."""
+        return copy.deepcopy(self)
+
+    def labels_of_numbers(self, numbers: Sequence[int]) -> list[Label]:
+        """The labels of the kept samples numbered ``numbers`` (in that order; unknown numbers skipped)."""
+        nos, cls = self._present()
+        at = {int(n): int(c) for n, c in zip(nos, cls, strict=True)}
+        return [self._labels[at[int(n)]] for n in numbers if int(n) in at]
 
     def kept_samples(self) -> tuple[np.ndarray, list[Label], np.ndarray]:
         """The kept training samples (model features), their labels and numbers, oldest first."""

@@ -232,6 +232,8 @@ def test_kept_samples_are_bounded_saved_and_older_files_load() -> None:
     kept_X, labels, numbers = model.kept_samples()
     assert len(labels) == 64 and np.array_equal(numbers, np.arange(237, 301))
     assert np.array_equal(kept_X, X[-64:]) and labels == y[-64:].tolist()
+    block = IncrementalRLSC(keep_samples=10).partial_fit(X[:30], y[:30])  # one block beyond the capacity
+    assert np.array_equal(block.kept_samples()[2], np.arange(21, 31)) and block._kept.lost == 20
     loaded = IncrementalRLSC.from_model_file(model.to_model_file())
     assert loaded.keep_samples == 64
     for a, b in zip(loaded.kept_samples(), model.kept_samples(), strict=True):
