@@ -280,8 +280,13 @@ class Unlearning:
         else:  # back to the last change of label
             differ = np.flatnonzero(cls != cls[-1])
             first = int(differ[-1]) + 1 if differ.size else 0
-        before = int(nos[first - 1]) if first > 0 else 0
-        if self._kept.lost > before:  # samples between were not kept: the episode may be longer
+        # samples not kept (evicted, or learned as sums) after the one before the episode could be
+        # part of it; the newest n must all come after the last one not kept
+        if n > 0:
+            before = int(nos[first]) - 1
+        else:
+            before = int(nos[first - 1]) if first > 0 else 0
+        if self._kept.lost > before:
             raise ValueError(
                 "the episode reaches samples that are not kept any more "
                 f"(keep_samples = {self._kept.capacity}); ~/rollback or a retraining instead"
@@ -392,6 +397,8 @@ class Unlearning:
             engines, keep, class_map, train_counts[keep], seen_counts[keep], np.ones(self._val_y.size, bool)
         )
         self._kept = self._kept.kept_where(np.ones(self._kept.size, bool), class_map)
+        if self.shares_factor:
+            self.select_model()
         return self
 
     def _class_of(self, label: Label) -> int:

@@ -234,6 +234,10 @@ def test_kept_samples_are_bounded_saved_and_older_files_load() -> None:
     assert np.array_equal(kept_X, X[-64:]) and labels == y[-64:].tolist()
     block = IncrementalRLSC(keep_samples=10).partial_fit(X[:30], y[:30])  # one block beyond the capacity
     assert np.array_equal(block.kept_samples()[2], np.arange(21, 31)) and block._kept.lost == 20
+    one_label = IncrementalRLSC(keep_samples=10).partial_fit(X[:30], [1] * 30)
+    with pytest.raises(ValueError, match="not kept any more"):  # the episode began before the kept ones
+        one_label.teaching_episode()
+    assert len(one_label.teaching_episode(10)) == 10
     loaded = IncrementalRLSC.from_model_file(model.to_model_file())
     assert loaded.keep_samples == 64
     for a, b in zip(loaded.kept_samples(), model.kept_samples(), strict=True):
@@ -263,3 +267,24 @@ def test_float32_features_are_kept_as_float32_and_a_failed_update_keeps_the_stor
     assert np.array_equal(before[0], after[0]) and before[1] == after[1]
     model.unlearn(X32[-3:], y[-3:])  # float32 inputs match the kept float32 rows
     assert model.n_samples == 47
+
+
+def test_rows_learned_as_sums_are_not_kept_and_cannot_be_unlearned() -> None:
+    X, y = stream(19, n=80)
+    model = IncrementalRLSC(lambdas=1.0, alpha=0.0, keep_samples=100).partial_fit(X[:40], y[:40])
+    E = np.zeros((40, 5))
+    E[np.arange(40), y[40:]] = 1.0
+    counts = np.bincount(y[40:], minlength=5)
+    model.learn_sums(list(range(5)), X[40:].T @ X[40:], X[40:].T @ E, counts.tolist(), D)
+    before = snapshot(model)
+    with pytest.raises(ValueError, match="are kept"):
+        model.forget_class(int(y[0]))
+    with pytest.raises(ValueError, match="not kept any more"):
+        model.teaching_episode()
+    assert_unchanged(model, before)
+    model.partial_fit(X[:3], [9, 9, 9])  # learned after the sums: the last 3 are undone exactly
+    with pytest.raises(ValueError, match="not kept any more"):  # the episode may have begun in the sums
+        model.teaching_episode()
+    model.unlearn_numbers(model.teaching_episode(3))
+    reference = IncrementalRLSC(lambdas=1.0, alpha=0.0).partial_fit(X, y)
+    assert_same_model(model, reference, np.random.default_rng(20).normal(size=(10, D)))
