@@ -252,6 +252,24 @@ class Unlearning:
         """An independent copy in memory, bit for bit (a model file would rebuild some factors)."""
         return copy.deepcopy(self)
 
+    def set_keep_samples(self, n: int) -> Any:
+        """Keep the last ``n`` training samples from now on (of those kept now, the newest ``n`` stay):
+        e.g. a model read from a file written with another bound, or before samples were kept.
+
+        Raises:
+            ValueError: ``n`` is not an integer ≥ 0.
+        """
+        if isinstance(n, bool) or int(n) < 0:
+            raise ValueError(f"keep_samples must be an integer ≥ 0, got {n!r}")
+        n, store = int(n), self._kept
+        if n == store.capacity:
+            return self
+        fresh = SampleStore.empty(n, store.buf_x.shape[1], store.lost)
+        if store.size:
+            fresh = fresh.added(store.rows, store.y, store.no)
+        self.keep_samples, self._kept = n, fresh
+        return self
+
     def labels_of_numbers(self, numbers: Sequence[int]) -> list[Label]:
         """The labels of the kept samples numbered ``numbers`` (in that order; unknown numbers skipped)."""
         nos, cls = self._present()

@@ -227,6 +227,7 @@ class ObjectRecognitionNode(LearnerNode):
         self.build_model()
         with self.model_lock:
             self.gate.seed(self.model)
+            self.model.set_keep_samples(self._model_kwargs["keep_samples"])  # a checkpoint's own bound too
             n = len(self.model.classes_)
         self.create_configured_service(Predict, "~/predict", self._on_predict)
         self.create_configured_service(GetClassifierInfo, "~/info", self._on_info)
@@ -242,7 +243,6 @@ class ObjectRecognitionNode(LearnerNode):
             "alpha": model.alpha,
             "n_features": model.n_features_in_,
             "selection_every": model.selection_every,
-            "keep_samples": model.keep_samples,
         }
         conflicts = []
         for name, value in saved.items():
@@ -420,8 +420,10 @@ class ObjectRecognitionNode(LearnerNode):
         return response
 
     def model_swapped(self, model: IncrementalRLSC) -> None:
-        """An empty norm window is filled from the new model's samples (model lock held)."""
+        """An empty norm window is filled from the new model's samples, and the model keeps the
+        node's ``keep_samples`` from now on (model lock held)."""
         self.gate.seed(model)
+        model.set_keep_samples(self._model_kwargs["keep_samples"])
 
     def forget_inputs(self) -> None:
         """``~/reset`` (model lock held): forget the norm statistics too, not only the model."""

@@ -288,3 +288,21 @@ def test_rows_learned_as_sums_are_not_kept_and_cannot_be_unlearned() -> None:
     model.unlearn_numbers(model.teaching_episode(3))
     reference = IncrementalRLSC(lambdas=1.0, alpha=0.0).partial_fit(X, y)
     assert_same_model(model, reference, np.random.default_rng(20).normal(size=(10, D)))
+
+
+def test_the_bound_on_kept_samples_can_change_and_the_newest_stay() -> None:
+    X, y = stream(21, n=120)
+    model = IncrementalRLSC(lambdas=1.0, alpha=1.0, keep_samples=100).partial_fit(X, y)
+    model.set_keep_samples(30)
+    assert np.array_equal(model.kept_samples()[2], np.arange(91, 121)) and model._kept.lost == 90
+    model.set_keep_samples(200)  # grows: the 30 stay, the next ones join
+    model.partial_fit(X[:5], y[:5])
+    assert len(model.kept_samples()[1]) == 35 and model.keep_samples == 200
+    assert IncrementalRLSC.from_model_file(model.to_model_file()).keep_samples == 200
+    model.unlearn_numbers(model.teaching_episode(5))
+    reference = IncrementalRLSC(lambdas=1.0, alpha=1.0).partial_fit(X, y)
+    assert_same_model(model, reference, np.random.default_rng(22).normal(size=(10, D)))
+    model.set_keep_samples(0)
+    assert model._kept.size == 0 and model._kept.lost == 120
+    with pytest.raises(ValueError, match="keep_samples"):
+        model.set_keep_samples(-1)
