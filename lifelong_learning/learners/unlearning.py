@@ -27,9 +27,11 @@ too (meta ``kept_samples``, arrays ``kept_X``, ``kept_y``, ``kept_no``; files wr
 with none kept). Held-out samples are in the validation buffer already. A sample that is not
 kept any more (older than the last ``keep_samples``, or learned as sums by
 :meth:`IncrementalRLSC.learn_sums`) cannot be unlearned: a request that needs one is refused,
-and so is forgetting a class with such a sample. Memory: ``keep_samples · d · 4`` bytes for
-float32 features (1000 samples of 1280 EfficientNet features: 5 MB; twice that while the buffer
-is compacted).
+and so is forgetting a class with such a sample. Memory: a buffer of ``2 · keep_samples · d``
+values (float32 while every kept feature is exact in float32, else float64): 1000 samples of 1280
+EfficientNet features take 10 MB in memory (new rows are written past the end, and the buffer is
+compacted once full, so that an update that fails leaves the store as it was) and 5 MB in the
+model file.
 
 **Positive definiteness.** ``A − zzᵀ`` is positive definite exactly when
 ``ρ² = 1 − ‖R⁻ᵀz‖² > 0`` (``ρ² = 1/(1 + zᵀA'⁻¹z)``), and the rounding errors of the downdate grow

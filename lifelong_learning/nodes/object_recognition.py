@@ -107,7 +107,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         "keep_samples",
         1000,
         "Last training samples kept for exact unlearning (~/forget_class, ~/undo_teaching; "
-        "keep_samples x n_features float32 in memory and in the checkpoint); 0 keeps none.",
+        "2 x keep_samples x n_features float32 in memory, half that in the checkpoint); 0 keeps none.",
         bounds=(0, 1000000),
     ),
     ParamSpec("n_features", 0, "Feature dimension; 0: set by the first labeled sample.", bounds=(0, 100000)),
