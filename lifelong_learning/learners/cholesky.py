@@ -1,4 +1,5 @@
-"""Updates of an upper-triangular Cholesky factor by rows: rank-1 (Givens) and rank-k (BLAS-3).
+"""Updates of an upper-triangular Cholesky factor by rows: rank-1 (Givens) and rank-k (BLAS-3), and
+rank-1 downdates (hyperbolic rotations).
 
 Given upper-triangular ``R`` with ``RᵀR = A`` and rows ``Z`` (``k × d``), the factor of
 ``A + ZᵀZ`` is wanted (thesis §8.2.4: the state of recursive least squares).
@@ -24,6 +25,17 @@ Given upper-triangular ``R`` with ``RᵀR = A`` and rows ``Z`` (``k × d``), the
 factor stays intact until the caller decides to keep the new one (an update that must not be
 half-applied, :meth:`RecursiveRLS.draft`): no copy of ``R`` is made first, the first rotation
 of each row reads the old factor and writes the new one.
+
+- **Rank-1 downdate, per row** (:func:`chol_downdate_rows`): the factor of ``A − ZᵀZ`` (exact
+  unlearning, :mod:`~lifelong_learning.learners.unlearning`) by hyperbolic rotations. For row ``z``
+  and ``k = 0..d-1``: ``r = sqrt(R_kk² − z_k²)``, ``c = r/R_kk``, ``s = z_k/R_kk``, ``R_kk ← r``,
+  then for ``j > k``: ``R_kj ← (R_kj − s z_j)/c`` and ``z_j ← c z_j − s R_kj`` (with the new
+  ``R_kj``). Row ``k`` of the new factor satisfies ``R'_kᵀR'_k = R_kᵀR_k − z⁽ᵏ⁾ᵀz⁽ᵏ⁾`` restricted to
+  columns ≥ k, the hyperbolic counterpart ``[c −s; −s c]/c`` of the Givens step above
+  (Golub & Van Loan, *Matrix Computations*, §6.5.4). O(d²) per row. Unlike the update it can fail:
+  ``A − zᵀz`` may not be positive definite, or cancellation may make a pivot meaningless; a pivot
+  ``r² < floor`` stops the downdate (the caller passes a floor it knows the exact pivots exceed,
+  e.g. ``λ/2`` for ``A = λI + ZᵀZ``, whose pivots are Schur complements ≥ λ).
 """
 
 from __future__ import annotations
@@ -97,6 +109,35 @@ def chol_update_rows_into(R: np.ndarray, Z: np.ndarray, out: np.ndarray) -> None
                 rest[j] = c * zj - s * rj
 
 
+@numba.njit(cache=True, nogil=True, fastmath=False)
+def chol_downdate_rows(R: np.ndarray, Z: np.ndarray, floor: float) -> int:  # pragma: no cover - compiled
+    """In place: ``R`` ← Cholesky factor of ``RᵀR − ZᵀZ`` by hyperbolic rotations (module docstring);
+    ``Z`` is clobbered. Returns -1 when done, else the row index at which a pivot ``r²`` fell below
+    ``floor`` (``R`` is then half-downdated: pass a copy)."""
+    n_rows, d = Z.shape
+    for i in range(n_rows):
+        z = Z[i]
+        for k in range(d):
+            zk = z[k]
+            if zk == 0.0:
+                continue
+            rkk = R[k, k]
+            r2 = (rkk - zk) * (rkk + zk)
+            if not r2 >= floor:  # NaN too
+                return i
+            r = np.sqrt(r2)
+            c = r / rkk
+            s = zk / rkk
+            R[k, k] = r
+            row = R[k, k + 1 :]
+            rest = z[k + 1 :]
+            for j in range(row.shape[0]):
+                rj = (row[j] - s * rest[j]) / c
+                row[j] = rj
+                rest[j] = c * rest[j] - s * rj
+    return -1
+
+
 def block_pays(n_rows: int, d: int) -> bool:
     """Whether ``n_rows`` new rows are cheaper as one BLAS-3 refactorization than as Givens sweeps."""
     return n_rows >= max(BLOCK_MIN_ROWS, d // BLOCK_ROWS_DIVISOR)
@@ -144,3 +185,4 @@ def warm_up() -> None:
     R = np.eye(2)
     chol_update_rows(R, np.ones((1, 2)))
     chol_update_rows_into(np.eye(2), np.ones((1, 2)), np.zeros((2, 2)))
+    chol_downdate_rows(2.0 * np.eye(2), np.ones((1, 2)), 0.0)

@@ -46,6 +46,7 @@ from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_m
 from lifelong_learning.learners.labels import Label, check_label, label_key, labels_of
 from lifelong_learning.learners.model_selection import Selection, SelectionRule, recoding
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
+from lifelong_learning.learners.unlearning import SampleStore, Unlearning
 
 #: rows of a larger Euclidean norm are refused (learning and prediction): with this bound no
 #: entry of a factor, right-hand side or validation score can overflow float64 (‖R‖²_F = tr A =
@@ -76,10 +77,12 @@ _STATE = (
     "_selection",
     "_serving",
     "_since_selection",
+    "_kept",
+    "_clock",
 )
 
 
-class IncrementalRLSC(PersistentModel):
+class IncrementalRLSC(Unlearning, PersistentModel):
     """Incremental RLSC with class extension and recoding (thesis Algorithm 2), sklearn style.
 
     Args:
@@ -103,6 +106,9 @@ class IncrementalRLSC(PersistentModel):
             samples (sooner while the model is young) the other candidates are rebuilt from it
             and λ, α and the calibration chosen again (:meth:`select_model`; the shared-factor
             mode in docs/design.md).
+        keep_samples: the last training samples kept for exact unlearning (:meth:`forget_class`,
+            :meth:`unlearn`, :meth:`rename_class`; :mod:`~lifelong_learning.learners.unlearning`);
+            0 keeps none (no sample can be unlearned), ``keep_samples · d`` floats kept.
 
     Attributes (after the first sample):
         classes_: the known labels, in score-column order (ints, strings, or both: an
@@ -133,6 +139,7 @@ class IncrementalRLSC(PersistentModel):
         feature_map: FeatureMap | None = None,
         n_features: int | None = None,
         selection_every: int = 0,
+        keep_samples: int = 0,
     ):
         lams = np.atleast_1d(np.asarray(lambdas, dtype=np.float64)).ravel()
         if lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams <= 0):
@@ -159,6 +166,9 @@ class IncrementalRLSC(PersistentModel):
         if isinstance(selection_every, bool) or int(selection_every) < 0:
             raise ValueError(f"selection_every must be an integer ≥ 0, got {selection_every!r}")
         self.selection_every = int(selection_every)
+        if isinstance(keep_samples, bool) or int(keep_samples) < 0:
+            raise ValueError(f"keep_samples must be an integer ≥ 0, got {keep_samples!r}")
+        self.keep_samples = int(keep_samples)
         self.lambdas = lams
         self.alpha = alpha if isinstance(alpha, str) else float(alpha)
         self.validation_every = int(validation_every)
@@ -206,6 +216,8 @@ class IncrementalRLSC(PersistentModel):
         self._serving = self._rule().best_lambda(np.full(self.lambdas.size, np.nan))
         self._since_selection = 0
         self._young_class_grew = False  # set by an update: a young class reached a power of two
+        self._clock = 0  # samples numbered so far (n_samples, but never decreased by unlearning)
+        self._kept = SampleStore.empty(self.keep_samples, d or 0)
         if d is not None:
             self._make_engines(d)
 
@@ -219,6 +231,7 @@ class IncrementalRLSC(PersistentModel):
         self._engines = [RecursiveRLS(d, 0, lam=float(lam)) for lam in lams]
         self._val_X = np.zeros((0, d))
         self._val_S = [] if self.shares_factor else [np.zeros((0, 0)) for _ in lams]
+        self._kept = SampleStore.empty(self.keep_samples, d, self._clock)
 
     def set_params(self, **params: Any) -> IncrementalRLSC:
         """Change selection-only hyperparameters (``alpha``, ``alpha_grid``, ``min_class_count``,
@@ -382,6 +395,8 @@ class IncrementalRLSC(PersistentModel):
                 np.add.at(grown, cols, n_per)
                 setattr(self, name, grown)
             self.n_samples += int(n_per.sum())
+            self._clock += int(n_per.sum())
+            self._kept = self._kept.losing(self._clock)  # rows known by their sums only
             self._selection = None
         return self
 
@@ -451,15 +466,18 @@ class IncrementalRLSC(PersistentModel):
         # so training on all the block's other rows first and holding out after gives the state
         # of the sample-by-sample order: one rank-k update instead of runs of validation_every − 1.
         train = ~held
+        nos = self._clock + np.arange(1, len(labels) + 1)
         if train.any():
             self._train_rows(Z[train], cls_idx[train])
+            self._kept = self._kept.added(Z[train], cls_idx[train], nos[train])
         if held.any():
             at = np.flatnonzero(held)
-            self._hold_out(Z[at], cls_idx[at], self.n_samples + at + 1)
+            self._hold_out(Z[at], cls_idx[at], nos[at])
         seen = self._seen_counts.copy()
         np.add.at(seen, cls_idx, 1)
         self._seen_counts = seen
         self.n_samples += len(labels)
+        self._clock += len(labels)
         if self.shares_factor:  # λ, α and the calibration stay as chosen until select_model
             self._since_selection += int(train.sum())
             before = np.zeros_like(self._train_counts)
@@ -705,6 +723,8 @@ class IncrementalRLSC(PersistentModel):
             t, n = self.calibration_
             meta["calibration"] = {"method": "temperature", "inverse_temperature": t, "validation_samples": n}
         meta["selection_every"] = self.selection_every
+        if self.keep_samples or self._clock != self.n_samples:  # exact unlearning (learners/unlearning.py)
+            meta.update(self._kept.store_into(arrays, self._clock))
         if self.shares_factor:  # one engine, of λ = lambdas[serving]; the selection as made
             meta["shared_factor"] = rlsc_state.shared_factor_entry(
                 self._serving, self._since_selection, self._selection
@@ -728,6 +748,7 @@ class IncrementalRLSC(PersistentModel):
             feature_map=restore_feature_map(meta, arrays),
             n_features=None if n_features is None else int(n_features),
             selection_every=int(meta.get("selection_every", 0)),
+            keep_samples=int(meta.get("keep_samples", 0)),
         )
         if clf.shares_factor:
             clf._serving, clf._since_selection, selection = rlsc_state.saved_shared_factor(
@@ -763,6 +784,8 @@ class IncrementalRLSC(PersistentModel):
         clf._train_counts, clf._seen_counts = train_counts, seen_counts
         clf.n_samples = int(seen_counts.sum())
         clf._val_X, clf._val_y, clf._val_age = val_X, val_y, val_age
+        d = val_X.shape[1]
+        clf._clock, clf._kept = SampleStore.restore(meta, arrays, clf.keep_samples, d, clf.n_samples)
         if not clf.shares_factor:
             clf._val_S = [rls.predict(val_X) if val_y.size else np.zeros((0, len(labels))) for rls in engines]
         return clf

@@ -14,7 +14,12 @@ while no class is known), every known label and its raw (recoded) score.
 
 Services (besides ``~/save_model``, ``~/load_model``, ``~/reset`` of the learner base):
 ``~/predict`` (lifelong_learning/Predict) and ``~/info`` (lifelong_learning/GetClassifierInfo:
-classes, counts, chosen λ and α, validation accuracy per λ candidate).
+classes, counts, chosen λ and α, validation accuracy per λ candidate). Undoing teaching, exactly
+(:mod:`~lifelong_learning.learners.unlearning`, on the last ``keep_samples`` samples):
+``~/forget_class`` (ForgetClass), ``~/undo_teaching`` (UndoTeaching: the last teaching episode, or
+the last N samples), ``~/rename_class`` (RenameClass); each serves an edited copy, keeps the model it
+replaces for ``~/rollback``, writes the checkpoint, and is refused (counted: ``unlearning
+refused``) without changing anything when it cannot be done.
 
 What it refuses (:class:`~lifelong_learning.learners.recognition_gate.RecognitionGate`, the
 limits are parameters): a wrong dimension, NaN/Inf, a feature norm above ``max_feature_norm``
@@ -34,18 +39,19 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 
-from lifelong_learning.learners.recognition_gate import RecognitionGate, Refusal
+from lifelong_learning.learners.recognition_gate import RecognitionGate, Refusal, label_problem
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.msg import Features, LabeledFeatures, Prediction
 from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.runner import run_node
-from lifelong_learning.srv import GetClassifierInfo, Predict
+from lifelong_learning.srv import ForgetClass, GetClassifierInfo, Predict, RenameClass, UndoTeaching
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
@@ -95,6 +101,13 @@ PARAMS: tuple[ParamSpec, ...] = (
         "0: every λ candidate learns every sample (exact selection, thesis §7.6.3). k > 0: one factor "
         "learns (one λ's cost per sample), the others are rebuilt from it and λ, α chosen again every k "
         "training samples (docs/benchmarks/engine.md).",
+        bounds=(0, 1000000),
+    ),
+    ParamSpec(
+        "keep_samples",
+        1000,
+        "Last training samples kept for exact unlearning (~/forget_class, ~/undo_teaching; "
+        "2 x keep_samples x n_features float32 in memory, half that in the checkpoint); 0 keeps none.",
         bounds=(0, 1000000),
     ),
     ParamSpec("n_features", 0, "Feature dimension; 0: set by the first labeled sample.", bounds=(0, 100000)),
@@ -180,6 +193,7 @@ class ObjectRecognitionNode(LearnerNode):
             "max_validation": int(p["max_validation"]),
             "n_features": int(p["n_features"]) or None,
             "selection_every": int(p["selection_every"]),
+            "keep_samples": int(p["keep_samples"]),
         }
         IncrementalRLSC(**self._model_kwargs)  # fail at start on bad parameters
         self.unknown_threshold = float(p["unknown_threshold"])
@@ -213,9 +227,13 @@ class ObjectRecognitionNode(LearnerNode):
         self.build_model()
         with self.model_lock:
             self.gate.seed(self.model)
+            self.model.set_keep_samples(self._model_kwargs["keep_samples"])  # a checkpoint's own bound too
             n = len(self.model.classes_)
         self.create_configured_service(Predict, "~/predict", self._on_predict)
         self.create_configured_service(GetClassifierInfo, "~/info", self._on_info)
+        self.create_configured_service(ForgetClass, "~/forget_class", self._on_forget_class)
+        self.create_configured_service(UndoTeaching, "~/undo_teaching", self._on_undo_teaching)
+        self.create_configured_service(RenameClass, "~/rename_class", self._on_rename_class)
         self.get_logger().info(f"object recognition ready, {n} classes known")
 
     def parameter_conflicts(self, model: IncrementalRLSC) -> list[str]:
@@ -345,9 +363,67 @@ class ObjectRecognitionNode(LearnerNode):
         response.success, response.message = True, ""
         return response
 
+    # ---------------------------------------------------------------- unlearning (issue 30)
+    def _edit(self, service: str, why: str, change: Callable[[IncrementalRLSC], str]) -> tuple[bool, str]:
+        """Serve a copy of the model changed by ``change`` (which returns a note), keeping the model it
+        replaces for ``~/rollback`` (:meth:`ServingCore.edit`), then checkpoint; a refusal is counted
+        (``unlearning refused``) and changes nothing (learners/unlearning.py)."""
+
+        def edited(model: IncrementalRLSC) -> tuple[IncrementalRLSC, str]:
+            copy = model.clone()
+            return copy, change(copy)
+
+        ok, message = self.serving.edit(edited, why)
+        if not ok:
+            self.reject("unlearning refused", f"{service}: {message}")
+            return False, f"refused: {message}"
+        self.checkpoint()
+        return True, message
+
+    def _on_forget_class(self, request: ForgetClass.Request, response: ForgetClass.Response) -> Any:
+        label = request.label.strip()
+
+        def forget(model: IncrementalRLSC) -> str:
+            n = int(model.seen_counts_[model.classes_.tolist().index(label)]) if model.has_class(label) else 0
+            model.forget_class(label)
+            return f"forgot class {label!r} ({n} samples)"
+
+        response.success, response.message = self._edit("~/forget_class", "forget", forget)
+        return response
+
+    def _on_undo_teaching(self, request: UndoTeaching.Request, response: UndoTeaching.Response) -> Any:
+        undone: list[str] = []
+
+        def undo(model: IncrementalRLSC) -> str:
+            numbers = model.teaching_episode(int(request.last_n))
+            labels = [str(c) for c in model.labels_of_numbers(numbers)]
+            model.unlearn_numbers(numbers)
+            undone.extend(labels)
+            return f"unlearned the last {len(labels)} samples ({', '.join(dict.fromkeys(labels))})"
+
+        response.success, response.message = self._edit("~/undo_teaching", "undo", undo)
+        response.samples, response.labels = len(undone), list(dict.fromkeys(undone))
+        return response
+
+    def _on_rename_class(self, request: RenameClass.Request, response: RenameClass.Response) -> Any:
+        old, new = request.label.strip(), request.new_label.strip()
+
+        def rename(model: IncrementalRLSC) -> str:
+            problem = label_problem(new, self.gate.max_label_length)
+            if problem is not None:
+                raise ValueError(f"new label refused: {problem}")
+            merged = model.has_class(new)
+            model.rename_class(old, new)
+            return f"renamed class {old!r} to {new!r}" + (" (merged into the known class)" if merged else "")
+
+        response.success, response.message = self._edit("~/rename_class", "rename", rename)
+        return response
+
     def model_swapped(self, model: IncrementalRLSC) -> None:
-        """An empty norm window is filled from the new model's samples (model lock held)."""
+        """An empty norm window is filled from the new model's samples, and the model keeps the
+        node's ``keep_samples`` from now on (model lock held)."""
         self.gate.seed(model)
+        model.set_keep_samples(self._model_kwargs["keep_samples"])
 
     def forget_inputs(self) -> None:
         """``~/reset`` (model lock held): forget the norm statistics too, not only the model."""

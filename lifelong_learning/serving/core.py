@@ -323,6 +323,31 @@ class ServingCore:
         except (ModelFileError, OSError) as exc:
             return "", self._not_kept(exc)
 
+    def edit(self, change: Callable[[Any], tuple[Any, str]], why: str) -> Outcome:
+        """Serve an edited copy of the serving model (a class forgotten, a teaching episode undone, a
+        class renamed); the serving model is kept for rollback first, as by any replacement.
+
+        ``change(model)`` runs under the lock (nothing is learned meanwhile) and returns the new
+        model, a copy (the serving model must stay as it is), and a note for the answer; a ValueError
+        from it is a refusal: ``Outcome(False, why)``, nothing changed. ``why`` names the edit in the
+        history (``[a-z]+``). What the serving model learned here carries over (:attr:`learned`).
+        """
+        with self._replace_lock, self.lock:
+            if self.model is None:
+                return Outcome(False, "no model serves yet")
+            learned = self.learned
+            try:
+                model, note = change(self.model)
+            except ValueError as exc:
+                return Outcome(False, f"{exc}; the model is unchanged")
+            try:
+                kept = self.replace(model, why)
+            except (ModelFileError, OSError) as exc:
+                return Outcome(False, f"refused, the model is unchanged: {self._not_kept(exc)}")
+            self.learned = learned
+        self.report.info(f"{note}{kept}")
+        return Outcome(True, f"{note}{kept}")
+
     def rollback(self) -> Outcome:
         """Serve the most recent previous model again, and take it out of the history.
 

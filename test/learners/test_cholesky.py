@@ -7,6 +7,7 @@ from scipy.linalg import cho_solve, cholesky
 
 from lifelong_learning.learners.cholesky import (
     block_pays,
+    chol_downdate_rows,
     chol_update_block,
     chol_update_rows,
     chol_update_rows_into,
@@ -143,3 +144,18 @@ def test_a_draft_defers_its_rows_and_commits_them_in_place(read_first: bool) -> 
     engine.commit(draft)
     assert np.array_equal(engine.cholesky_factor, direct.cholesky_factor)
     assert np.array_equal(engine.rhs, direct.rhs)
+
+
+def test_downdate_gives_the_factor_of_the_difference_and_stops_below_the_floor() -> None:
+    """Hyperbolic rotations: chol(A) downdated by rows Z is chol(A − ZᵀZ); a pivot that would fall
+    below the floor stops it and names the row (the caller works on a copy)."""
+    rng = np.random.default_rng(3)
+    Z = rng.normal(size=(30, 12))
+    R = cholesky(Z.T @ Z + 0.5 * np.eye(12), lower=False)
+    assert chol_downdate_rows(R, Z[:7].copy(), 0.25) == -1
+    expected = cholesky(Z[7:].T @ Z[7:] + 0.5 * np.eye(12), lower=False)
+    assert np.allclose(R, expected, rtol=0, atol=1e-12)
+    assert np.all(np.tril(R, -1) == 0)
+    R = cholesky(Z[:3].T @ Z[:3] + 0.5 * np.eye(12), lower=False)
+    outside = np.vstack([Z[0], Z[10]])  # Z[10] was never added: A − zzᵀ is not positive definite
+    assert chol_downdate_rows(R, outside, 0.25) == 1

@@ -408,3 +408,29 @@ def test_write_snapshots_the_serving_model(tmp_path):
     core.model.update([1.0, 2.0, 3.0], [1.0])
     core.write(tmp_path / "saved.model")
     assert np.array_equal(RLSModel.load(tmp_path / "saved.model").predict(X), core.model.predict(X))
+
+
+def test_an_edit_serves_a_changed_copy_keeps_the_model_for_rollback_and_a_refusal_changes_nothing(tmp_path):
+    core = make_core(tmp_path)
+    first = core.model
+    version = core.version
+
+    def refuse(model):
+        raise ValueError("not possible")
+
+    ok, message = core.edit(refuse, "forget")
+    assert not ok and "not possible" in message and "unchanged" in message
+    assert core.model is first and core.version == version and core.history.files() == []
+
+    def add_one(model):
+        twin = model.copy()
+        twin.update([0.0, 1.0, 1.0], [2.0])
+        return twin, "edited"
+
+    ok, message = core.edit(add_one, "undo")
+    assert ok and message.startswith("edited") and "kept for ~/rollback" in message
+    assert core.model is not first and core.version == version + 1 and core.learned == 1
+    assert np.array_equal(first.predict(X), trained(0.5).predict(X))  # the serving model was not changed
+    assert ".before-undo." in core.history.files()[-1].name
+    assert core.rollback()[0]
+    assert np.array_equal(core.model.predict(X), first.predict(X))

@@ -1,0 +1,165 @@
+"""Undoing teaching across processes (issue 30, item 5): an object_recognition process taught a
+wrong episode unlearns it through ~/undo_teaching and answers exactly as before it; ~/rollback
+undoes the undo; ~/rename_class and ~/forget_class change the classes as retraining would; bad
+requests are refused with a clear message, counted, and change nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import DiagnosticsReader, call_service, first_call, node_argv, spin_until
+
+pytestmark = pytest.mark.graph
+
+NODE = "object_recognition"
+DIM = 8
+CLASSES = ("mug", "duck", "teddy")
+PROBES = np.random.default_rng(99).normal(scale=2.0, size=(6, DIM)).astype(np.float32)
+
+
+def sample(rng: np.random.Generator, label: str, n: int = 1) -> np.ndarray:
+    centre = np.zeros(DIM)
+    k = CLASSES.index(label)
+    centre[2 * k : 2 * k + 2] = 3.0
+    return (centre + rng.normal(scale=0.3, size=(n, DIM))).astype(np.float32)
+
+
+class Teacher:
+    """The test's side of the graph: labeled samples, the node's services, its diagnostics."""
+
+    def __init__(self, executor: Any, proc: Any) -> None:
+        from lifelong_learning.msg import LabeledFeatures
+        from lifelong_learning.srv import ForgetClass, GetClassifierInfo, Predict, RenameClass, UndoTeaching
+        from rclpy.node import Node
+        from rclpy.qos import QoSProfile
+        from std_srvs.srv import Trigger
+
+        self.executor, self.proc = executor, proc
+        self.node = Node("unlearning_test_peer", context=executor.context)
+        executor.add_node(self.node)
+        self.labeled = self.node.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=100))
+        self.clients = {
+            name: self.node.create_client(srv, f"/{NODE}/{name}")
+            for name, srv in (
+                ("predict", Predict),
+                ("info", GetClassifierInfo),
+                ("rollback", Trigger),
+                ("forget_class", ForgetClass),
+                ("undo_teaching", UndoTeaching),
+                ("rename_class", RenameClass),
+            )
+        }
+        self.diag = DiagnosticsReader(self.node)
+
+    def call(self, name: str, **fields: Any) -> Any:
+        client = self.clients[name]
+        return call_service(self.executor, client, client.srv_type.Request(**fields), 20.0)
+
+    def info(self) -> Any:
+        return self.call("info")
+
+    def predictions(self) -> list[tuple[list[str], np.ndarray]]:
+        out = []
+        for x in PROBES:
+            res = self.call("predict", data=x.tolist())
+            assert res.success, res.message
+            out.append((list(res.labels), np.asarray(res.scores)))
+        return out
+
+    def teach(self, rng: np.random.Generator, label: str, n: int, like: str | None = None) -> None:
+        """``n`` samples of ``like`` (default: ``label``) labeled ``label``; waits until learned."""
+        from lifelong_learning.msg import LabeledFeatures
+
+        assert spin_until(self.executor, lambda: self.labeled.get_subscription_count() > 0, 30)
+        want = self.info().samples_seen + n
+        for x in sample(rng, like or label, n):
+            self.labeled.publish(LabeledFeatures(data=x.tolist(), label=label))
+        assert spin_until(self.executor, lambda: self.info().samples_seen == want, 20), self.proc.log()
+
+    def refused(self) -> int:
+        spin_until(self.executor, lambda: False, 0.6)  # a diagnostics period or two
+        return self.diag.rejected(NODE, "unlearning refused")
+
+
+def same_predictions(a: list, b: list) -> bool:
+    """Labels equal, scores equal to float32 rounding (the message's type)."""
+    pairs = zip(a, b, strict=True)
+    return all(la == lb and np.allclose(sa, sb, rtol=1e-6, atol=1e-6) for (la, sa), (lb, sb) in pairs)
+
+
+def test_a_wrong_episode_is_undone_exactly_and_classes_are_renamed_and_forgotten(
+    executor, start_process, tmp_path
+):
+    from lifelong_learning.srv import GetClassifierInfo
+
+    models = tmp_path / "models"
+    proc = start_process(
+        node_argv(
+            NODE,
+            *("-p", f"model_directory:={models}", "-p", f"checkpoint_path:={tmp_path / 'ckpt.model'}"),
+            *("-p", "keep_samples:=200", "-p", "diagnostics_period_s:=0.25"),
+        )
+    )
+    node = Teacher(executor, proc)
+    first_call(executor, node.clients["info"], GetClassifierInfo.Request())
+    rng = np.random.default_rng(0)
+    node.teach(rng, "mug", 30)
+    node.teach(rng, "duck", 30)
+    before = node.predictions()
+    assert all(labels == ["mug", "duck"] for labels, _ in before)
+
+    # A wrong episode: ducks shown and called "mug". ~/undo_teaching takes it back, exactly.
+    node.teach(rng, "mug", 12, like="duck")
+    wrong = node.predictions()
+    assert not same_predictions(wrong, before)
+    res = node.call("undo_teaching", last_n=0)
+    assert res.success and res.samples == 12 and list(res.labels) == ["mug"], res.message
+    assert "kept for ~/rollback" in res.message
+    assert same_predictions(node.predictions(), before)
+    info = node.info()
+    assert info.samples_seen == 60 and list(info.counts) == [30, 30]
+
+    # ~/rollback undoes the undo; undoing again (the last 12) gets back to before.
+    assert node.call("rollback").success
+    assert same_predictions(node.predictions(), wrong) and node.info().samples_seen == 72
+    res = node.call("undo_teaching", last_n=12)
+    assert res.success and res.samples == 12, res.message
+    assert same_predictions(node.predictions(), before)
+
+    # A renamed class answers with its new name, with the same scores.
+    res = node.call("rename_class", label="duck", new_label="rubber duck")
+    assert res.success, res.message
+    renamed = node.predictions()
+    for (labels, scores), (_, scores_before) in zip(renamed, before, strict=True):
+        assert labels == ["mug", "rubber duck"] and np.array_equal(scores, scores_before)
+
+    # A class taught by mistake, forgotten: the model answers as before it was taught.
+    node.teach(rng, "teddy", 15)
+    assert node.info().classes[-1] == "teddy"
+    res = node.call("forget_class", label="teddy")
+    assert res.success and "15 samples" in res.message, res.message
+    assert same_predictions(node.predictions(), renamed)
+    assert list(node.info().classes) == ["mug", "rubber duck"]
+
+    # Bad requests: refused with the reason, counted, nothing changed.
+    counted = node.refused()
+    refusals = [
+        ("forget_class", {"label": "unicorn"}, "not a known class"),
+        ("rename_class", {"label": "unicorn", "new_label": "horse"}, "not a known class"),
+        ("rename_class", {"label": "mug", "new_label": "  "}, "new label refused"),
+        ("rename_class", {"label": "mug", "new_label": "mug"}, "already"),
+        ("undo_teaching", {"last_n": 5000}, "only"),
+    ]
+    for name, fields, words in refusals:
+        res = node.call(name, **fields)
+        assert not res.success and words in res.message and "unchanged" in res.message, res.message
+    assert node.call("forget_class", label="mug").success
+    res = node.call("forget_class", label="rubber duck")
+    assert not res.success and "last class" in res.message, res.message
+    assert spin_until(executor, lambda: node.diag.rejected(NODE, "unlearning refused") == counted + 6, 10)
+    assert list(node.info().classes) == ["rubber duck"]
+    assert node.call("rollback").success  # the forgotten mug comes back
+    assert same_predictions(node.predictions(), renamed)
+    assert proc.alive()
