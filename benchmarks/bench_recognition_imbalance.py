@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_recognition import features, online_model  # benchmarks/ (sys.path[0] is benchmarks/)
+from bench_recognition_scale import showing_features
 from harness import describe_machine, run_seeds  # benchmarks/harness
 from sklearn.linear_model import SGDClassifier
 from threadpoolctl import threadpool_limits
@@ -113,9 +114,20 @@ def one_case(X, y, view, rare: int, n_rare: int, args, rng: np.random.Generator)
     return out
 
 
+#: how each world is described in the report
+WORLDS = {
+    "showing": "`lifelong_learning/sim/showing.py`: each shown by a person in its teaching room, the "
+    "held-out views from its test room (other background, clutter, light, poses), `motion` crop",
+    "views": "`lifelong_learning/sim/objects.py`: random views of the object alone, whole frame",
+}
+
+
 def one_seed(seed: int, args: argparse.Namespace) -> list[dict]:
     views = args.common + args.test_views
-    X, y = features(args.objects, views, seed)
+    if args.world == "showing":
+        X, y = showing_features(args.objects, args.common, args.test_views, seed)
+    else:
+        X, y = features(args.objects, views, seed)
     view = np.tile(np.arange(views), args.objects)
     rng = np.random.default_rng([seed, 71])
     rows = []
@@ -176,10 +188,10 @@ def markdown(rows: list[dict], args: argparse.Namespace, seconds: float) -> str:
         "",
         f"Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_recognition_imbalance.py --seeds "
         f"{' '.join(map(str, seeds))} --objects {args.objects} --common {args.common} "
-        f"--test-views {args.test_views} --rare-classes {args.rare_classes}`  ",
+        f"--test-views {args.test_views} --rare-classes {args.rare_classes} --world {args.world}`  ",
         f"Machine: {describe_machine()}. Total time {seconds:.0f} s.",
         "",
-        f"Per seed: {args.objects} rendered objects (`lifelong_learning/sim/objects.py`, EfficientNet-Lite0 "
+        f"Per seed: {args.objects} rendered objects ({WORLDS[args.world]}; EfficientNet-Lite0 "
         f"features, 1280-d); one object is rare, with 1, 5 or 20 training views against {args.common} "
         f"for each other object, all taught one at a time in a random order; {args.test_views} other "
         f"views of every object held out. {args.rare_classes} different objects take the rare role in "
@@ -214,6 +226,13 @@ def main() -> None:
     parser.add_argument("--common", type=int, default=50, help="training views of each common object")
     parser.add_argument("--test-views", type=int, default=20)
     parser.add_argument("--rare-classes", type=int, default=3, help="objects taking the rare role, per seed")
+    parser.add_argument(
+        "--world",
+        choices=("showing", "views"),
+        default="showing",
+        help="showing: objects shown in a teaching room, tested in another, motion crop "
+        "(sim/showing.py); views: random views of an object alone (sim/objects.py)",
+    )
     parser.add_argument("--quick", action="store_true", help="one seed, 4 objects, few views (a smoke run)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "recognition-imbalance.md"))
     args = parser.parse_args()

@@ -103,6 +103,34 @@ def features(args: argparse.Namespace, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
+def showing_features(
+    n_objects: int, teach: int, test: int, seed: int, lead_in: int = 5, mode: str = "motion"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Features of ``teach`` frames of each object in its teaching room then ``test`` in its test
+    room, cut by ``mode``: float64 (n_objects * (teach + test), dim) object after object, and the
+    object of each row (cached; bench_recognition_imbalance.py's features of this world)."""
+    name = f"showing-{mode}-{n_objects}x{teach}+{test}-lead{lead_in}-seed{seed}.npz"
+    cache = ROOT / "runs" / "bench_cache" / name
+    if cache.is_file():
+        with np.load(cache) as f:
+            return f["X"].astype(np.float64), f["y"]
+    t0 = time.perf_counter()
+    pictures: list[np.ndarray] = []
+    with ObjectRenderer(n_objects, seed) as renderer:
+        for index in range(n_objects):
+            for session, n in (("teach", teach), ("test", test)):
+                frames = show_object(renderer, index, session, n, seed=seed, lead_in=lead_in)
+                pictures += crops_of(frames, mode, lead_in)
+    X = FeatureExtractor(backend="onnxruntime", num_threads=1).extract_batch(pictures)
+    y = np.repeat(np.arange(n_objects), teach + test)
+    print(
+        f"seed {seed}: {len(pictures)} frames rendered, cut, featurized in {time.perf_counter() - t0:.0f} s"
+    )
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(cache, X=X, y=y)
+    return X.astype(np.float64), y
+
+
 def node_learner() -> IncrementalRLSC:
     """The node's learner with the node's default parameters."""
     defaults = {spec.name: spec.default for spec in PARAMS if spec.name in ONLINE_PARAMS}
