@@ -543,6 +543,20 @@ class SemiparametricInverseDynamics(PersistentModel):
             parts = {k: v[0] for k, v in parts.items()}
         return parts if return_parts else parts["torque"]
 
+    def nominal_torque(self, prepared: PreparedSamples) -> np.ndarray:
+        """What the URDF's rigid-body model alone predicts for ``prepared`` samples, ``(n, n_dof)``:
+        ``Y_b(q, q̇, q̈) π_urdf`` with the URDF's nominal base parameters, no friction, nothing
+        learned (the baseline of the live metrics, docs/metrics.md). Reuses P's columns when the
+        samples have them (one Pinocchio call per sample otherwise)."""
+        nominal = getattr(self, "_nominal_parameters", None)
+        if nominal is None:
+            nominal = self._nominal_parameters = self.regressor.base_parameters()
+        if prepared.columns is not None:
+            Y = prepared.columns[..., : self.regressor.n_base]
+        else:
+            Y = self.regressor.regressor(prepared.q, prepared.qd, prepared.qdd)
+        return Y @ nominal
+
     @property
     def nbytes(self) -> int:
         """Memory held by the learned state of both parts (RLS factors and right-hand sides) in bytes."""

@@ -273,3 +273,20 @@ def test_residual_can_be_replaced_by_another_feature_map(urdf):
     np.testing.assert_allclose(parts["torque"], parts["parametric"] + parts["residual"])
     with pytest.raises(ValueError):
         m.replace_residual(RandomFourierFeatures(21, 10))
+
+
+def test_nominal_torque_is_the_urdf_alone_whatever_was_learned():
+    """The baseline of the live metrics: the URDF's nominal rigid-body model, in every mode, after
+    learning too (docs/metrics.md)."""
+    from lifelong_learning.sim.panda import panda_urdf_path
+
+    log = PandaSimulation().run(0.2, seed=3)
+    q, qd, qdd, tau = (log[k][::10] for k in ("q", "qd", "qdd", "tau"))
+    urdf_alone = SemiparametricInverseDynamics(panda_urdf_path(), JOINT_NAMES, mode="parametric", friction=())
+    want = urdf_alone.predict(q, qd, qdd)
+    for mode in ("semiparametric", "parametric", "nonparametric"):
+        model = SemiparametricInverseDynamics(panda_urdf_path(), JOINT_NAMES, mode=mode, n_features=20)
+        model.update(q, qd, qdd, tau)
+        prepared = model.prepare(q, qd, qdd)
+        np.testing.assert_allclose(model.nominal_torque(prepared), want, rtol=1e-9, atol=1e-9)
+        assert not np.allclose(prepared.torque, want)  # what it learned is not in the baseline
