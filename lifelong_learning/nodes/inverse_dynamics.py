@@ -537,6 +537,10 @@ class InverseDynamicsNode(LearnerNode):
             window = float(self.params["metrics_window_s"])
             metrics.accumulator = PrequentialRegression(len(names), window, ("model", "baseline"))
             metrics.names = list(names)
+            forgetting = self._model_kwargs["forgetting"]
+            metrics.forgetting = (
+                1.0 if forgetting == "auto" else float(forgetting)
+            )  # until a sample is scored
 
     def _score_learned(
         self, model: SemiparametricInverseDynamics, prepared: PreparedSamples, tau: np.ndarray
@@ -550,7 +554,7 @@ class InverseDynamicsNode(LearnerNode):
                 if metrics.accumulator is None or metrics.accumulator.n_outputs != tau.shape[1]:
                     return  # the joints changed meanwhile
                 metrics.accumulator.add(metrics.now(), tau, model=prepared.torque, baseline=baseline)
-                metrics.forgetting = float(model.forgetting)
+                metrics.forgetting = model.serving_forgetting
         except ValueError as exc:  # NaN/Inf somewhere: not scored, the window untouched
             self.reject("not scored in learning metrics", str(exc))
 
@@ -558,7 +562,7 @@ class InverseDynamicsNode(LearnerNode):
         metrics = self.metrics
         report = metrics.accumulator.report(metrics.now())
         msg = message_from_report(report, metrics.names, metrics.accumulator.window_s, baseline="baseline")
-        msg.forgetting = metrics.forgetting or float(self._model_kwargs["forgetting"])
+        msg.forgetting = metrics.forgetting
         return msg
 
     def _learning_failed(self, exc: BaseException) -> None:

@@ -136,3 +136,34 @@ def test_object_recognition_reports_per_class_errors_on_taught_samples(
     assert 0 < last.mean_prequential_error <= 0.2 and last.mean_baseline_error == -1.0
     assert last.undefined == ""
     assert process.stop() == 0, process.log()
+
+
+def test_forgetting_auto_on_the_node_reports_the_factor_that_serves(rclpy_context):
+    """``forgetting: auto`` (item 6): the node's model runs the candidates, the metrics name the factor
+    serving; a value that is neither a number nor 'auto' stops the node at start."""
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes.inverse_dynamics import InverseDynamicsNode
+
+    def node_with(forgetting):
+        params = {"urdf_path": panda_urdf_path(), "joint_names": JOINT_NAMES, "n_features": 30}
+        params.update(diagnostics_period_s=0.0, metrics_period_s=0.0, forgetting=forgetting)
+        overrides = [Parameter(k, value=v) for k, v in params.items()]
+        return InverseDynamicsNode(context=rclpy_context, parameter_overrides=overrides)
+
+    states = list(joint_states(PandaSimulation().run(1.0, seed=2), rate_hz=100.0))
+    node = node_with("auto")
+    try:
+        for state in states:
+            node._on_joint_states([(joint_state_message(state), {})])
+        assert node.learner.wait_idle(timeout=20.0)
+        with node.model_lock:
+            model = node.model
+            assert model.forgetting == "auto" and len(model.residual.engines) == 5
+        msg = node._metrics_message()
+        assert msg.samples_learned > 50 and msg.forgetting in model.residual.candidates
+        assert msg.forgetting == model.serving_forgetting
+    finally:
+        node.destroy_node()
+    with pytest.raises(ValueError, match="forgetting"):
+        node_with("fast")
