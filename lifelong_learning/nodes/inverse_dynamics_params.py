@@ -171,9 +171,10 @@ def model_settings(p: dict[str, Any]) -> dict[str, Any]:
 
 def forgetting_setting(value: Any) -> float | str:
     """``forgetting``: ``"auto"`` or a number (ValueError otherwise)."""
-    if isinstance(value, str):
-        if value.strip() == "auto":
-            return "auto"
+    if isinstance(value, str) and value.strip() == "auto":
+        return "auto"
+    # dynamically typed (for 'auto'): rclpy checks the range of a double only, not of an integer
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.5 <= float(value) <= 1.0:
         raise ValueError(f"forgetting must be a number in [0.5, 1] or 'auto', got {value!r}")
     return float(value)
 

@@ -165,5 +165,8 @@ def test_forgetting_auto_on_the_node_reports_the_factor_that_serves(rclpy_contex
         assert msg.forgetting == model.serving_forgetting
     finally:
         node.destroy_node()
-    with pytest.raises(ValueError, match="forgetting"):
-        node_with("fast")
+    from rclpy.exceptions import InvalidParameterValueException
+
+    for bad in ("fast", 2, True):  # 2: the node's own range check (rclpy checks doubles only)
+        with pytest.raises((ValueError, InvalidParameterValueException), match="forgetting"):
+            node_with(bad)
