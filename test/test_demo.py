@@ -50,6 +50,11 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
     } <= set(diag)
     for learner in ("object_recognition", "inverse_dynamics"):
         assert float(diag[learner]["model size [kB]"]) > 0
+    # The live prequential error, read back from the bag (issue 27): the node beat the URDF alone.
+    live = dyn["live_metrics"]
+    assert len(live["t"]) > 5 and (out / "dynamics_live_metrics.png").stat().st_size > 10_000
+    assert live["mean_prequential_error"][-1] < live["mean_baseline_error"][-1]
+    assert "### Live prequential error" in report
     # Each node wrote its final checkpoint on SIGINT.
     assert (out / "object_recognition.llm").exists() and (out / "inverse_dynamics.llm").exists()
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from lifelong_learning.demo.live_metrics import live_metrics_section, plot_live_metrics
+
 
 def _plt():
     import matplotlib
@@ -396,10 +398,12 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
     (out / "results.json").write_text(json.dumps(results, indent=1, default=float))
     recognition, dynamics = plot_recognition(results, out), plot_dynamics(results, out)
     latency, evaluation = plot_latency(results, out), plot_evaluation(results, out)
+    live = plot_live_metrics(results, out, _plt())
     lines = [
         *_header(results),
         *_recognition_section(results, recognition),
         *_dynamics_section(results, dynamics, evaluation),
+        *live_metrics_section(results, live),
         *_retraining_section(results),
         *_latency_section(results, latency),
         *_diagnostics_and_notes(results),

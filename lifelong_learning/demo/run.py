@@ -43,6 +43,7 @@ from rosbags.highlevel import AnyReader
 from lifelong_learning.demo import scenarios
 from lifelong_learning.demo.config import DemoConfig
 from lifelong_learning.demo.driver import LABELED_FEATURES, DemoDriver, running_driver
+from lifelong_learning.demo.live_metrics import read_live_metrics
 from lifelong_learning.demo.report import write_report
 from lifelong_learning.demo.scenarios import Stage
 from lifelong_learning.io.bags import typestore
@@ -192,6 +193,8 @@ class DemoRun:
         finally:
             self.stop_nodes()
         results["bag"] = {**results.get("bag", {}), **bag_summary(self.out / "bag")}
+        if "dynamics" in results:
+            results["dynamics"]["live_metrics"] = read_live_metrics(self.out / "bag")
         results["wall_s"] = time.monotonic() - t0
         report = write_report(results, self.out)
         self.say(f"report: {report}")

@@ -44,6 +44,7 @@ from lifelong_learning.core.model_file import prefixed, unprefixed
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.dynamics.friction import JointFriction
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
+from lifelong_learning.learners.auto_forgetting import AutoForgettingRLS
 from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
 from lifelong_learning.learners.random_features import RandomFourierFeatures
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
@@ -156,7 +157,10 @@ class SemiparametricInverseDynamics(PersistentModel):
         coulomb_smoothing: ``v_s`` of the Coulomb term's ``tanh(q̇/v_s)`` [rad/s].
         lam_friction: ridge ``λ_f`` of the friction parameters (prior zero).
         forgetting: ``β ∈ (0, 1]`` per sample (1: none); P applies ``β^(1/n_dof)`` per regressor
-            row, so both parts forget at the same rate in time.
+            row, so both parts forget at the same rate in time. ``"auto"``: the residual runs
+            candidate factors side by side and the prequentially best one serves
+            (:class:`~lifelong_learning.learners.auto_forgetting.AutoForgettingRLS`); P does not
+            forget then (its few parameters are the URDF's physics).
         feature_map: any FeatureMap to use instead of the default (its ``n_inputs`` must be
             ``3 n_dof`` in nonparametric mode, ``4 n_dof`` in semiparametric mode).
         acceleration_scale: ``q̈`` normalization (scalar or per joint); default 3 × velocity limit.
@@ -189,7 +193,7 @@ class SemiparametricInverseDynamics(PersistentModel):
         friction: tuple[str, ...] = ("viscous", "coulomb"),
         coulomb_smoothing: float = 0.05,
         lam_friction: float = 1e-2,
-        forgetting: float = 1.0,
+        forgetting: float | str = 1.0,
         feature_map: FeatureMap | None = None,
         acceleration_scale: float | np.ndarray | None = None,
         residual_after_update: bool = True,
@@ -200,8 +204,9 @@ class SemiparametricInverseDynamics(PersistentModel):
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
-        if not (0.0 < forgetting <= 1.0):
-            raise ValueError(f"forgetting must be in (0, 1], got {forgetting!r}")
+        auto = forgetting == "auto"
+        if not auto and not (isinstance(forgetting, int | float) and 0.0 < forgetting <= 1.0):
+            raise ValueError(f"forgetting must be in (0, 1] or 'auto', got {forgetting!r}")
         if isinstance(urdf, str) and "<robot" not in urdf and os.path.isfile(urdf):
             with open(urdf, encoding="utf-8") as f:
                 urdf = f.read()
@@ -209,7 +214,7 @@ class SemiparametricInverseDynamics(PersistentModel):
         self._columns_text = f"joints {self.regressor.joint_names}"  # for input errors, built once
         self.mode = mode
         self.prior = prior
-        self.forgetting = float(forgetting)
+        self.forgetting: float | str = "auto" if auto else float(forgetting)
         self.residual_after_update = bool(residual_after_update)
         n = self.n_dof
         reg = self.regressor
@@ -229,11 +234,12 @@ class SemiparametricInverseDynamics(PersistentModel):
         inertial = np.zeros(reg.n_base) if prior == "zero" else reg.base_parameters()
         self.prior_parameters = np.concatenate([inertial, np.zeros(self.n_friction)])
         self.parametric: RecursiveRLS | None = None
-        self.residual: RecursiveRLS | None = None
+        self.residual: RecursiveRLS | AutoForgettingRLS | None = None
         self.feature_map: FeatureMap | None = None
         if mode != "nonparametric":
+            beta = 1.0 if auto else float(forgetting) ** (1.0 / n)
             self.parametric = RecursiveRLS(
-                reg.n_base + self.n_friction, 1, lam=lam_parametric, forgetting=self.forgetting ** (1.0 / n)
+                reg.n_base + self.n_friction, 1, lam=lam_parametric, forgetting=beta
             )
         if mode != "parametric":
             n_in = self.residual_input_dim
@@ -242,12 +248,22 @@ class SemiparametricInverseDynamics(PersistentModel):
             if feature_map.n_inputs != n_in:
                 raise ValueError(f"feature map takes {feature_map.n_inputs} inputs; {mode} mode needs {n_in}")
             self.feature_map = feature_map
-            self.residual = RecursiveRLS(
-                feature_map.n_features, n, lam=lam_residual, forgetting=self.forgetting
-            )
+            self.residual = self._new_residual(feature_map.n_features, lam_residual)
         self.n_samples = 0
 
+    def _new_residual(self, n_features: int, lam: float) -> RecursiveRLS | AutoForgettingRLS:
+        if self.forgetting == "auto":
+            return AutoForgettingRLS(n_features, self.n_dof, lam=lam)
+        return RecursiveRLS(n_features, self.n_dof, lam=lam, forgetting=float(self.forgetting))
+
     # ------------------------------------------------------------------ properties
+    @property
+    def serving_forgetting(self) -> float:
+        """The forgetting factor that serves: ``forgetting``, or the one ``"auto"`` chose now."""
+        if isinstance(self.residual, AutoForgettingRLS):
+            return self.residual.forgetting
+        return 1.0 if self.forgetting == "auto" else float(self.forgetting)
+
     @property
     def n_dof(self) -> int:
         """Number of modelled joints."""
@@ -397,7 +413,9 @@ class SemiparametricInverseDynamics(PersistentModel):
             tau_p = self._parametric_predict(self._parametric_columns(q, qd, qdd))
         return self._residual_inputs(self._normalized(q, qd, qdd), tau_p)
 
-    def replace_residual(self, feature_map: FeatureMap, residual: RecursiveRLS | None = None) -> None:
+    def replace_residual(
+        self, feature_map: FeatureMap, residual: RecursiveRLS | AutoForgettingRLS | None = None
+    ) -> None:
         """Swap the NP part for ``feature_map`` (e.g. a tuned Nyström map) and ``residual`` (an RLS
         trained on its features; default: a fresh one with the current λ and forgetting).
 
@@ -411,9 +429,7 @@ class SemiparametricInverseDynamics(PersistentModel):
                 f"feature map takes {feature_map.n_inputs} inputs, expected {self.residual_input_dim}"
             )
         if residual is None:
-            residual = RecursiveRLS(
-                feature_map.n_features, self.n_dof, lam=self.residual.lam, forgetting=self.forgetting
-            )
+            residual = self._new_residual(feature_map.n_features, self.residual.lam)
         if (residual.n_features, residual.n_outputs) != (feature_map.n_features, self.n_dof):
             raise ValueError("residual engine does not match the feature map and the joints")
         self.feature_map, self.residual = feature_map, residual
@@ -543,6 +559,20 @@ class SemiparametricInverseDynamics(PersistentModel):
             parts = {k: v[0] for k, v in parts.items()}
         return parts if return_parts else parts["torque"]
 
+    def nominal_torque(self, prepared: PreparedSamples) -> np.ndarray:
+        """What the URDF's rigid-body model alone predicts for ``prepared`` samples, ``(n, n_dof)``:
+        ``Y_b(q, q̇, q̈) π_urdf`` with the URDF's nominal base parameters, no friction, nothing
+        learned (the baseline of the live metrics, docs/metrics.md). Reuses P's columns when the
+        samples have them (one Pinocchio call per sample otherwise)."""
+        nominal = getattr(self, "_nominal_parameters", None)
+        if nominal is None:
+            nominal = self._nominal_parameters = self.regressor.base_parameters()
+        if prepared.columns is not None:
+            Y = prepared.columns[..., : self.regressor.n_base]
+        else:
+            Y = self.regressor.regressor(prepared.q, prepared.qd, prepared.qdd)
+        return Y @ nominal
+
     @property
     def nbytes(self) -> int:
         """Memory held by the learned state of both parts (RLS factors and right-hand sides) in bytes."""
@@ -621,7 +651,7 @@ class SemiparametricInverseDynamics(PersistentModel):
             regressor.joint_names,
             mode=mode,
             prior=meta["prior"],
-            forgetting=float(meta["forgetting"]),
+            forgetting="auto" if meta["forgetting"] == "auto" else float(meta["forgetting"]),
             feature_map=fmap,
             residual_after_update=bool(meta["residual_after_update"]),
             friction=() if friction is None else tuple(friction["terms"]),
@@ -652,7 +682,8 @@ class SemiparametricInverseDynamics(PersistentModel):
                 raise ValueError("parametric engine does not match the regressor")
             model.parametric = p
         if model.residual is not None:
-            r = RecursiveRLS.from_state(meta["residual"], unprefixed("residual", arrays))
+            engine = AutoForgettingRLS if meta["residual"].get("auto_forgetting") else RecursiveRLS
+            r = engine.from_state(meta["residual"], unprefixed("residual", arrays))
             if (r.n_features, r.n_outputs) != (model.residual.n_features, n):
                 raise ValueError("residual engine does not match the feature map")
             model.residual = r

@@ -46,6 +46,24 @@ MESSAGE_DEFINITIONS: dict[str, str] = {
         "string sha256                  # hex SHA-256 of data\n"
         "uint8[] data                   # the model file's bytes\n"
     ),
+    "LearningMetrics": (
+        "# How a learner node does on its live stream: the prequential error (each sample predicted before\n"
+        "# it was learned) over the last window_s seconds, published on ~/learning_metrics every\n"
+        "# metrics_period_s (docs/metrics.md). Errors are never negative: -1 marks an error the window\n"
+        "# cannot define (no sample of a class, targets that did not vary), and `undefined` says why.\n"
+        "std_msgs/Header header          # stamp: when the window ends (the node's clock)\n"
+        "uint64 model_version            # the serving model's version (bumped on every swap)\n"
+        "uint64 samples_learned          # samples the serving model has learned\n"
+        "float64 window_s                # the window's length [s]\n"
+        "uint64 window_samples           # samples scored in the window\n"
+        "string[] names                  # inverse_dynamics: the joints; object_recognition: the classes\n"
+        "float64[] prequential_error     # per name: torque nMSE (dynamics), error rate (recognition)\n"
+        "float64 mean_prequential_error  # the mean of the defined prequential_error entries (-1: none)\n"
+        "float64[] baseline_error        # per name: the URDF's rigid-body model alone (dynamics; or empty)\n"
+        "float64 mean_baseline_error     # the mean of the defined baseline_error entries (-1: none)\n"
+        "float64 forgetting              # the forgetting factor that serves (dynamics; 1 = none; else 0)\n"
+        'string undefined                # why an error is -1 ("name: reason; ..."); "" when none is\n'
+    ),
 }
 
 

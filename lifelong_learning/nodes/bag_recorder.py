@@ -58,6 +58,8 @@ DEFAULT_TOPICS = [
     "teacher_label",
     "tuned_model",
     "tuning_progress",
+    "inverse_dynamics/learning_metrics",
+    "object_recognition/learning_metrics",
 ]
 
 PARAMS: tuple[ParamSpec, ...] = (

@@ -79,6 +79,8 @@ class ParamSpec:
     ``at_run_time``: the node applies a change while it runs (:meth:`NodeBase.apply_parameter`);
     every other parameter is read-only, so that setting it at run time is refused with a reason
     instead of succeeding and changing nothing.
+    ``also_auto``: the string ``auto`` is a value too (a dynamically typed parameter: rclpy checks
+    ``bounds`` on numbers, the node reads ``auto``), e.g. ``forgetting: auto``.
     """
 
     name: str
@@ -87,6 +89,7 @@ class ParamSpec:
     bounds: tuple[float, float] | None = None
     at_run_time: bool = False
     minimum_nonzero: float | None = None
+    also_auto: bool = False
 
     def __post_init__(self) -> None:
         if self.minimum_nonzero is not None:
@@ -101,9 +104,10 @@ class ParamSpec:
         if self.bounds is None:
             return ""
         low, high = self.bounds
+        auto = " or auto" if self.also_auto else ""
         if self.minimum_nonzero is not None:
-            return f"0 or [{self.minimum_nonzero:g}, {high:g}]"
-        return f"[{low:g}, {high:g}]"
+            return f"0 or [{self.minimum_nonzero:g}, {high:g}]{auto}"
+        return f"[{low:g}, {high:g}]{auto}"
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is outside the parameter's range (None when it is not, or not a number)."""
@@ -117,7 +121,9 @@ class ParamSpec:
 
     def descriptor(self) -> ParameterDescriptor:
         """The parameter's descriptor: description, read-only unless applied at run time, range."""
-        desc = ParameterDescriptor(description=self.description, read_only=not self.at_run_time)
+        desc = ParameterDescriptor(
+            description=self.description, read_only=not self.at_run_time, dynamic_typing=self.also_auto
+        )
         if self.bounds is not None:
             low, high = self.bounds
             if isinstance(self.default, bool) or not isinstance(self.default, int | float):

@@ -43,6 +43,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 
 from lifelong_learning.core.model_file import ModelFileError
+from lifelong_learning.core.prequential import PrequentialRegression
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.dynamics.guard import (
     OUTLIER,
@@ -56,6 +57,7 @@ from lifelong_learning.dynamics.joint_order import JointPicker
 from lifelong_learning.dynamics.plausibility import JointLimits
 from lifelong_learning.dynamics.regressor import kinematic_difference, moving_joints
 from lifelong_learning.dynamics.semiparametric import PreparedSamples
+from lifelong_learning.msg import LearningMetrics
 from lifelong_learning.nodes.block_worker import BlockWorker
 from lifelong_learning.nodes.inverse_dynamics_params import (
     PARAMS,
@@ -64,6 +66,7 @@ from lifelong_learning.nodes.inverse_dynamics_params import (
     urdf_from_parameters,
 )
 from lifelong_learning.nodes.learner import LearnerNode
+from lifelong_learning.nodes.learning_metrics import message_from_report
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.serving import Outcome
 from lifelong_learning.srv import PredictTorques
@@ -231,6 +234,7 @@ class InverseDynamicsNode(LearnerNode):
             self._model_kwargs["joint_names"] = list(names)
         limits = JointLimits.from_urdf(self._model_kwargs["urdf"], self.joint_names)
         self.guard = SampleGuard(limits, **self._guard_kwargs)
+        self._measure_joints(self.joint_names)
 
     def _discover_joints(self, msg: JointState) -> bool:
         """``auto`` joints: model the URDF's moving joints this message carries; True if a model serves.
@@ -523,6 +527,43 @@ class InverseDynamicsNode(LearnerNode):
             serving.count_updates(len(mine))
             self._learned_since += len(mine)
         self.stats.timed("learn block", time.perf_counter() - t0)
+        self._score_learned(model, prepared, np.concatenate([item.tau for item in mine]))
+
+    # ---------------------------------------------------------------- ~/learning_metrics
+    def _measure_joints(self, names: list[str]) -> None:
+        """A fresh prequential window for these joints (the serving model and the URDF alone)."""
+        metrics = self.metrics
+        with metrics.lock:
+            window = float(self.params["metrics_window_s"])
+            metrics.accumulator = PrequentialRegression(len(names), window, ("model", "baseline"))
+            metrics.names = list(names)
+            forgetting = self._model_kwargs["forgetting"]
+            metrics.forgetting = (
+                1.0 if forgetting == "auto" else float(forgetting)
+            )  # until a sample is scored
+
+    def _score_learned(
+        self, model: SemiparametricInverseDynamics, prepared: PreparedSamples, tau: np.ndarray
+    ) -> None:
+        """Score the torques answered for samples just learned (predicted before learning them) and
+        what the URDF alone would have answered, against the measured ``tau`` (learning thread)."""
+        metrics = self.metrics
+        try:
+            baseline = model.nominal_torque(prepared)
+            with metrics.lock:
+                if metrics.accumulator is None or metrics.accumulator.n_outputs != tau.shape[1]:
+                    return  # the joints changed meanwhile
+                metrics.accumulator.add(metrics.now(), tau, model=prepared.torque, baseline=baseline)
+                metrics.forgetting = model.serving_forgetting
+        except ValueError as exc:  # NaN/Inf somewhere: not scored, the window untouched
+            self.reject("not scored in learning metrics", str(exc))
+
+    def learning_metrics(self) -> LearningMetrics:
+        metrics = self.metrics
+        report = metrics.accumulator.report(metrics.now())
+        msg = message_from_report(report, metrics.names, metrics.accumulator.window_s, baseline="baseline")
+        msg.forgetting = metrics.forgetting
+        return msg
 
     def _learning_failed(self, exc: BaseException) -> None:
         self.reject("internal error", f"learning a block failed: {type(exc).__name__}: {exc}")

@@ -73,7 +73,16 @@ PARAMS: tuple[ParamSpec, ...] = (
         bounds=(1e-6, 100.0),
     ),
     ParamSpec("lam_friction", 0.01, "Ridge λ of the friction parameters (prior zero).", bounds=(1e-12, 1e12)),
-    ParamSpec("forgetting", 1.0, "Forgetting factor per sample in (0, 1]; 1 = none.", bounds=(0.5, 1.0)),
+    ParamSpec(
+        "forgetting",
+        1.0,
+        "Forgetting factor per sample in [0.5, 1]; 1 = none. 'auto': the residual learns with the "
+        "candidates 1, 0.9999, 0.9995, 0.999, 0.998 side by side and the one of the lowest "
+        "prequential error over the last 2000 samples serves (the parametric part does not forget; "
+        "~/learning_metrics reports the factor; about 5x the learning cost: docs/metrics.md).",
+        bounds=(0.5, 1.0),
+        also_auto=True,
+    ),
     ParamSpec("seed", 0, "Seed of the random features.", bounds=(0, 2**31 - 1)),
     ParamSpec("acceleration_window", 9, "Samples per acceleration fit.", bounds=(3, 1001)),
     ParamSpec("acceleration_degree", 2, "Polynomial degree of the acceleration fit.", bounds=(1, 5)),
@@ -155,9 +164,19 @@ def model_settings(p: dict[str, Any]) -> dict[str, Any]:
         "friction": tuple(t for t in p["friction_terms"] if t),
         "coulomb_smoothing": float(p["coulomb_smoothing_velocity"]),
         "lam_friction": float(p["lam_friction"]),
-        "forgetting": float(p["forgetting"]),
+        "forgetting": forgetting_setting(p["forgetting"]),
         "seed": int(p["seed"]),
     }
+
+
+def forgetting_setting(value: Any) -> float | str:
+    """``forgetting``: ``"auto"`` or a number (ValueError otherwise)."""
+    if isinstance(value, str) and value.strip() == "auto":
+        return "auto"
+    # dynamically typed (for 'auto'): rclpy checks the range of a double only, not of an integer
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.5 <= float(value) <= 1.0:
+        raise ValueError(f"forgetting must be a number in [0.5, 1] or 'auto', got {value!r}")
+    return float(value)
 
 
 def guard_settings(p: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,9 @@ from std_srvs.srv import Trigger
 from lifelong_learning.core.model_file import MAX_MODEL_BYTES, ModelFileError
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.core.realtime import normal_policy_here
+from lifelong_learning.msg import LearningMetrics
 from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec
+from lifelong_learning.nodes.learning_metrics import METRICS_PARAMS, LearningMetricsPublisher
 from lifelong_learning.nodes.lifecycle import LifecycleStateMixin
 from lifelong_learning.nodes.model_data import ModelDataReceiver, ModelFileHeader
 from lifelong_learning.serving import DEFAULT_MAX_RECEIVED_MODEL_BYTES, Outcome, RefusedError, ServingCore
@@ -109,6 +111,7 @@ LEARNER_PARAMS: tuple[ParamSpec, ...] = (
         "before anything is copied, kept or written.",
         bounds=(1, MAX_MODEL_BYTES),
     ),
+    *METRICS_PARAMS,
 )
 
 
@@ -191,6 +194,10 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         self._checkpoint_writer: threading.Thread | None = None
         self._model_receiver: ModelDataReceiver | None = None  # model_data_topic, while configured
         self._configure_error: Exception | None = None
+        #: ~/learning_metrics: the subclass sets ``metrics.accumulator`` and reports it in learning_metrics
+        self.metrics = LearningMetricsPublisher(
+            self, self._metrics_message, float(p["metrics_period_s"]), self.service_group
+        )
         LifecycleStateMixin.__init__(self, callback_group=self.service_group)
 
     # ---------------------------------------------------------------- the serving core's state
@@ -394,6 +401,27 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         super().apply_parameter(name, value)
         if name == "checkpoint_interval_s" and self._checkpoint_timer is not None:
             self._schedule_checkpoints(float(value))
+        elif name == "metrics_period_s":
+            self.metrics.set_period(float(value))
+
+    # ---------------------------------------------------------------- ~/learning_metrics
+    def learning_metrics(self) -> LearningMetrics | None:
+        """Subclass hook: the errors of ``metrics.accumulator`` (not None) as a message, or None;
+        called with ``metrics.lock`` held (it must not take the model lock); the header, model
+        version and samples learned are filled by the caller."""
+        return None
+
+    def _metrics_message(self) -> LearningMetrics | None:
+        if not self.active:
+            return None
+        with self.metrics.lock:  # never waits for the model lock while holding it
+            msg = self.learning_metrics() if self.metrics.accumulator is not None else None
+        if msg is not None:
+            with self.model_lock:
+                msg.model_version = int(self.serving.version)
+                model = self.serving.model
+                msg.samples_learned = int(getattr(model, "n_samples", 0) or 0)
+        return msg
 
     # ---------------------------------------------------------------- the model
     def build_model(self) -> None:
@@ -563,6 +591,25 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         values["last rollback"] = serving.last_rollback
         values["models received"] = str(serving.received.loaded)
         values["last model received"] = serving.received.last
+        values.update(self._metrics_values())
+        return values
+
+    def _metrics_values(self) -> dict[str, str]:
+        """The means of ``~/learning_metrics`` for diagnostics."""
+        with self.metrics.lock:
+            msg = self.learning_metrics() if self.metrics.accumulator is not None else None
+        if msg is None:
+            return {"prequential error (mean)": "none yet"}
+        why = f"none yet ({msg.window_samples} samples in the last {msg.window_s:g} s)"
+        values = {
+            "prequential error (mean)": why
+            if msg.mean_prequential_error < 0
+            else f"{msg.mean_prequential_error:.4g}"
+        }
+        if msg.baseline_error:
+            mean = msg.mean_baseline_error
+            values["baseline error (mean)"] = why if mean < 0 else f"{mean:.4g}"
+        values["prequential window samples"] = str(msg.window_samples)
         return values
 
     def diagnostic_problems(self) -> list[tuple[bytes, str]]:

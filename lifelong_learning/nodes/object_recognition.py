@@ -45,11 +45,13 @@ from typing import Any
 import numpy as np
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 
+from lifelong_learning.core.prequential import PrequentialClassification
 from lifelong_learning.learners.recognition_gate import RecognitionGate, Refusal, label_problem
 from lifelong_learning.learners.rlsc import IncrementalRLSC
-from lifelong_learning.msg import Features, LabeledFeatures, Prediction
+from lifelong_learning.msg import Features, LabeledFeatures, LearningMetrics, Prediction
 from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.nodes.learner import LearnerNode
+from lifelong_learning.nodes.learning_metrics import message_from_report
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.srv import ForgetClass, GetClassifierInfo, Predict, RenameClass, UndoTeaching
 
@@ -220,6 +222,7 @@ class ObjectRecognitionNode(LearnerNode):
             stream="labeled_features",
             keep_bytes=True,
         )
+        self.metrics.accumulator = PrequentialClassification(float(p["metrics_window_s"]))
         self.start_learner()
 
     # ---------------------------------------------------------------- LearnerNode hooks
@@ -322,6 +325,7 @@ class ObjectRecognitionNode(LearnerNode):
             model = serving.model
             refusal = self.gate.check_labeled(x, label, model)
             if refusal is None:
+                before = self._predicted_before_learning(model, x)
                 try:
                     model.partial_fit(x, [label])
                 except ValueError as exc:
@@ -331,8 +335,35 @@ class ObjectRecognitionNode(LearnerNode):
                 return False
             self.gate.accepted(x)
             serving.count_updates()
+            classes = [str(c) for c in model.classes_.tolist()]
         self.stats.timed("update", time.perf_counter() - t)
+        self._score_taught(label, before, classes)
         return True
+
+    # ---------------------------------------------------------------- ~/learning_metrics
+    @staticmethod
+    def _predicted_before_learning(model: IncrementalRLSC, x: np.ndarray) -> str | None:
+        """The class ``model`` gives ``x`` before learning it (None: no class known yet)."""
+        if len(model.classes_) == 0:
+            return None
+        try:
+            scores = model.decision_function(x)[0]
+        except ValueError:
+            return None
+        return str(model.classes_[int(np.argmax(scores))])
+
+    def _score_taught(self, label: str, predicted: str | None, classes: list[str]) -> None:
+        """Count a taught sample's prequential error (not when no class was known to predict it)."""
+        metrics = self.metrics
+        with metrics.lock:
+            metrics.names = classes
+            if predicted is not None:
+                metrics.accumulator.add(metrics.now(), label, model=predicted)
+
+    def learning_metrics(self) -> LearningMetrics:
+        metrics = self.metrics
+        report = metrics.accumulator.report(metrics.now(), classes=metrics.names)
+        return message_from_report(report, metrics.names, metrics.accumulator.window_s)
 
     # ---------------------------------------------------------------- services
     def _on_predict(self, request: Predict.Request, response: Predict.Response) -> Predict.Response:
@@ -420,10 +451,12 @@ class ObjectRecognitionNode(LearnerNode):
         return response
 
     def model_swapped(self, model: IncrementalRLSC) -> None:
-        """An empty norm window is filled from the new model's samples, and the model keeps the
-        node's ``keep_samples`` from now on (model lock held)."""
+        """An empty norm window is filled from the new model's samples, the model keeps the node's
+        ``keep_samples`` from now on, and the learning metrics name its classes (model lock held)."""
         self.gate.seed(model)
         model.set_keep_samples(self._model_kwargs["keep_samples"])
+        with self.metrics.lock:
+            self.metrics.names = [str(c) for c in model.classes_.tolist()]
 
     def forget_inputs(self) -> None:
         """``~/reset`` (model lock held): forget the norm statistics too, not only the model."""

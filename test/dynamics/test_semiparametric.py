@@ -205,9 +205,12 @@ def test_residual_failure_after_the_parametric_update_restores_the_parametric_pa
     )
 
 
-@pytest.mark.parametrize("mode", ["parametric", "nonparametric", "semiparametric"])
-def test_save_load_identical_predictions(urdf, tmp_path, mode):
-    m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode=mode, n_features=50, forgetting=0.999)
+@pytest.mark.parametrize(
+    "mode, forgetting",
+    [("parametric", 0.999), ("nonparametric", 0.999), ("semiparametric", 0.999), ("semiparametric", "auto")],
+)
+def test_save_load_identical_predictions(urdf, tmp_path, mode, forgetting):
+    m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, mode=mode, n_features=50, forgetting=forgetting)
     q, qd, qdd = _states(m, 20)
     m.update(q, qd, qdd, m.regressor.rnea(q, qd, qdd) + 0.3)
     path = tmp_path / "model.npz"
@@ -273,3 +276,37 @@ def test_residual_can_be_replaced_by_another_feature_map(urdf):
     np.testing.assert_allclose(parts["torque"], parts["parametric"] + parts["residual"])
     with pytest.raises(ValueError):
         m.replace_residual(RandomFourierFeatures(21, 10))
+
+
+def test_nominal_torque_is_the_urdf_alone_whatever_was_learned():
+    """The baseline of the live metrics: the URDF's nominal rigid-body model, in every mode, after
+    learning too (docs/metrics.md)."""
+    from lifelong_learning.sim.panda import panda_urdf_path
+
+    log = PandaSimulation().run(0.2, seed=3)
+    q, qd, qdd, tau = (log[k][::10] for k in ("q", "qd", "qdd", "tau"))
+    urdf_alone = SemiparametricInverseDynamics(panda_urdf_path(), JOINT_NAMES, mode="parametric", friction=())
+    want = urdf_alone.predict(q, qd, qdd)
+    for mode in ("semiparametric", "parametric", "nonparametric"):
+        model = SemiparametricInverseDynamics(panda_urdf_path(), JOINT_NAMES, mode=mode, n_features=20)
+        model.update(q, qd, qdd, tau)
+        prepared = model.prepare(q, qd, qdd)
+        np.testing.assert_allclose(model.nominal_torque(prepared), want, rtol=1e-9, atol=1e-9)
+        assert not np.allclose(prepared.torque, want)  # what it learned is not in the baseline
+
+
+def test_forgetting_auto_chooses_the_residual_factor_on_the_stream(urdf):
+    """``forgetting="auto"``: P does not forget, the residual's candidates learn side by side and the
+    factor that serves is reported (the learning metrics publish it); bad values are refused."""
+    m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=30, forgetting="auto")
+    assert m.parametric.forgetting == 1.0 and m.serving_forgetting == 1.0
+    assert len(m.residual.engines) == 5
+    q, qd, qdd = _states(m, 60)
+    tau = m.regressor.rnea(q, qd, qdd) + 0.3
+    for k in range(0, 60, 6):
+        m.update(q[k : k + 6], qd[k : k + 6], qdd[k : k + 6], tau[k : k + 6])
+    assert m.serving_forgetting in m.residual.candidates and m.residual.n_samples == 60
+    assert SemiparametricInverseDynamics(urdf, JOINT_NAMES, forgetting=0.999).serving_forgetting == 0.999
+    for bad in ("fast", 0.0, 1.5):
+        with pytest.raises(ValueError):
+            SemiparametricInverseDynamics(urdf, JOINT_NAMES, forgetting=bad)
