@@ -15,16 +15,18 @@ is reported in the same convention as ``−r``).
 free-motion residuals ``e`` (samples in contact, pending onset, or within ``hold_s`` after a
 contact are not recorded), robustly
 
-    m_j = median(e_j),    σ_j = 1.4826 · median|e_j − m_j|    (median absolute deviation)
+    σ_j = 1.4826 · median|e_j|,    θ_j = k · σ_j + τ_min
 
-    θ_j = k · σ_j + τ_min
+(the median absolute deviation about zero, the residual of an unbiased model, as in the guard's
+outlier test: a model still learning only makes its residuals smaller, where a median taken as the
+centre would go stale and flag its improvement as a contact; a biased one widens the scale)
 
 (``k`` = ``contact_k``, ``τ_min`` = ``contact_min_torque``, an absolute floor so that a model that
 predicts nearly perfectly does not flag sensor noise). Until :data:`WARMUP_SAMPLES` residuals are
 recorded (after a start, a reset, a new model) nothing is a contact.
 
 **Onset and offset** (hysteresis and a minimum duration ``T_min`` = ``contact_min_duration_s``).
-A sample *exceeds* when ``|e_j − m_j| > θ_j`` on some joint; a contact starts when the samples have
+A sample *exceeds* when ``|e_j| > θ_j`` on some joint; a contact starts when the samples have
 exceeded without a break for at least ``T_min`` of stamps (so one noisy sample never triggers;
 those pending samples are not learned either). It ends when every joint has stayed below
 ``ρ θ_j`` (``ρ`` = ``contact_release`` ≤ 1) for ``T_min``. Samples in contact and for
@@ -77,7 +79,7 @@ class ContactSettings:
     """The detector's settings (the node's ``contact_*`` parameters); see the module docstring."""
 
     k: float = 6.0
-    min_torque: float = 0.5
+    min_torque: float = 2.5
     release: float = 0.5
     min_duration_s: float = 0.003
     hold_s: float = 0.2
@@ -174,7 +176,6 @@ class ContactDetector:
         self._window = np.zeros((s.window, self.n))
         self._count = 0
         self._scale_at = 0
-        self.center: np.ndarray | None = None
         self.threshold: np.ndarray | None = None  # θ_j; None during warm-up
         self.in_contact = False
         self._pending_since: float | None = None
@@ -192,17 +193,20 @@ class ContactDetector:
             return None
         return (self.threshold - self.settings.min_torque) / self.settings.k
 
+    @property
+    def beyond_max(self) -> bool:
+        """In a contact that has lasted beyond ``max_s`` (only without ``relearn``)."""
+        return self.in_contact and self._warned
+
     def _record(self, e: np.ndarray) -> None:
         s = self.settings
-        self._window[self._count % s.window] = e
+        self._window[self._count % s.window] = np.abs(e)
         self._count += 1
         if self._count >= min(WARMUP_SAMPLES, s.window) and (
             self.threshold is None or self._count - self._scale_at >= SCALE_REFRESH
         ):
             held = self._window[: min(self._count, s.window)]
-            center = np.median(held, axis=0)
-            sigma = MAD_TO_SIGMA * np.median(np.abs(held - center), axis=0)
-            self.center, self.threshold = center, s.k * sigma + s.min_torque
+            self.threshold = s.k * MAD_TO_SIGMA * np.median(held, axis=0) + s.min_torque
             self._scale_at = self._count
 
     def update(self, t: float, residual: Any) -> tuple[bool, bool, ContactEvent | None]:
@@ -222,8 +226,7 @@ class ContactDetector:
         if self.threshold is None:  # warm-up
             self._record(e)
             return False, True, None
-        assert self.center is not None
-        beyond = np.abs(e - self.center) > self.threshold
+        beyond = np.abs(e) > self.threshold
         if beyond.any():
             if self._pending_since is None:
                 self._pending_since = t
@@ -242,10 +245,10 @@ class ContactDetector:
 
     def _in_contact(self, t: float, e: np.ndarray) -> tuple[bool, bool, ContactEvent | None]:
         s = self.settings
-        assert self.center is not None and self.threshold is not None
+        assert self.threshold is not None
         self._peak = np.where(np.abs(e) > np.abs(self._peak), e, self._peak)
         duration = t - self._onset_t
-        if np.all(np.abs(e - self.center) < s.release * self.threshold):
+        if np.all(np.abs(e) < s.release * self.threshold):
             if self._release_since is None:
                 self._release_since = t
             if t - self._release_since >= s.min_duration_s:
