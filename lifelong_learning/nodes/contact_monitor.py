@@ -2,8 +2,15 @@
 
 A thin adapter over :class:`~lifelong_learning.dynamics.contact.ContactDetector` (the rule, its
 settings and references are in that module): for each block of joint states the node answered,
-the samples that carry effort give ``τ_ext = τ_measured − τ̂`` (``τ̂`` the answer, made before the
-sample is learned); the monitor publishes it (sensor_msgs/JointState, the input's header) and the
+the samples that carry effort give the external torque estimate of ``contact_estimator``:
+
+- ``learned_residual`` (default): ``τ_ext = τ_measured − τ̂``, ``τ̂`` the answer (made before the
+  sample is learned);
+- ``momentum_observer``: the generalized-momentum observer on the URDF
+  (:mod:`~lifelong_learning.dynamics.momentum_observer`, gain ``momentum_observer_gain``; no q̈);
+- ``learned_observer``: the observer with the learned model's correction ``τ̂ − RNEA_URDF(q, q̇, q̈)``.
+
+The monitor publishes it (sensor_msgs/JointState, the input's header) and the
 contact flag (std_msgs/Bool), logs onsets and offsets with the joints and torques, and says which
 samples may be learned (none in contact or within ``contact_hold_s`` after it). A message nobody
 subscribes to is not built (a publish costs 50-110 µs on the answering path).
@@ -20,6 +27,11 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from lifelong_learning.dynamics.contact import ONSET, TOO_LONG, ContactDetector, ContactSettings
+from lifelong_learning.dynamics.momentum_observer import MomentumObserver
+from lifelong_learning.dynamics.regressor import RigidBodyRegressor
+
+#: the values of ``contact_estimator``
+ESTIMATORS = ("learned_residual", "momentum_observer", "learned_observer")
 
 
 class ContactMonitor:
@@ -31,24 +43,61 @@ class ContactMonitor:
         external_topic, contact_topic: the outputs.
     """
 
-    def __init__(self, node: Any, settings: ContactSettings, external_topic: str, contact_topic: str):
+    def __init__(
+        self,
+        node: Any,
+        settings: ContactSettings,
+        external_topic: str,
+        contact_topic: str,
+        estimator: str = "learned_residual",
+        gain: float = 25.0,
+    ):
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"contact_estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
         self.node = node
         self.settings = settings
+        self.estimator, self.gain = estimator, float(gain)
+        self.observer: MomentumObserver | None = None
         self.external_pub = node.create_overridable_publisher(JointState, external_topic, 100)
         self.contact_pub = node.create_overridable_publisher(Bool, contact_topic, 100)
         self.detector: ContactDetector | None = None
         self.names: list[str] = []
         self._too_long_published = 0
 
-    def take_joints(self, names: Sequence[str], effort_limits: Any) -> None:
-        """A fresh detector for the node's joints (ValueError: the settings refused for their limits)."""
+    def take_joints(self, names: Sequence[str], effort_limits: Any, regressor: RigidBodyRegressor) -> None:
+        """A fresh detector (and observer) for the node's joints, ``regressor`` the URDF's model of
+        them (ValueError: the settings refused for their limits)."""
         self.detector = ContactDetector(len(names), self.settings, effort_limits)
         self.names = list(names)
+        if self.estimator != "learned_residual":
+            self.observer = MomentumObserver(regressor, self.gain)
 
     def reset(self) -> None:
         """Forget the thresholds and any contact (another model serves, the stream restarted)."""
         if self.detector is not None:
             self.detector.reset()
+        if self.observer is not None:
+            self.observer.reset()
+
+    def estimate(self, rows: Any, residual: np.ndarray, regressor: RigidBodyRegressor) -> np.ndarray:
+        """The external torques of the answered ``rows`` (``t``, ``q``, ``qd``, ``qdd``, ``tau``
+        arrays, one row per sample) for ``contact_estimator``; ``residual`` = measured − predicted.
+
+        Raises:
+            ValueError: the observer's gain is too large for the samples' period.
+        """
+        observer = self.observer
+        if observer is None:
+            return residual
+        out = np.empty_like(residual)
+        learned = self.estimator == "learned_observer"
+        for i in range(residual.shape[0]):
+            correction = None
+            if learned:  # δ = τ̂ − RNEA_URDF, τ̂ = τ − residual
+                urdf = regressor.rnea(rows.q[i], rows.qd[i], rows.qdd[i])[0]
+                correction = rows.tau[i] - residual[i] - urdf
+            out[i] = observer.update(rows.t[i], rows.q[i], rows.qd[i], rows.tau[i], correction)
+        return out
 
     def update(
         self, msgs: Sequence[JointState], stamps: np.ndarray, external: np.ndarray

@@ -42,6 +42,20 @@ CONTACT_PARAMS: tuple[ParamSpec, ...] = (
         "std_msgs/Bool output, one per joint state answered with effort: true while in contact.",
     ),
     ParamSpec(
+        "contact_estimator",
+        "learned_residual",
+        "The external torque estimate: learned_residual (measured − the model's prediction), "
+        "momentum_observer (the generalized-momentum observer on the URDF: no q̈, no learning) or "
+        "learned_observer (the observer with the learned model's correction to the URDF).",
+    ),
+    ParamSpec(
+        "momentum_observer_gain",
+        25.0,
+        "K_O of the momentum observers [1/s]: the estimate follows a step with time constant 1/K_O; "
+        "K_O times the joint-state period must be at most 1.",
+        bounds=(0.1, 1000.0),
+    ),
+    ParamSpec(
         "contact_k",
         6.0,
         "A joint's external torque beyond contact_k robust standard deviations of its free-motion "
