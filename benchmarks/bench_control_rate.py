@@ -390,9 +390,8 @@ def run_one(
         "publish_us": 1e6 * float(np.median(publish_cost)),
         "sender_late_ms": 1e3 * late,
         "learned_elsewhere": learned_elsewhere,  # (samples, blocks) of --learning-elsewhere
-        "contact_messages": contact_messages[
-            0
-        ],  # external_torque and contact received (--contact-subscribers)
+        # external_torque and contact messages received (--contact-subscribers)
+        "contact_messages": len(contact_messages),
     }
 
 
