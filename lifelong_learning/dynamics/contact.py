@@ -22,8 +22,9 @@ outlier test: a model still learning only makes its residuals smaller, where a m
 centre would go stale and flag its improvement as a contact; a biased one widens the scale)
 
 (``k`` = ``contact_k``, ``τ_min`` = ``contact_min_torque``, an absolute floor so that a model that
-predicts nearly perfectly does not flag sensor noise). Until :data:`WARMUP_SAMPLES` residuals are
-recorded (after a start, a reset, a new model) nothing is a contact.
+predicts nearly perfectly does not flag sensor noise). Until :data:`WARMUP_SAMPLES` residuals
+spanning :data:`WARMUP_S` of stamps are recorded (after a start, a reset, a new model) nothing is
+a contact: 50 samples of a 1 kHz stream are 50 ms of one motion, not its scale.
 
 **Onset and offset** (hysteresis and a minimum duration ``T_min`` = ``contact_min_duration_s``).
 A sample *exceeds* when ``|e_j| > θ_j`` on some joint; a contact starts when the samples have
@@ -60,8 +61,10 @@ import numpy as np
 
 from lifelong_learning.dynamics.plausibility import MAD_TO_SIGMA
 
-#: free-motion residuals recorded before the detector flags anything (at most ``window``)
+#: free-motion residuals recorded before the detector flags anything (at most ``window``) ...
 WARMUP_SAMPLES = 50
+#: ... and the seconds of stamps they must span
+WARMUP_S = 1.0
 #: the scale (two medians over the window) is refreshed every this many recorded residuals
 SCALE_REFRESH = 20
 #: the smallest ``contact_k``: below two robust standard deviations ≥ 5 % of free-motion samples of
@@ -185,6 +188,7 @@ class ContactDetector:
         self._warned = False
         self._hold_until = -np.inf
         self._last_t: float | None = None
+        self._first_t: float | None = None  # stamp of the first residual recorded since the reset
 
     @property
     def scale(self) -> np.ndarray | None:
@@ -198,13 +202,15 @@ class ContactDetector:
         """In a contact that has lasted beyond ``max_s`` (only without ``relearn``)."""
         return self.in_contact and self._warned
 
-    def _record(self, e: np.ndarray) -> None:
+    def _record(self, t: float, e: np.ndarray) -> None:
         s = self.settings
         self._window[self._count % s.window] = np.abs(e)
         self._count += 1
-        if self._count >= min(WARMUP_SAMPLES, s.window) and (
-            self.threshold is None or self._count - self._scale_at >= SCALE_REFRESH
-        ):
+        if self._first_t is None or t < self._first_t:
+            self._first_t = t
+        if self.threshold is None and (self._count < WARMUP_SAMPLES or t - self._first_t < WARMUP_S):
+            return
+        if self.threshold is None or self._count - self._scale_at >= SCALE_REFRESH:
             held = self._window[: min(self._count, s.window)]
             self.threshold = s.k * MAD_TO_SIGMA * np.median(held, axis=0) + s.min_torque
             self._scale_at = self._count
@@ -224,7 +230,7 @@ class ContactDetector:
         if self.in_contact:
             return self._in_contact(t, e)
         if self.threshold is None:  # warm-up
-            self._record(e)
+            self._record(t, e)
             return False, True, None
         beyond = np.abs(e) > self.threshold
         if beyond.any():
@@ -240,7 +246,7 @@ class ContactDetector:
         self._pending_since = None
         if t < self._hold_until:
             return False, False, None
-        self._record(e)
+        self._record(t, e)
         return False, True, None
 
     def _in_contact(self, t: float, e: np.ndarray) -> tuple[bool, bool, ContactEvent | None]:

@@ -8,7 +8,7 @@ from lifelong_learning.dynamics.contact import (
     OFFSET,
     ONSET,
     TOO_LONG,
-    WARMUP_SAMPLES,
+    WARMUP_S,
     ContactDetector,
     ContactSettings,
 )
@@ -39,10 +39,13 @@ def test_free_motion_raises_no_contact_and_everything_is_learned():
 
 def test_nothing_is_a_contact_during_warm_up():
     det = ContactDetector(SIGMA.size, ContactSettings(min_torque=0.1))
-    e = np.zeros((WARMUP_SAMPLES - 1, SIGMA.size))
-    e[:, 1] = np.linspace(0, 50, WARMUP_SAMPLES - 1)
-    block = det.update_block(np.arange(WARMUP_SAMPLES - 1) / RATE, e)
+    n = round(WARMUP_S * RATE)  # a second of a 1 kHz stream: more than WARMUP_SAMPLES, too short
+    _, e = free_motion(n)
+    e[n // 2 :, 1] += 50.0
+    block = det.update_block(np.arange(n) / RATE, e)
     assert not block.contact.any() and block.learn.all() and det.threshold is None
+    det.update(1.0, e[0])  # a second of stamps: the thresholds are taken
+    assert det.threshold is not None
 
 
 def test_a_step_is_flagged_after_the_minimum_duration_not_learned_then_released_after_hold():
