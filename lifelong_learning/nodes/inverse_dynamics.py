@@ -545,19 +545,22 @@ class InverseDynamicsNode(LearnerNode):
             return free, touching
         t0 = time.perf_counter()
         msgs = [rows[k].msg for k in with_effort]
-        samples = _Samples(
-            np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in msgs]),
-            *(np.stack([getattr(rows[k], a) for k in with_effort]) for a in ("q", "qd", "tau")),
-            np.stack([rows[k].admitted.qdd for k in with_effort]),
-        )
+        stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in msgs])
+        residual = np.stack([rows[k].tau for k in with_effort]) - predicted[with_effort]
         with self.model_lock:
-            try:
-                residual = samples.tau - predicted[with_effort]
-                external = self.contact.estimate(samples, residual, self.serving.model.regressor)
-            except ValueError as exc:  # the observer's gain against this stream's period
-                self.reject("contact estimator", str(exc))
-                return free, touching
-            free[with_effort], touching[with_effort] = self.contact.update(msgs, samples.t, external)
+            external = residual
+            if self.contact.observer is not None:  # (the states only for an observer: a fast default)
+                samples = _Samples(
+                    stamps,
+                    *(np.stack([getattr(rows[k], a) for k in with_effort]) for a in ("q", "qd", "tau")),
+                    np.stack([rows[k].admitted.qdd for k in with_effort]),
+                )
+                try:
+                    external = self.contact.estimate(samples, residual, self.serving.model.regressor)
+                except ValueError as exc:  # the observer's gain against this stream's period
+                    self.reject("contact estimator", str(exc))
+                    return free, touching
+            free[with_effort], touching[with_effort] = self.contact.update(msgs, stamps, external)
         self.stats.timed("contact", (time.perf_counter() - t0) / len(with_effort))  # per sample, published
         return free, touching
 
