@@ -279,14 +279,23 @@ class ContactDetector:
         loaded = np.abs(self._peak) >= 0.5 * np.abs(self._peak).max()
         return ContactEvent(kind, t, tuple(np.flatnonzero(loaded).tolist()), self._peak.copy(), duration)
 
-    def update_block(self, t: Any, residuals: Any) -> ContactBlock:
-        """:meth:`update` for consecutive samples (``t`` ``(m,)``, ``residuals`` ``(m, n)``)."""
+    def update_block(self, t: Any, residuals: Any, judged: Any | None = None) -> ContactBlock:
+        """:meth:`update` for consecutive samples (``t`` ``(m,)``, ``residuals`` ``(m, n)``).
+
+        ``judged`` (bool per sample, None: all): samples whose residual says nothing (their ``q̈``
+        is an acceleration filter's partial window, after a start or a restart: the prediction is
+        off by ``M Δq̈``) are not judged: they keep the current state, are not recorded, and are
+        learnable only when free (a caller does not learn them anyway)."""
         t = np.asarray(t, dtype=np.float64).reshape(-1)
         E = np.asarray(residuals, dtype=np.float64).reshape(t.size, self.n)
         contact = np.zeros(t.size, dtype=bool)
         learn = np.zeros(t.size, dtype=bool)
         events = []
+        skip = np.zeros(t.size, dtype=bool) if judged is None else ~np.asarray(judged, dtype=bool)
         for i in range(t.size):
+            if skip[i]:
+                contact[i], learn[i] = self.in_contact, not self.in_contact
+                continue
             contact[i], learn[i], event = self.update(t[i], E[i])
             if event is not None:
                 events.append(event)

@@ -100,15 +100,15 @@ class ContactMonitor:
         return out
 
     def update(
-        self, msgs: Sequence[JointState], stamps: np.ndarray, external: np.ndarray
+        self, msgs: Sequence[JointState], stamps: np.ndarray, external: np.ndarray, judged: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Detect on the block's ``external`` torques (rows: ``msgs``, stamps in s), publish, log;
-        per row, whether it may be learned and whether it is in contact. The caller holds the
-        model lock."""
+        """Detect on the block's ``external`` torques (rows: ``msgs``, stamps in s; ``judged``: see
+        :meth:`ContactDetector.update_block`), publish, log; per row, whether it may be learned and
+        whether it is in contact. The caller holds the model lock."""
         detector = self.detector
         if detector is None:
             return np.ones(len(msgs), dtype=bool), np.zeros(len(msgs), dtype=bool)
-        block = detector.update_block(stamps, external)
+        block = detector.update_block(stamps, external, judged)
         if self.external_pub.get_subscription_count() > 0:
             for msg, torque in zip(msgs, external, strict=True):
                 self.external_pub.publish(

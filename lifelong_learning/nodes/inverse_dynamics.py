@@ -560,7 +560,9 @@ class InverseDynamicsNode(LearnerNode):
                 except ValueError as exc:  # the observer's gain against this stream's period
                     self.reject("contact estimator", str(exc))
                     return free, touching
-            free[with_effort], touching[with_effort] = self.contact.update(msgs, stamps, external)
+            # (a q̈ from the filter's partial window makes a residual of M Δq̈: not judged)
+            judged = np.array([rows[k].admitted.not_learned != WARMING_UP for k in with_effort])
+            free[with_effort], touching[with_effort] = self.contact.update(msgs, stamps, external, judged)
         self.stats.timed("contact", (time.perf_counter() - t0) / len(with_effort))  # per sample, published
         return free, touching
 

@@ -121,6 +121,17 @@ def test_stamps_going_back_restart_the_durations():
     assert list(block.contact) == [False, True]
 
 
+def test_samples_not_judged_keep_the_state_and_are_not_recorded():
+    det, t_end, _ = warmed()
+    count = det._count
+    e = np.zeros((20, SIGMA.size))
+    e[:10, 0] = 200.0  # an acceleration filter restarting: its first q̈ are off
+    judged = np.arange(20) >= 10
+    block = det.update_block(t_end + np.arange(1, 21) / RATE, e, judged)
+    assert not block.contact.any() and block.learn.all() and det._count == count + 10
+    assert not block.events
+
+
 def test_non_finite_residuals_are_not_recorded_nor_learned():
     det, t_end, _ = warmed()
     count = det._count
