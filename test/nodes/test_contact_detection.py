@@ -236,3 +236,33 @@ def test_an_unknown_estimator_or_absurd_thresholds_are_refused_at_start(rclpy_co
         make_node(rclpy_context, contact_estimator="guess")
     with pytest.raises(ValueError, match="no contact could ever be detected"):
         make_node(rclpy_context, contact_min_torque=100.0)  # above every Panda joint's effort limit
+
+
+@pytest.mark.parametrize("relearn", [False, True])
+def test_a_contact_that_never_ends_is_warned_about(executor, rclpy_context, relearn):
+    """A torque that stays (a tool resting on a fixture): after contact_max_s the diagnostics say so;
+    without contact_relearn the samples stay unlearned, with it they are learned again."""
+    node = make_node(rclpy_context, contact_max_s=0.3, contact_relearn=relearn)
+    peer = Peer(rclpy_context, executor)
+    executor.add_node(node)
+    assert spin_until(executor, peer.connected, 20)
+    states = list(joint_states(PandaSimulation().run(4.0, seed=5), rate_hz=100.0))
+    for state in states[:200]:
+        peer.send(state)
+    assert node.learner.wait_idle(10)
+    node.diagnostic_problems()  # what came before is not this test's
+    learned = node.model.n_samples
+    for state in states[200:400]:  # 2 s of a steady 15 N m on joint 2
+        peer.send(state, extra=STEP)
+    assert node.learner.wait_idle(10)
+    problems = [text for _, text in node.diagnostic_problems()]
+    detector = node.contact.detector
+    assert detector.too_long == 1, problems
+    if relearn:
+        assert any("lasted beyond contact_max_s" in p for p in problems), problems
+        # the new steady state is learned (once the guard's outlier test, too, has taken it: half its
+        # 200-sample window)
+        assert not peer.contact[-1] and node.model.n_samples > learned
+    else:
+        assert any("nothing is learned" in p for p in problems), problems
+        assert peer.contact[-1] and node.model.n_samples == learned
