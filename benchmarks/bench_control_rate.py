@@ -322,6 +322,7 @@ def run_one(
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
+    from std_msgs.msg import Bool
 
     bench = node_under_test(executor, args, extra)
     loader = None
@@ -338,6 +339,13 @@ def run_one(
             JointState, "predicted_torque", on_answer,
             QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE), raw=True,
         )  # fmt: skip
+        contact_messages: list[int] = []
+        if args.contact_subscribers:  # a safety node's: the contact outputs are built and published
+            for msg_type, topic in ((JointState, "external_torque"), (Bool, "contact")):
+                bench.peer.create_subscription(
+                    msg_type, topic, lambda raw, info: contact_messages.append(1),
+                    QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE), raw=True,
+                )  # fmt: skip
         bench.peer.create_subscription(
             DiagnosticArray,
             "/diagnostics",
@@ -382,6 +390,8 @@ def run_one(
         "publish_us": 1e6 * float(np.median(publish_cost)),
         "sender_late_ms": 1e3 * late,
         "learned_elsewhere": learned_elsewhere,  # (samples, blocks) of --learning-elsewhere
+        # external_torque and contact messages received (--contact-subscribers)
+        "contact_messages": len(contact_messages),
     }
 
 
@@ -404,7 +414,7 @@ def summary(
         "p999_ms": p999,
         "node": {k: v for k, v in node.items() if any(w in k for w in (
             "receive to publish", "answer", "block", "learned", "lost", "queue", "not learned",
-            "real-time"))},
+            "real-time", "contact"))},
     }  # fmt: skip
 
 
@@ -448,6 +458,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, An
         help="no ROS: the accuracy cost of learn_max_hz (0, 250, 100) on a new trajectory, learning "
         "SECONDS of 1 kHz motion per seed (seeds 0 1 2)",
     )  # fmt: skip
+    parser.add_argument(
+        "--contact-subscribers", action="store_true",
+        help="subscribe to external_torque and contact too (as a safety node would): they are published",
+    )  # fmt: skip
     parser.add_argument("--echo-node", action="store_true", help=argparse.SUPPRESS)  # runs echo_node()
     args = parser.parse_args(argv)
     if args.beside and (args.pin is not None or "echo" in args.executors):
@@ -470,6 +484,7 @@ def describe(r: dict[str, Any], args: argparse.Namespace) -> str:
         + (" (learning off)" if args.no_learning else "")
         + (" (learning in another process)" if args.learning_elsewhere else "")
         + (f", SCHED_FIFO {args.realtime_priority}" if args.realtime_priority else "")
+        + (", external_torque and contact subscribed" if args.contact_subscribers else "")
     )
 
 
@@ -530,7 +545,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"; learned elsewhere (samples, blocks): {r['learned_elsewhere']}"
                 if r["learned_elsewhere"]
                 else ""
-            ),
+            )
+            + (f"; contact messages received: {r['contact_messages']}" if args.contact_subscribers else ""),
             flush=True,
         )
     if args.out is not None:

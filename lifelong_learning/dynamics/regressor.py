@@ -172,6 +172,18 @@ class RigidBodyRegressor(Stateful):
             out[i] = tau[self._model_index]
         return out
 
+    def mass_coriolis_gravity(self, q: Any, qd: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The URDF's ``M(q)``, ``C(q, q̇)`` (Pinocchio's, with ``Ṁ = C + Cᵀ``) and ``g(q)`` at one
+        state, in ``joint_names`` order (rows and columns)."""
+        qm = self._to_model_order(np.asarray(q, dtype=float))
+        vm = self._to_model_order(np.asarray(qd, dtype=float))
+        M = pin.crba(self.model, self.data, qm)
+        M = np.triu(M) + np.triu(M, 1).T  # crba fills the upper triangle
+        C = pin.computeCoriolisMatrix(self.model, self.data, qm, vm)
+        g = pin.computeGeneralizedGravity(self.model, self.data, qm)
+        ix = self._model_index
+        return M[np.ix_(ix, ix)], np.array(C)[np.ix_(ix, ix)], np.array(g)[ix]
+
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """What a model file needs to rebuild this regressor exactly (URDF text included)."""
         meta = {"urdf": self.urdf, "joint_names": list(self.joint_names)}

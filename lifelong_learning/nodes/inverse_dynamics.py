@@ -13,6 +13,10 @@
   publishes, then queues them; a learning thread (:class:`~lifelong_learning.nodes.block_worker.BlockWorker`)
   learns what queued meanwhile as one block, staged on drafts while answers go on and committed under
   the model lock in O(1) (about 0.3 ms per answer at 1 kHz on two cores: docs/benchmarks/control-rate.md);
+- publishes, for each answered joint state that carries effort, the external torque estimate
+  (measured − predicted, on ``external_torque_topic``) and a contact flag (``contact_topic``); samples
+  in contact and ``contact_hold_s`` after it are not learned
+  (:mod:`~lifelong_learning.nodes.contact_monitor`, :mod:`~lifelong_learning.dynamics.contact`);
 - services: ``~/predict`` (lifelong_learning/PredictTorques) and those of every
   :class:`~lifelong_learning.nodes.learner.LearnerNode` (save, load, reset, rollback, checkpoints).
 
@@ -59,8 +63,10 @@ from lifelong_learning.dynamics.regressor import kinematic_difference, moving_jo
 from lifelong_learning.dynamics.semiparametric import PreparedSamples
 from lifelong_learning.msg import LearningMetrics
 from lifelong_learning.nodes.block_worker import BlockWorker
+from lifelong_learning.nodes.contact_monitor import ContactMonitor
 from lifelong_learning.nodes.inverse_dynamics_params import (
     PARAMS,
+    contact_settings,
     guard_settings,
     model_settings,
     urdf_from_parameters,
@@ -81,9 +87,11 @@ LEARNING_QUEUE = 2000
 LEARNING_BEHIND = "learning queue full"
 LEARNING_STOPPED = "learning thread stopped"
 MODEL_REPLACED = "model replaced before learning"
+#: a sample in contact, pending onset, or within contact_hold_s after a contact (dynamics/contact.py)
+CONTACT = "contact"
 #: why an answered sample was not learned that are counted (diagnostics ``not learned: ...``), not
 #: rejected as bad input (an effort beyond the limits is)
-NOT_LEARNED = frozenset({OUTLIER, WARMING_UP, THINNED, LEARNING_BEHIND, LEARNING_STOPPED})
+NOT_LEARNED = frozenset({OUTLIER, WARMING_UP, THINNED, LEARNING_BEHIND, LEARNING_STOPPED, CONTACT})
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,17 @@ class _ToLearn:
     model: SemiparametricInverseDynamics
     prepared: PreparedSamples
     tau: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Samples:
+    """Answered samples with effort, for the contact estimators (one row per sample)."""
+
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    tau: np.ndarray
+    qdd: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -126,6 +145,7 @@ class InverseDynamicsNode(LearnerNode):
         self._guard_kwargs = guard_settings(p)
         # fail at start on bad parameters, also when the URDF is to come from a topic later
         SampleGuard.check_settings(**self._guard_kwargs)
+        self._contact_settings = contact_settings(p)  # ValueError: refused (None: detection off)
         self._urdf = urdf_from_parameters(p)
         self._accelerations: dict[str, float] = {}
         self.not_learned: dict[str, int] = {}
@@ -164,6 +184,16 @@ class InverseDynamicsNode(LearnerNode):
             if p["torque_array_topic"]
             else None
         )
+        self.contact = None
+        if self._contact_settings is not None:
+            self.contact = ContactMonitor(
+                self,
+                self._contact_settings,
+                p["external_torque_topic"],
+                p["contact_topic"],
+                str(p["contact_estimator"]),  # ValueError: not one of them
+                float(p["momentum_observer_gain"]),
+            )
         # Best effort like sensor-data QoS (matches reliable and best-effort drivers), but 100 deep:
         # at 100-1000 Hz a depth of 5 drops whole bursts whenever the process is briefly descheduled.
         self.create_counted_subscription(
@@ -235,6 +265,8 @@ class InverseDynamicsNode(LearnerNode):
         limits = JointLimits.from_urdf(self._model_kwargs["urdf"], self.joint_names)
         self.guard = SampleGuard(limits, **self._guard_kwargs)
         self._measure_joints(self.joint_names)
+        if self.contact is not None:
+            self.contact.take_joints(self.joint_names, limits.effort, self.serving.model.regressor)
 
     def _discover_joints(self, msg: JointState) -> bool:
         """``auto`` joints: model the URDF's moving joints this message carries; True if a model serves.
@@ -317,6 +349,8 @@ class InverseDynamicsNode(LearnerNode):
             self.get_logger().info(f"joints modelled now: {self.joint_names} (from the loaded model)")
         else:  # another model: the last model's errors say nothing about it
             self.guard.forget_errors()
+            if self.contact is not None:
+                self.contact.reset()
 
     def reload(self, path: Any, digest: str | None = None) -> Outcome:
         if self.ready:
@@ -411,9 +445,10 @@ class InverseDynamicsNode(LearnerNode):
                 self.stats.timed("receive to publish", max(0.0, (done_ns - row.received_ns) * 1e-9))
         self.answer_calls += 1
         self.answered += len(admitted)
+        contact = self._detect_contact(admitted, prepared.torque)
         learn = [k for k, row in enumerate(admitted) if row.tau is not None and row.learning]
         if learn:
-            self._queue_for_learning(model, guard, prepared, [admitted[k] for k in learn], learn)
+            self._queue_for_learning(model, guard, prepared, [admitted[k] for k in learn], learn, contact)
 
     def _admit(self, msg: JointState, info: dict[str, Any] | None) -> _Admitted | None:
         """One joint state checked and admitted by the guard; None when it is not answered (counted)."""
@@ -467,15 +502,24 @@ class InverseDynamicsNode(LearnerNode):
         prepared: PreparedSamples,
         rows: list[_Admitted],
         at: list[int],
+        contact: tuple[np.ndarray, np.ndarray],
     ) -> None:
         """Queue answered samples (rows ``at`` of ``prepared``) for learning, in order, unless the
-        guard says otherwise for one of them (then that one is counted, not learned)."""
+        guard or the contact detector (``contact``: :meth:`_detect_contact`'s, per row of
+        ``prepared``) says otherwise for one of them (then that one is counted, not learned)."""
+        free, touching = contact
         keep: list[int] = []
         reasons: list[str] = []
         with self.model_lock:  # the guard's outlier test keeps a window of recent errors
             for row, k in zip(rows, at, strict=True):
                 assert row.tau is not None
-                reason = row.admitted.not_learned or guard.residual_refusal(row.tau, prepared.torque[k])
+                reason = row.admitted.not_learned
+                if reason is None and touching[k]:  # (in contact: its errors stay out of the guard's)
+                    reason = CONTACT
+                elif reason is None:  # one spike is the guard's outlier; pending or held: contact
+                    reason = guard.residual_refusal(row.tau, prepared.torque[k]) or (
+                        None if free[k] else CONTACT
+                    )
                 if reason is None:
                     keep.append(k)
                 else:
@@ -494,6 +538,37 @@ class InverseDynamicsNode(LearnerNode):
         for reason in reasons:
             if reason not in NOT_LEARNED:  # an effort beyond the limits: bad input
                 self.reject(reason, "the sample is answered, not learned")
+
+    def _detect_contact(self, rows: list[_Admitted], predicted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Contact detection on the answered block (publishes ``external_torque``, ``contact``):
+        per row, whether it may be learned and whether it is in contact (rows without effort are
+        not judged)."""
+        free, touching = np.ones(len(rows), dtype=bool), np.zeros(len(rows), dtype=bool)
+        with_effort = [k for k, row in enumerate(rows) if row.tau is not None]
+        if self.contact is None or not with_effort:
+            return free, touching
+        t0 = time.perf_counter()
+        msgs = [rows[k].msg for k in with_effort]
+        stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in msgs])
+        residual = np.stack([rows[k].tau for k in with_effort]) - predicted[with_effort]
+        with self.model_lock:
+            external = residual
+            if self.contact.observer is not None:  # (the states only for an observer: a fast default)
+                samples = _Samples(
+                    stamps,
+                    *(np.stack([getattr(rows[k], a) for k in with_effort]) for a in ("q", "qd", "tau")),
+                    np.stack([rows[k].admitted.qdd for k in with_effort]),
+                )
+                try:
+                    external = self.contact.estimate(samples, residual, self.serving.model.regressor)
+                except ValueError as exc:  # the observer's gain against this stream's period
+                    self.reject("contact estimator", str(exc))
+                    return free, touching
+            # (a q̈ from the filter's partial window makes a residual of M Δq̈: not judged)
+            judged = np.array([rows[k].admitted.not_learned != WARMING_UP for k in with_effort])
+            free[with_effort], touching[with_effort] = self.contact.update(msgs, stamps, external, judged)
+        self.stats.timed("contact", (time.perf_counter() - t0) / len(with_effort))  # per sample, published
+        return free, touching
 
     def _learn_block(self, block: list[_ToLearn]) -> None:
         """Learn the queued samples of the serving model as one block (on the learning thread).
@@ -597,6 +672,8 @@ class InverseDynamicsNode(LearnerNode):
     def forget_inputs(self) -> None:
         if self.ready:
             self.guard.reset()
+            if self.contact is not None:
+                self.contact.reset()
         self._accelerations.clear()
 
     # ---------------------------------------------------------------- services
@@ -659,6 +736,8 @@ class InverseDynamicsNode(LearnerNode):
                 (DiagnosticStatus.WARN, f"{missed - self._missed_published} joint states missed (stamp gaps)")
             )
         self._restarts_published, self._missed_published = restarts, missed
+        if self.contact is not None:
+            problems += self.contact.diagnostic_problems()
         return problems
 
     def diagnostic_values(self) -> dict[str, str]:
@@ -686,6 +765,8 @@ class InverseDynamicsNode(LearnerNode):
         values["joint states without modelled joints"] = str(self.other_joints)
         values["joints modelled"] = ", ".join(self.joint_names) or "not yet decided"
         values["learning"] = str(self.learning)
+        if self.contact is not None:
+            values.update(self.contact.diagnostic_values())
         return values
 
 

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from lifelong_learning.core.files import MAX_URDF_BYTES, UnsafePathError, open_regular
+from lifelong_learning.dynamics.contact import ContactSettings
 from lifelong_learning.nodes.base import ParamSpec
 
 #: default ``learning_period_s``: at most one learned block per this many seconds (what arrives
@@ -20,6 +21,95 @@ LEARNING_INTERVAL_S = 0.05
 #: default ``learn_max_hz``: streams up to 250 Hz are learned whole; a 1 kHz stream every 4th
 #: sample, with the same accuracy on new motion (docs/benchmarks/control-rate.md, fifth round)
 LEARN_MAX_HZ = 250.0
+
+#: contact detection (docs/robot.md#contact-detection; the rule: dynamics/contact.py)
+CONTACT_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec(
+        "contact_detection",
+        True,
+        "Publish the external torque estimate (measured − predicted effort) and contact flags for "
+        "every joint state answered that carries effort, and learn no sample in contact.",
+    ),
+    ParamSpec(
+        "external_torque_topic",
+        "external_torque",
+        "sensor_msgs/JointState output: effort = measured − predicted torque per modelled joint "
+        "(the prediction made before the sample is learned), stamped like the input.",
+    ),
+    ParamSpec(
+        "contact_topic",
+        "contact",
+        "std_msgs/Bool output, one per joint state answered with effort: true while in contact.",
+    ),
+    ParamSpec(
+        "contact_estimator",
+        "learned_residual",
+        "The external torque estimate: learned_residual (measured − the model's prediction), "
+        "momentum_observer (the generalized-momentum observer on the URDF: no q̈, no learning) or "
+        "learned_observer (the observer with the learned model's correction to the URDF).",
+    ),
+    ParamSpec(
+        "momentum_observer_gain",
+        25.0,
+        "K_O of the momentum observers [1/s]: the estimate follows a step with time constant 1/K_O; "
+        "K_O times the joint-state period must be at most 1.",
+        bounds=(0.1, 1000.0),
+    ),
+    ParamSpec(
+        "contact_k",
+        6.0,
+        "A joint's external torque beyond contact_k robust standard deviations of its free-motion "
+        "residual (1.4826 x MAD about the median over contact_window samples, contact samples "
+        "excluded) plus contact_min_torque starts a contact. Below 2 nearly every sample would be one.",
+        bounds=(2.0, 1000.0),
+    ),
+    ParamSpec(
+        "contact_min_torque",
+        2.5,
+        "Absolute floor added to every joint's contact threshold [N m]: the errors a learned model "
+        "keeps are heavy-tailed (a Panda wrist's Coulomb friction reversal: 2.2 N m in the simulator, "
+        "against a robust scale of 0.03); one at or above every joint's effort limit is refused.",
+        bounds=(0.0, 10000.0),
+    ),
+    ParamSpec(
+        "contact_release",
+        0.5,
+        "Hysteresis: a contact ends when every joint is below this fraction of its threshold.",
+        bounds=(0.01, 1.0),
+    ),
+    ParamSpec(
+        "contact_min_duration_s",
+        0.003,
+        "A contact starts (ends) only when the threshold has been exceeded (not exceeded) for this "
+        "long, so that a single noisy sample does not trigger; 0 = the first sample.",
+        bounds=(0.0, 1.0),
+    ),
+    ParamSpec(
+        "contact_hold_s",
+        0.2,
+        "Samples this long after a contact ends are not learned either (the arm's own transient).",
+        bounds=(0.0, 60.0),
+    ),
+    ParamSpec(
+        "contact_max_s",
+        10.0,
+        "A contact lasting longer is warned about (a tool resting on a fixture, an unmodelled "
+        "payload); with contact_relearn it is taken as the new steady state.",
+        bounds=(0.01, 3600.0),
+    ),
+    ParamSpec(
+        "contact_relearn",
+        True,
+        "After contact_max_s, end the contact, take the thresholds anew and learn again; false: stay "
+        "in contact (not learned) until the torque goes away.",
+    ),
+    ParamSpec(
+        "contact_window",
+        1000,
+        "Free-motion residuals the contact thresholds are taken from (samples, not seconds).",
+        bounds=(50, 100000),
+    ),
+)
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("joint_states_topic", "joint_states", "sensor_msgs/JointState input (best effort, depth 100)."),
@@ -138,6 +228,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         at_run_time=True,
         minimum_nonzero=0.001,
     ),
+    *CONTACT_PARAMS,
     ParamSpec(
         "realtime_priority",
         0,
@@ -190,6 +281,25 @@ def guard_settings(p: dict[str, Any]) -> dict[str, Any]:
         "outlier_window": int(p["outlier_window"]),
         "learn_max_hz": float(p["learn_max_hz"]),
     }
+
+
+def contact_settings(p: dict[str, Any]) -> ContactSettings | None:
+    """The contact detector's settings from the node's parameters (None: ``contact_detection`` off);
+    checked (ValueError with the parameter's name)."""
+    if not p["contact_detection"]:
+        return None
+    settings = ContactSettings(
+        k=float(p["contact_k"]),
+        min_torque=float(p["contact_min_torque"]),
+        release=float(p["contact_release"]),
+        min_duration_s=float(p["contact_min_duration_s"]),
+        hold_s=float(p["contact_hold_s"]),
+        max_s=float(p["contact_max_s"]),
+        relearn=bool(p["contact_relearn"]),
+        window=int(p["contact_window"]),
+    )
+    settings.check()
+    return settings
 
 
 def urdf_from_parameters(p: dict[str, Any]) -> str:

@@ -1,0 +1,164 @@
+"""Contact detection in the ``inverse_dynamics`` node: ``external_torque`` and ``contact`` topics.
+
+A thin adapter over :class:`~lifelong_learning.dynamics.contact.ContactDetector` (the rule, its
+settings and references are in that module): for each block of joint states the node answered,
+the samples that carry effort give the external torque estimate of ``contact_estimator``:
+
+- ``learned_residual`` (default): ``τ_ext = τ_measured − τ̂``, ``τ̂`` the answer (made before the
+  sample is learned);
+- ``momentum_observer``: the generalized-momentum observer on the URDF
+  (:mod:`~lifelong_learning.dynamics.momentum_observer`, gain ``momentum_observer_gain``; no q̈);
+- ``learned_observer``: the observer with the learned model's correction ``τ̂ − RNEA_URDF(q, q̇, q̈)``.
+
+The monitor publishes it (sensor_msgs/JointState, the input's header) and the
+contact flag (std_msgs/Bool), logs onsets and offsets with the joints and torques, and says which
+samples may be learned (none in contact or within ``contact_hold_s`` after it). A message nobody
+subscribes to is not built (a publish costs 50-110 µs on the answering path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticStatus
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+
+from lifelong_learning.dynamics.contact import ONSET, TOO_LONG, ContactDetector, ContactSettings
+from lifelong_learning.dynamics.momentum_observer import MomentumObserver
+from lifelong_learning.dynamics.regressor import RigidBodyRegressor
+
+#: the values of ``contact_estimator``
+ESTIMATORS = ("learned_residual", "momentum_observer", "learned_observer")
+
+
+class ContactMonitor:
+    """The node's contact detection: publishers, the detector of the node's joints, counts.
+
+    Args:
+        node: the node (publishers, logger).
+        settings: the detector's (checked).
+        external_topic, contact_topic: the outputs.
+    """
+
+    def __init__(
+        self,
+        node: Any,
+        settings: ContactSettings,
+        external_topic: str,
+        contact_topic: str,
+        estimator: str = "learned_residual",
+        gain: float = 25.0,
+    ):
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"contact_estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
+        self.node = node
+        self.settings = settings
+        self.estimator, self.gain = estimator, float(gain)
+        self.observer: MomentumObserver | None = None
+        self.external_pub = node.create_overridable_publisher(JointState, external_topic, 100)
+        self.contact_pub = node.create_overridable_publisher(Bool, contact_topic, 100)
+        self.detector: ContactDetector | None = None
+        self.names: list[str] = []
+        self._too_long_published = 0
+
+    def take_joints(self, names: Sequence[str], effort_limits: Any, regressor: RigidBodyRegressor) -> None:
+        """A fresh detector (and observer) for the node's joints, ``regressor`` the URDF's model of
+        them (ValueError: the settings refused for their limits)."""
+        self.detector = ContactDetector(len(names), self.settings, effort_limits)
+        self.names = list(names)
+        if self.estimator != "learned_residual":
+            self.observer = MomentumObserver(regressor, self.gain)
+
+    def reset(self) -> None:
+        """Forget the thresholds and any contact (another model serves, the stream restarted)."""
+        if self.detector is not None:
+            self.detector.reset()
+        if self.observer is not None:
+            self.observer.reset()
+
+    def estimate(self, rows: Any, residual: np.ndarray, regressor: RigidBodyRegressor) -> np.ndarray:
+        """The external torques of the answered ``rows`` (``t``, ``q``, ``qd``, ``qdd``, ``tau``
+        arrays, one row per sample) for ``contact_estimator``; ``residual`` = measured − predicted.
+
+        Raises:
+            ValueError: the observer's gain is too large for the samples' period.
+        """
+        observer = self.observer
+        if observer is None:
+            return residual
+        out = np.empty_like(residual)
+        learned = self.estimator == "learned_observer"
+        for i in range(residual.shape[0]):
+            correction = None
+            if learned:  # δ = τ̂ − RNEA_URDF, τ̂ = τ − residual
+                urdf = regressor.rnea(rows.q[i], rows.qd[i], rows.qdd[i])[0]
+                correction = rows.tau[i] - residual[i] - urdf
+            out[i] = observer.update(rows.t[i], rows.q[i], rows.qd[i], rows.tau[i], correction)
+        return out
+
+    def update(
+        self, msgs: Sequence[JointState], stamps: np.ndarray, external: np.ndarray, judged: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Detect on the block's ``external`` torques (rows: ``msgs``, stamps in s; ``judged``: see
+        :meth:`ContactDetector.update_block`), publish, log; per row, whether it may be learned and
+        whether it is in contact. The caller holds the model lock."""
+        detector = self.detector
+        if detector is None:
+            return np.ones(len(msgs), dtype=bool), np.zeros(len(msgs), dtype=bool)
+        block = detector.update_block(stamps, external, judged)
+        if self.external_pub.get_subscription_count() > 0:
+            for msg, torque in zip(msgs, external, strict=True):
+                self.external_pub.publish(
+                    JointState(header=msg.header, name=self.names, effort=torque.tolist())
+                )
+        if self.contact_pub.get_subscription_count() > 0:
+            for flag in block.contact.tolist():
+                self.contact_pub.publish(Bool(data=flag))
+        for event in block.events:
+            log = self.node.get_logger()
+            text = event.describe(self.names)
+            if event.kind == TOO_LONG:
+                then = (
+                    "taken as the new steady state (contact_relearn)"
+                    if self.settings.relearn
+                    else "not learned"
+                )
+                log.warning(f"{text}: beyond contact_max_s {self.settings.max_s:g} s, {then}")
+            elif event.kind == ONSET:
+                log.warning(text)
+            else:
+                log.info(text)
+        return block.learn, block.contact
+
+    def diagnostic_values(self) -> dict[str, str]:
+        detector = self.detector
+        if detector is None:
+            return {"contact": "no joints yet"}
+        state = "in contact" if detector.in_contact else "free"
+        if detector.threshold is None:
+            state = "free (thresholds warming up)"
+        values = {
+            "contact": state,
+            "contacts": str(detector.contacts),
+            "samples in contact": str(detector.samples_in_contact),
+            "contacts beyond contact_max_s": str(detector.too_long),
+        }
+        if detector.threshold is not None:
+            values["contact thresholds [N m]"] = ", ".join(f"{x:.3g}" for x in detector.threshold)
+        return values
+
+    def diagnostic_problems(self) -> list[tuple[bytes, str]]:
+        """WARN when a contact lasted beyond ``contact_max_s`` since the last diagnostics, or lasts now."""
+        detector = self.detector
+        if detector is None:
+            return []
+        new = detector.too_long - self._too_long_published
+        self._too_long_published = detector.too_long
+        if detector.beyond_max:
+            return [(DiagnosticStatus.WARN, "in contact beyond contact_max_s: nothing is learned")]
+        if new > 0:
+            return [(DiagnosticStatus.WARN, f"{new} contact(s) lasted beyond contact_max_s")]
+        return []
