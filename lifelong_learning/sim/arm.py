@@ -26,7 +26,7 @@ import glob
 import os
 import sysconfig
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import mujoco
@@ -35,6 +35,7 @@ import numpy as np
 __all__ = [
     "UR5_JOINT_NAMES",
     "ArmSimulation",
+    "Push",
     "SinusoidTrajectory",
     "Ur5Simulation",
     "example_robot_data_path",
@@ -150,6 +151,23 @@ def ur5_plant(seed: int = 0, timestep: float = 0.002) -> mujoco.MjModel:
     return spec.compile()
 
 
+@dataclass(frozen=True)
+class Push:
+    """An external force on one body of the arm (a person pushing a link), applied with MuJoCo's
+    ``xfrc_applied`` at the body's centre of mass for ``start ≤ t < end`` (simulated seconds).
+
+    Attributes:
+        start, end: when the force acts [s].
+        body: the pushed body's name (e.g. ``panda_link5``).
+        force: the force in the world frame [N] (3 values).
+    """
+
+    start: float
+    end: float
+    body: str
+    force: tuple[float, float, float]
+
+
 @dataclass
 class SinusoidTrajectory:
     """Per-joint sums of sinusoids inside the joint limits (seeded).
@@ -245,6 +263,7 @@ class ArmSimulation:
         payload_mass: float = 0.0,
         payload_at: float | None = None,
         trajectory: SinusoidTrajectory | None = None,
+        pushes: Sequence[Push] = (),
     ) -> dict[str, np.ndarray]:
         """Track a random trajectory for ``duration`` seconds from its start state.
 
@@ -254,10 +273,12 @@ class ArmSimulation:
             log_every: log one step in this many (``timestep × log_every`` between samples).
             payload_mass: payload (kg) attached at ``payload_at`` seconds (None: never).
             payload_at: time of attachment.
+            pushes: external forces on links (:class:`Push`); the controller does not know them.
 
         Returns:
             ``{"t", "q", "qd", "qdd", "tau"}`` arrays (``tau``: applied joint torques); ``qdd``
-            is MuJoCo's true acceleration; ``payload`` (0/1 per sample).
+            is MuJoCo's true acceleration; ``payload`` (0/1 per sample); ``external``: the joint
+            torques the pushes apply during the step, ``Jᵀ F`` (``mj_applyFT``; zero outside pushes).
         """
         traj = trajectory or self.trajectory(seed)
         m, d = self.model, self.data
@@ -271,6 +292,9 @@ class ArmSimulation:
         log = {k: np.zeros((n_log, self.n)) for k in ("q", "qd", "qdd", "tau")}
         log["t"] = np.zeros(n_log)
         log["payload"] = np.zeros(n_log)
+        log["external"] = np.zeros((n_log, self.n))
+        bodies = [self._body_id(p.body) for p in pushes]
+        external = np.zeros(self.n)
         attached = False
         i_log = 0
         for step in range(n_steps):
@@ -279,6 +303,7 @@ class ArmSimulation:
                 self.set_payload(payload_mass)
                 attached = True
             mujoco.mj_step1(m, d)
+            self._apply_pushes(t, pushes, bodies, external)
             qr, qdr, qddr = traj(t)
             mujoco.mj_fullM(m, d, self._M)
             a = qddr + self.kd * (qdr - d.qvel) + self.kp * (qr - d.qpos)
@@ -291,11 +316,31 @@ class ArmSimulation:
                 log["qd"][i_log] = d.qvel
                 log["tau"][i_log] = tau
                 log["payload"][i_log] = float(attached)
+                log["external"][i_log] = external
             mujoco.mj_step2(m, d)
             if step % log_every == 0:
                 log["qdd"][i_log] = d.qacc
                 i_log += 1
         return log
+
+
+    def _body_id(self, name: str) -> int:
+        body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
+        if body < 0:
+            raise ValueError(f"the plant has no body named {name!r}")
+        return body
+
+    def _apply_pushes(self, t: float, pushes: Sequence[Push], bodies: list[int], external: np.ndarray) -> None:
+        """Set ``xfrc_applied`` for the pushes acting at ``t`` (after ``mj_step1``: the body positions
+        are current) and their joint torques ``Jᵀ F`` into ``external``."""
+        d = self.data
+        d.xfrc_applied[:] = 0.0
+        external[:] = 0.0
+        for push, body in zip(pushes, bodies, strict=True):
+            if push.start <= t < push.end:
+                force = np.asarray(push.force, dtype=float)
+                d.xfrc_applied[body, :3] += force
+                mujoco.mj_applyFT(self.model, d, force, np.zeros(3), d.xipos[body], body, external)
 
 
 class Ur5Simulation(ArmSimulation):

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from lifelong_learning.sim.arm import Push
 from lifelong_learning.sim.panda import (
     JOINT_NAMES,
     MJCF_TO_URDF_JOINTS,
@@ -50,6 +51,34 @@ def test_tracking_logs_and_payload(sim):
     after = log["payload"] == 1
     assert np.abs(log["tau"][after] - free["tau"][after]).max() > 0.5
     np.testing.assert_allclose(log["tau"][~after], free["tau"][~after])
+
+
+def test_a_push_applies_its_joint_torques_only_while_it_acts(sim):
+    """Issue 28 item 6 (the demo's pushes): ``external`` is Jᵀ F of the force at the link's centre of
+    mass (checked against MuJoCo's translational Jacobian there), zero outside the push, and the plant
+    moves as without it until the push starts."""
+    import mujoco
+
+    push = Push(1.0, 1.5, "panda_link5", (0.0, 20.0, -10.0))
+    log = sim.run(2.0, seed=3, log_every=5, pushes=[push])
+    free = sim.run(2.0, seed=3, log_every=5)
+    inside = (log["t"] >= push.start) & (log["t"] < push.end)
+    assert inside.sum() == 50 and np.all(log["external"][~inside] == 0)
+    assert np.abs(log["external"][inside]).max(axis=1).min() > 1.0  # a few N m on some joint
+    i = int(np.flatnonzero(inside)[10])
+    d = mujoco.MjData(sim.model)
+    d.qpos[:] = log["q"][i]
+    mujoco.mj_kinematics(sim.model, d)
+    mujoco.mj_comPos(sim.model, d)
+    body = mujoco.mj_name2id(sim.model, mujoco.mjtObj.mjOBJ_BODY, "panda_link5")
+    jacp = np.zeros((3, sim.model.nv))
+    mujoco.mj_jac(sim.model, d, jacp, None, d.xipos[body], body)
+    np.testing.assert_allclose(log["external"][i], jacp.T @ np.array(push.force), atol=1e-9)
+    before = log["t"] <= push.start
+    np.testing.assert_allclose(log["q"][before], free["q"][before])
+    assert np.abs(log["tau"][inside] - free["tau"][inside]).max() > 1.0  # the controller resists it
+    with pytest.raises(ValueError, match="no body"):
+        sim.run(0.1, pushes=[Push(0.0, 0.05, "panda_link99", (1.0, 0.0, 0.0))])
 
 
 def test_joint_states_at_a_rate(sim):
