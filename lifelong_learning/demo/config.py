@@ -22,6 +22,10 @@ class DemoConfig:
     eval_seconds: float = 15.0
     joint_state_hz: float = 100.0
     payload_at_fraction: float = 0.6
+    # a person pushes the arm (demo/contact.py): how often, from when, the largest joint torque [N m]
+    pushes: int = 5
+    push_after_s: float = 15.0
+    push_torque: tuple[float, float] = (5.0, 10.0)
     tune_centers: int = 400  # as in docs/benchmarks/retraining.md
     tune_epochs: int = 40
     seed: int = 0
@@ -40,4 +44,6 @@ class DemoConfig:
             eval_seconds=5.0,
             tune_centers=50,
             tune_epochs=10,
+            pushes=2,  # at 5.8 and 7.2 s, before the grasp at 12 s (demo/contact.py)
+            push_after_s=5.0,
         )

@@ -2,7 +2,8 @@
 
 :class:`DemoDriver` publishes ``image``, ``teacher_label`` and ``joint_states``; it keeps, by
 header stamp, every ``prediction`` and ``predicted_torque`` answered (with the time it
-arrived), the last ``/diagnostics`` of every node and the models announced on ``tuned_model``;
+arrived), inverse_dynamics' ``external_torque`` and ``contact``, the last ``/diagnostics`` of every
+node and the models announced on ``tuned_model``;
 :meth:`DemoDriver.call` calls a service and :meth:`DemoDriver.run_goal` runs an action goal
 from the demo's thread while :func:`running_driver` spins the node in the background.
 """
@@ -24,7 +25,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import String
+from std_msgs.msg import Bool, String
 
 from lifelong_learning.action import TuneModel
 from lifelong_learning.msg import Prediction
@@ -35,6 +36,7 @@ from lifelong_learning.vision.image_conversion import numpy_to_image
 IMAGE, TEACHER_LABEL, PREDICTIONS = "image", "teacher_label", "prediction"
 JOINT_STATES, PREDICTED_TORQUES = "joint_states", "predicted_torque"
 TUNED_MODEL = "tuned_model"
+EXTERNAL_TORQUE, CONTACT = "external_torque", "contact"  # inverse_dynamics' contact detection
 TUNE_ACTION = "/nystrom_tuner/tune"
 LABELED_FEATURES = "labeled_features"  # not used by the driver: the demo waits until it is recorded
 
@@ -63,6 +65,10 @@ class DemoDriver(Node):
         self.torques: dict[int, tuple[np.ndarray, float, float]] = {}
         self.diagnostics: dict[str, dict[str, str]] = {}  # node → its last diagnostic values
         self.announced: list[str] = []  # tuned_model paths
+        # external_torque (stamp ns, effort) and contact (flag, external_torque messages received
+        # before it), in arrival order: Bool has no header (demo/contact.py pairs them)
+        self.external: list[tuple[int, np.ndarray]] = []
+        self.contact_flags: list[tuple[bool, int]] = []
         self._say = say
         self._last_progress = 0.0
         self.image_pub = self.create_publisher(Image, IMAGE, qos_profile_sensor_data)
@@ -74,6 +80,8 @@ class DemoDriver(Node):
         self.create_subscription(Prediction, PREDICTIONS, self._on_prediction, 100)
         self.create_subscription(JointState, PREDICTED_TORQUES, self._on_torques, 1000)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
+        self.create_subscription(JointState, EXTERNAL_TORQUE, self._on_external, 1000)
+        self.create_subscription(Bool, CONTACT, self._on_contact, 1000)
         self.create_subscription(String, TUNED_MODEL, self._on_model, latched)
         # Action clients are made here, before the executor spins, and kept: rclpy's ActionClient
         # registers itself with the node before it has its lock, so one made (or destroyed) while
@@ -94,6 +102,32 @@ class DemoDriver(Node):
                 received,
                 int(source) * 1e-9 if source else received,
             )
+
+    def _on_external(self, msg: JointState) -> None:
+        with self.lock:
+            self.external.append((stamp_ns(msg.header.stamp), np.array(msg.effort)))
+
+    def _on_contact(self, msg: Bool) -> None:
+        with self.lock:
+            self.contact_flags.append((bool(msg.data), len(self.external)))
+
+    def contact_record(
+        self, quiet_s: float = 1.0, cap_s: float = 10.0
+    ) -> tuple[list[tuple[int, np.ndarray]], list[tuple[bool, int]]]:
+        """Copies of :attr:`external` and :attr:`contact_flags` once neither has grown for ``quiet_s``
+        (or ``cap_s`` passed)."""
+        deadline = time.monotonic() + cap_s
+        sizes, changed = (-1, -1), time.monotonic()
+        while time.monotonic() < deadline:
+            with self.lock:
+                now = (len(self.external), len(self.contact_flags))
+            if now != sizes:
+                sizes, changed = now, time.monotonic()
+            elif time.monotonic() - changed >= quiet_s:
+                break
+            time.sleep(0.05)
+        with self.lock:
+            return list(self.external), list(self.contact_flags)
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         with self.lock:

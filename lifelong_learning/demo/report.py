@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from lifelong_learning.demo.contact import contact_section, plot_contact
 from lifelong_learning.demo.live_metrics import live_metrics_section, plot_live_metrics
 
 
@@ -295,7 +296,13 @@ def _dynamics_section(results: dict[str, Any], plot: Path | None, evaluation_plo
         + ". The inverse_dynamics node learned online from the measured efforts and answered each "
         "message it received with predicted torques (joint_states are best-effort: some are dropped "
         "under load). nMSE = MSE over a window / variance of the measured torque over the whole run, "
-        "per joint, in the last window before the payload and in the last window of the run:",
+        "per joint, in the last window before the payload and in the last window of the run"
+        + (
+            " (the pushes below, and 0.5 s after each, left out)"
+            if dyn.get("contact", {}).get("pushes")
+            else ""
+        )
+        + ":",
         "",
         "| joint | RNEA, before payload | online SP, before payload | RNEA, end | online SP, end |",
         "|---|---:|---:|---:|---:|",
@@ -399,11 +406,13 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
     recognition, dynamics = plot_recognition(results, out), plot_dynamics(results, out)
     latency, evaluation = plot_latency(results, out), plot_evaluation(results, out)
     live = plot_live_metrics(results, out, _plt())
+    contact = plot_contact(results, out, _plt())
     lines = [
         *_header(results),
         *_recognition_section(results, recognition),
         *_dynamics_section(results, dynamics, evaluation),
         *live_metrics_section(results, live),
+        *contact_section(results, contact),
         *_retraining_section(results),
         *_latency_section(results, latency),
         *_diagnostics_and_notes(results),

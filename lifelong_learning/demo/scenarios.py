@@ -33,6 +33,7 @@ from std_srvs.srv import Trigger
 
 from lifelong_learning.action import TuneModel
 from lifelong_learning.core.metrics import normalized_mse
+from lifelong_learning.demo import contact as demo_contact
 from lifelong_learning.demo.config import DemoConfig
 from lifelong_learning.demo.driver import TUNE_ACTION, DemoDriver
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
@@ -59,14 +60,19 @@ class Stage:
 
 # --------------------------------------------------------------------------- scoring
 def nmse_windows(
-    t: np.ndarray, tau: np.ndarray, predictions: dict[str, np.ndarray], window: int
+    t: np.ndarray,
+    tau: np.ndarray,
+    predictions: dict[str, np.ndarray],
+    window: int,
+    variance: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """Per-joint nMSE of each prediction series in consecutive windows of ``window`` samples.
 
-    nMSE = mean squared error over the window / variance of ``tau`` over the whole trajectory.
-    Rows of NaN (unanswered messages) are left out; a window with none answered gives NaN.
+    nMSE = mean squared error over the window / ``variance`` (default: the variance of ``tau`` over
+    the whole trajectory). Rows of NaN (unanswered messages, rows left out) are left out; a window
+    with none answered gives NaN.
     """
-    var = np.var(tau, axis=0)
+    var = np.var(tau, axis=0) if variance is None else variance
     out = []
     for start in range(0, len(t) - window + 1, window):
         sl = slice(start, start + window)
@@ -240,6 +246,7 @@ def drive(stage: Stage, log: dict[str, np.ndarray], what: str) -> dict[str, Any]
         "latencies": [1e3 * (g[1] - s) for g, s in zip(got, sent, strict=True) if g is not None],
         "answer_latencies": [1e3 * (g[2] - s) for g, s in zip(got, sent, strict=True) if g is not None],
         "publish_lag_ms": [1e3 * (s - ns / 1e9) for s, ns in zip(sent, stamps, strict=True)],
+        "stamps": stamps,
     }
 
 
@@ -249,18 +256,29 @@ def _rnea(log: dict[str, np.ndarray], names: list[str]) -> np.ndarray:
 
 
 def robot_online(stage: Stage, results: dict[str, Any]) -> None:
-    """The robot works (a payload grasped part-way) while inverse_dynamics learns online."""
+    """The robot works (a payload grasped part-way, a few pushes: :mod:`~lifelong_learning.demo.contact`)
+    while inverse_dynamics learns online. The nMSE windows leave the pushes out (the model is
+    scored on the arm's own motion); ``results["dynamics"]["contact"]`` scores the node's
+    external torque estimate and contact flags against the pushes."""
     cfg = stage.cfg
     sim = PandaSimulation()
     payload_at = cfg.payload_at_fraction * cfg.robot_seconds
+    pushes = demo_contact.demo_pushes(cfg, sim, payload_at)
     log = sim.run(
-        cfg.robot_seconds, seed=cfg.seed, log_every=stride(cfg), payload_mass=1.0, payload_at=payload_at
+        cfg.robot_seconds,
+        seed=cfg.seed,
+        log_every=stride(cfg),
+        payload_mass=1.0,
+        payload_at=payload_at,
+        pushes=pushes,
     )
     names = list(sim.joint_names)
     rnea = _rnea(log, names)
     online = drive(stage, log, "online learning")
     window = max(50, len(log["t"]) // 30)
-    windows = nmse_windows(log["t"], log["tau"], {"rnea": rnea, "online": online["pred"]}, window)
+    free = demo_contact.free_rows(log["t"] - log["t"][0], pushes)
+    scored = {k: np.where(free[:, None], v, np.nan) for k, v in (("rnea", rnea), ("online", online["pred"]))}
+    windows = nmse_windows(log["t"], log["tau"], scored, window, variance=np.var(log["tau"][free], axis=0))
     before = [w for w in windows if w["t_end"] < payload_at]
     lag = online["publish_lag_ms"]
     results["dynamics"] = {
@@ -276,6 +294,9 @@ def robot_online(stage: Stage, results: dict[str, Any]) -> None:
         "published": online["published"],
         "answered": online["answered"],
         "publisher_lag_ms": {"p50": float(np.percentile(lag, 50)), "p99": float(np.percentile(lag, 99))},
+        "contact": demo_contact.recorded_results(
+            log, online["stamps"], stage.driver.contact_record(), pushes, payload_at, names
+        ),
     }
     results.setdefault("latency_ms", {})["joint_states → torques"] = online["latencies"]
     # the same answers, to the time inverse_dynamics published them (their DDS source time): without
