@@ -53,6 +53,8 @@ PUSH_SECONDS = (0.3, 1.0)
 MAX_FORCE_N = 80.0
 #: an onset this long after a push's end still counts as its detection [s]
 DETECT_GRACE_S = 0.1
+#: the report's close-up of a push: this long before and after it [s]
+CLOSEUP_S = 0.7
 #: samples this long after a push are out of the nMSE windows (the controller's transient) [s]
 AFTER_PUSH_S = 0.5
 #: onsets this long after the grasp are the grasp's (its load, relearned after contact_max_s 10 s),
@@ -215,19 +217,27 @@ def contact_results(
         claimed |= hit
         answered = inside & ~np.isnan(estimate).any(axis=1)
         err = estimate[answered] - truth[answered]
+        j = int(np.argmax(peak))
+        near = (t >= p.start - CLOSEUP_S) & (t <= p.end + CLOSEUP_S)
         rows.append(
             {
                 "start": p.start,
                 "end": p.end,
                 "link": p.body,
                 "force_n": float(np.linalg.norm(p.force)),
-                "peak_joint": joint_names[int(np.argmax(peak))],
+                "peak_joint": joint_names[j],
                 "true_peak_torque": float(peak.max()),
                 "detected": bool(hit.any()),
                 "latency_ms": float(1e3 * (onsets[hit][0] - p.start)) if hit.any() else None,
                 "rmse": float(np.sqrt(np.mean(err**2))) if err.size else None,
                 "answered": int(answered.sum()),
                 "samples": int(inside.sum()),
+                "closeup": {  # the push's own peak joint, CLOSEUP_S either side
+                    "t": np.round(t[near], 3).tolist(),
+                    "estimate": np.round(estimate[near, j], 3).tolist(),
+                    "true": np.round(truth[near, j], 3).tolist(),
+                    "contact": flag[near].tolist(),
+                },
             }
         )
     at_grasp = np.zeros(onsets.size, dtype=bool)
@@ -264,35 +274,29 @@ def _most_pushed(true_external: np.ndarray, joint_names: list[str]) -> int:
 # --------------------------------------------------------------------------- report (no ROS)
 def plot_contact(results: dict[str, Any], out: Path, plt: Any) -> Path | None:
     """``dynamics_contact.png``: the estimate against the truth on the most pushed joint over the
-    robot phase, contacts the node flagged shaded, and a close-up of each push below."""
+    robot phase, contacts the node flagged shaded, and a close-up of each push (on its own most
+    loaded joint) below."""
     contact = results.get("dynamics", {}).get("contact") or {}
     series = contact.get("series")
     if not series or not series.get("t"):
         return None
-    t = np.asarray(series["t"], dtype=float)
-    est = np.asarray(series["estimate"], dtype=float)
-    true = np.asarray(series["true"], dtype=float)
-    flag = np.asarray([np.nan if v is None else v for v in series["contact"]], dtype=float)
+    t, est, true, flag = (
+        np.asarray(series[key], dtype=float) for key in ("t", "estimate", "true", "contact")
+    )
     pushes = contact["pushes"]
     cols = max(1, len(pushes))
     fig = plt.figure(figsize=(max(9, 2.4 * cols), 5.6))
     grid = fig.add_gridspec(2, cols, height_ratios=[1.2, 1])
     top = fig.add_subplot(grid[0, :])
-    panels = [(top, slice(None))]
+    _trace(top, t, est, true, flag)
     for k, p in enumerate(pushes):
         ax = fig.add_subplot(grid[1, k])
-        panels.append((ax, (t >= p["start"] - 0.7) & (t <= p["end"] + 0.7)))
+        c = p["closeup"]
+        _trace(ax, *(np.asarray(c[key], dtype=float) for key in ("t", "estimate", "true", "contact")))
         found = f"found after {p['latency_ms']:.0f} ms" if p["detected"] else "missed"
-        ax.set_title(
-            f"{p['start']:.1f} s, {p['link'].replace('panda_', '')}, {p['true_peak_torque']:.1f} N m: {found}",
-            fontsize=7,
-        )
-    for ax, sel in panels:
-        ax.plot(t[sel], true[sel], "k-", lw=1.2, label=r"push, $-J^T F$ (true)")
-        ax.plot(t[sel], est[sel], "C0-", lw=0.8, label="external_torque (node)")
-        _shade(ax, t[sel], flag[sel])
-        ax.grid(alpha=0.3)
-        ax.tick_params(labelsize=7)
+        link = p["link"].replace("panda_", "")
+        ax.set_title(f"{p['start']:.1f} s, {link}: {p['peak_joint'].replace('panda_', '')}", fontsize=7)
+        ax.set_xlabel(f"{p['true_peak_torque']:.1f} N m, {found}", fontsize=7)
     for p in pushes:
         top.axvspan(p["start"], p["end"], color="0.85", lw=0, zorder=0)
     top.set_ylabel(f"{series['joint']} [N m]", fontsize=8)
@@ -308,6 +312,15 @@ def plot_contact(results: dict[str, Any], out: Path, plt: Any) -> Path | None:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _trace(ax: Any, t: np.ndarray, est: np.ndarray, true: np.ndarray, flag: np.ndarray) -> None:
+    """The truth, the estimate and the contact flags (shaded) on ``ax``."""
+    ax.plot(t, true, "k-", lw=1.2, label=r"push, $-J^T F$ (true)")
+    ax.plot(t, est, "C0-", lw=0.8, label="external_torque (node)")
+    _shade(ax, t, flag)
+    ax.grid(alpha=0.3)
+    ax.tick_params(labelsize=7)
 
 
 def _shade(ax: Any, t: np.ndarray, flag: np.ndarray) -> None:
