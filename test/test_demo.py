@@ -55,6 +55,19 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
     assert len(live["t"]) > 5 and (out / "dynamics_live_metrics.png").stat().st_size > 10_000
     assert live["mean_prequential_error"][-1] < live["mean_baseline_error"][-1]
     assert "### Live prequential error" in report
+    # The pushes (issue 28 item 6): the quick demo pushes twice before the payload grasp (its model has
+    # learned 5 s by then: thresholds near the 2.5 N m floor; the pushes give 5-10 N m or more).
+    contact = dyn["contact"]
+    assert len(contact["pushes"]) == 2 and contact["received"]["external_torque"] > dyn["answered"] // 2
+    assert contact["received"]["contact"] > 0
+    assert contact["detected"] >= 1, contact["pushes"]
+    for push in contact["pushes"]:
+        assert push["true_peak_torque"] > 3.0 and push["answered"] > 0
+        if push["detected"]:  # found within the push, and the estimate follows the push's torque
+            assert 0 <= push["latency_ms"] <= 1e3 * (push["end"] - push["start"]) + 100
+            assert push["rmse"] < 0.5 * push["true_peak_torque"]
+    assert "### Pushes: external torque and contact detection" in report
+    assert (out / "dynamics_contact.png").stat().st_size > 10_000
     # Each node wrote its final checkpoint on SIGINT.
     assert (out / "object_recognition.llm").exists() and (out / "inverse_dynamics.llm").exists()
 
