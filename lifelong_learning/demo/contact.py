@@ -156,6 +156,18 @@ def recorded_results(
     return out
 
 
+def onsets_on(
+    record: tuple[list[tuple[int, np.ndarray]], list[tuple[bool, int]]], stamps: np.ndarray
+) -> dict[str, int]:
+    """The contact onsets the node flagged on the joint states stamped ``stamps`` (``record``:
+    ``DemoDriver.contact_record``), and how many of them had a flag: on a trajectory without
+    pushes (the evaluation) every onset is a false alarm."""
+    paired, _ = pair_flags(*record)
+    flag = np.array([float(paired[int(s)]) if int(s) in paired else np.nan for s in stamps])
+    t = (np.asarray(stamps, dtype=np.int64) - int(stamps[0])) * 1e-9
+    return {"onsets": int(_onsets(t, flag).size), "flagged": int(np.sum(~np.isnan(flag)))}
+
+
 def free_rows(t: np.ndarray, pushes: list[Push]) -> np.ndarray:
     """Per sample: outside every push and the :data:`AFTER_PUSH_S` after it."""
     free = np.ones(t.size, dtype=bool)
@@ -368,8 +380,13 @@ def contact_section(results: dict[str, Any], plot: Path | None) -> list[str]:
         f"{contact['false_alarms']} in {contact['free_motion_s']:.0f} s of free motion"
         + (f" (at t = {at} s)" if at else "")
         + "; onsets at the payload grasp (an unmodelled 1 kg load, relearned after `contact_max_s`): "
-        f"{contact['onsets_at_payload_grasp']}. Flags paired with the estimates "
-        f"{contact.get('pairing', '?')}.",
+        f"{contact['onsets_at_payload_grasp']}"
+        + "".join(
+            f"; on the evaluation trajectory ({name} model, no pushes): {e['onsets']} onsets in "
+            f"{e['flagged']} flagged joint states"
+            for name, e in contact.get("evaluation", {}).items()
+        )
+        + f". Flags paired with the estimates {contact.get('pairing', '?')}.",
         "",
         "![contact](dynamics_contact.png)" if plot else "",
         "",

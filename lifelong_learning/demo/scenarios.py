@@ -247,6 +247,8 @@ def drive(stage: Stage, log: dict[str, np.ndarray], what: str) -> dict[str, Any]
         "answer_latencies": [1e3 * (g[2] - s) for g, s in zip(got, sent, strict=True) if g is not None],
         "publish_lag_ms": [1e3 * (s - ns / 1e9) for s, ns in zip(sent, stamps, strict=True)],
         "stamps": stamps,
+        # inverse_dynamics' contact flags on these joint states (demo/contact.py)
+        "contact": demo_contact.onsets_on(stage.driver.contact_record(quiet_s=0.3), stamps),
     }
 
 
@@ -344,6 +346,11 @@ def evaluation_results(
         "published": online["published"],
         "windows": nmse_windows(log["t"], tau, series, window),
     }
+    if "contact" in results["dynamics"]:  # false alarms: the evaluation has no pushes
+        results["dynamics"]["contact"]["evaluation"] = {
+            "online": online["contact"],
+            "retrained": retrained["contact"],
+        }
 
 
 # --------------------------------------------------------------------------- bag + retraining

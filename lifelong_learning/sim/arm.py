@@ -323,14 +323,15 @@ class ArmSimulation:
                 i_log += 1
         return log
 
-
     def _body_id(self, name: str) -> int:
         body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
         if body < 0:
             raise ValueError(f"the plant has no body named {name!r}")
         return body
 
-    def _apply_pushes(self, t: float, pushes: Sequence[Push], bodies: list[int], external: np.ndarray) -> None:
+    def _apply_pushes(
+        self, t: float, pushes: Sequence[Push], bodies: list[int], external: np.ndarray
+    ) -> None:
         """Set ``xfrc_applied`` for the pushes acting at ``t`` (after ``mj_step1``: the body positions
         are current) and their joint torques ``Jᵀ F`` into ``external``."""
         d = self.data

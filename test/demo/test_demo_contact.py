@@ -59,6 +59,14 @@ def test_flags_pair_with_the_estimates_by_order_or_else_by_arrival():
     assert how == "by arrival" and paired == {10: False, 30: True}
 
 
+def test_onsets_on_a_trajectory_are_counted_from_the_flags_of_its_stamps():
+    stamps = np.arange(1, 11) * 10_000_000  # 10 joint states, 10 ms apart
+    external = [(int(s), np.zeros(7)) for s in stamps]
+    flags = [(f, k + 1) for k, f in enumerate([0, 0, 1, 1, 0, 0, 1, 0, 0, 0])]
+    assert dc.onsets_on((external, flags), stamps) == {"onsets": 2, "flagged": 10}
+    assert dc.onsets_on((external, flags), stamps[:4]) == {"onsets": 1, "flagged": 4}
+
+
 def _series(pushes, onsets_at, n=1000, period=0.01, noise=0.1, seed=0):
     """A robot phase of ``n`` samples: the truth of ``pushes``, an estimate = −truth + noise, and
     contact flags on for 0.5 s from each of ``onsets_at``."""
@@ -101,12 +109,14 @@ def test_the_report_plots_and_tabulates_the_pushes(tmp_path):
     t, true, estimate, flag = _series(pushes, onsets_at=[1.02])
     contact = dc.contact_results(t, true, estimate, flag, pushes, payload_at=None, joint_names=JOINT_NAMES)
     contact["pairing"] = "by order"
+    contact["evaluation"] = {"online": {"onsets": 0, "flagged": 1500}}
     results = {"dynamics": {"rate_hz": 100.0, "contact": contact}}
     plot = dc.plot_contact(results, tmp_path, plt)
     report = "\n".join(dc.contact_section(results, plot))
     assert "### Pushes: external torque and contact detection" in report
     assert "| 1.0-1.6 s | panda_link4 | 6 | 6.0 (panda_joint2) | yes | 20 |" in report
     assert "Detected 1 of 2; false alarms outside the pushes: 0" in report
+    assert "on the evaluation trajectory (online model, no pushes): 0 onsets in 1500" in report
     assert "![contact](dynamics_contact.png)" in report
     assert plot == tmp_path / "dynamics_contact.png" and plot.stat().st_size > 10_000
     assert dc.contact_section({"dynamics": {}}, None) == [] and dc.plot_contact({}, tmp_path, plt) is None
