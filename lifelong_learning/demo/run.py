@@ -9,9 +9,11 @@ Processes (each a real ROS 2 node over Fast DDS, as on a robot):
   the ``prediction`` answers scored against the truth the demo knows.
 - ``inverse_dynamics``: the simulated Panda (MuJoCo, :mod:`lifelong_learning.sim.panda`)
   publishes ``joint_states`` with measured efforts, stamped with the simulation time of each
-  sample (as a robot driver stamps the measurement time); a 1 kg payload is grasped part-way.
+  sample (as a robot driver stamps the measurement time); a 1 kg payload is grasped part-way,
+  and a person pushes the arm a few times before that (:mod:`~lifelong_learning.demo.contact`).
   The node learns online and answers each message with predicted torques, scored per joint
-  against the measured effort next to the URDF's own RNEA.
+  against the measured effort next to the URDF's own RNEA, and with its external torque
+  estimate and contact flags, scored against the pushes.
 - ``bag_recorder`` records the learners' topics to an MCAP bag in the run folder.
 - ``nystrom_tuner``: after the online phase the demo closes the bag's current file
   (``~/split_bagfile``), asks the tuner to retrain both learners from the bag, and the nodes
