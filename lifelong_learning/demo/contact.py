@@ -265,7 +265,7 @@ def contact_results(
         "false_alarms": len(false),
         "false_alarm_t": [round(float(x), 3) for x in false],
         "onsets_at_payload_grasp": int(at_grasp.sum()),
-        "free_motion_s": float(t[-1] - t[0] - sum(p.end - p.start + AFTER_PUSH_S for p in pushes)),
+        "free_motion_s": _free_seconds(t, pushes, payload_at),
         "series": {
             "joint": joint_names[joint],
             "t": np.round(t, 3).tolist(),
@@ -274,6 +274,16 @@ def contact_results(
             "contact": flag.tolist(),
         },
     }
+
+
+def _free_seconds(t: np.ndarray, pushes: list[Push], payload_at: float | None) -> float:
+    """Seconds of the phase outside the pushes (and :data:`AFTER_PUSH_S` after each) and the grasp's
+    :data:`PAYLOAD_WINDOW_S`: where an onset is a false alarm."""
+    span = float(t[-1] - t[0]) if t.size else 0.0
+    span -= sum(p.end - p.start + AFTER_PUSH_S for p in pushes)
+    if payload_at is not None and t.size:
+        span -= max(0.0, min(PAYLOAD_WINDOW_S, float(t[-1]) - payload_at))
+    return max(span, 0.0)
 
 
 def _most_pushed(true_external: np.ndarray, joint_names: list[str]) -> int:
@@ -311,12 +321,15 @@ def plot_contact(results: dict[str, Any], out: Path, plt: Any) -> Path | None:
         ax.set_xlabel(f"{p['true_peak_torque']:.1f} N m, {found}", fontsize=7)
     for p in pushes:
         top.axvspan(p["start"], p["end"], color="0.85", lw=0, zorder=0)
+    payload_at = results["dynamics"].get("payload_at")
+    if payload_at is not None:
+        top.axvline(payload_at, color="C3", alpha=0.6, lw=1, label="payload grasped")
     top.set_ylabel(f"{series['joint']} [N m]", fontsize=8)
     top.set_xlabel("robot time [s]", fontsize=8)
     top.legend(fontsize=7, loc="upper left", ncol=3)
     top.set_title(
         f"External torque on {series['joint']}: the node's estimate against the pushes "
-        "(grey: push; orange: the node's contact flag)",
+        "(grey: push; orange: the node's contact flag; red: the payload grasped)",
         fontsize=9,
     )
     fig.tight_layout()

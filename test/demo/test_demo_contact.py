@@ -96,6 +96,7 @@ def test_a_push_is_scored_detected_with_its_latency_rmse_and_false_alarms_apart(
     assert r["detected"] == 1 and r["latency_ms"] == [first["latency_ms"]]
     assert r["false_alarms"] == 1 and r["false_alarm_t"] == [5.0]  # 8.3: the payload grasp's
     assert r["onsets_at_payload_grasp"] == 1
+    assert r["free_motion_s"] == pytest.approx(9.99 - 1.1 - 0.9 - (9.99 - 8.0), abs=1e-6)
     assert r["series"]["joint"] == "panda_joint2" and len(r["series"]["t"]) == t.size
 
 
