@@ -14,12 +14,21 @@ The monitor publishes it (sensor_msgs/JointState, the input's header) and the
 contact flag (std_msgs/Bool), logs onsets and offsets with the joints and torques, and says which
 samples may be learned (none in contact or within ``contact_hold_s`` after it). A message nobody
 subscribes to is not built (a publish costs 50-110 µs on the answering path).
+
+The samples not learned during a contact are **held back** (their states and torques, at most
+:data:`HELD_BACK_SAMPLES`): when the contact outlasts ``contact_max_s`` and is taken as the new
+steady state (``contact_relearn``: a payload grasped, a tool mounted), they are learned after all,
+so the model learns the new dynamics from the moment they began, not ``contact_max_s`` later;
+when the contact ends as a contact, they are dropped. (Measured in the demo, where a 1 kg payload
+grasp is flagged as a contact of more than 10 s: without this the online model's evaluation nMSE
+was 0.104 with detection on against 0.049 with it off.)
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus
@@ -32,6 +41,28 @@ from lifelong_learning.dynamics.regressor import RigidBodyRegressor
 
 #: the values of ``contact_estimator``
 ESTIMATORS = ("learned_residual", "momentum_observer", "learned_observer")
+#: the most samples held back during one contact (the oldest go first): 20 s of a stream learned at
+#: 1 kHz, 4.5 MB of states and torques for 7 joints
+HELD_BACK_SAMPLES = 20_000
+
+
+class EstimatorSamples(NamedTuple):
+    """Answered samples with effort, for the contact estimators (one row per sample)."""
+
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    tau: np.ndarray
+    qdd: np.ndarray
+
+
+class HeldBack(NamedTuple):
+    """Samples held back during a contact: joint states and measured torques, one row each."""
+
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    tau: np.ndarray
 
 
 class ContactMonitor:
@@ -63,6 +94,10 @@ class ContactMonitor:
         self.detector: ContactDetector | None = None
         self.names: list[str] = []
         self._too_long_published = 0
+        self._held: deque[HeldBack] = deque()
+        self._held_n = 0
+        self._relearn = False  # the contact held back for became the steady state (in the last block)
+        self.learned_after = 0  # held-back samples learned after all, cumulative
 
     def take_joints(self, names: Sequence[str], effort_limits: Any, regressor: RigidBodyRegressor) -> None:
         """A fresh detector (and observer) for the node's joints, ``regressor`` the URDF's model of
@@ -78,6 +113,31 @@ class ContactMonitor:
             self.detector.reset()
         if self.observer is not None:
             self.observer.reset()
+        self._drop_held()
+
+    def hold_back(self, samples: HeldBack) -> None:
+        """Keep samples not learned for a contact, in case it becomes the new steady state."""
+        self._held.append(samples)
+        self._held_n += samples.tau.shape[0]
+        while self._held_n - self._held[0].tau.shape[0] >= HELD_BACK_SAMPLES:
+            self._held_n -= self._held.popleft().tau.shape[0]
+
+    def release(self) -> HeldBack | None:
+        """After a block: the samples held back for a contact just taken as the new steady state
+        (to be learned, oldest first); None otherwise, and those held for a contact that has ended
+        (or never began: pending samples, the hold after a contact) are dropped."""
+        if self._relearn and self._held:
+            held = HeldBack(*(np.concatenate(column) for column in zip(*self._held, strict=True)))
+            self.learned_after += held.tau.shape[0]
+            self._drop_held()
+            return held
+        if self.detector is None or not self.detector.in_contact or self._relearn:
+            self._drop_held()
+        return None
+
+    def _drop_held(self) -> None:
+        self._held.clear()
+        self._held_n, self._relearn = 0, False
 
     def estimate(self, rows: Any, residual: np.ndarray, regressor: RigidBodyRegressor) -> np.ndarray:
         """The external torques of the answered ``rows`` (``t``, ``q``, ``qd``, ``qdd``, ``tau``
@@ -120,9 +180,10 @@ class ContactMonitor:
         for event in block.events:
             log = self.node.get_logger()
             text = event.describe(self.names)
+            self._relearn = self._relearn or (event.kind == TOO_LONG and self.settings.relearn)
             if event.kind == TOO_LONG:
                 then = (
-                    "taken as the new steady state (contact_relearn)"
+                    "taken as the new steady state (contact_relearn): its samples are learned"
                     if self.settings.relearn
                     else "not learned"
                 )
@@ -145,6 +206,7 @@ class ContactMonitor:
             "contacts": str(detector.contacts),
             "samples in contact": str(detector.samples_in_contact),
             "contacts beyond contact_max_s": str(detector.too_long),
+            "contact samples learned as a new steady state": str(self.learned_after),
         }
         if detector.threshold is not None:
             values["contact thresholds [N m]"] = ", ".join(f"{x:.3g}" for x in detector.threshold)

@@ -63,7 +63,7 @@ from lifelong_learning.dynamics.regressor import kinematic_difference, moving_jo
 from lifelong_learning.dynamics.semiparametric import PreparedSamples
 from lifelong_learning.msg import LearningMetrics
 from lifelong_learning.nodes.block_worker import BlockWorker
-from lifelong_learning.nodes.contact_monitor import ContactMonitor
+from lifelong_learning.nodes.contact_monitor import ContactMonitor, EstimatorSamples, HeldBack
 from lifelong_learning.nodes.inverse_dynamics_params import (
     PARAMS,
     contact_settings,
@@ -100,19 +100,9 @@ class _ToLearn:
     computed for the answers, and the measured torques (rows in the same order)."""
 
     model: SemiparametricInverseDynamics
-    prepared: PreparedSamples
+    prepared: PreparedSamples | None  # None: prepared when learned, from ``states`` (q, q̇, q̈)
     tau: np.ndarray
-
-
-@dataclass(frozen=True)
-class _Samples:
-    """Answered samples with effort, for the contact estimators (one row per sample)."""
-
-    t: np.ndarray
-    q: np.ndarray
-    qd: np.ndarray
-    tau: np.ndarray
-    qdd: np.ndarray
+    states: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -510,6 +500,7 @@ class InverseDynamicsNode(LearnerNode):
         free, touching = contact
         keep: list[int] = []
         reasons: list[str] = []
+        held: list[_Admitted] = []
         with self.model_lock:  # the guard's outlier test keeps a window of recent errors
             for row, k in zip(rows, at, strict=True):
                 assert row.tau is not None
@@ -524,11 +515,14 @@ class InverseDynamicsNode(LearnerNode):
                     keep.append(k)
                 else:
                     reasons.append(reason)
-        taus = {k: row.tau for row, k in zip(rows, at, strict=True)}
-        if keep and not self.learner.put(
-            _ToLearn(model, prepared.take(keep), np.stack([taus[k] for k in keep]))
-        ):  # full, or (the process stops) ended: say which
-            reasons += [LEARNING_STOPPED if self.learner.stopped else LEARNING_BEHIND] * len(keep)
+                    held += [row] if reason == CONTACT else []
+            taus = {k: row.tau for row, k in zip(rows, at, strict=True)}
+            learn = [_ToLearn(model, prepared.take(keep), np.stack([taus[k] for k in keep]))] if keep else []
+            learn += self._held_back(model, held)
+        for item in learn:
+            if not self.learner.put(item):  # full, or (the process stops) ended: say which
+                n = item.tau.shape[0]
+                reasons += [LEARNING_STOPPED if self.learner.stopped else LEARNING_BEHIND] * n
         counted = [r for r in reasons if r in NOT_LEARNED]
         if counted:  # one lock for the callback's block (thinning alone counts 750 a second at 1 kHz)
             with self.model_lock:
@@ -538,6 +532,19 @@ class InverseDynamicsNode(LearnerNode):
         for reason in reasons:
             if reason not in NOT_LEARNED:  # an effort beyond the limits: bad input
                 self.reject(reason, "the sample is answered, not learned")
+
+    def _held_back(self, model: SemiparametricInverseDynamics, held: list[_Admitted]) -> list[_ToLearn]:
+        """Hold back the samples not learned for a contact; those of a contact just taken as the
+        new steady state, to be learned after all (nodes/contact_monitor.py; model lock held)."""
+        if self.contact is None:
+            return []
+        if held:
+            q, qd, tau = (np.stack([getattr(r, a) for r in held]) for a in ("q", "qd", "tau"))
+            self.contact.hold_back(HeldBack(q, qd, np.stack([r.admitted.qdd for r in held]), tau))
+        released = self.contact.release()
+        if released is None:
+            return []
+        return [_ToLearn(model, None, released.tau, (released.q, released.qd, released.qdd))]
 
     def _detect_contact(self, rows: list[_Admitted], predicted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Contact detection on the answered block (publishes ``external_torque``, ``contact``):
@@ -554,7 +561,7 @@ class InverseDynamicsNode(LearnerNode):
         with self.model_lock:
             external = residual
             if self.contact.observer is not None:  # (the states only for an observer: a fast default)
-                samples = _Samples(
+                samples = EstimatorSamples(
                     stamps,
                     *(np.stack([getattr(rows[k], a) for k in with_effort]) for a in ("q", "qd", "tau")),
                     np.stack([rows[k].admitted.qdd for k in with_effort]),
@@ -588,7 +595,9 @@ class InverseDynamicsNode(LearnerNode):
         if not mine:
             return
         try:
-            prepared = PreparedSamples.stack([item.prepared for item in mine])
+            prepared = PreparedSamples.stack(
+                [model.prepare(*item.states) if item.prepared is None else item.prepared for item in mine]
+            )
             staged = model.stage(prepared, np.concatenate([item.tau for item in mine]), solve_weights=True)
         except ValueError as exc:
             self.reject("model rejected input", str(exc))
