@@ -74,6 +74,7 @@ from lifelong_learning.nodes.inverse_dynamics_params import (
 from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.learning_metrics import message_from_report
 from lifelong_learning.nodes.runner import run_node
+from lifelong_learning.nodes.shadow import ShadowMonitor
 from lifelong_learning.serving import Outcome
 from lifelong_learning.srv import PredictTorques
 
@@ -173,6 +174,7 @@ class InverseDynamicsNode(LearnerNode):
         # The answering thread must get the GIL back quickly from the learning thread's Python
         # parts: CPython's default switch interval (5 ms) alone would break a 2 ms answer budget.
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
+        self.shadow = ShadowMonitor(self)  # models in shadow and canary, the drift alarm (learning thread)
         self.start_learner()
 
     def _create_topics(self) -> None:
@@ -342,6 +344,7 @@ class InverseDynamicsNode(LearnerNode):
         ]
 
     def model_swapped(self, model: SemiparametricInverseDynamics) -> None:
+        self.shadow.swapped()
         if not self.ready:
             return
         if model.joint_names != self.joint_names:  # auto mode: a model brings its joints
@@ -353,8 +356,14 @@ class InverseDynamicsNode(LearnerNode):
                 self.contact.reset()
 
     def reload(self, path: Any, digest: str | None = None) -> Outcome:
+        if self.ready and self.shadow.shadow_on:  # in shadow first: swapped in only if better
+            return self.shadow.offer(path, digest)
         if self.ready:
-            return super().reload(path, digest)
+            replaced = self.serving.model
+            outcome = super().reload(path, digest)
+            if outcome.ok:  # the replaced model in canary (canary_window_s)
+                self.shadow.swapped_by_force(replaced, path)
+            return outcome
         if not self._model_kwargs["urdf"]:
             return self.serving.failed("no robot description yet: cannot load a model")
         try:  # auto joints not decided yet: the model decides them
@@ -378,6 +387,7 @@ class InverseDynamicsNode(LearnerNode):
     # ---------------------------------------------------------------- parameters
     def apply_parameter(self, name: str, value: Any) -> None:
         super().apply_parameter(name, value)
+        self.shadow.apply_parameter(name)
         if name == "learning":
             self.learning = bool(value)
         elif name == "learning_period_s":
@@ -603,6 +613,7 @@ class InverseDynamicsNode(LearnerNode):
             self._learned_since += len(mine)
         self.stats.timed("learn block", time.perf_counter() - t0)
         self._score_learned(model, prepared, np.concatenate([item.tau for item in mine]))
+        self.shadow.feed(model, prepared, np.concatenate([item.tau for item in mine]))
 
     # ---------------------------------------------------------------- ~/learning_metrics
     def _measure_joints(self, names: list[str]) -> None:
@@ -712,7 +723,7 @@ class InverseDynamicsNode(LearnerNode):
         return self.ready and super().checkpoint()  # no model, nothing to write, before the URDF
 
     def diagnostic_problems(self) -> list[tuple[bytes, str]]:
-        problems = super().diagnostic_problems()
+        problems = super().diagnostic_problems() + self.shadow.diagnostic_problems()
         if not self.ready:
             return problems
         with self.model_lock:
@@ -767,6 +778,7 @@ class InverseDynamicsNode(LearnerNode):
         values["learning"] = str(self.learning)
         if self.contact is not None:
             values.update(self.contact.diagnostic_values())
+        values.update(self.shadow.diagnostic_values())
         return values
 
 

@@ -154,7 +154,9 @@ class Trial:
     def samples(self) -> int:
         return self.scores.samples
 
-    def feed(self, t: float, block: Any, targets: np.ndarray, serving_prediction: np.ndarray) -> Verdict | None:
+    def feed(
+        self, t: float, block: Any, targets: np.ndarray, serving_prediction: np.ndarray
+    ) -> Verdict | None:
         """Score the serving model's prediction (made before it learned ``block``) and the other
         model's (made now, before it learns ``block``), then let the other model learn it.
 
@@ -171,7 +173,7 @@ class Trial:
             if not np.all(np.isfinite(predicted)):
                 raise ValueError("predicted NaN or Inf")
             self._learn(self.other, block, targets)
-        except Exception as exc:  # noqa: BLE001 - any failure of the model in a trial ends it, counted
+        except Exception as exc:
             return self._end(FAILED, f"the {self._what()} failed: {type(exc).__name__}: {exc}")
         self.scores.add(t, targets, serving=serving_prediction, other=predicted)
         over = t - self.started >= self.window_s
@@ -192,10 +194,14 @@ class Trial:
             f"{now - self.started:.3g} s; margin {self.margin:g})"
         )
         if self.role == SHADOW:
-            outcome, why = (PROMOTED, "better by the margin") if wins else (DROPPED, "not better by the margin")
+            outcome, why = (
+                (PROMOTED, "better by the margin") if wins else (DROPPED, "not better by the margin")
+            )
         else:
             figures = figures.replace("candidate", "replaced", 1).replace("vs serving", "vs new", 1)
-            outcome, why = (ROLLED_BACK, "the new model is worse by the margin") if wins else (KEPT, "no worse")
+            outcome, why = (
+                (ROLLED_BACK, "the new model is worse by the margin") if wins else (KEPT, "no worse")
+            )
         if math.isnan(other) or math.isnan(serving):
             why = f"an error is undefined ({report.reasons() or 'no samples'})"
         return self._end(outcome, f"{why}: {figures}", other, serving, report.samples)
@@ -203,7 +209,9 @@ class Trial:
     def _end(
         self, outcome: str, reason: str, other: float = math.nan, serving: float = math.nan, samples: int = 0
     ) -> Verdict:
-        self.verdict = Verdict(self.role, outcome, other, serving, samples or self.samples, reason, self.label)
+        self.verdict = Verdict(
+            self.role, outcome, other, serving, samples or self.samples, reason, self.label
+        )
         return self.verdict
 
 
@@ -251,31 +259,35 @@ class ShadowSlot:
 class DriftAlarm:
     """The live error against its level at the last promotion (or at the end of warm-up).
 
-    The reference ``r`` is the first defined error given after :meth:`rebase` (a promotion, a
-    rollback, a reset, the start): the level the serving model reached. The alarm is raised when
-    every error given for ``window_s`` seconds is above ``factor · r``, and cleared by the first error
-    at or below it (or by :meth:`rebase`). ``factor`` > 1.
+    The reference ``r`` is the first defined error given at least ``warmup_s`` after :meth:`rebase`
+    (a promotion, a rollback, a reset, the start): the level the serving model reached once its
+    error window holds only its own samples. The alarm is raised when every error given for
+    ``window_s`` seconds is above ``factor · r``, and cleared by the first error at or below it (or
+    by :meth:`rebase`). ``factor`` > 1.
     """
 
-    def __init__(self, factor: float, window_s: float) -> None:
+    def __init__(self, factor: float, window_s: float, warmup_s: float = 0.0) -> None:
         check_drift(factor, window_s)
-        self.factor, self.window_s = float(factor), float(window_s)
-        self.reference = math.nan
-        self.above_since: float | None = None
-        self.raised = False
+        if factor == 0:
+            raise ValueError("drift_factor 0 is off: no alarm to build")
+        self.factor, self.window_s, self.warmup_s = float(factor), float(window_s), max(0.0, float(warmup_s))
         self.raised_count = 0
+        self.rebase()
 
-    def rebase(self) -> None:
-        """Forget the reference (a new serving model): the next defined error becomes it."""
+    def rebase(self, t: float | None = None) -> None:
+        """Forget the reference (a new serving model, at time ``t``; None: at the next update)."""
         self.reference, self.above_since, self.raised = math.nan, None, False
+        self.rebased_at = t
 
     def update(self, t: float, error: float) -> bool:
         """Give the live error at time ``t`` (NaN: undefined, ignored). Returns True when this
         update raises the alarm (once per episode above the threshold)."""
+        if self.rebased_at is None:
+            self.rebased_at = t
         if math.isnan(error):
             return False
         if math.isnan(self.reference):
-            if error > 0:
+            if error > 0 and t - self.rebased_at >= self.warmup_s:
                 self.reference = float(error)
             return False
         if error <= self.factor * self.reference:

@@ -148,7 +148,13 @@ def test_an_undefined_error_promotes_nothing():
 
 @pytest.mark.parametrize(
     "settings",
-    [(-1.0, 0, 0.1, 5.0), (math.nan, 0, 0.1, 5.0), (5.0, -1, 0.1, 5.0), (5.0, 0, 1.0, 5.0), (5.0, 0, 0.1, -2.0)],
+    [
+        (-1.0, 0, 0.1, 5.0),
+        (math.nan, 0, 0.1, 5.0),
+        (5.0, -1, 0.1, 5.0),
+        (5.0, 0, 1.0, 5.0),
+        (5.0, 0, 0.1, -2.0),
+    ],
 )
 def test_settings_out_of_range_are_refused(settings):
     with pytest.raises(ValueError):
@@ -188,10 +194,20 @@ def test_drift_alarm_raises_after_the_window_and_clears():
     assert math.isnan(alarm.reference)
 
 
+def test_drift_alarm_takes_its_reference_after_warm_up():
+    alarm = DriftAlarm(factor=2.0, window_s=1.0, warmup_s=5.0)
+    alarm.rebase(10.0)
+    for t, error in ((11.0, 3.0), (13.0, 1.0), (15.0, 0.2)):  # learning: the level falls
+        alarm.update(t, error)
+    assert alarm.reference == 0.2  # the first error 5 s after the rebase
+
+
 def test_drift_alarm_ignores_a_short_excursion():
     alarm = DriftAlarm(factor=2.0, window_s=3.0)
     alarm.update(0.0, 0.1)
-    assert not any(alarm.update(t, v) for t, v in ((1.0, 0.5), (2.0, 0.5), (3.0, 0.1), (4.0, 0.5), (5.0, 0.5)))
+    assert not any(
+        alarm.update(t, v) for t, v in ((1.0, 0.5), (2.0, 0.5), (3.0, 0.1), (4.0, 0.5), (5.0, 0.5))
+    )
 
 
 @pytest.mark.parametrize("factor,window", [(1.0, 5.0), (-2.0, 5.0), (math.inf, 5.0), (2.0, 0.0)])
