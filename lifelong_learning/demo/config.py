@@ -25,6 +25,8 @@ class DemoConfig:
     tune_centers: int = 400  # as in docs/benchmarks/retraining.md
     tune_epochs: int = 40
     seed: int = 0
+    # seconds the retrained dynamics model runs in shadow on the robot before it may serve (0: none)
+    shadow_seconds: float = 8.0
     # inverse_dynamics' realtime_priority (SCHED_FIFO of its answering path, as on a robot; 0: normal)
     realtime_priority: int = 0
 
@@ -40,4 +42,5 @@ class DemoConfig:
             eval_seconds=5.0,
             tune_centers=50,
             tune_epochs=10,
+            shadow_seconds=3.0,
         )
