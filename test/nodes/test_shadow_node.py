@@ -136,8 +136,8 @@ def test_shadow_drops_a_worse_candidate_promotes_a_better_one_and_the_canary_rol
     from lifelong_learning.srv import PredictTorques
 
     sim = PandaSimulation()
-    live = sim.run(30.0, seed=11, log_every=10)  # what the node sees (100 Hz)
-    train = sim.run(20.0, seed=3, log_every=10)  # what the candidates learned (never shown to the node)
+    live = sim.run(30.0, seed=11, log_every=5)  # what the node sees (100 Hz)
+    train = sim.run(20.0, seed=3, log_every=5)  # what the candidates learned (never shown to the node)
     worse, better = trained(train, -1.0), trained(train, 1.0)
     tuner = tmp_path / "tuner"
     tuner.mkdir()
@@ -151,8 +151,8 @@ def test_shadow_drops_a_worse_candidate_promotes_a_better_one_and_the_canary_rol
         )
     )
     graph = Graph(executor, list(joint_states(live, rate_hz=100.0)))
-    probe = [live[k][2500] for k in ("q", "qd", "qdd")]  # a state of the motion, its true torque known
-    truth = live["tau"][2500]
+    probe = [live[k][1500] for k in ("q", "qd", "qdd")]  # a state of the motion, its true torque known
+    truth = live["tau"][1500]
     request = PredictTorques.Request(name=JOINT_NAMES, position=probe[0].tolist())
     request.velocity, request.acceleration = probe[1].tolist(), probe[2].tolist()
     first = first_call(executor, graph.predict, request)
@@ -185,7 +185,7 @@ def test_shadow_drops_a_worse_candidate_promotes_a_better_one_and_the_canary_rol
 
     # Shadow off at run time: a worse model is swapped in at once; its canary rolls it back.
     set_parameter(graph, "shadow_window_s", 0.0)
-    graph.send(trained(sim.run(10.0, seed=5, log_every=10), -1.0), tuner, "forced.model")
+    graph.send(trained(sim.run(10.0, seed=5, log_every=5), -1.0), tuner, "forced.model")
     assert graph.stream(lambda: graph.event("rolled back") is not None, 30), proc.log()
     rolled = graph.event("rolled back")
     assert rolled["candidate_error"] < 0.95 * rolled["serving_error"] and rolled["rolled_back"], rolled
