@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, call_service, first_call, node_argv
+from conftest import DiagnosticsReader, call_service, first_call, node_argv, spin_until
 
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.sim.panda import (
@@ -194,3 +194,68 @@ def test_shadow_drops_a_worse_candidate_promotes_a_better_one_and_the_canary_rol
     assert values["model version"] == "3", values  # promoted (1), forced (2), rolled back (3)
     assert np.linalg.norm(graph.answer(*probe) - truth) < 0.2 * np.linalg.norm(flipped - truth)
     assert proc.alive()
+
+
+def test_drift_alarm_warns_and_publishes_on_drift(rclpy_context, executor):
+    """Item 4, the node's side: a live error above drift_factor × its level after warm-up for
+    drift_window_s → ~/drift (DiagnosticStatus WARN with the figures) and a WARN in diagnostics.
+    The node runs in this process; its metrics window is filled with errors of a known level."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.core.prequential import PrequentialRegression
+    from lifelong_learning.nodes.inverse_dynamics import InverseDynamicsNode
+
+    params = {"urdf_path": panda_urdf_path(), "joint_names": JOINT_NAMES, "n_features": 30}
+    params.update(diagnostics_period_s=0.0, metrics_period_s=0.0, drift_factor=2.0, drift_window_s=0.1)
+    node = InverseDynamicsNode(
+        context=rclpy_context, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]
+    )
+    peer = Node("drift_test_peer", context=rclpy_context)
+    executor.add_node(peer)
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    latched = QoSProfile(
+        depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
+    alarms: list[DiagnosticStatus] = []
+    peer.create_subscription(DiagnosticStatus, f"/{NODE}/drift", alarms.append, latched)
+    rng = np.random.default_rng(0)
+
+    def live_error(level: float) -> None:
+        """The node's metrics window: 200 samples whose prequential nMSE is about ``level``."""
+        tau = rng.normal(size=(200, 7))
+        acc = PrequentialRegression(7, 1.0, ("model", "baseline"))
+        acc.add(
+            node.metrics.now(), tau, model=tau + np.sqrt(level) * rng.normal(size=tau.shape), baseline=tau
+        )
+        with node.metrics.lock:
+            node.metrics.accumulator = acc
+
+    try:
+        monitor = node.shadow
+        monitor.drift.rebase(time.monotonic() - 10.0)  # warm-up (metrics_window_s) over
+        live_error(0.01)
+        monitor._drift_read = -np.inf
+        monitor._check_drift()
+        assert 0.005 < monitor.drift.reference < 0.02
+        assert node.shadow.diagnostic_problems() == []
+        live_error(0.2)  # 20 × the level: a payload grasped, wear
+        for _ in range(3):  # above the threshold for drift_window_s (0.1 s), read every 0.5 s
+            monitor._drift_read = -np.inf
+            monitor._check_drift()
+            time.sleep(0.06)
+        assert spin_until(executor, lambda: bool(alarms), 10)
+        assert alarms[0].level == DiagnosticStatus.WARN and "above 2 ×" in alarms[0].message
+        figures = {kv.key: float(kv.value) for kv in alarms[0].values}
+        assert figures["error"] > 10 * figures["reference"] and figures["factor"] == 2.0
+        problems = node.diagnostic_problems()
+        assert any(level == DiagnosticStatus.WARN and text.startswith("drift:") for level, text in problems)
+        assert node.diagnostic_values()["drift"].startswith("ALARM")
+        live_error(0.01)  # back to its level: cleared
+        monitor._drift_read = -np.inf
+        monitor._check_drift()
+        assert not monitor.drift.raised and len(alarms) == 1
+    finally:
+        node.destroy_node()
