@@ -208,7 +208,8 @@ def test_drift_alarm_warns_and_publishes_on_drift(rclpy_context, executor):
     from lifelong_learning.nodes.inverse_dynamics import InverseDynamicsNode
 
     params = {"urdf_path": panda_urdf_path(), "joint_names": JOINT_NAMES, "n_features": 30}
-    params.update(diagnostics_period_s=0.0, metrics_period_s=0.0, drift_factor=2.0, drift_window_s=0.1)
+    params.update(diagnostics_period_s=0.0, metrics_period_s=0.0, metrics_window_s=1.0)
+    params.update(drift_factor=2.0, drift_window_s=0.1)
     node = InverseDynamicsNode(
         context=rclpy_context, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]
     )
