@@ -599,7 +599,6 @@ class InverseDynamicsNode(LearnerNode):
             return
         try:
             prepared = PreparedSamples.stack([item.prepared for item in mine])
-            self.shadow.before_learning(model, prepared)  # (a model in shadow shares its columns)
             staged = model.stage(prepared, np.concatenate([item.tau for item in mine]), solve_weights=True)
         except ValueError as exc:
             self.reject("model rejected input", str(exc))

@@ -112,23 +112,21 @@ class _PreparedOps:
     """``predict`` and ``learn`` of a model in a trial on the serving model's prepared block: the
     model's own preparation (its normalization, its features) is computed once for both, and the
     rigid-body regressor columns (Pinocchio, the costly part) are the serving model's when both
-    models have the same kinematics and base parameters (:meth:`same_base`: the same numbers),
-    copied by :meth:`keep` before the serving model learns the block (its update may overwrite
-    them)."""
+    models have the same kinematics and base parameters (:meth:`same_base`: the same numbers)."""
 
     def __init__(self) -> None:
         self._last: tuple[Any, Any, Any] | None = None
-        self._kept: tuple[Any, Any] | None = None  # (block, a copy of its base columns)
-
-    def keep(self, model: Any, serving: Any, block: Any) -> None:
-        """Before ``serving`` learns ``block``: keep its base columns if ``model`` may take them."""
-        self._kept = None
-        if block.columns is not None and model.parametric is not None and model.same_base(serving):
-            self._kept = (block, block.columns[:, :, : serving.regressor.n_base].copy())
+        self.serving: Any = None  # the serving model that prepared the blocks fed now
+        self._same: tuple[Any, Any, bool] | None = None  # (model, serving, same base)
 
     def _base_columns(self, model: Any, block: Any) -> Any:
-        kept = self._kept
-        return kept[1] if kept is not None and kept[0] is block else None
+        serving = self.serving
+        if serving is None or block.columns is None or model.parametric is None:
+            return None
+        same = self._same
+        if same is None or same[0] is not model or same[1] is not serving:
+            same = self._same = (model, serving, bool(model.same_base(serving)))
+        return block.columns[:, :, : serving.regressor.n_base] if same[2] else None
 
     def predict(self, model: Any, block: Any) -> Any:
         prepared = model.prepare(block.q, block.qd, block.qdd, base_columns=self._base_columns(model, block))
@@ -233,13 +231,6 @@ class ShadowMonitor:
                     f"shadow of {trial.label} ended: the serving model was replaced"
                 )
 
-    def before_learning(self, serving_model: Any, prepared: Any) -> None:
-        """On the learning thread, before ``serving_model`` learns ``prepared``: what a model in a
-        trial may share of it is kept (its rigid-body columns)."""
-        trial = self.slot.running()
-        if trial is not None:
-            self.ops.keep(trial.other, serving_model, prepared)
-
     def feed(self, serving_model: Any, prepared: Any, tau: Any) -> None:
         """On the learning thread, after ``serving_model`` learned ``prepared`` (answered with
         ``prepared.torque``): the trial's model predicts then learns it; a verdict is acted on."""
@@ -247,6 +238,7 @@ class ShadowMonitor:
         if trial is not None:
             with self.node.model_lock:
                 current = self.node.serving.model is serving_model
+            self.ops.serving = serving_model
             verdict = trial.feed(time.monotonic(), prepared, tau, prepared.torque) if current else None
             if verdict is not None and self.slot.ended(trial, verdict):
                 self._act(trial, verdict, serving_model)
