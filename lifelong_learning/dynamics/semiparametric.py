@@ -357,10 +357,8 @@ class SemiparametricInverseDynamics(PersistentModel):
         q, qd, qdd = self._check_inputs(q, qd, qdd, names=("q", "qd", "qdd"))
         return self._parametric_columns(q, qd, qdd)
 
-    def _parametric_columns(
-        self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, base_columns: np.ndarray | None = None
-    ) -> np.ndarray:
-        Y = self.regressor.regressor(q, qd, qdd) if base_columns is None else base_columns
+    def _parametric_columns(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+        Y = self.regressor.regressor(q, qd, qdd)
         if self.friction is None:
             return Y
         return np.concatenate([Y, self.friction_scale * self.friction.columns(qd)], axis=2)
@@ -437,9 +435,7 @@ class SemiparametricInverseDynamics(PersistentModel):
         self.feature_map, self.residual = feature_map, residual
 
     # ------------------------------------------------------------------ answer, then learn
-    def prepare(
-        self, q: Any, qd: Any, qdd: Any, predict: bool = True, base_columns: np.ndarray | None = None
-    ) -> PreparedSamples:
+    def prepare(self, q: Any, qd: Any, qdd: Any, predict: bool = True) -> PreparedSamples:
         """Validate samples and compute once what both answering and learning need: the regressor
         columns of P (Pinocchio, the costly part), the normalized inputs, P's prediction and, with
         ``predict``, the residual's features and prediction (:attr:`PreparedSamples.torque`).
@@ -447,10 +443,6 @@ class SemiparametricInverseDynamics(PersistentModel):
         The node answers with the prediction first and learns after (:meth:`stage` reuses the
         columns; the residual's features are computed again only when its input changed, that is
         with ``residual_after_update``: τ̂_P after P's update is part of the residual's input).
-
-        ``base_columns``: the rigid-body regressor ``Y_b`` of these samples, ``(n, n_dof, n_base)``,
-        when a model of the same kinematics and base parameters computed it already
-        (:meth:`same_base`; a model in shadow beside the serving one): not computed again.
 
         Raises:
             ValueError: wrong shapes, NaN/Inf.
@@ -461,7 +453,7 @@ class SemiparametricInverseDynamics(PersistentModel):
         tau_p = np.zeros(q.shape)
         if self.parametric is not None:
             with np.errstate(over="ignore", invalid="ignore"):  # checked on the next line
-                columns = self._parametric_columns(q, qd, qdd, base_columns)
+                columns = self._parametric_columns(q, qd, qdd)
             _check_update_rows("parametric", columns)
             if predict or not self.residual_after_update:
                 tau_p = self._parametric_predict(columns)
@@ -538,17 +530,6 @@ class SemiparametricInverseDynamics(PersistentModel):
                 raise ValueError("the staged update is not of this model")
             self.residual.commit(staged.residual)
         self.n_samples += staged.n_samples
-
-    def same_base(self, other: SemiparametricInverseDynamics) -> bool:
-        """Whether ``other``'s rigid-body regressor ``Y_b`` is this model's for the same samples: the
-        same URDF, joints (in order) and base parameters (then :meth:`prepare` may take its columns)."""
-        a, b = self.regressor, other.regressor
-        return a is b or (
-            a.urdf == b.urdf
-            and a.joint_names == b.joint_names
-            and np.array_equal(a.independent_columns, b.independent_columns)
-            and np.array_equal(a.base_map, b.base_map)
-        )
 
     def update(self, q: Any, qd: Any, qdd: Any, tau: Any) -> None:
         """Learn from one sample (``(n_dof,)`` arrays) or a batch (``(n, n_dof)``): :meth:`prepare`,

@@ -110,26 +110,13 @@ DRIFT_PERIOD_S = 0.5
 
 class _PreparedOps:
     """``predict`` and ``learn`` of a model in a trial on the serving model's prepared block: the
-    model's own preparation (its normalization, its features) is computed once for both, and the
-    rigid-body regressor columns (Pinocchio, the costly part) are the serving model's when both
-    models have the same kinematics and base parameters (:meth:`same_base`: the same numbers)."""
+    model's own preparation (its normalization, its features) is computed once for both."""
 
     def __init__(self) -> None:
         self._last: tuple[Any, Any, Any] | None = None
-        self.serving: Any = None  # the serving model that prepared the blocks fed now
-        self._same: tuple[Any, Any, bool] | None = None  # (model, serving, same base)
-
-    def _base_columns(self, model: Any, block: Any) -> Any:
-        serving = self.serving
-        if serving is None or block.columns is None or model.parametric is None:
-            return None
-        same = self._same
-        if same is None or same[0] is not model or same[1] is not serving:
-            same = self._same = (model, serving, bool(model.same_base(serving)))
-        return block.columns[:, :, : serving.regressor.n_base] if same[2] else None
 
     def predict(self, model: Any, block: Any) -> Any:
-        prepared = model.prepare(block.q, block.qd, block.qdd, base_columns=self._base_columns(model, block))
+        prepared = model.prepare(block.q, block.qd, block.qdd)
         self._last = (model, block, prepared)
         return prepared.torque
 
@@ -138,9 +125,7 @@ class _PreparedOps:
         prepared = last[2] if last is not None and last[0] is model and last[1] is block else None
         self._last = None
         if prepared is None:
-            prepared = model.prepare(
-                block.q, block.qd, block.qdd, base_columns=self._base_columns(model, block)
-            )
+            prepared = model.prepare(block.q, block.qd, block.qdd)
         model.commit(model.stage(prepared, tau, solve_weights=True))
 
 
@@ -238,7 +223,6 @@ class ShadowMonitor:
         if trial is not None:
             with self.node.model_lock:
                 current = self.node.serving.model is serving_model
-            self.ops.serving = serving_model
             verdict = trial.feed(time.monotonic(), prepared, tau, prepared.torque) if current else None
             if verdict is not None and self.slot.ended(trial, verdict):
                 self._act(trial, verdict, serving_model)

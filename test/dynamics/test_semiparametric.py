@@ -310,24 +310,3 @@ def test_forgetting_auto_chooses_the_residual_factor_on_the_stream(urdf):
     for bad in ("fast", 0.0, 1.5):
         with pytest.raises(ValueError):
             SemiparametricInverseDynamics(urdf, JOINT_NAMES, forgetting=bad)
-
-
-def test_prepare_takes_the_rigid_body_columns_of_a_model_with_the_same_base(urdf, tmp_path):
-    """A model in shadow beside the serving one (issue 27) reuses the serving model's Pinocchio
-    columns for the same samples: the same numbers as computing them itself; another robot's, not."""
-    serving = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=20, seed=1)
-    candidate = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=30, seed=2, friction=("viscous",))
-    q, qd, qdd = _states(serving, 40)
-    candidate.update(q, qd, qdd, np.random.default_rng(3).normal(size=(40, 7)))
-    candidate.save(tmp_path / "c.model")
-    loaded = SemiparametricInverseDynamics.load(tmp_path / "c.model")  # its base from the file
-    assert loaded.same_base(serving) and serving.same_base(loaded)
-    block = serving.prepare(q, qd, qdd)
-    base = block.columns[:, :, : serving.regressor.n_base]
-    shared, own = loaded.prepare(q, qd, qdd, base_columns=base), loaded.prepare(q, qd, qdd)
-    np.testing.assert_array_equal(shared.columns, own.columns)
-    np.testing.assert_array_equal(shared.torque, own.torque)
-    moved = urdf.replace('xyz="0 0 0.333"', 'xyz="0 0 0.4"', 1)
-    other = SemiparametricInverseDynamics(moved, JOINT_NAMES, n_features=20)
-    assert not other.same_base(serving)
-    assert not SemiparametricInverseDynamics(urdf, JOINT_NAMES[::-1], n_features=20).same_base(serving)
