@@ -147,7 +147,7 @@ def test_shadow_drops_a_worse_candidate_promotes_a_better_one_and_the_canary_rol
             *("-p", f"urdf_path:={panda_urdf_path()}", "-p", f"joint_names:={JOINT_NAMES}".replace("'", "")),
             *("-p", "n_features:=30", "-p", f"model_directory:={tmp_path / 'models'}"),
             *("-p", "diagnostics_period_s:=0.25", "-p", "metrics_window_s:=1.0"),
-            *("-p", "shadow_window_s:=1.0", "-p", "canary_window_s:=1.0", "-p", "shadow_margin:=0.05"),
+            *("-p", "shadow_margin:=0.05"),  # shadow and canary off at start (the defaults)
         )
     )
     graph = Graph(executor, list(joint_states(live, rate_hz=100.0)))
@@ -157,13 +157,25 @@ def test_shadow_drops_a_worse_candidate_promotes_a_better_one_and_the_canary_rol
     request.velocity, request.acceleration = probe[1].tolist(), probe[2].tolist()
     first = first_call(executor, graph.predict, request)
     assert first.success, first.message
-    learned = graph.values
-    assert graph.stream(lambda: learned().get("samples learned", "").isdigit()
-                        and int(learned()["samples learned"]) > 100, 60), proc.log()  # fmt: skip
+    # Shadow off (the default): a bad model (learned from sign-flipped torques) is swapped in at once.
+    graph.send(trained(sim.run(10.0, seed=7, log_every=5), -1.0), tuner, "bad.model")
+    assert graph.stream(lambda: graph.values().get("model version") == "1", 30), proc.log()
+    set_parameter(graph, "shadow_window_s", 1.0)
+    set_parameter(graph, "canary_window_s", 1.0)
+
+    # A better candidate (the URDF prior and 20 s of other motion): in shadow for 1 s beside the
+    # serving bad one, then swapped in; the replaced model then runs in canary, is worse: kept.
+    graph.send(better, tuner, "better.model")
+    assert graph.stream(lambda: graph.event("promoted") is not None, 60), proc.log()
+    promoted = graph.event("promoted")
+    assert promoted["candidate_error"] < 0.95 * promoted["serving_error"], promoted
+    assert promoted["model"].endswith("better.model") and promoted["samples"] > 50
+    assert graph.stream(lambda: graph.values().get("model version") == "2", 10), graph.values()
+    assert graph.stream(lambda: graph.event("kept") is not None, 30), proc.log()
 
     # A worse candidate: it runs in shadow (learning too), never answers, is dropped after 1 s.
     graph.send(worse, tuner, "flipped.model")
-    assert graph.stream(lambda: graph.event("started") is not None, 30), proc.log()
+    assert graph.stream(lambda: len([e for e in graph.events if e["outcome"] == "started"]) == 2, 30)
     flipped = worse.predict(*probe)
     answered = graph.answer(*probe)
     assert np.linalg.norm(answered - truth) < 0.2 * np.linalg.norm(flipped - truth)
@@ -171,17 +183,10 @@ def test_shadow_drops_a_worse_candidate_promotes_a_better_one_and_the_canary_rol
     dropped = graph.event("dropped")
     assert dropped["model"].endswith("flipped.model") and not dropped["promoted"]
     assert dropped["candidate_error"] > dropped["serving_error"] > 0 and dropped["samples"] > 50
-    assert graph.stream(lambda: graph.values().get("shadow verdicts") == "dropped 1", 10), graph.values()
-    assert graph.values()["model version"] == "0"
+    verdicts = "dropped 1, kept 1, promoted 1"
+    assert graph.stream(lambda: graph.values().get("shadow verdicts") == verdicts, 10), graph.values()
+    assert graph.values()["model version"] == "2"  # never served
     assert np.linalg.norm(graph.answer(*probe) - truth) < 0.2 * np.linalg.norm(flipped - truth)
-
-    # A better candidate: swapped in after its window; the replaced model then runs in canary, kept.
-    graph.send(better, tuner, "better.model")
-    assert graph.stream(lambda: graph.event("promoted") is not None, 30), proc.log()
-    promoted = graph.event("promoted")
-    assert promoted["candidate_error"] < 0.95 * promoted["serving_error"], promoted
-    assert graph.stream(lambda: graph.values().get("model version") == "1", 10), graph.values()
-    assert graph.stream(lambda: graph.event("kept") is not None, 30), proc.log()
 
     # Shadow off at run time: a worse model is swapped in at once; its canary rolls it back.
     set_parameter(graph, "shadow_window_s", 0.0)
@@ -191,7 +196,7 @@ def test_shadow_drops_a_worse_candidate_promotes_a_better_one_and_the_canary_rol
     assert rolled["candidate_error"] < 0.95 * rolled["serving_error"] and rolled["rolled_back"], rolled
     assert graph.stream(lambda: graph.values().get("automatic rollbacks") == "1", 10), graph.values()
     values = graph.values()
-    assert values["model version"] == "3", values  # promoted (1), forced (2), rolled back (3)
+    assert values["model version"] == "4", values  # bad (1), promoted (2), forced (3), rolled back (4)
     assert np.linalg.norm(graph.answer(*probe) - truth) < 0.2 * np.linalg.norm(flipped - truth)
     assert proc.alive()
 
