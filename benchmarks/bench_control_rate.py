@@ -21,8 +21,14 @@ answer needs), and the time to publish one pre-serialized message.
 
 Usage: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_control_rate.py [--seconds 5] [--rate 1000]
 [--executors single,events,multi] [--realtime-priority 50] [--no-learning | --learning-elsewhere]
-[--pin CPU] [--latencies FILE] [--beside NODES] [--param NAME:=VALUE ...]
+[--pin CPU] [--latencies FILE] [--beside NODES] [--param NAME:=VALUE ...] [--shadow]
 [--out docs/benchmarks/control-rate.md]``
+
+``--shadow``: a model in shadow beside the serving one for the whole measured run (issue 27): the
+node runs with ``shadow_window_s`` one hour; after a second of joint states (the joints decided, a
+model learned) its serving model is saved (``~/save_model``) and announced on ``tuned_model``, so
+that a model of the same size predicts and learns every learned block beside it
+(docs/serving.md#shadow-evaluation-canary-and-drift-alarm).
 
 ``--executors`` takes ``single``, ``events``, ``multi`` (the variable set to that), ``default``
 (unset: the process chooses, one SingleThreadedExecutor per node) and ``echo``: a node that only
@@ -364,7 +370,14 @@ def run_one(
                 pin_answering_path(bench.process.pid, args.pin)
             # a running node: the first second (first calls, caches) is not counted
             warm = int(WARMUP_S * args.rate)
-            payloads, stamps = serialized(states, warm + int(args.seconds * args.rate), args.rate)
+            payloads, stamps = serialized(states, 2 * warm + int(args.seconds * args.rate), args.rate)
+            if args.shadow:  # a second of joint states, then a model in shadow for the rest
+                with bench.spinning():
+                    for i in bench.paced(warm, args.rate, spin=False):
+                        pub.publish(payloads[i])
+                    time.sleep(0.5)
+                put_model_in_shadow(bench, diagnostics)
+            payloads, stamps = payloads[warm:], stamps[warm:]
             with bench.spinning():
                 if loader is not None:
                     loader.go.set()
@@ -395,6 +408,33 @@ def run_one(
     }
 
 
+def put_model_in_shadow(bench: NodeUnderTest, diagnostics: list[Any]) -> None:
+    """Save the node's serving model and announce it on ``tuned_model``: with ``shadow_window_s``
+    long, it runs in shadow; waits until the node's diagnostics say so."""
+    from lifelong_learning.srv import SaveModel
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+
+    client = bench.peer.create_client(SaveModel, "/inverse_dynamics/save_model")
+    if not bench.spin_until(client.service_is_ready, 30):
+        raise RuntimeError(f"no ~/save_model:\n{bench.log()}")
+    future = client.call_async(SaveModel.Request(path="shadow-candidate.model"))
+    if not bench.spin_until(future.done, 30) or not future.result().success:
+        raise RuntimeError(f"~/save_model failed: {future.result()}\n{bench.log()}")
+    latched = QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
+    announce = bench.peer.create_publisher(String, "tuned_model", latched)
+    announce.publish(String(data="shadow-candidate.model"))
+
+    def in_shadow() -> bool:
+        values = {kv.key: kv.value for kv in diagnostics[-1].values} if diagnostics else {}
+        return values.get("model in shadow", "none").startswith("shadow")
+
+    if not bench.spin_until(in_shadow, 30):
+        raise RuntimeError(f"the model did not enter shadow:\n{bench.log()}")
+
+
 def summary(
     executor: str, latencies: Latencies, stamps: list[int], node: dict[str, str], latencies_out: Path | None
 ) -> dict[str, Any]:
@@ -414,7 +454,7 @@ def summary(
         "p999_ms": p999,
         "node": {k: v for k, v in node.items() if any(w in k for w in (
             "receive to publish", "answer", "block", "learned", "lost", "queue", "not learned",
-            "real-time", "contact"))},
+            "real-time", "contact", "shadow"))},
     }  # fmt: skip
 
 
@@ -462,6 +502,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, An
         "--contact-subscribers", action="store_true",
         help="subscribe to external_torque and contact too (as a safety node would): they are published",
     )  # fmt: skip
+    parser.add_argument(
+        "--shadow", action="store_true",
+        help="a model in shadow beside the serving one for the whole measured run (shadow_window_s)",
+    )  # fmt: skip
     parser.add_argument("--echo-node", action="store_true", help=argparse.SUPPRESS)  # runs echo_node()
     args = parser.parse_args(argv)
     if args.beside and (args.pin is not None or "echo" in args.executors):
@@ -472,6 +516,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, An
         if not sep or not name:
             parser.error(f"--param {item!r}: expected NAME:=VALUE")
         extra[name] = yaml.safe_load(value)  # typed as in a params file
+    if args.shadow:
+        if args.no_learning or args.learning_elsewhere or "echo" in args.executors:
+            parser.error("--shadow needs the node learning (a model in shadow learns what it learns)")
+        extra.setdefault("shadow_window_s", 3600.0)
     return args, extra
 
 
@@ -485,6 +533,7 @@ def describe(r: dict[str, Any], args: argparse.Namespace) -> str:
         + (" (learning in another process)" if args.learning_elsewhere else "")
         + (f", SCHED_FIFO {args.realtime_priority}" if args.realtime_priority else "")
         + (", external_torque and contact subscribed" if args.contact_subscribers else "")
+        + (", a model in shadow" if args.shadow else "")
     )
 
 

@@ -100,12 +100,20 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
         c, s = gate["candidate_error"], gate["serving_error"]
         better = c <= s * (1 - gate["margin"]) and c < s
         assert gate["promoted"] == better, gate
-        if gate["promoted"]:
+        # the dynamics model the gate promoted runs in shadow on the robot first (issue 27, item 2)
+        served = gate["promoted"] and job.get("shadow", {"promoted": True})["promoted"]
+        if served:
             old, new = job["reload"]["model_version"]
             assert new > old and diag[learners[task]]["last reload"] != "never"
         else:
             assert job["reload"] == {} and diag[learners[task]]["last reload"] == "never"
-            assert "not promoted" in report
+            assert "not promoted" in report or "the online model kept serving" in report
+    if jobs["inverse-dynamics"]["promotion"]["promoted"]:
+        shadow = dyn["shadow"]
+        assert shadow["samples"] > 50 and shadow["outcome"] in ("promoted", "dropped"), shadow
+        c, s = shadow["candidate_error"], shadow["serving_error"]
+        assert shadow["promoted"] == (c is not None and s is not None and c < 0.95 * s), shadow
+        assert "**Shadow window on the robot**" in report
     after = results["recognition"]["after_retraining"]
     assert after["n_answered"] > 0 and after["accuracy"] > 0.5
     ev = dyn["evaluation"]

@@ -29,6 +29,8 @@ class DemoConfig:
     tune_centers: int = 400  # as in docs/benchmarks/retraining.md
     tune_epochs: int = 40
     seed: int = 0
+    # seconds the retrained dynamics model runs in shadow on the robot before it may serve (0: none)
+    shadow_seconds: float = 8.0
     # inverse_dynamics' realtime_priority (SCHED_FIFO of its answering path, as on a robot; 0: normal)
     realtime_priority: int = 0
 
@@ -46,4 +48,5 @@ class DemoConfig:
             tune_epochs=10,
             pushes=2,  # at 5.8 and 7.2 s, before the grasp at 12 s (demo/contact.py)
             push_after_s=5.0,
+            shadow_seconds=3.0,
         )

@@ -227,7 +227,31 @@ def _retraining_section(results: dict[str, Any]) -> list[str]:
             + (" (forced)" if gate["forced"] else ""),
         ]
     lines.append("")
-    return lines
+    return lines + _shadow_lines(results.get("dynamics") or {})
+
+
+def _shadow_lines(dyn: dict[str, Any]) -> list[str]:
+    """The report's lines on the shadow window (none when the demo ran without one)."""
+    shadow = dyn.get("shadow")
+    if not shadow:
+        return []
+
+    def number(v: Any) -> str:
+        return "undefined" if v is None else f"{v:.4g}"
+
+    return [
+        f"**Shadow window on the robot** ({shadow['window_s']:g} s, learning on; the rule: the "
+        "package's docs/serving.md): the retrained "
+        f"model's prequential nMSE {number(shadow['candidate_error'])} against the online model's "
+        f"{number(shadow['serving_error'])} over the same {shadow['samples']} samples → "
+        + (
+            "**promoted** (swapped in)"
+            if shadow["promoted"]
+            else f"**{shadow['outcome']}**: the online model kept serving"
+        )
+        + ".",
+        "",
+    ]
 
 
 def _header(results: dict[str, Any]) -> list[str]:

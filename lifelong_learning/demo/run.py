@@ -115,6 +115,7 @@ class DemoRun:
             f"checkpoint_path:={self.out / 'inverse_dynamics.llm'}",
             f"model_directory:={models}",
             f"realtime_priority:={self.cfg.realtime_priority}",
+            f"shadow_window_s:={float(self.cfg.shadow_seconds)}",  # the retrained model in shadow first
         )
         self.start_node("nystrom_tuner", f"output_dir:={models}", f"urdf_path:={urdf}")
         # Files close on ~/split_bagfile (and on the size/duration limits): the demo splits once,
@@ -225,8 +226,12 @@ class DemoRun:
             scenarios.evaluation_results(self.cfg, evaluation, online_eval, retrained_eval, results)
             dynamics_job = next(j for j in results["retraining"] if j["task"] == "inverse-dynamics")
             results["dynamics"]["evaluation"]["served_after_retraining"] = (
-                "the retrained model, promoted by the gate and hot-reloaded"
-                if dynamics_job["promotion"]["promoted"]
+                "the retrained model, promoted by the gate"
+                + (", won its shadow window" if "shadow" in dynamics_job else "")
+                + " and hot-reloaded"
+                if dynamics_job["reload"]
+                else "the online model: the retrained one lost its shadow window"
+                if "shadow" in dynamics_job
                 else "the online model: the gate did not promote the retrained one"
             )
         time.sleep(1.5)  # last diagnostics

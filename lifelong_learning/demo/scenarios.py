@@ -19,6 +19,7 @@ Each fills its part of the ``results`` dictionary the report is written from.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.demo import contact as demo_contact
 from lifelong_learning.demo.config import DemoConfig
 from lifelong_learning.demo.driver import TUNE_ACTION, DemoDriver
+from lifelong_learning.demo.shadow import ShadowEvents, shadow_window
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
 from lifelong_learning.io.bags import write_joint_states
 from lifelong_learning.sim.objects import ObjectRenderer, object_catalog
@@ -438,20 +440,37 @@ def _wait_for_reload(stage: Stage, learner: str, version: int, model: str) -> di
     return reload
 
 
+def _drive_learning(stage: Stage, log: dict[str, np.ndarray]) -> None:
+    """Publish ``log`` as joint states with inverse_dynamics learning (frozen again after)."""
+    set_learning(stage, True)
+    try:
+        drive(stage, log, "shadow window, learning on")
+    finally:
+        set_learning(stage, False)
+
+
 def retrain(stage: Stage, results: dict[str, Any]) -> None:
     """Retrain both learners from the bag; a promoted model is waited for until its node hot-reloaded
-    it, a refused one leaves the online model serving (the report says which served). The dynamics
+    it, a refused one leaves the online model serving (the report says which served); with
+    ``shadow_seconds``, the promoted dynamics model first runs in shadow on the robot
+    (:func:`~lifelong_learning.demo.shadow.shadow_window`) and is swapped in only if it wins. The dynamics
     gate scores on a validation bag (:func:`validation_bag`); the classifier's on the most recent
     views of each object, which the online model has learned from (the gate then favours it)."""
     jobs = []
+    events = ShadowEvents(stage.driver) if stage.cfg.shadow_seconds > 0 else None
     for task, learner in (("classification", "object_recognition"), ("inverse-dynamics", "inverse_dynamics")):
         version = stage.driver.model_version(learner)
         validation = [validation_bag(stage)] if task == "inverse-dynamics" else []
+        after = events.count() if events is not None else 0
         job = tune(stage, task, _serving_model(stage, learner), validation)
-        if job["promotion"]["promoted"]:
+        if job["promotion"]["promoted"] and task == "inverse-dynamics" and events is not None:
+            drive_learning = functools.partial(_drive_learning, stage)
+            job["shadow"] = shadow_window(stage, events, after, results, drive_learning, stride(stage.cfg))
+        if job["promotion"]["promoted"] and job.get("shadow", {"promoted": True})["promoted"]:
             job["reload"] = _wait_for_reload(stage, learner, version, job["model"])
         else:
             job["reload"] = {}
-            stage.say(f"{learner} keeps its online model: the candidate was not promoted")
+            why = "the candidate was not promoted" if "shadow" not in job else "it lost in shadow"
+            stage.say(f"{learner} keeps its online model: {why}")
         jobs.append(job)
     results["retraining"] = jobs

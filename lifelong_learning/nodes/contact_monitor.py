@@ -26,6 +26,7 @@ was 0.104 with detection on against 0.049 with it off.)
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -36,6 +37,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from lifelong_learning.dynamics.contact import ONSET, TOO_LONG, ContactDetector, ContactSettings
+from lifelong_learning.dynamics.guard import WARMING_UP
 from lifelong_learning.dynamics.momentum_observer import MomentumObserver
 from lifelong_learning.dynamics.regressor import RigidBodyRegressor
 
@@ -158,6 +160,38 @@ class ContactMonitor:
                 correction = rows.tau[i] - residual[i] - urdf
             out[i] = observer.update(rows.t[i], rows.q[i], rows.qd[i], rows.tau[i], correction)
         return out
+
+    def detect(
+        self, rows: Sequence[Any], predicted: np.ndarray, regressor: RigidBodyRegressor
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Detection on a block of answered joint states (the node's admitted rows: ``msg``, ``q``,
+        ``qd``, ``tau`` (None: no effort, not judged), ``admitted.qdd``, ``admitted.not_learned``) and
+        the torques answered for them: publishes ``external_torque`` and ``contact``; per row,
+        whether it may be learned and whether it is in contact. The caller holds the model lock."""
+        free, touching = np.ones(len(rows), dtype=bool), np.zeros(len(rows), dtype=bool)
+        with_effort = [k for k, row in enumerate(rows) if row.tau is not None]
+        if not with_effort:
+            return free, touching
+        t0 = time.perf_counter()
+        msgs = [rows[k].msg for k in with_effort]
+        stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in msgs])
+        external = residual = np.stack([rows[k].tau for k in with_effort]) - predicted[with_effort]
+        if self.observer is not None:  # (the states only for an observer: a fast default)
+            samples = EstimatorSamples(
+                stamps,
+                *(np.stack([getattr(rows[k], a) for k in with_effort]) for a in ("q", "qd", "tau")),
+                np.stack([rows[k].admitted.qdd for k in with_effort]),
+            )
+            try:
+                external = self.estimate(samples, residual, regressor)
+            except ValueError as exc:  # the observer's gain against this stream's period
+                self.node.reject("contact estimator", str(exc))
+                return free, touching
+        # (a q̈ from the filter's partial window makes a residual of M Δq̈: not judged)
+        judged = np.array([rows[k].admitted.not_learned != WARMING_UP for k in with_effort])
+        free[with_effort], touching[with_effort] = self.update(msgs, stamps, external, judged)
+        self.node.stats.timed("contact", (time.perf_counter() - t0) / len(with_effort))  # per sample
+        return free, touching
 
     def update(
         self, msgs: Sequence[JointState], stamps: np.ndarray, external: np.ndarray, judged: np.ndarray

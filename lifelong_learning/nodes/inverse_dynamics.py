@@ -63,7 +63,7 @@ from lifelong_learning.dynamics.regressor import kinematic_difference, moving_jo
 from lifelong_learning.dynamics.semiparametric import PreparedSamples
 from lifelong_learning.msg import LearningMetrics
 from lifelong_learning.nodes.block_worker import BlockWorker
-from lifelong_learning.nodes.contact_monitor import ContactMonitor, EstimatorSamples, HeldBack
+from lifelong_learning.nodes.contact_monitor import ContactMonitor, HeldBack
 from lifelong_learning.nodes.inverse_dynamics_params import (
     PARAMS,
     contact_settings,
@@ -74,6 +74,7 @@ from lifelong_learning.nodes.inverse_dynamics_params import (
 from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.learning_metrics import message_from_report
 from lifelong_learning.nodes.runner import run_node
+from lifelong_learning.nodes.shadow import ShadowMonitor
 from lifelong_learning.serving import Outcome
 from lifelong_learning.srv import PredictTorques
 
@@ -163,6 +164,7 @@ class InverseDynamicsNode(LearnerNode):
         # The answering thread must get the GIL back quickly from the learning thread's Python
         # parts: CPython's default switch interval (5 ms) alone would break a 2 ms answer budget.
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
+        self.shadow = ShadowMonitor(self)  # models in shadow and canary, the drift alarm (learning thread)
         self.start_learner()
 
     def _create_topics(self) -> None:
@@ -332,6 +334,7 @@ class InverseDynamicsNode(LearnerNode):
         ]
 
     def model_swapped(self, model: SemiparametricInverseDynamics) -> None:
+        self.shadow.swapped()
         if not self.ready:
             return
         if model.joint_names != self.joint_names:  # auto mode: a model brings its joints
@@ -343,8 +346,14 @@ class InverseDynamicsNode(LearnerNode):
                 self.contact.reset()
 
     def reload(self, path: Any, digest: str | None = None) -> Outcome:
+        if self.ready and self.shadow.shadow_on:  # in shadow first: swapped in only if better
+            return self.shadow.offer(path, digest)
         if self.ready:
-            return super().reload(path, digest)
+            replaced = self.serving.model
+            outcome = super().reload(path, digest)
+            if outcome.ok:  # the replaced model in canary (canary_window_s)
+                self.shadow.swapped_by_force(replaced, path)
+            return outcome
         if not self._model_kwargs["urdf"]:
             return self.serving.failed("no robot description yet: cannot load a model")
         try:  # auto joints not decided yet: the model decides them
@@ -368,6 +377,7 @@ class InverseDynamicsNode(LearnerNode):
     # ---------------------------------------------------------------- parameters
     def apply_parameter(self, name: str, value: Any) -> None:
         super().apply_parameter(name, value)
+        self.shadow.apply_parameter(name)
         if name == "learning":
             self.learning = bool(value)
         elif name == "learning_period_s":
@@ -547,35 +557,12 @@ class InverseDynamicsNode(LearnerNode):
         return [_ToLearn(model, None, released.tau, (released.q, released.qd, released.qdd))]
 
     def _detect_contact(self, rows: list[_Admitted], predicted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Contact detection on the answered block (publishes ``external_torque``, ``contact``):
-        per row, whether it may be learned and whether it is in contact (rows without effort are
-        not judged)."""
-        free, touching = np.ones(len(rows), dtype=bool), np.zeros(len(rows), dtype=bool)
-        with_effort = [k for k, row in enumerate(rows) if row.tau is not None]
-        if self.contact is None or not with_effort:
-            return free, touching
-        t0 = time.perf_counter()
-        msgs = [rows[k].msg for k in with_effort]
-        stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in msgs])
-        residual = np.stack([rows[k].tau for k in with_effort]) - predicted[with_effort]
+        """Contact detection on the answered block (:meth:`ContactMonitor.detect`): per row, whether
+        it may be learned and whether it is in contact."""
+        if self.contact is None:
+            return np.ones(len(rows), dtype=bool), np.zeros(len(rows), dtype=bool)
         with self.model_lock:
-            external = residual
-            if self.contact.observer is not None:  # (the states only for an observer: a fast default)
-                samples = EstimatorSamples(
-                    stamps,
-                    *(np.stack([getattr(rows[k], a) for k in with_effort]) for a in ("q", "qd", "tau")),
-                    np.stack([rows[k].admitted.qdd for k in with_effort]),
-                )
-                try:
-                    external = self.contact.estimate(samples, residual, self.serving.model.regressor)
-                except ValueError as exc:  # the observer's gain against this stream's period
-                    self.reject("contact estimator", str(exc))
-                    return free, touching
-            # (a q̈ from the filter's partial window makes a residual of M Δq̈: not judged)
-            judged = np.array([rows[k].admitted.not_learned != WARMING_UP for k in with_effort])
-            free[with_effort], touching[with_effort] = self.contact.update(msgs, stamps, external, judged)
-        self.stats.timed("contact", (time.perf_counter() - t0) / len(with_effort))  # per sample, published
-        return free, touching
+            return self.contact.detect(rows, predicted, self.serving.model.regressor)
 
     def _learn_block(self, block: list[_ToLearn]) -> None:
         """Learn the queued samples of the serving model as one block (on the learning thread).
@@ -612,6 +599,7 @@ class InverseDynamicsNode(LearnerNode):
             self._learned_since += len(mine)
         self.stats.timed("learn block", time.perf_counter() - t0)
         self._score_learned(model, prepared, np.concatenate([item.tau for item in mine]))
+        self.shadow.feed(model, prepared, np.concatenate([item.tau for item in mine]))
 
     # ---------------------------------------------------------------- ~/learning_metrics
     def _measure_joints(self, names: list[str]) -> None:
@@ -721,7 +709,7 @@ class InverseDynamicsNode(LearnerNode):
         return self.ready and super().checkpoint()  # no model, nothing to write, before the URDF
 
     def diagnostic_problems(self) -> list[tuple[bytes, str]]:
-        problems = super().diagnostic_problems()
+        problems = super().diagnostic_problems() + self.shadow.diagnostic_problems()
         if not self.ready:
             return problems
         with self.model_lock:
@@ -776,6 +764,7 @@ class InverseDynamicsNode(LearnerNode):
         values["learning"] = str(self.learning)
         if self.contact is not None:
             values.update(self.contact.diagnostic_values())
+        values.update(self.shadow.diagnostic_values())
         return values
 
 

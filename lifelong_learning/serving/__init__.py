@@ -10,6 +10,8 @@
   retried, restored (or moved aside) at start.
 - :mod:`~lifelong_learning.serving.paths`: :class:`ModelDirectory`, request paths confined to the
   model directory.
+- :mod:`~lifelong_learning.serving.shadow`: a model judged beside the serving one on the live
+  stream (shadow before a swap, canary after it) and the drift alarm.
 - :mod:`~lifelong_learning.serving.report`: :class:`Outcome`, :class:`RefusedError` and the
   :class:`Reporter` protocol through which the core logs and counts.
 

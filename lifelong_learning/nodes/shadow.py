@@ -1,0 +1,314 @@
+"""Shadow evaluation, canary and drift alarm of the ``inverse_dynamics`` node (ROS adapter).
+
+The numerics and the rules are ROS-free (:mod:`lifelong_learning.serving.shadow`); this module holds
+the node's parameters for them, the one trial that runs at a time, the ``~/shadow`` and ``~/drift``
+topics and the diagnostics. Everything a trial does runs on the node's learning thread (after the
+serving model learned a block): the answering path never predicts with a model in a trial.
+
+- A model received for hot reload (``model_topic``, ``model_data_topic``, ``~/load_model``) while
+  ``shadow_window_s`` > 0 is read and checked (another robot, another joint order: refused as any
+  reload, counted) and runs in shadow; promoted (swapped in through
+  :meth:`~lifelong_learning.serving.ServingCore.replace`, the serving model kept for ``~/rollback``)
+  or dropped at the end of its window.
+- After a swap (a promotion, or an immediate swap with ``shadow_window_s`` 0), with
+  ``canary_window_s`` > 0, the replaced model runs in shadow of the new one; if it is better by the
+  margin, the node calls :meth:`~lifelong_learning.serving.ServingCore.rollback` by itself.
+- ``drift_factor`` > 0: the live error of ``~/learning_metrics`` against its level after warm-up.
+
+The design: ``docs/serving.md#shadow-evaluation-canary-and-drift-alarm``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
+
+from lifelong_learning.nodes.base import ParamSpec
+from lifelong_learning.serving import Outcome
+from lifelong_learning.serving.shadow import (
+    CANARY,
+    FAILED,
+    ROLLED_BACK,
+    SHADOW,
+    DriftAlarm,
+    ShadowSlot,
+    Trial,
+    Verdict,
+    check_drift,
+    check_settings,
+)
+
+SHADOW_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec(
+        "shadow_window_s",
+        0.0,
+        "Seconds a model received for hot reload (model_topic, model_data_topic, ~/load_model) runs "
+        "in shadow of the serving model on the live stream (both predict each sample before learning "
+        "it, both learn; only the serving model answers) before it is swapped in, only if its "
+        "prequential error is below (1 - shadow_margin) x the serving model's; otherwise dropped "
+        "(~/shadow, diagnostics). 0: swapped in at once (settable at run time).",
+        bounds=(0.0, 86400.0),
+        at_run_time=True,
+        minimum_nonzero=0.5,
+    ),
+    ParamSpec(
+        "shadow_samples",
+        0,
+        "Scored samples that end a shadow or canary window before its seconds; 0: the seconds alone.",
+        bounds=(0, 10_000_000),
+        at_run_time=True,
+    ),
+    ParamSpec(
+        "shadow_margin",
+        0.05,
+        "The relative margin of the shadow and canary rules: a candidate is promoted, and a new model "
+        "rolled back, only when the other model's error is below (1 - shadow_margin) x its own.",
+        bounds=(0.0, 0.9),
+        at_run_time=True,
+    ),
+    ParamSpec(
+        "canary_window_s",
+        0.0,
+        "Seconds the replaced model runs in shadow of a model just swapped in (a promotion or an "
+        "immediate reload); if the new model is worse by shadow_margin, the node rolls back by itself "
+        "(~/rollback's machinery, logged, counted, on ~/shadow). 0: off.",
+        bounds=(0.0, 86400.0),
+        at_run_time=True,
+        minimum_nonzero=0.5,
+    ),
+    ParamSpec(
+        "drift_factor",
+        3.0,
+        "Drift alarm: when the live prequential error stays above drift_factor x its level at the last "
+        "swap (after one metrics_window_s of warm-up) for drift_window_s, diagnostics WARN with the "
+        "figures and a diagnostic_msgs/DiagnosticStatus is published on ~/drift. 0: off.",
+        bounds=(0.0, 1000.0),
+        at_run_time=True,
+        minimum_nonzero=1.01,
+    ),
+    ParamSpec(
+        "drift_window_s",
+        30.0,
+        "Seconds the live error must stay above the drift threshold before the alarm.",
+        bounds=(0.1, 86400.0),
+        at_run_time=True,
+    ),
+)
+
+#: counted rejections (docs/refusals.md)
+SHADOW_FAILED = "model in shadow failed"
+#: how often the drift alarm reads the live error (seconds)
+DRIFT_PERIOD_S = 0.5
+
+
+class _PreparedOps:
+    """``predict`` and ``learn`` of a model in a trial on the serving model's prepared block: the
+    model's own preparation (its normalization, its features) is computed once for both."""
+
+    def __init__(self) -> None:
+        self._last: tuple[Any, Any, Any] | None = None
+
+    def predict(self, model: Any, block: Any) -> Any:
+        prepared = model.prepare(block.q, block.qd, block.qdd)
+        self._last = (model, block, prepared)
+        return prepared.torque
+
+    def learn(self, model: Any, block: Any, tau: Any) -> None:
+        last = self._last
+        prepared = last[2] if last is not None and last[0] is model and last[1] is block else None
+        self._last = None
+        if prepared is None:
+            prepared = model.prepare(block.q, block.qd, block.qdd)
+        model.commit(model.stage(prepared, tau, solve_weights=True))
+
+
+class ShadowMonitor:
+    """The node's trial (shadow or canary) and drift alarm; see the module docstring."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.slot = ShadowSlot()
+        self.ops = _PreparedOps()
+        self.rollbacks = 0
+        self.drift: DriftAlarm | None = None
+        self.drift_error = math.nan
+        self._drift_read = -math.inf
+        self._own_swap = False
+        p = node.params
+        check_settings(
+            float(p["shadow_window_s"]), int(p["shadow_samples"]), float(p["shadow_margin"]),
+            float(p["canary_window_s"]),
+        )  # fmt: skip
+        self._build_drift()
+        qos = QoSProfile(
+            depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+        )
+        self.shadow_pub = node.create_publisher(String, "~/shadow", qos)
+        self.drift_pub = node.create_publisher(DiagnosticStatus, "~/drift", qos)
+
+    def _build_drift(self) -> None:
+        p = self.node.params
+        factor, window = float(p["drift_factor"]), float(p["drift_window_s"])
+        check_drift(factor, window)
+        self.drift = DriftAlarm(factor, window, float(p["metrics_window_s"])) if factor > 0 else None
+
+    def apply_parameter(self, name: str) -> None:
+        """A parameter of :data:`SHADOW_PARAMS` changed (its range checked by the node)."""
+        if name in ("drift_factor", "drift_window_s"):
+            self._build_drift()
+
+    # ---------------------------------------------------------------- trials
+    @property
+    def shadow_on(self) -> bool:
+        return float(self.node.params["shadow_window_s"]) > 0
+
+    def _trial(self, role: str, model: Any, window_s: float, label: str, key: str | None) -> Trial:
+        p = self.node.params
+        return Trial(
+            role, model, len(model.joint_names), time.monotonic(), window_s, int(p["shadow_samples"]),
+            float(p["shadow_margin"]), self.ops.predict, self.ops.learn, label, key,
+        )  # fmt: skip
+
+    def offer(self, path: str | Path, digest: str | None) -> Outcome:
+        """A model for hot reload: read and checked (refused as a failed reload), then in shadow."""
+        serving = self.node.serving
+        if self.slot.running(digest) is not None and digest is not None:
+            return Outcome(True, f"{path} is in shadow already")
+        try:
+            model, key = serving.read_with_digest(path, digest)
+        except (OSError, ValueError) as exc:  # ModelFileError, UnsafePathError, unfit (another robot)
+            return serving.failed(f"model reload from {path} refused, previous model kept: {exc}")
+        window = float(self.node.params["shadow_window_s"])
+        replaced = self.slot.start(self._trial(SHADOW, model, window, str(path), key))
+        if replaced is not None:
+            self.node.get_logger().warning(f"{replaced.role} of {replaced.label} ended: {path} replaces it")
+        margin = float(self.node.params["shadow_margin"])
+        message = (
+            f"{path} runs in shadow of the serving model for {window:g} s; it is swapped in only if its "
+            f"prequential error is below {1 - margin:g} x the serving model's (~/shadow)"
+        )
+        self.node.get_logger().info(message)
+        self._publish({"role": SHADOW, "outcome": "started", "model": str(path), "window_s": window})
+        return Outcome(True, message)
+
+    def swapped_by_force(self, replaced: Any, path: str | Path) -> None:
+        """An immediate swap (shadow off) replaced ``replaced``: it runs in canary if that is on."""
+        window = float(self.node.params["canary_window_s"])
+        if window > 0 and replaced is not None:
+            self.slot.start(self._trial(CANARY, replaced, window, f"the model replaced by {path}", None))
+
+    def swapped(self) -> None:
+        """The serving model was swapped (under the model lock): a trial not of this swap compared
+        with the old model and ends; the drift alarm takes a new reference."""
+        if self.drift is not None:
+            self.drift.rebase(time.monotonic())
+        if not self._own_swap:
+            trial = self.slot.stop()
+            if trial is not None and trial.role == SHADOW:
+                self.node.get_logger().warning(
+                    f"shadow of {trial.label} ended: the serving model was replaced"
+                )
+
+    def feed(self, serving_model: Any, prepared: Any, tau: Any) -> None:
+        """On the learning thread, after ``serving_model`` learned ``prepared`` (answered with
+        ``prepared.torque``): the trial's model predicts then learns it; a verdict is acted on."""
+        trial = self.slot.running()
+        if trial is not None:
+            with self.node.model_lock:
+                current = self.node.serving.model is serving_model
+            verdict = trial.feed(time.monotonic(), prepared, tau, prepared.torque) if current else None
+            if verdict is not None and self.slot.ended(trial, verdict):
+                self._act(trial, verdict, serving_model)
+        self._check_drift()
+
+    def _act(self, trial: Trial, verdict: Verdict, serving_model: Any) -> None:
+        node, log = self.node, self.node.get_logger()
+        if verdict.outcome == FAILED:
+            node.reject(SHADOW_FAILED, f"{trial.label}: {verdict.reason}; the serving model is unchanged")
+        elif verdict.role == SHADOW and verdict.other_wins:
+            self._own_swap = True
+            try:
+                note = node.serving.replace(trial.other, "reload", trial.key)
+            except (OSError, ValueError) as exc:  # the serving model could not be kept: nothing changed
+                log.error(f"{trial.label} won in shadow but was not swapped in: {exc}")
+                self._publish({**verdict.as_dict(), "promoted": False, "reason": f"not swapped in: {exc}"})
+                return
+            finally:
+                self._own_swap = False
+            node.serving.reloaded(trial.label)
+            log.info(f"promoted {trial.label} after its shadow window: {verdict.reason}{note}")
+            window = float(node.params["canary_window_s"])
+            if window > 0:
+                self.slot.start(self._trial(CANARY, serving_model, window, "the model it replaced", None))
+        elif verdict.outcome == ROLLED_BACK:
+            outcome = node.serving.rollback()
+            self.rollbacks += outcome.ok
+            log.warning(f"automatic rollback ({verdict.reason}): {outcome.message}")
+        elif verdict.role == SHADOW:
+            log.warning(f"dropped {trial.label} after its shadow window: {verdict.reason}")
+        else:
+            log.info(f"canary passed: {verdict.reason}")
+        self._publish(verdict.as_dict())
+
+    def _publish(self, event: dict[str, Any]) -> None:
+        self.shadow_pub.publish(String(data=json.dumps(event, sort_keys=True)))
+
+    # ---------------------------------------------------------------- drift
+    def _check_drift(self) -> None:
+        alarm, now = self.drift, time.monotonic()
+        if alarm is None or now - self._drift_read < DRIFT_PERIOD_S:
+            return
+        self._drift_read = now
+        metrics = self.node.metrics
+        with metrics.lock:
+            if metrics.accumulator is None:
+                return
+            error = metrics.accumulator.report(metrics.now()).means["model"]
+        self.drift_error = error
+        if alarm.update(now, error):
+            text = alarm.describe(error)
+            self.node.get_logger().warning(f"drift: {text}")
+            figures = {"error": error, "reference": alarm.reference, "factor": alarm.factor}
+            values = [KeyValue(key=k, value=f"{v:.6g}") for k, v in figures.items()]
+            values.append(KeyValue(key="window_s", value=f"{alarm.window_s:g}"))
+            self.drift_pub.publish(
+                DiagnosticStatus(
+                    level=DiagnosticStatus.WARN, name=self.node.get_fully_qualified_name(), message=text,
+                    values=values,
+                )
+            )  # fmt: skip
+
+    # ---------------------------------------------------------------- diagnostics
+    def diagnostic_values(self) -> dict[str, str]:
+        slot = self.slot
+        trial = slot.running()
+        values = {
+            "model in shadow": "none"
+            if trial is None
+            else f"{trial.role}: {trial.label} ({trial.samples} samples scored)",
+            "shadow verdicts": ", ".join(f"{k} {n}" for k, n in sorted(slot.counts.items())) or "none",
+            "last shadow verdict": "none"
+            if slot.last is None
+            else f"{slot.last.outcome}: {slot.last.reason}",
+            "automatic rollbacks": str(self.rollbacks),
+        }
+        alarm = self.drift
+        values["drift"] = (
+            "off" if alarm is None
+            else f"ALARM: {alarm.describe(self.drift_error)}" if alarm.raised
+            else f"reference {alarm.reference:.4g} (x{alarm.factor:g}), alarms {alarm.raised_count}"
+        )  # fmt: skip
+        return values
+
+    def diagnostic_problems(self) -> list[tuple[bytes, str]]:
+        alarm = self.drift
+        if alarm is not None and alarm.raised:
+            return [(DiagnosticStatus.WARN, f"drift: {alarm.describe(self.drift_error)}")]
+        return []
