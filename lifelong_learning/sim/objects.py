@@ -46,6 +46,18 @@ NAMED_MESHES = (
     "toys/shape_sorter.obj",
 )
 N_RANDOM_URDF_MESHES = 1000  # random_urdfs/000 .. 999
+#: the objects' colours (RGB, 0..1), each varied a little: a small palette makes colour alone a poor
+#: cue, many objects share a hue
+PALETTE = np.array(
+    [
+        [0.8, 0.2, 0.2],
+        [0.2, 0.6, 0.2],
+        [0.2, 0.3, 0.8],
+        [0.85, 0.75, 0.2],
+        [0.6, 0.6, 0.6],
+        [0.55, 0.35, 0.2],
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -74,17 +86,7 @@ def object_catalog(n_objects: int, seed: int = 0) -> list[ObjectSpec]:
     named = [NAMED_MESHES[i] for i in rng.permutation(len(NAMED_MESHES))]
     blobs = [f"random_urdfs/{i:03d}/{i:03d}.obj" for i in rng.permutation(N_RANDOM_URDF_MESHES)]
     meshes = (named + blobs)[:n_objects]
-    # A small palette makes colour alone a poor cue: many objects share a hue.
-    palette = np.array(
-        [
-            [0.8, 0.2, 0.2],
-            [0.2, 0.6, 0.2],
-            [0.2, 0.3, 0.8],
-            [0.85, 0.75, 0.2],
-            [0.6, 0.6, 0.6],
-            [0.55, 0.35, 0.2],
-        ]
-    )
+    palette = PALETTE
     specs = []
     for mesh in meshes:
         colour = np.clip(palette[rng.integers(len(palette))] + rng.normal(0.0, 0.06, 3), 0.05, 0.95)

@@ -27,23 +27,12 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from lifelong_learning.sim.objects import ObjectRenderer, Viewpoint
+from lifelong_learning.sim.objects import PALETTE, ObjectRenderer, Viewpoint
 
 #: teaching and test sessions of an object: the second element of their seeds
 SESSIONS = {"teach": 0, "test": 1}
-#: the clutter's colours (RGB, 0..1): the objects' palette, and a few more
-CLUTTER_PALETTE = np.array(
-    [
-        [0.8, 0.2, 0.2],
-        [0.2, 0.6, 0.2],
-        [0.2, 0.3, 0.8],
-        [0.85, 0.75, 0.2],
-        [0.6, 0.6, 0.6],
-        [0.55, 0.35, 0.2],
-        [0.9, 0.9, 0.85],
-        [0.15, 0.15, 0.18],
-    ]
-)
+#: the clutter's colours (RGB, 0..1): the objects' palette, white and black
+CLUTTER_PALETTE = np.vstack([PALETTE, [[0.9, 0.9, 0.85], [0.15, 0.15, 0.18]]])
 
 
 @dataclass(frozen=True)
