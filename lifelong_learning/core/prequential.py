@@ -164,6 +164,8 @@ class PrequentialRegression:
         predictors: the names of the predictors scored on the same targets, e.g.
             ``("model", "baseline")``; a shadow model is one more name.
         buckets: time buckets the window is kept in (module docstring).
+        min_samples: a window with fewer samples defines no error (a window that ages out while
+            nothing is learned holds a few samples whose small spread makes any nMSE absurd).
 
     Example:
         >>> acc = PrequentialRegression(2, window_s=10.0, predictors=("model",))
@@ -178,9 +180,13 @@ class PrequentialRegression:
         window_s: float,
         predictors: Sequence[str] = ("model",),
         buckets: int = DEFAULT_BUCKETS,
+        min_samples: int = 2,
     ) -> None:
         if int(n_outputs) < 1:
             raise ValueError(f"n_outputs must be at least 1, got {n_outputs!r}")
+        if int(min_samples) < 2:
+            raise ValueError(f"min_samples must be at least 2, got {min_samples!r}")
+        self.min_samples = int(min_samples)
         if not predictors or len(set(predictors)) != len(predictors):
             raise ValueError(f"predictors must be distinct names, at least one: {predictors!r}")
         self.n_outputs = int(n_outputs)
@@ -235,8 +241,13 @@ class PrequentialRegression:
             if stats.n:
                 total.merge(stats.n, stats.mean, stats.m2, stats.sse)
         undefined: list[tuple[int, str]] = []
-        if total.n < 2:
-            undefined = [(j, FEW_SAMPLES) for j in range(self.n_outputs)]
+        if total.n < self.min_samples:
+            few = (
+                FEW_SAMPLES
+                if self.min_samples == 2
+                else f"fewer than {self.min_samples} samples in the window"
+            )
+            undefined = [(j, few) for j in range(self.n_outputs)]
             valid = np.zeros(self.n_outputs, dtype=bool)
         else:
             variance = total.m2 / total.n

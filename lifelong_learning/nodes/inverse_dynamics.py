@@ -72,7 +72,7 @@ from lifelong_learning.nodes.inverse_dynamics_params import (
     urdf_from_parameters,
 )
 from lifelong_learning.nodes.learner import LearnerNode
-from lifelong_learning.nodes.learning_metrics import message_from_report
+from lifelong_learning.nodes.learning_metrics import MIN_WINDOW_SAMPLES, message_from_report
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.nodes.shadow import ShadowMonitor
 from lifelong_learning.serving import Outcome
@@ -607,7 +607,9 @@ class InverseDynamicsNode(LearnerNode):
         metrics = self.metrics
         with metrics.lock:
             window = float(self.params["metrics_window_s"])
-            metrics.accumulator = PrequentialRegression(len(names), window, ("model", "baseline"))
+            metrics.accumulator = PrequentialRegression(
+                len(names), window, ("model", "baseline"), min_samples=MIN_WINDOW_SAMPLES
+            )
             metrics.names = list(names)
             forgetting = self._model_kwargs["forgetting"]
             metrics.forgetting = (

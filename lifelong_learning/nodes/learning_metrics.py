@@ -40,6 +40,9 @@ METRICS_PARAMS: tuple[ParamSpec, ...] = (
 
 #: the topic, relative to the node
 TOPIC = "~/learning_metrics"
+#: the fewest samples a regression window must hold to publish an error (inverse_dynamics): when
+#: learning stops, the window ages out, and its last few samples would give absurd figures
+MIN_WINDOW_SAMPLES = 50
 
 
 def message_from_report(

@@ -157,3 +157,18 @@ def test_an_add_costs_the_same_however_long_the_stream() -> None:
     for k in range(5000):
         acc.add(k * 1e-3, y * k, model=y, baseline=y)
     assert len(acc._buckets.items) <= 21
+
+
+def test_a_window_with_fewer_than_min_samples_defines_no_error():
+    """A window that ages out while nothing is learned keeps a few samples: no figure from them."""
+    rng = np.random.default_rng(0)
+    acc = PrequentialRegression(2, 10.0, ("model",), min_samples=20)
+    y = rng.normal(size=(30, 2))
+    acc.add(0.0, y[:10], model=y[:10] + 0.1)
+    few = acc.report(0.0)
+    assert np.all(np.isnan(few.errors["model"]))
+    assert all(why == "fewer than 20 samples in the window" for _, why in few.undefined)
+    acc.add(1.0, y[10:], model=y[10:] + 0.1)
+    assert np.all(np.isfinite(acc.report(1.0).errors["model"]))
+    with pytest.raises(ValueError, match="min_samples"):
+        PrequentialRegression(2, 10.0, min_samples=1)
