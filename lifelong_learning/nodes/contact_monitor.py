@@ -117,6 +117,13 @@ class ContactMonitor:
             self.observer.reset()
         self._drop_held()
 
+    def restart_thresholds(self) -> None:
+        """Take the thresholds anew (a warm-up) once the held-back samples are learned: learned at
+        once, they change the model's residuals on every joint, and thresholds of the model before
+        would flag the change as a contact (the caller holds the model lock)."""
+        if self.detector is not None:
+            self.detector.reset()
+
     def hold_back(self, samples: HeldBack) -> None:
         """Keep samples not learned for a contact, in case it becomes the new steady state."""
         self._held.append(samples)

@@ -595,6 +595,8 @@ class InverseDynamicsNode(LearnerNode):
                 self.not_learned[MODEL_REPLACED] = n
                 return
             model.commit(staged)
+            if self.contact is not None and any(item.prepared is None for item in mine):
+                self.contact.restart_thresholds()  # a contact's samples, learned at once: a new model
             serving.count_updates(len(mine))
             self._learned_since += len(mine)
         self.stats.timed("learn block", time.perf_counter() - t0)
