@@ -31,8 +31,6 @@ from lifelong_learning.io.bags import DEFAULT_BLOCK
 from lifelong_learning.nystrom.early_stopping import DEFAULT_PATIENCE
 from lifelong_learning.retraining.options import Option, Range, option, options_of
 from lifelong_learning.retraining.promotion import DEFAULT_MARGIN
-from lifelong_learning.retraining.report import is_report
-from lifelong_learning.retraining.task import TASKS
 
 if TYPE_CHECKING:
     from lifelong_learning.nystrom.distributed import Group
@@ -94,6 +92,49 @@ _POSITIVE = Range(0.0, high_open=True, low_open=True)
 
 class JobCancelledError(Exception):
     """The job was asked to stop (``should_stop``) before it finished; no model file was written."""
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What a task is to the job: the kind of model file it writes
+    (:mod:`lifelong_learning.core.model_file`; the learner's ``kind``), and whether it runs across
+    processes (``why_one_process``: why not, said to a job that asks; empty: it does)."""
+
+    kind: str
+    why_one_process: str = ""
+
+    @property
+    def distributed(self) -> bool:
+        """Whether a job of several processes may run this task."""
+        return not self.why_one_process
+
+
+#: every task by name: what the job's ``task`` may be
+TASKS: dict[str, TaskInfo] = {
+    "classification": TaskInfo(kind="incremental_rlsc"),  # IncrementalRLSC.kind
+    "inverse-dynamics": TaskInfo(
+        kind="semiparametric_inverse_dynamics",  # SemiparametricInverseDynamics.kind
+        why_one_process="its bags are filtered over neighbouring samples and the exported model replays "
+        "every sample in time order: a sequential pass, not a sum",
+    ),
+}
+
+
+#: the first line of every markdown report: what :func:`~lifelong_learning.retraining.job.check_outputs`
+#: accepts to replace
+REPORT_TITLE = "# Nyström tuning report"
+
+
+def is_report(path: Path) -> bool:
+    """Whether ``path`` holds a report a job wrote (markdown by its title, JSON by its keys)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    if path.suffix == ".md":
+        return head.startswith(REPORT_TITLE)
+    return head.lstrip().startswith("{") and '"task"' in head and '"objectives"' in head
 
 
 @dataclass

@@ -36,19 +36,19 @@ from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group
 from lifelong_learning.nystrom.tuning import tune
 from lifelong_learning.retraining.classification import Classification
 from lifelong_learning.retraining.inverse_dynamics import InverseDynamics
-from lifelong_learning.retraining.job import JobCancelledError, TuningJob, check_outputs
+from lifelong_learning.retraining.job import TASKS, JobCancelledError, TuningJob, check_outputs
 from lifelong_learning.retraining.report import (
     add_peak_memory,
     new_report,
     objective_result,
     write_reports,
 )
-from lifelong_learning.retraining.task import TASKS, Task
+from lifelong_learning.retraining.task import Task
 
 Callback = Callable[[str, int, dict[str, Any]], None]
 """``callback(objective, epoch, info)``, called after every tuning epoch."""
 
-#: each task of :data:`~lifelong_learning.retraining.task.TASKS`, made from the job, its random
+#: each task of :data:`~lifelong_learning.retraining.job.TASKS`, made from the job, its random
 #: generator, the stop check and the processes: ``IMPLEMENTATIONS[job.task](job, rng, check, group)``
 IMPLEMENTATIONS: dict[str, Callable[[TuningJob, np.random.Generator, Callable[[], None], Group], Task]] = {
     "classification": lambda job, rng, check, group: Classification(job, rng, group),

@@ -2,8 +2,9 @@
 
 Its format is read by the benchmarks (``docs/benchmarks/*.json``), the ``nystrom_tuner`` node
 (its result) and the demo: keys are only ever added. A job's report replaces only an earlier report
-(:func:`~lifelong_learning.retraining.job.check_outputs`), which :func:`is_report` knows by
-:data:`REPORT_TITLE` (markdown) or its keys (JSON).
+(:func:`~lifelong_learning.retraining.job.check_outputs`), which
+:func:`~lifelong_learning.retraining.job.is_report` knows by
+:data:`~lifelong_learning.retraining.job.REPORT_TITLE` (markdown) or its keys (JSON).
 """
 
 from __future__ import annotations
@@ -14,27 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lifelong_learning.core.files import atomic_write_text
+from lifelong_learning.retraining.job import REPORT_TITLE
 
-if TYPE_CHECKING:  # job.py imports this module (is_report)
+if TYPE_CHECKING:
     from lifelong_learning.nystrom.distributed import Group
     from lifelong_learning.retraining.job import TuningJob
     from lifelong_learning.retraining.task import Task
-
-#: the first line of every markdown report: what :func:`~lifelong_learning.retraining.job.check_outputs`
-#: accepts to replace
-REPORT_TITLE = "# Nyström tuning report"
-
-
-def is_report(path: Path) -> bool:
-    """Whether ``path`` holds a report a job wrote (markdown by its title, JSON by its keys)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096).decode("utf-8", errors="replace")
-    except OSError:
-        return False
-    if path.suffix == ".md":
-        return head.startswith(REPORT_TITLE)
-    return head.lstrip().startswith("{") and '"task"' in head and '"objectives"' in head
 
 
 def new_report(job: TuningJob, task: Task, group: Group) -> dict[str, Any]:

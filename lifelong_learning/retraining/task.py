@@ -6,15 +6,15 @@ the serving model and lets it learn the held-out rows. One module per task:
 :mod:`~lifelong_learning.retraining.classification` (LabeledFeatures → IncrementalRLSC) and
 :mod:`~lifelong_learning.retraining.inverse_dynamics` (JointState → SemiparametricInverseDynamics).
 
-:data:`TASKS` says what the job needs to know of each task before any is loaded (the tasks load
+:data:`~lifelong_learning.retraining.job.TASKS` says what the job needs to know of each task before
+any is loaded (the tasks load
 torch and the learners; the job's declarations are read at every start of the CLI); the pipeline
 maps the same names to the implementations (``pipeline.IMPLEMENTATIONS``). A new task: its module,
-a row here and one there.
+a row in that table and one in the pipeline's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,32 +23,6 @@ if TYPE_CHECKING:
 
     from lifelong_learning.retraining.job import TuningJob
     from lifelong_learning.retraining.promotion import Decision
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    """What a task is to the job: the kind of model file it writes
-    (:mod:`lifelong_learning.core.model_file`; the learner's ``kind``), and whether it runs across
-    processes (``why_one_process``: why not, said to a job that asks; empty: it does)."""
-
-    kind: str
-    why_one_process: str = ""
-
-    @property
-    def distributed(self) -> bool:
-        """Whether a job of several processes may run this task."""
-        return not self.why_one_process
-
-
-#: every task by name: what the job's ``task`` may be
-TASKS: dict[str, TaskInfo] = {
-    "classification": TaskInfo(kind="incremental_rlsc"),  # IncrementalRLSC.kind
-    "inverse-dynamics": TaskInfo(
-        kind="semiparametric_inverse_dynamics",  # SemiparametricInverseDynamics.kind
-        why_one_process="its bags are filtered over neighbouring samples and the exported model replays "
-        "every sample in time order: a sequential pass, not a sum",
-    ),
-}
 
 
 class Task(Protocol):

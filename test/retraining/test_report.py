@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from lifelong_learning.retraining.job import check_outputs
-from lifelong_learning.retraining.report import REPORT_TITLE, is_report, markdown, write_reports
+from lifelong_learning.retraining.job import REPORT_TITLE, check_outputs, is_report
+from lifelong_learning.retraining.report import markdown, write_reports
 
 REPORT = {
     "task": "inverse-dynamics",

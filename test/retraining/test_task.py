@@ -1,13 +1,12 @@
-"""The tasks' one table (retraining/task.py TASKS) and their implementations (pipeline.IMPLEMENTATIONS):
+"""The tasks' one table (retraining/job.py TASKS) and their implementations (pipeline.IMPLEMENTATIONS):
 the same names, the kinds of model file the implementations write, and which run across processes."""
 
 import pytest
 
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
 from lifelong_learning.learners.rlsc import IncrementalRLSC
-from lifelong_learning.retraining.job import TuningJob, job_options
+from lifelong_learning.retraining.job import TASKS, TuningJob, job_options
 from lifelong_learning.retraining.pipeline import IMPLEMENTATIONS
-from lifelong_learning.retraining.task import TASKS
 
 
 def test_every_task_has_its_implementation_and_its_learners_kind():
