@@ -201,6 +201,8 @@ class SplitBagWriter:
         typestore: rosbags type store for the message definitions (default: a new
             :func:`lifelong_learning.io.bags.new_typestore`); unknown types are added to it.
         ros_distro: written to metadata.yaml (default: ``$ROS_DISTRO`` or ``"rosbags"``).
+        on_file_closed: called with each :class:`BagFile` once it is listed in metadata.yaml (on
+            the thread that closed it, under the writer's lock: it must be quick and not raise).
     """
 
     def __init__(
@@ -212,6 +214,7 @@ class SplitBagWriter:
         max_bagfile_duration_s: float = 0.0,
         typestore: Any = None,
         ros_distro: str | None = None,
+        on_file_closed: Callable[[BagFile], None] | None = None,
     ) -> None:
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {sorted(STORAGES)}, got {storage!r}")
@@ -227,6 +230,7 @@ class SplitBagWriter:
         self.max_bagfile_duration_ns = round(float(max_bagfile_duration_s) * 1e9)
         self.store = typestore
         self.ros_distro = ros_distro or os.environ.get("ROS_DISTRO") or "rosbags"
+        self.on_file_closed = on_file_closed
         self._plugin, self._suffix = STORAGES[storage]
         self._lock = threading.RLock()
         self._io = (
@@ -516,6 +520,8 @@ class SplitBagWriter:
             topic.listed = True
             topic.closed_count += f.topic_counts.get(name, 0)
         self._write_metadata()
+        if self.on_file_closed is not None:
+            self.on_file_closed(done)
         return done
 
     def _write_metadata(self) -> None:

@@ -15,7 +15,10 @@ closed files; it is read by ``rosbags`` (``Reader``, ``AnyReader``), by
 - A file is closed (and the bag readable up to it) when its message bytes reach
   ``max_bagfile_size``, ``max_bagfile_duration_s`` after its first message, on the
   ``~/split_bagfile`` service (std_srvs/Trigger; it answers once the file is closed and
-  metadata.yaml rewritten) and on shutdown (SIGINT/SIGTERM). Killed with SIGKILL, the node leaves
+  metadata.yaml rewritten) and on shutdown (SIGINT/SIGTERM). Each closed file is announced on
+  ``~/file_closed`` (lifelong_learning/BagFileClosed: rosbag2's ``events/write_split`` fields and
+  the file's time span; reliable, transient local, the last :data:`FILES_ANNOUNCED` kept), which
+  the ``nystrom_tuner``'s lifelong loop retrains from. Killed with SIGKILL, the node leaves
   a bag readable up to its last closed file, so ``max_bagfile_duration_s`` bounds what a crash
   loses; the unfinished file stays in ``NAME/partial/``.
 - Refused (counted in diagnostics, warned about; the node keeps recording the other topics):
@@ -42,12 +45,15 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 from std_srvs.srv import Trigger
 
-from lifelong_learning.io.recorder import STORAGES, RecorderError, SplitBagWriter
+from lifelong_learning.io.recorder import STORAGES, BagFile, RecorderError, SplitBagWriter
+from lifelong_learning.msg import BagFileClosed
 from lifelong_learning.nodes.base import NodeBase, ParamSpec
 from lifelong_learning.nodes.runner import run_node
 
 #: keep-last depth of the recording subscriptions (bounds what a burst queues before writing)
 QUEUE_DEPTH = 100
+#: closed files ~/file_closed keeps for late subscribers (transient local)
+FILES_ANNOUNCED = 100
 
 DEFAULT_TOPICS = [
     "labeled_features",
@@ -182,11 +188,19 @@ class BagRecorderNode(NodeBase):
         self.topic_names = list(dict.fromkeys(self._resolve(t) for t in names))
         output = str(p["output"])
         path = Path(os.path.expanduser(output)) if output else default_output()
+        self.writer_path = path
+        latched = QoSProfile(
+            depth=FILES_ANNOUNCED,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )
+        self.closed_pub = self.create_publisher(BagFileClosed, "~/file_closed", latched)
         writer = SplitBagWriter(
             path,
             storage=p["storage"],
             max_bagfile_size=int(p["max_bagfile_size"]),
             max_bagfile_duration_s=float(p["max_bagfile_duration_s"]),
+            on_file_closed=self._announce,
         )
         writer.open()  # FileExistsError: the node does not start (and has no bag to close)
         self.writer = writer
@@ -280,6 +294,23 @@ class BagRecorderNode(NodeBase):
             self.reject("write failed", str(exc))
             return
         self.stats.arrived(topic)
+
+    def _announce(self, done: BagFile) -> None:
+        """Publish a closed file on ``~/file_closed`` (called by the writer, under its lock)."""
+        msg = BagFileClosed(
+            closed_file=str((self.writer_path / done.name).absolute()),
+            node_name=self.get_fully_qualified_name(),
+            bag=str(self.writer_path.absolute()),
+            message_count=done.message_count,
+        )
+        msg.header.stamp = self.get_clock().now().to_msg()
+        last = done.start_ns + done.duration_ns
+        msg.first_message.sec, msg.first_message.nanosec = divmod(done.start_ns, 10**9)
+        msg.last_message.sec, msg.last_message.nanosec = divmod(last, 10**9)
+        try:
+            self.closed_pub.publish(msg)
+        except Exception as exc:  # shutting down (the context is gone): the file is closed all the same
+            self.get_logger().warning(f"{done.name} closed, not announced: {exc}")
 
     def _tick(self) -> None:
         try:

@@ -79,6 +79,7 @@ from lifelong_learning.core.files import (
 from lifelong_learning.core.model_file import MAX_MODEL_BYTES, read_model_kind
 from lifelong_learning.msg import ModelFile
 from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec
+from lifelong_learning.nodes.lifelong_loop import LOOP_PARAMS, LifelongLoopMonitor
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.retraining.job import JobCancelledError, TuningJob, job_options
 
@@ -182,6 +183,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         "lifelong_learning/ModelFile (latched): bytes of each promoted model file, for learners "
         "on machines without this one's filesystem; '' disables.",
     ),
+    *LOOP_PARAMS,
 )
 
 
@@ -296,6 +298,7 @@ class NystromTunerNode(NodeBase):
             callback_group=ReentrantCallbackGroup(),
             goal_service_qos_profile=requests,
         )
+        self.loop = LifelongLoopMonitor(self)  # sends goals to ~/tune: after the server exists
 
     def _on_robot_description(self, msg: String) -> None:
         if len(msg.data) > MAX_URDF_BYTES:  # characters: at least as many bytes
@@ -363,7 +366,7 @@ class NystromTunerNode(NodeBase):
     def _reject(self, reason: str, message: str) -> GoalResponse:
         self.reject(reason, message)
         self.last_rejected_goal = f"{reason}: {message}"
-        self._publish({"state": "rejected", "reason": reason, "message": message})
+        self.publish_progress({"state": "rejected", "reason": reason, "message": message})
         return GoalResponse.REJECT
 
     def _refuse(self, exc: BaseException) -> GoalResponse:
@@ -474,7 +477,8 @@ class NystromTunerNode(NodeBase):
         defaults = {"objective": "", "epoch": 0, "epochs": 0, "value": NAN, "eta_s": NAN, "queue_position": 0}
         return TuneModel.Feedback(phase=phase, **{**defaults, **fields})
 
-    def _publish(self, payload: dict[str, Any]) -> None:
+    def publish_progress(self, payload: dict[str, Any]) -> None:
+        """One JSON message on ``tuning_progress`` (never raises)."""
         try:
             self.progress_pub.publish(String(data=json.dumps(payload)))
         except Exception as exc:  # the context may be going down while a job ends
@@ -536,7 +540,7 @@ class NystromTunerNode(NodeBase):
                     "tuning", objective=objective, epoch=epoch, epochs=job.epochs, value=value, eta_s=eta
                 )
             )
-            self._publish(
+            self.publish_progress(
                 {"state": "running", "objective": objective, "epoch": epoch, "epochs": job.epochs,
                  "value": value, "eta_s": None if math.isnan(eta) else eta}
             )  # fmt: skip
@@ -572,7 +576,7 @@ class NystromTunerNode(NodeBase):
         except JobCancelledError:
             self.jobs_cancelled += 1
             self.get_logger().info(f"tuning stopped after {time.monotonic() - t0:.1f} s; no model written")
-            self._publish({"state": "cancelled", "out_path": str(job.out)})
+            self.publish_progress({"state": "cancelled", "out_path": str(job.out)})
             result.message = "cancelled: no model written"
             if handle.is_cancel_requested:
                 handle.canceled()
@@ -584,7 +588,7 @@ class NystromTunerNode(NodeBase):
             self.last_job_failed = True
             self.last_failure = f"{type(exc).__name__}: {exc}"
             self.get_logger().error(f"tuning failed: {exc}")
-            self._publish({"state": "failed", "error": self.last_failure, "out_path": str(job.out)})
+            self.publish_progress({"state": "failed", "error": self.last_failure, "out_path": str(job.out)})
             result.message = f"failed: {self.last_failure}"
             handle.abort()
             return result
@@ -608,7 +612,7 @@ class NystromTunerNode(NodeBase):
         serving = decision["serving_error"]
         result.serving_error = NAN if serving is None else float(serving)
         self.get_logger().info(f"model written to {job.out} in {seconds:.1f} s; {result.message}")
-        self._publish(
+        self.publish_progress(
             {"state": "done", "out_path": str(job.out), "report": report["objectives"],
              "skipped": self.last_skipped, "promotion": decision}
         )  # fmt: skip
@@ -633,6 +637,16 @@ class NystromTunerNode(NodeBase):
         self.model_data_pub.publish(msg)
 
     # ------------------------------------------------------------ state
+    def apply_parameter(self, name: str, value: Any) -> None:
+        super().apply_parameter(name, value)
+        if getattr(self, "loop", None) is not None:  # None while the parameters are declared
+            self.loop.apply_parameter(name)
+
+    @property
+    def stopping_now(self) -> bool:
+        """The node is stopping: no goal starts any more."""
+        return self._stop.is_set()
+
     @property
     def running(self) -> bool:
         """A goal is running now."""
@@ -659,6 +673,7 @@ class NystromTunerNode(NodeBase):
             f"epochs <= {p['max_epochs']}, centers <= {p['max_centers']}, bags <= {p['max_bags']}"
         )
         values["output dir"] = str(self.output_dir)
+        values.update(self.loop.diagnostic_values())
         return values
 
     def diagnostic_problems(self) -> list[tuple[bytes, str]]:

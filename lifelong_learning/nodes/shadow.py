@@ -34,6 +34,7 @@ from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.serving import Outcome
 from lifelong_learning.serving.shadow import (
     CANARY,
+    ENDED,
     FAILED,
     ROLLED_BACK,
     SHADOW,
@@ -188,7 +189,7 @@ class ShadowMonitor:
         window = float(self.node.params["shadow_window_s"])
         replaced = self.slot.start(self._trial(SHADOW, model, window, str(path), key))
         if replaced is not None:
-            self.node.get_logger().warning(f"{replaced.role} of {replaced.label} ended: {path} replaces it")
+            self._ended(replaced, f"{path} replaces it")
         margin = float(self.node.params["shadow_margin"])
         message = (
             f"{path} runs in shadow of the serving model for {window:g} s; it is swapped in only if its "
@@ -202,19 +203,23 @@ class ShadowMonitor:
         """An immediate swap (shadow off) replaced ``replaced``: it runs in canary if that is on."""
         window = float(self.node.params["canary_window_s"])
         if window > 0 and replaced is not None:
-            self.slot.start(self._trial(CANARY, replaced, window, f"the model replaced by {path}", None))
+            canary = self._trial(CANARY, replaced, window, f"the model replaced by {path}", None)
+            ended = self.slot.start(canary)
+            if ended is not None:
+                self._ended(ended, f"{path} was swapped in")
 
     def swapped(self) -> None:
         """The serving model was swapped (under the model lock): a trial not of this swap compared
         with the old model and ends; the drift alarm takes a new reference."""
         if self.drift is not None:
+            raised = self.drift.raised
             self.drift.rebase(time.monotonic())
+            if raised:
+                self._publish_drift(DiagnosticStatus.OK, "drift alarm cleared: a new serving model", {})
         if not self._own_swap:
             trial = self.slot.stop()
-            if trial is not None and trial.role == SHADOW:
-                self.node.get_logger().warning(
-                    f"shadow of {trial.label} ended: the serving model was replaced"
-                )
+            if trial is not None:
+                self._ended(trial, "the serving model was replaced")
 
     def feed(self, serving_model: Any, prepared: Any, tau: Any) -> None:
         """On the learning thread, after ``serving_model`` learned ``prepared`` (answered with
@@ -257,6 +262,11 @@ class ShadowMonitor:
             log.info(f"canary passed: {verdict.reason}")
         self._publish(verdict.as_dict())
 
+    def _ended(self, trial: Trial, why: str) -> None:
+        """``trial`` ended without a verdict: logged and published (outcome ``ended``)."""
+        self.node.get_logger().warning(f"{trial.role} of {trial.label} ended without a verdict: {why}")
+        self._publish({"role": trial.role, "outcome": ENDED, "model": trial.label, "reason": why})
+
     def _publish(self, event: dict[str, Any]) -> None:
         self.shadow_pub.publish(String(data=json.dumps(event, sort_keys=True)))
 
@@ -272,18 +282,25 @@ class ShadowMonitor:
                 return
             error = metrics.accumulator.report(metrics.now()).means["model"]
         self.drift_error = error
+        raised = alarm.raised
+        figures = {"error": error, "reference": alarm.reference, "factor": alarm.factor}
         if alarm.update(now, error):
             text = alarm.describe(error)
             self.node.get_logger().warning(f"drift: {text}")
-            figures = {"error": error, "reference": alarm.reference, "factor": alarm.factor}
-            values = [KeyValue(key=k, value=f"{v:.6g}") for k, v in figures.items()]
-            values.append(KeyValue(key="window_s", value=f"{alarm.window_s:g}"))
-            self.drift_pub.publish(
-                DiagnosticStatus(
-                    level=DiagnosticStatus.WARN, name=self.node.get_fully_qualified_name(), message=text,
-                    values=values,
-                )
-            )  # fmt: skip
+            self._publish_drift(DiagnosticStatus.WARN, text, figures)
+        elif raised and not alarm.raised:
+            text = f"drift alarm cleared: live prequential error {error:.4g} back at or below the threshold"
+            self.node.get_logger().info(text)
+            self._publish_drift(DiagnosticStatus.OK, text, figures)
+
+    def _publish_drift(self, level: bytes, text: str, figures: dict[str, float]) -> None:
+        """A ``~/drift`` status: WARN when the alarm is raised, OK when it clears."""
+        values = [KeyValue(key=k, value=f"{v:.6g}") for k, v in figures.items()]
+        if self.drift is not None:
+            values.append(KeyValue(key="window_s", value=f"{self.drift.window_s:g}"))
+        status = DiagnosticStatus(level=level, name=self.node.get_fully_qualified_name(), message=text)
+        status.values = values
+        self.drift_pub.publish(status)
 
     # ---------------------------------------------------------------- diagnostics
     def diagnostic_values(self) -> dict[str, str]:

@@ -41,6 +41,8 @@ SHADOW = "shadow"
 CANARY = "canary"
 #: how a trial ended
 PROMOTED, DROPPED, FAILED, ROLLED_BACK, KEPT = "promoted", "dropped", "failed", "rolled back", "kept"
+#: a trial stopped without a verdict (a newer model replaced it, or the serving model was swapped)
+ENDED = "ended"
 
 
 def check_settings(window_s: float, samples: int, margin: float, canary_window_s: float) -> None:

@@ -1,0 +1,181 @@
+"""The lifelong loop's rule: when the tuner retrains a learner by itself, and from which bags.
+
+Thesis ch. 8 learns inverse dynamics online; a learner's model also drifts away from the robot
+(a payload grasped, wear, a new tool), which its drift alarm sees
+(:class:`~lifelong_learning.serving.shadow.DriftAlarm`: the live prequential error above
+``drift_factor`` × its level at the last swap for ``drift_window_s``). The loop closes the circle
+without a person: a retraining job from the robot's recent bags, judged by the tuner's promotion
+gate (:mod:`~lifelong_learning.retraining.promotion`) and then by the learner's shadow evaluation
+on the live stream (:mod:`~lifelong_learning.serving.shadow`). This module is the rule alone, ROS-free
+(the ``nystrom_tuner``'s adapter: :mod:`lifelong_learning.nodes.lifelong_loop`):
+
+- **triggers**: a drift alarm (with ``on_drift``), or ``after_bag_files`` files closed since the
+  last job started (0: never on a count);
+- **data**: the newest ``bag_files`` closed storage files, and on drift only files closed after
+  the alarm (and after the last job started): the robot as it is now, not as it was. The newest of
+  them is the validation split (the gate scores the candidate and the serving model on it; the
+  candidate never trains on it), the others are trained on;
+- **limits**: one job at a time; at least ``min_period_s`` between two job starts; no job while a
+  model is in a trial on the learner (a candidate in shadow, a replaced model in canary), as its
+  ``~/shadow`` events say (a trial with no verdict after twice its window and
+  :data:`TRIAL_GRACE_S` is taken as over: the learner restarted).
+
+Times are seconds of one monotonic clock, given by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+#: seconds beyond twice its window after which a trial without a verdict is taken as over
+TRIAL_GRACE_S = 60.0
+#: closed files remembered (the newest; a job takes at most ``bag_files`` of them)
+MAX_FILES = 10_000
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """What starts a job and what it trains on (the tuner's ``retrain_*`` parameters)."""
+
+    on_drift: bool = True
+    after_bag_files: int = 0
+    bag_files: int = 4
+    min_period_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= int(self.after_bag_files) <= 100_000:
+            raise ValueError(f"retrain_after_bag_files must be in [0, 100000], got {self.after_bag_files!r}")
+        if not 2 <= int(self.bag_files) <= 1000:
+            raise ValueError(
+                f"retrain_bag_files must be in [2, 1000] (one validation file and at least one to "
+                f"train on), got {self.bag_files!r}"
+            )
+        if not (math.isfinite(self.min_period_s) and 0 <= self.min_period_s <= 7 * 86400):
+            raise ValueError(f"retrain_min_period_s must be in [0, 604800] s, got {self.min_period_s!r}")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job the loop starts: why, the files it trains on, its validation split."""
+
+    reason: str
+    bags: tuple[str, ...]
+    validation_bags: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reason": self.reason, "bags": list(self.bags), "validation_bags": list(self.validation_bags)}
+
+
+class LifelongLoop:
+    """The loop's state: closed files, the drift alarm, the learner's trial, the running job.
+
+    Feed it the events (:meth:`file_closed`, :meth:`drift`, :meth:`trial_event`); ask
+    :meth:`next_job` when a job may start; tell it :meth:`job_started` and :meth:`job_ended`.
+    :meth:`waiting` says in words why no job starts now.
+    """
+
+    def __init__(self, settings: LoopSettings) -> None:
+        self.settings = settings
+        self.files: deque[str] = deque(maxlen=MAX_FILES)
+        self._seen: set[str] = set()
+        self.files_closed = 0  # counted since the start (the index of the next closed file)
+        self.drift_text: str | None = None  # the alarm's text while it is raised
+        self._drift_mark = 0  # files closed before the alarm (or before the last job after it)
+        self._job_mark = 0  # files closed before the last job started
+        self.trial: dict[str, Any] | None = None  # the learner's running trial: its "started" event
+        self._trial_deadline = math.inf
+        self.running: Job | None = None
+        self.last_start = -math.inf
+        self.jobs_started = 0
+        self.last_outcome = "none"
+
+    # ------------------------------------------------------------------ events
+    def file_closed(self, path: str) -> bool:
+        """A closed storage file; False when it was announced before (transient local repeats)."""
+        if not path or path in self._seen:
+            return False
+        if len(self._seen) >= MAX_FILES:
+            self._seen.clear()
+            self._seen.update(self.files)
+        self._seen.add(path)
+        self.files.append(path)
+        self.files_closed += 1
+        return True
+
+    def drift(self, raised: bool, text: str = "") -> None:
+        """The learner's drift alarm raised (``text``: its figures) or cleared."""
+        if raised and self.drift_text is None:
+            self._drift_mark = self.files_closed
+        self.drift_text = (text or "drift alarm") if raised else None
+
+    def trial_event(self, event: dict[str, Any], now: float) -> None:
+        """One of the learner's ``~/shadow`` events: ``started`` begins a trial, any other ends it."""
+        if event.get("outcome") == "started":
+            self.trial = event
+            window = float(event.get("window_s") or 0.0)
+            self._trial_deadline = now + 2 * window + TRIAL_GRACE_S
+        else:
+            self.trial, self._trial_deadline = None, math.inf
+
+    def job_started(self, job: Job, now: float) -> None:
+        self.running = job
+        self.last_start = now
+        self.jobs_started += 1
+        self._job_mark = self.files_closed
+        if self.drift_text is not None:  # a later job on the same alarm trains on newer files
+            self._drift_mark = self.files_closed
+
+    def job_ended(self, outcome: str) -> None:
+        self.running = None
+        self.last_outcome = outcome
+
+    # ------------------------------------------------------------------ decisions
+    def _trial_running(self, now: float) -> bool:
+        if self.trial is not None and now > self._trial_deadline:
+            self.trial, self._trial_deadline = None, math.inf  # no verdict ever came: over
+        return self.trial is not None
+
+    def _newest(self, since: int) -> list[str]:
+        """The newest ``bag_files`` files among those closed after the first ``since``."""
+        fresh = self.files_closed - since
+        take = min(self.settings.bag_files, fresh, len(self.files))
+        return list(self.files)[len(self.files) - take :] if take > 0 else []
+
+    def waiting(self, now: float) -> str:
+        """Why no job starts now ('' when one may)."""
+        s = self.settings
+        if self.running is not None:
+            return f"a job runs ({self.running.reason})"
+        if self._trial_running(now):
+            trial = self.trial or {}
+            return f"a model is in {trial.get('role', 'a')} trial on the learner ({trial.get('model', '')})"
+        if now - self.last_start < s.min_period_s:
+            return f"{s.min_period_s - (now - self.last_start):.0f} s to the end of retrain_min_period_s"
+        since_job = self.files_closed - self._job_mark
+        if self.drift_text is not None and s.on_drift:
+            fresh = self.files_closed - self._drift_mark
+            if fresh >= s.bag_files:
+                return ""
+            return f"drift: {fresh} of {s.bag_files} bag files closed since the alarm"
+        if s.after_bag_files and since_job >= s.after_bag_files:
+            return "" if len(self.files) >= 2 else "1 bag file closed: a job needs 2 (one to validate on)"
+        if s.after_bag_files:
+            return f"no drift; {since_job} of {s.after_bag_files} bag files closed since the last job"
+        if s.on_drift:
+            return "no drift alarm"
+        return "no trigger on (retrain_on_drift false, retrain_after_bag_files 0)"
+
+    def next_job(self, now: float) -> Job | None:
+        """The job to start now, or None (:meth:`waiting` says why)."""
+        if self.waiting(now):
+            return None
+        s = self.settings
+        if self.drift_text is not None and s.on_drift:
+            files, reason = self._newest(self._drift_mark), f"drift: {self.drift_text}"
+        else:
+            files = self._newest(0)
+            reason = f"{self.files_closed - self._job_mark} bag files closed since the last job"
+        return Job(reason, tuple(files[:-1]), tuple(files[-1:]))
