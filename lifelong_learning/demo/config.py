@@ -31,6 +31,16 @@ class DemoConfig:
     seed: int = 0
     # seconds the retrained dynamics model runs in shadow on the robot before it may serve (0: none)
     shadow_seconds: float = 8.0
+    # the lifelong loop (demo/lifelong_loop.py): the heavier payload, when it is grasped, the most
+    # robot seconds, the seconds driven after the cycle ended; the nodes' settings for it
+    loop_payload_kg: float = 3.0
+    loop_grasp_s: float = 16.0  # after one metrics window of learning: the drift alarm's reference
+    loop_max_s: float = 150.0
+    loop_after_s: float = 6.0
+    bag_file_s: float = 5.0  # bag_recorder's max_bagfile_duration_s: the loop retrains on closed files
+    metrics_window_s: float = 10.0  # inverse_dynamics' live error window (and the drift alarm's warm-up)
+    drift_window_s: float = 3.0
+    loop_bag_files: int = 3  # the tuner's retrain_bag_files
     # inverse_dynamics' realtime_priority (SCHED_FIFO of its answering path, as on a robot; 0: normal)
     realtime_priority: int = 0
 
@@ -49,4 +59,9 @@ class DemoConfig:
             pushes=2,  # at 5.8 and 7.2 s, before the grasp at 12 s (demo/contact.py)
             push_after_s=5.0,
             shadow_seconds=3.0,
+            loop_grasp_s=12.0,
+            loop_max_s=90.0,
+            loop_after_s=3.0,
+            bag_file_s=3.0,
+            drift_window_s=2.0,
         )

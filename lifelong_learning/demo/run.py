@@ -21,7 +21,9 @@ Processes (each a real ROS 2 node over Fast DDS, as on a robot):
 
 Phases: online learning → bag split → evaluation trajectory (payload attached, learning
 frozen) answered by the online model → retraining → the same evaluation trajectory answered
-by the retrained model, and every object shown again → report.
+by the retrained model, and every object shown again → the lifelong loop closing by itself
+(a heavier payload, drift, a job the tuner sends itself, shadow, swap:
+:mod:`~lifelong_learning.demo.lifelong_loop`) → report.
 
 This module starts and stops the node processes and runs the phases in order;
 :mod:`~lifelong_learning.demo.config` says what the demo does (``DemoConfig``),
@@ -32,6 +34,7 @@ answers, :mod:`~lifelong_learning.demo.report` writes the report.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import sys
@@ -45,6 +48,7 @@ from rosbags.highlevel import AnyReader
 from lifelong_learning.demo import scenarios
 from lifelong_learning.demo.config import DemoConfig
 from lifelong_learning.demo.driver import LABELED_FEATURES, DemoDriver, running_driver
+from lifelong_learning.demo.lifelong_loop import LoopWatcher, autonomous_cycle
 from lifelong_learning.demo.live_metrics import read_live_metrics
 from lifelong_learning.demo.report import write_report
 from lifelong_learning.demo.scenarios import Stage
@@ -116,11 +120,26 @@ class DemoRun:
             f"model_directory:={models}",
             f"realtime_priority:={self.cfg.realtime_priority}",
             f"shadow_window_s:={float(self.cfg.shadow_seconds)}",  # the retrained model in shadow first
+            f"metrics_window_s:={float(self.cfg.metrics_window_s)}",
+            f"drift_window_s:={float(self.cfg.drift_window_s)}",
         )
-        self.start_node("nystrom_tuner", f"output_dir:={models}", f"urdf_path:={urdf}")
-        # Files close on ~/split_bagfile (and on the size/duration limits): the demo splits once,
-        # before retraining, so the tuner sees exactly the online phase.
-        self.start_node("bag_recorder", f"output:={self.out / 'bag'}", "max_bagfile_duration_s:=600.0")
+        self.start_node(
+            "nystrom_tuner",
+            f"output_dir:={models}",
+            f"urdf_path:={urdf}",
+            # the lifelong loop's goals (auto_retrain, set on in its phase) take the node's defaults
+            f"default_centers:={self.cfg.tune_centers}",
+            f"default_epochs:={self.cfg.tune_epochs}",
+            f"retrain_bag_files:={self.cfg.loop_bag_files}",
+            "retrain_min_period_s:=20.0",
+        )
+        # Files close every bag_file_s (the lifelong loop retrains on closed files) and on
+        # ~/split_bagfile: the demo splits before retraining, so the tuner sees the whole online phase.
+        self.start_node(
+            "bag_recorder",
+            f"output:={self.out / 'bag'}",
+            f"max_bagfile_duration_s:={float(self.cfg.bag_file_s)}",
+        )
 
     def stop_nodes(self) -> None:
         """Ctrl-C every node (final checkpoints, the bag closed); kill any that hangs."""
@@ -205,6 +224,7 @@ class DemoRun:
 
     def phases(self, stage: Stage, results: dict[str, Any]) -> None:
         """Online learning, bag split, evaluation, retraining, evaluation again; fills ``results``."""
+        watcher = LoopWatcher(stage.driver)  # early: events latched before the cycle are not its own
         with ObjectRenderer(self.cfg.n_objects, self.cfg.seed) as renderer:
             # 1. online learning: the robot and the camera at the same time
             robot = threading.Thread(target=scenarios.robot_online, args=(stage, results), daemon=True)
@@ -234,5 +254,11 @@ class DemoRun:
                 if "shadow" in dynamics_job
                 else "the online model: the gate did not promote the retrained one"
             )
+        # 6. the lifelong loop closes by itself: a heavier payload, drift, a job the tuner sends
+        # itself, the candidate in shadow, swapped in
+        flag = functools.partial(scenarios.set_flag, stage)
+        results["dynamics"]["lifelong_loop"] = autonomous_cycle(
+            stage, watcher, flag, scenarios.stride(self.cfg)
+        )
         time.sleep(1.5)  # last diagnostics
         results["diagnostics"] = stage.driver.diagnostics_now()

@@ -315,14 +315,19 @@ def evaluation_log(cfg: DemoConfig) -> dict[str, np.ndarray]:
     )
 
 
+def set_flag(stage: Stage, node: str, name: str, on: bool) -> None:
+    """Set the boolean parameter ``name`` of ``node`` (RuntimeError when refused)."""
+    value = ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=on)
+    req = SetParameters.Request(parameters=[Parameter(name=name, value=value)])
+    res = stage.driver.call(SetParameters, f"/{node}/set_parameters", req)
+    if not res.results or not res.results[0].successful:
+        raise RuntimeError(f"could not set {node} {name}={on}: {res}")
+    stage.say(f"{node}: {name} {'on' if on else 'off'}")
+
+
 def set_learning(stage: Stage, on: bool) -> None:
     """Switch inverse_dynamics' online learning on or off (its ``learning`` parameter)."""
-    value = ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=on)
-    req = SetParameters.Request(parameters=[Parameter(name="learning", value=value)])
-    res = stage.driver.call(SetParameters, "/inverse_dynamics/set_parameters", req)
-    if not res.results or not res.results[0].successful:
-        raise RuntimeError(f"could not set inverse_dynamics learning={on}: {res}")
-    stage.say(f"inverse_dynamics: learning {'on' if on else 'frozen'}")
+    set_flag(stage, "inverse_dynamics", "learning", on)
 
 
 def evaluation_results(

@@ -25,6 +25,11 @@ MAX_METADATA_BYTES = 1 << 20
 #: the most entries a bag directory may hold (``metadata.yaml`` and its storage files; each is
 #: checked before the bag is opened)
 MAX_BAG_ENTRIES = 10_000
+#: storage files read on their own (a closed file of a split bag: rosbags opens them without the
+#: bag's metadata.yaml; an MCAP file carries its schemas, a rosbag2 sqlite3 file its metadata table)
+STORAGE_SUFFIXES = (".mcap", ".db3")
+#: the largest storage file read on its own (the recorder's files are split by size or duration)
+MAX_STORAGE_FILE_BYTES = 1 << 40
 #: the largest recorded message read by default (a LabeledFeatures of 1280 float32 is 5 kB, a
 #: JointState of 100 joints about 4 kB): a larger one is skipped before it is deserialized
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
@@ -42,9 +47,14 @@ class UnsafeBagError(BagError, UnsafePathError):
 def check_bag(path: str | os.PathLike[str]) -> None:
     """BagError unless ``path`` is a directory that a reader can open without blocking or reading
     without end: its ``metadata.yaml`` a regular file of at most :data:`MAX_METADATA_BYTES`, its
-    entries (at most :data:`MAX_BAG_ENTRIES`) regular files or directories. Only ``os.stat`` and
-    the directory listing: nothing is opened (cheap enough for a goal callback)."""
+    entries (at most :data:`MAX_BAG_ENTRIES`) regular files or directories; or one storage file
+    (:data:`STORAGE_SUFFIXES`, a regular file: a closed file of a split bag, as the lifelong loop
+    names them). Only ``os.stat`` and the directory listing: nothing is opened (cheap enough for a
+    goal callback)."""
     path = Path(path)
+    if path.suffix in STORAGE_SUFFIXES and not path.is_dir():
+        _check_storage_file(path)
+        return
     if not path.is_dir():
         why = "not a bag directory" if path.exists() else "no such bag (not a bag directory)"
         raise BagError(f"{why}: {path}")
@@ -71,9 +81,21 @@ def check_bag(path: str | os.PathLike[str]) -> None:
         raise BagError(f"{path}: unreadable entry ({exc.strerror or exc}: {exc.filename})") from exc
 
 
+def _check_storage_file(path: Path) -> None:
+    try:
+        check_regular(path, MAX_STORAGE_FILE_BYTES)
+    except FileNotFoundError as exc:
+        raise BagError(f"no such bag file: {path}") from exc
+    except UnsafePathError as exc:
+        raise UnsafeBagError(str(exc)) from exc
+    except OSError as exc:
+        raise BagError(f"{path}: unreadable ({exc.strerror or exc})") from exc
+
+
 @contextmanager
 def open_bag(path: str | os.PathLike[str]) -> Iterator[Any]:
-    """The bag ``path`` open (a :class:`rosbags.rosbag2.Reader`), once :func:`check_bag` passed.
+    """The bag ``path`` (a directory, or one storage file) open (a :class:`rosbags.rosbag2.Reader`),
+    once :func:`check_bag` passed.
 
     Raises:
         BagError: what :func:`check_bag` refuses; rosbags' own errors pass through.

@@ -335,6 +335,9 @@ class InverseDynamicsNode(LearnerNode):
 
     def model_swapped(self, model: SemiparametricInverseDynamics) -> None:
         self.shadow.swapped()
+        with self.metrics.lock:  # the live error is the new model's from here on
+            if self.metrics.accumulator is not None:
+                self.metrics.accumulator.clear()
         if not self.ready:
             return
         if model.joint_names != self.joint_names:  # auto mode: a model brings its joints

@@ -143,7 +143,11 @@ class TuningJob:
     ``init``: the serving model's file to continue from (its classes; its joints, URDF and learned
     rigid-body and friction parameters). Each field's help says what it does (:func:`job_options`)."""
 
-    bags: Sequence[str] = option(help="rosbag2 directories (MCAP or sqlite3)", cli="bags", form="list")
+    bags: Sequence[str] = option(
+        help="rosbag2 directories (MCAP or sqlite3), or storage files of one (.mcap, .db3)",
+        cli="bags",
+        form="list",
+    )
     task: str = option(
         help="what to learn: from LabeledFeatures (classification) or from JointState (inverse-dynamics)",
         choices=tuple(TASKS),
@@ -555,10 +559,12 @@ def _open_bag(bag: Path) -> None:
 
 
 def _bag_size(bag: Any) -> float:
-    """Bytes of a bag directory's files (the weight of its share of the work); 0 where there is none
-    (or it cannot be listed)."""
+    """Bytes of a bag directory's files, or of a storage file (the weight of its share of the work);
+    0 where there is none (or it cannot be listed)."""
     path = Path(os.path.expanduser(str(bag)))
     try:
+        if path.is_file():
+            return float(path.stat().st_size)
         return float(sum(f.stat().st_size for f in path.rglob("*") if f.is_file())) if path.is_dir() else 0.0
     except OSError:
         return 0.0

@@ -261,11 +261,13 @@ class ShadowSlot:
 class DriftAlarm:
     """The live error against its level at the last promotion (or at the end of warm-up).
 
-    The reference ``r`` is the first defined error given at least ``warmup_s`` after :meth:`rebase`
-    (a promotion, a rollback, a reset, the start): the level the serving model reached once its
-    error window holds only its own samples. The alarm is raised when every error given for
-    ``window_s`` seconds is above ``factor · r``, and cleared by the first error at or below it (or
-    by :meth:`rebase`). ``factor`` > 1.
+    The reference ``r`` is the error given once errors have been defined for ``warmup_s`` seconds
+    in a row after :meth:`rebase` (a promotion, a rollback, a reset, the start): the level the
+    serving model reached over a window (``warmup_s`` is the metrics window) filled with its own
+    scored samples, not the first few of a stream starting up (an undefined error, the window aged
+    out while nothing was learned, starts the warm-up again). The alarm is raised when every error
+    given for ``window_s`` seconds is above ``factor · r``, and cleared by the first error at or
+    below it (or by :meth:`rebase`). ``factor`` > 1.
     """
 
     def __init__(self, factor: float, window_s: float, warmup_s: float = 0.0) -> None:
@@ -280,6 +282,7 @@ class DriftAlarm:
         """Forget the reference (a new serving model, at time ``t``; None: at the next update)."""
         self.reference, self.above_since, self.raised = math.nan, None, False
         self.rebased_at = t
+        self.defined_since: float | None = None
 
     def update(self, t: float, error: float) -> bool:
         """Give the live error at time ``t`` (NaN: undefined, ignored). Returns True when this
@@ -287,9 +290,12 @@ class DriftAlarm:
         if self.rebased_at is None:
             self.rebased_at = t
         if math.isnan(error):
+            self.defined_since = None
             return False
         if math.isnan(self.reference):
-            if error > 0 and t - self.rebased_at >= self.warmup_s:
+            if self.defined_since is None:
+                self.defined_since = t
+            if error > 0 and t - self.defined_since >= self.warmup_s:
                 self.reference = float(error)
             return False
         if error <= self.factor * self.reference:

@@ -264,6 +264,7 @@ class ArmSimulation:
         payload_at: float | None = None,
         trajectory: SinusoidTrajectory | None = None,
         pushes: Sequence[Push] = (),
+        initial_payload: float = 0.0,
     ) -> dict[str, np.ndarray]:
         """Track a random trajectory for ``duration`` seconds from its start state.
 
@@ -274,6 +275,7 @@ class ArmSimulation:
             payload_mass: payload (kg) attached at ``payload_at`` seconds (None: never).
             payload_at: time of attachment.
             pushes: external forces on links (:class:`Push`); the controller does not know them.
+            initial_payload: payload (kg) held from the start, until ``payload_at`` replaces it.
 
         Returns:
             ``{"t", "q", "qd", "qdd", "tau"}`` arrays (``tau``: applied joint torques); ``qdd``
@@ -283,7 +285,7 @@ class ArmSimulation:
         traj = trajectory or self.trajectory(seed)
         m, d = self.model, self.data
         mujoco.mj_resetData(m, d)
-        self.set_payload(0.0)
+        self.set_payload(initial_payload)
         q0, qd0, _ = traj(0.0)
         d.qpos[:] = q0
         d.qvel[:] = qd0

@@ -181,7 +181,7 @@ def test_slot_runs_one_trial_and_counts_verdicts():
 
 
 def test_drift_alarm_raises_after_the_window_and_clears():
-    alarm = DriftAlarm(factor=2.0, window_s=3.0)
+    alarm = DriftAlarm(factor=2.0, window_s=3.0)  # no warm-up: the first defined error is the reference
     assert not alarm.update(0.0, math.nan)
     assert not alarm.update(0.0, 0.1)  # the reference
     assert alarm.reference == 0.1
@@ -199,7 +199,23 @@ def test_drift_alarm_takes_its_reference_after_warm_up():
     alarm.rebase(10.0)
     for t, error in ((11.0, 3.0), (13.0, 1.0), (15.0, 0.2)):  # learning: the level falls
         alarm.update(t, error)
-    assert alarm.reference == 0.2  # the first error 5 s after the rebase
+    assert math.isnan(alarm.reference)  # errors defined for 4 s only
+    alarm.update(16.0, 0.15)
+    assert alarm.reference == 0.15  # the error once errors were defined for 5 s
+
+
+def test_drift_alarm_warm_up_starts_again_when_the_window_ages_out():
+    """A stream starting up (learning switched on after a pause) scores its first samples badly:
+    those are not the reference; the warm-up counts defined errors in a row."""
+    alarm = DriftAlarm(factor=2.0, window_s=1.0, warmup_s=5.0)
+    alarm.rebase(0.0)
+    alarm.update(1.0, 0.1)
+    alarm.update(3.0, math.nan)  # learning stopped: the window aged out
+    for t, error in ((20.0, 0.9), (22.0, 0.3), (24.0, 0.12)):  # learning again: a start-up transient
+        alarm.update(t, error)
+    assert math.isnan(alarm.reference)
+    alarm.update(25.0, 0.1)
+    assert alarm.reference == 0.1
 
 
 def test_drift_alarm_ignores_a_short_excursion():
