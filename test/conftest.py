@@ -171,6 +171,33 @@ def call(executor: object) -> Callable[..., Any]:
     return functools.partial(call_service, executor)
 
 
+class JointStateStream:
+    """Publish recorded joint states (``sim.panda.joint_states`` dicts, cycled with increasing
+    stamps) at about 200 a second of wall time, spinning ``executor`` between messages."""
+
+    def __init__(self, executor: Any, publisher: Any, states: list[dict]) -> None:
+        self.executor, self.publisher, self.states, self.next = executor, publisher, states, 0
+
+    def until(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Stream until ``predicate()`` is true (or ``timeout`` seconds pass); its last value."""
+        from sensor_msgs.msg import JointState
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            state = self.states[self.next % len(self.states)]
+            lap = self.next // len(self.states)  # stamps keep increasing over laps
+            stamp = state["stamp"] + lap * (self.states[-1]["stamp"] + 0.01)
+            msg = JointState(name=state["name"], position=state["position"], velocity=state["velocity"])
+            msg.effort = state["effort"]
+            msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp), round((stamp - int(stamp)) * 1e9)
+            self.publisher.publish(msg)
+            self.next += 1
+            self.executor.spin_once(timeout_sec=0.005)
+        return predicate()
+
+
 class DiagnosticsReader:
     """What the nodes publish on ``/diagnostics``, as a node of the test receives it.
 

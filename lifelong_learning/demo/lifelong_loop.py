@@ -212,3 +212,83 @@ def _summary(stage: Any, watcher: LoopWatcher, end: dict[str, Any] | None, secon
         f"after the swap {e['after_swap']:.4g}"
     )
     return result
+
+
+# --------------------------------------------------------------------------- report
+def _number(v: Any) -> str:
+    return "undefined" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
+
+
+def plot_cycle(results: dict[str, Any], out: Any, plt: Any) -> Any:
+    """``lifelong_loop.png``: the live error through the cycle, the events marked (None without data)."""
+    loop = results.get("dynamics", {}).get("lifelong_loop") or {}
+    live = loop.get("live") or {}
+    if not live.get("t"):
+        return None
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    ax.semilogy(live["t"], live["error"], "C0-", label="inverse_dynamics, live prequential nMSE")
+    marks = [("grasp", loop["grasp_s"], "k")]
+    colours = {
+        "drift raised": "C3",
+        "tuner sent itself a goal": "C1",
+        "job done": "C2",
+        "shadow promoted": "C4",
+    }
+    marks += [(e["event"], e["t"], colours[e["event"]]) for e in loop["timeline"] if e["event"] in colours]
+    for label, t, colour in marks:
+        ax.axvline(t, color=colour, ls="--", lw=1, label=label)
+    ax.set_xlabel("seconds since auto_retrain was set on")
+    ax.set_ylabel("nMSE over the window")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper right")
+    ax.set_title(
+        "The lifelong loop: a heavier payload, drift, a job the tuner sent itself, shadow, swap", fontsize=10
+    )
+    fig.tight_layout()
+    path = out / "lifelong_loop.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def cycle_section(results: dict[str, Any], plot: Any) -> list[str]:
+    """The report's "Lifelong loop" section (none when the demo ran without the cycle)."""
+    loop = results.get("dynamics", {}).get("lifelong_loop")
+    if not loop:
+        return []
+    e = loop["live_error"]
+    lines = [
+        "## Lifelong loop: retraining by itself",
+        "",
+        f"The demo set nystrom_tuner's `auto_retrain` on and sent no goal; the robot worked on with "
+        f"{loop['payload_kg'][0]:g} kg and grasped {loop['payload_kg'][1]:g} kg at {loop['grasp_s']:g} s "
+        f"({loop['robot_seconds']:.0f} s driven). What the nodes did (seconds since `auto_retrain` was set):",
+        "",
+        "| t [s] | event | detail |",
+        "|---:|---|---|",
+    ]
+    for ev in loop["timeline"]:
+        detail = ev.get("detail") or ev.get("reason") or ""
+        if ev["event"] == "tuner sent itself a goal":
+            names = [p.rsplit("/", 1)[-1] for p in ev.get("bags") or []]
+            detail = f"trains on {', '.join(names)}; validates on " + ", ".join(
+                p.rsplit("/", 1)[-1] for p in ev.get("validation_bags") or []
+            )
+        lines.append(f"| {ev['t']:.1f} | {ev['event']} | {detail} |")
+    verdict = loop.get("shadow") or {}
+    lines += [
+        "",
+        f"Live prequential nMSE (mean over {SPAN_S:g} s): before the grasp {_number(e['before_grasp'])}, "
+        f"at the drift alarm {_number(e['at_drift'])}, after the swap {_number(e['after_swap'])}. "
+        + (
+            f"In shadow the retrained candidate scored {_number(verdict.get('candidate_error'))} against the "
+            f"serving model's {_number(verdict.get('serving_error'))} over {verdict.get('samples')} samples: "
+            f"**{verdict['event'].split(' ', 1)[1]}**."
+            if verdict
+            else "**The cycle did not end in a shadow verdict** (see the timeline)."
+        ),
+        "",
+    ]
+    if plot:
+        lines += [f"![lifelong loop]({plot.name})", ""]
+    return lines

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from lifelong_learning.demo.contact import contact_section, plot_contact
+from lifelong_learning.demo.lifelong_loop import cycle_section, plot_cycle
 from lifelong_learning.demo.live_metrics import live_metrics_section, plot_live_metrics
 
 
@@ -431,6 +432,7 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
     latency, evaluation = plot_latency(results, out), plot_evaluation(results, out)
     live = plot_live_metrics(results, out, _plt())
     contact = plot_contact(results, out, _plt())
+    cycle = plot_cycle(results, out, _plt())
     lines = [
         *_header(results),
         *_recognition_section(results, recognition),
@@ -438,6 +440,7 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         *live_metrics_section(results, live),
         *contact_section(results, contact),
         *_retraining_section(results),
+        *cycle_section(results, cycle),
         *_latency_section(results, latency),
         *_diagnostics_and_notes(results),
     ]

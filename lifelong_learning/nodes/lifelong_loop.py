@@ -146,7 +146,7 @@ class LifelongLoopMonitor:
     # ------------------------------------------------------------------ inputs
     def _on_drift(self, msg: DiagnosticStatus) -> None:
         raised = msg.level == DiagnosticStatus.WARN
-        self.loop.drift(raised, msg.message)
+        self.loop.drift(raised, self.now(), msg.message)
         if self.on:
             what = "raised" if raised else "cleared"
             self.node.get_logger().info(f"lifelong loop: drift {what}: {msg.message}")
@@ -158,14 +158,19 @@ class LifelongLoopMonitor:
             self.node.reject("unreadable shadow event", msg.data[:200])
             return
         if isinstance(event, dict):
-            self.loop.trial_event(event, time.monotonic())
+            self.loop.trial_event(event, self.now())
 
     def _on_file(self, msg: BagFileClosed) -> None:
         path = msg.closed_file
         if not path.startswith("/"):
             self.node.reject("bag file not absolute", f"{path!r} from {msg.node_name}: ignored by the loop")
             return
-        self.loop.file_closed(path)
+        stamp = msg.header.stamp
+        self.loop.file_closed(path, stamp.sec + 1e-9 * stamp.nanosec)
+
+    def now(self) -> float:
+        """The loop's clock: the node's (it stamps the recorder's files too), in seconds."""
+        return self.node.get_clock().now().nanoseconds * 1e-9
 
     @property
     def on(self) -> bool:
@@ -180,7 +185,7 @@ class LifelongLoopMonitor:
     def _tick(self) -> None:
         if not self.on or self.node.stopping_now:
             return
-        now = time.monotonic()
+        now = self.now()
         job = self.loop.next_job(now)
         if job is None:
             return
@@ -259,7 +264,7 @@ class LifelongLoopMonitor:
         state = (
             "off (auto_retrain false)" if not self.on
             else f"job running: {loop.running.reason}" if loop.running is not None
-            else f"waiting: {loop.waiting(time.monotonic()) or 'a job starts'}"
+            else f"waiting: {loop.waiting(self.now()) or 'a job starts'}"
         )  # fmt: skip
         return {
             "lifelong loop": state,

@@ -12,15 +12,18 @@ on the live stream (:mod:`~lifelong_learning.serving.shadow`). This module is th
 - **triggers**: a drift alarm (with ``on_drift``), or ``after_bag_files`` files closed since the
   last job started (0: never on a count);
 - **data**: the newest ``bag_files`` closed storage files, and on drift only files closed after
-  the alarm (and after the last job started): the robot as it is now, not as it was. The newest of
-  them is the validation split (the gate scores the candidate and the serving model on it; the
-  candidate never trains on it), the others are trained on;
+  the alarm (and after the last job started): the robot as it is now, not as it was. "After" is by
+  the files' closing time (the recorder's stamp) against the time the alarm arrived, not by the
+  order the two messages arrived in (they come on different topics). The newest of them is the
+  validation split (the gate scores the candidate and the serving model on it; the candidate never
+  trains on it), the others are trained on;
 - **limits**: one job at a time; at least ``min_period_s`` between two job starts; no job while a
   model is in a trial on the learner (a candidate in shadow, a replaced model in canary), as its
   ``~/shadow`` events say (a trial with no verdict after twice its window and
   :data:`TRIAL_GRACE_S` is taken as over: the learner restarted).
 
-Times are seconds of one monotonic clock, given by the caller.
+Times are seconds of one clock, given by the caller: the node's ROS clock, which stamps the
+recorder's files too (system time, or ``/clock`` with ``use_sim_time``).
 """
 
 from __future__ import annotations
@@ -79,12 +82,12 @@ class LifelongLoop:
 
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
-        self.files: deque[str] = deque(maxlen=MAX_FILES)
+        self.files: deque[tuple[float, str]] = deque(maxlen=MAX_FILES)  # (closed at, path), in order
         self._seen: set[str] = set()
-        self.files_closed = 0  # counted since the start (the index of the next closed file)
+        self.files_closed = 0  # counted since the start
         self.drift_text: str | None = None  # the alarm's text while it is raised
-        self._drift_mark = 0  # files closed before the alarm (or before the last job after it)
-        self._job_mark = 0  # files closed before the last job started
+        self._drift_since = -math.inf  # the alarm's time (or the last job's start after it)
+        self._job_since = -math.inf  # the last job's start
         self.trial: dict[str, Any] | None = None  # the learner's running trial: its "started" event
         self._trial_deadline = math.inf
         self.running: Job | None = None
@@ -93,22 +96,22 @@ class LifelongLoop:
         self.last_outcome = "none"
 
     # ------------------------------------------------------------------ events
-    def file_closed(self, path: str) -> bool:
-        """A closed storage file; False when it was announced before (transient local repeats)."""
+    def file_closed(self, path: str, closed_at: float) -> bool:
+        """A storage file closed at ``closed_at``; False when it was announced before (transient
+        local repeats them to a late joiner)."""
         if not path or path in self._seen:
             return False
         if len(self._seen) >= MAX_FILES:
-            self._seen.clear()
-            self._seen.update(self.files)
+            self._seen = {p for _, p in self.files}
         self._seen.add(path)
-        self.files.append(path)
+        self.files.append((float(closed_at), path))
         self.files_closed += 1
         return True
 
-    def drift(self, raised: bool, text: str = "") -> None:
-        """The learner's drift alarm raised (``text``: its figures) or cleared."""
+    def drift(self, raised: bool, now: float, text: str = "") -> None:
+        """The learner's drift alarm raised (``text``: its figures) or cleared, at ``now``."""
         if raised and self.drift_text is None:
-            self._drift_mark = self.files_closed
+            self._drift_since = now
         self.drift_text = (text or "drift alarm") if raised else None
 
     def trial_event(self, event: dict[str, Any], now: float) -> None:
@@ -124,9 +127,9 @@ class LifelongLoop:
         self.running = job
         self.last_start = now
         self.jobs_started += 1
-        self._job_mark = self.files_closed
+        self._job_since = now
         if self.drift_text is not None:  # a later job on the same alarm trains on newer files
-            self._drift_mark = self.files_closed
+            self._drift_since = now
 
     def job_ended(self, outcome: str) -> None:
         self.running = None
@@ -138,35 +141,40 @@ class LifelongLoop:
             self.trial, self._trial_deadline = None, math.inf  # no verdict ever came: over
         return self.trial is not None
 
-    def _newest(self, since: int) -> list[str]:
-        """The newest ``bag_files`` files among those closed after the first ``since``."""
-        fresh = self.files_closed - since
-        take = min(self.settings.bag_files, fresh, len(self.files))
-        return list(self.files)[len(self.files) - take :] if take > 0 else []
+    def _closed_after(self, since: float) -> list[str]:
+        """The files closed after ``since``, oldest first."""
+        return [path for closed_at, path in self.files if closed_at > since]
 
     def waiting(self, now: float) -> str:
-        """Why no job starts now ('' when one may)."""
+        """Why no job starts now ('' when one may): the running job, else the missing trigger,
+        else the limit that holds it back, else the files still to close."""
         s = self.settings
         if self.running is not None:
             return f"a job runs ({self.running.reason})"
+        drift = self.drift_text is not None and s.on_drift
+        since_job = len(self._closed_after(self._job_since))
+        counted = bool(s.after_bag_files) and since_job >= s.after_bag_files
+        if not drift and not counted:
+            if s.after_bag_files:
+                return f"no drift; {since_job} of {s.after_bag_files} bag files closed since the last job"
+            return (
+                "no drift alarm"
+                if s.on_drift
+                else "no trigger on (retrain_on_drift false, retrain_after_bag_files 0)"
+            )
         if self._trial_running(now):
             trial = self.trial or {}
             return f"a model is in {trial.get('role', 'a')} trial on the learner ({trial.get('model', '')})"
         if now - self.last_start < s.min_period_s:
             return f"{s.min_period_s - (now - self.last_start):.0f} s to the end of retrain_min_period_s"
-        since_job = self.files_closed - self._job_mark
-        if self.drift_text is not None and s.on_drift:
-            fresh = self.files_closed - self._drift_mark
-            if fresh >= s.bag_files:
-                return ""
-            return f"drift: {fresh} of {s.bag_files} bag files closed since the alarm"
-        if s.after_bag_files and since_job >= s.after_bag_files:
-            return "" if len(self.files) >= 2 else "1 bag file closed: a job needs 2 (one to validate on)"
-        if s.after_bag_files:
-            return f"no drift; {since_job} of {s.after_bag_files} bag files closed since the last job"
-        if s.on_drift:
-            return "no drift alarm"
-        return "no trigger on (retrain_on_drift false, retrain_after_bag_files 0)"
+        if drift:
+            fresh = len(self._closed_after(self._drift_since))
+            return (
+                ""
+                if fresh >= s.bag_files
+                else f"drift: {fresh} of {s.bag_files} bag files closed since the alarm"
+            )
+        return "" if len(self.files) >= 2 else "1 bag file closed: a job needs 2 (one to validate on)"
 
     def next_job(self, now: float) -> Job | None:
         """The job to start now, or None (:meth:`waiting` says why)."""
@@ -174,8 +182,9 @@ class LifelongLoop:
             return None
         s = self.settings
         if self.drift_text is not None and s.on_drift:
-            files, reason = self._newest(self._drift_mark), f"drift: {self.drift_text}"
+            files, reason = self._closed_after(self._drift_since), f"drift: {self.drift_text}"
         else:
-            files = self._newest(0)
-            reason = f"{self.files_closed - self._job_mark} bag files closed since the last job"
+            files = [path for _, path in self.files]
+            reason = f"{len(self._closed_after(self._job_since))} bag files closed since the last job"
+        files = files[-s.bag_files :]
         return Job(reason, tuple(files[:-1]), tuple(files[-1:]))

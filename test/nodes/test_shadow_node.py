@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, call_service, first_call, node_argv, spin_until
+from conftest import DiagnosticsReader, JointStateStream, call_service, first_call, node_argv, spin_until
 
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.sim.panda import (
@@ -58,14 +58,16 @@ class Graph:
         from sensor_msgs.msg import JointState
         from std_msgs.msg import String
 
-        self.executor, self.states, self.next = executor, states, 0
+        self.executor = executor
         self.node = Node("shadow_test_peer", context=executor.context)
         executor.add_node(self.node)
         latched = QoSProfile(
             depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
         )
         self.models = self.node.create_publisher(ModelFile, "tuned_model_data", latched)
-        self.joints = self.node.create_publisher(JointState, "joint_states", 100)
+        self.joint_stream = JointStateStream(
+            executor, self.node.create_publisher(JointState, "joint_states", 100), states
+        )
         self.events: list[dict] = []
         self.node.create_subscription(
             String, f"/{NODE}/shadow", lambda m: self.events.append(json.loads(m.data)), latched
@@ -74,24 +76,8 @@ class Graph:
         self.predict = self.node.create_client(PredictTorques, f"/{NODE}/predict")
 
     def stream(self, until: Any, timeout: float) -> bool:
-        """Publish joint states at about 200 a second of wall time (100 Hz motion, cycled) until
-        ``until()``."""
-        from sensor_msgs.msg import JointState
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if until():
-                return True
-            state = self.states[self.next % len(self.states)]
-            lap = self.next // len(self.states)  # stamps keep increasing over laps
-            stamp = state["stamp"] + lap * (self.states[-1]["stamp"] + 0.01)
-            msg = JointState(name=state["name"], position=state["position"], velocity=state["velocity"])
-            msg.effort = state["effort"]
-            msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp), round((stamp - int(stamp)) * 1e9)
-            self.joints.publish(msg)
-            self.next += 1
-            self.executor.spin_once(timeout_sec=0.005)
-        return until()
+        """Publish joint states (100 Hz motion, cycled) until ``until()``."""
+        return self.joint_stream.until(until, timeout)
 
     def send(self, model: SemiparametricInverseDynamics, folder: Path, name: str) -> None:
         from lifelong_learning.msg import ModelFile
@@ -241,7 +227,12 @@ def test_drift_alarm_warns_and_publishes_on_drift(rclpy_context, executor):
 
     try:
         monitor = node.shadow
-        monitor.drift.rebase(time.monotonic() - 10.0)  # warm-up (metrics_window_s) over
+        monitor.drift.rebase(time.monotonic() - 10.0)
+        live_error(0.01)
+        monitor._drift_read = -np.inf
+        monitor._check_drift()
+        assert np.isnan(monitor.drift.reference)  # errors defined for less than the warm-up (1 s)
+        time.sleep(1.05)
         live_error(0.01)
         monitor._drift_read = -np.inf
         monitor._check_drift()
