@@ -118,8 +118,39 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
         c, s = shadow["candidate_error"], shadow["serving_error"]
         assert shadow["promoted"] == (c is not None and s is not None and c < 0.95 * s), shadow
         assert "**Shadow window on the robot**" in report
+    check_lifelong_loop(results, diag, report, out)
     after = results["recognition"]["after_retraining"]
     assert after["n_answered"] > 0 and after["accuracy"] > 0.5
     ev = dyn["evaluation"]
     assert ev["answered_retrained"] > ev["published"] // 2
     assert all(v == v for v in ev["retrained"])  # answered by the reloaded model: no NaN
+
+
+def check_lifelong_loop(results: dict, diag: dict, report: str, out: Path) -> None:
+    """The cycle of the last phase (issue 27, item 5): after a heavier payload, inverse_dynamics'
+    drift alarm, then a goal the tuner sent itself (the demo sent none) on files closed after the
+    alarm, the gate, and for a promoted candidate the shadow verdict by the node's rule."""
+    loop = results["dynamics"]["lifelong_loop"]
+    events = [e["event"] for e in loop["timeline"]]
+    assert "drift raised" in events, loop["timeline"]
+    drift = next(e for e in loop["timeline"] if e["event"] == "drift raised")
+    assert drift["t"] > loop["grasp_s"], loop["timeline"]  # not before the payload changed
+    goal = loop["goal"]
+    assert goal is not None and goal["t"] > drift["t"] and goal["reason"].startswith("drift:"), loop
+    files = goal["bags"] + goal["validation_bags"]
+    assert len(goal["validation_bags"]) == 1 and all(Path(f).parent == out / "bag" for f in files), goal
+    assert loop["job"] is not None and loop["job"]["event"] == "job done", loop["job"]
+    assert diag["nystrom_tuner"]["lifelong loop jobs"] == "1", diag[
+        "nystrom_tuner"
+    ]  # the demo's two not counted
+    e = loop["live_error"]
+    assert e["at_drift"] > 3 * e["before_grasp"], e
+    if loop["job"]["promoted"]:
+        verdict = loop["shadow"]
+        assert verdict is not None and verdict["samples"] > 50, loop
+        c, s = verdict["candidate_error"], verdict["serving_error"]
+        assert verdict["promoted"] == (c < 0.95 * s), verdict
+    assert (
+        "## Lifelong loop: retraining by itself" in report
+        and (out / "lifelong_loop.png").stat().st_size > 10_000
+    )

@@ -59,7 +59,7 @@ class DemoConfig:
             pushes=2,  # at 5.8 and 7.2 s, before the grasp at 12 s (demo/contact.py)
             push_after_s=5.0,
             shadow_seconds=3.0,
-            loop_grasp_s=12.0,
+            loop_grasp_s=14.0,
             loop_max_s=90.0,
             loop_after_s=3.0,
             bag_file_s=3.0,
