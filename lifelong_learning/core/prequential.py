@@ -47,6 +47,8 @@ UNDEFINED = -1.0
 RELATIVE_SPREAD_FLOOR = 64 * float(np.finfo(np.float64).eps)
 FEW_SAMPLES = "fewer than 2 samples in the window"
 NO_VARIANCE = "the targets did not vary over the window: no scale to normalize the error by"
+#: why a regression window restarted less than its ``min_span`` ago defines no error
+RESTARTED = "the window restarted (a new model) too recently: its spread would exaggerate the error"
 NO_SAMPLES = "no sample of this class in the window"
 
 
@@ -193,6 +195,7 @@ class PrequentialRegression:
         self.predictors = tuple(str(p) for p in predictors)
         self._buckets = _Buckets(window_s, buckets)
         self.samples = 0  # samples added since the start (or clear)
+        self._defined_from = -math.inf  # restart(): no error before this time
 
     @property
     def window_s(self) -> float:
@@ -241,7 +244,10 @@ class PrequentialRegression:
             if stats.n:
                 total.merge(stats.n, stats.mean, stats.m2, stats.sse)
         undefined: list[tuple[int, str]] = []
-        if total.n < self.min_samples:
+        if now is not None and now < self._defined_from:
+            undefined = [(j, RESTARTED) for j in range(self.n_outputs)]
+            valid = np.zeros(self.n_outputs, dtype=bool)
+        elif total.n < self.min_samples:
             few = (
                 FEW_SAMPLES
                 if self.min_samples == 2
@@ -267,6 +273,14 @@ class PrequentialRegression:
         """Forget every sample (e.g. the outputs changed)."""
         self._buckets.items.clear()
         self.samples = 0
+
+    def restart(self, t: float, min_span: float) -> None:
+        """Forget every sample at time ``t`` (a new model serves: the old one's errors say nothing
+        of it), and define no error before ``t + min_span``: the nMSE divides by the targets' spread
+        over the window, which over the first fraction of a second after a restart is far below its
+        level over a whole window, so the first errors would be exaggerated many times."""
+        self.clear()
+        self._defined_from = _check_time(t) + max(0.0, float(min_span))
 
 
 class PrequentialClassification:

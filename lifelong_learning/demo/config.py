@@ -36,7 +36,7 @@ class DemoConfig:
     loop_payload_kg: float = 3.0
     loop_grasp_s: float = 16.0  # after one metrics window of learning: the drift alarm's reference
     loop_max_s: float = 150.0
-    loop_after_s: float = 6.0
+    loop_after_s: float = 10.0  # the live error is defined again half a metrics window after a swap
     bag_file_s: float = 5.0  # bag_recorder's max_bagfile_duration_s: the loop retrains on closed files
     metrics_window_s: float = 10.0  # inverse_dynamics' live error window (and the drift alarm's warm-up)
     drift_window_s: float = 3.0
@@ -61,7 +61,7 @@ class DemoConfig:
             shadow_seconds=3.0,
             loop_grasp_s=14.0,
             loop_max_s=90.0,
-            loop_after_s=3.0,
+            loop_after_s=8.0,
             bag_file_s=3.0,
             drift_window_s=2.0,
         )

@@ -9,6 +9,22 @@ PACKAGE = "lifelong_learning"
 
 #: message name → the exact text of ``msg/<name>.msg``
 MESSAGE_DEFINITIONS: dict[str, str] = {
+    "BagFileClosed": (
+        "# A storage file the bag_recorder closed: it is in the bag's metadata.yaml, readable by\n"
+        "# rosbags, and never written again. Published on bag_recorder's ~/file_closed (reliable,\n"
+        "# transient local, the last 100 kept) for whoever retrains from recent data: the\n"
+        "# nystrom_tuner's lifelong loop (docs/lifelong-loop.md). The fields rosbag2's recorder puts in\n"
+        "# its events/write_split message (rosbag2_interfaces/msg/WriteSplitEvent: closed_file,\n"
+        "# opened_file, node_name), plus what a reader needs to pick files without opening them.\n"
+        "std_msgs/Header header                 # stamp: when the file was closed (the recorder's clock)\n"
+        "string closed_file                     # the closed storage file (absolute path, .mcap or .db3)\n"
+        'string opened_file                     # the file opened next ("": opened with the next message)\n'
+        "string node_name                       # the recorder's fully qualified name\n"
+        "string bag                             # the bag directory the file belongs to (absolute path)\n"
+        "builtin_interfaces/Time first_message  # receive time of its first message\n"
+        "builtin_interfaces/Time last_message   # receive time of its last message\n"
+        "uint64 message_count                   # messages in the file\n"
+    ),
     "Features": (
         "# A feature vector describing one observation (e.g. CNN features of one camera image).\n"
         "std_msgs/Header header  # stamp and frame_id of the source observation (the image)\n"

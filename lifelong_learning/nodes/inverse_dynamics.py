@@ -335,9 +335,10 @@ class InverseDynamicsNode(LearnerNode):
 
     def model_swapped(self, model: SemiparametricInverseDynamics) -> None:
         self.shadow.swapped()
-        with self.metrics.lock:  # the live error is the new model's from here on
+        with self.metrics.lock:  # the new model's alone from here on, after half a window
             if self.metrics.accumulator is not None:
-                self.metrics.accumulator.clear()
+                acc = self.metrics.accumulator
+                acc.restart(self.metrics.now(), acc.window_s / 2)
         if not self.ready:
             return
         if model.joint_names != self.joint_names:  # auto mode: a model brings its joints

@@ -12,6 +12,7 @@ from lifelong_learning.core.prequential import (
     FEW_SAMPLES,
     NO_SAMPLES,
     NO_VARIANCE,
+    RESTARTED,
     UNDEFINED,
     PrequentialClassification,
     PrequentialRegression,
@@ -172,3 +173,19 @@ def test_a_window_with_fewer_than_min_samples_defines_no_error():
     assert np.all(np.isfinite(acc.report(1.0).errors["model"]))
     with pytest.raises(ValueError, match="min_samples"):
         PrequentialRegression(2, 10.0, min_samples=1)
+
+
+def test_a_restarted_window_defines_no_error_until_its_min_span() -> None:
+    """After a restart (a new model serves) the first samples' spread is small: no error is given
+    from them until the window spans ``min_span``; then only the new samples are scored."""
+    rng = np.random.default_rng(3)
+    acc = PrequentialRegression(1, window_s=10.0, predictors=("model",))
+    y = rng.normal(size=(100, 1))
+    acc.add(1.0, y, model=y + 1.0)  # the old model: error 1 per sample
+    acc.restart(2.0, min_span=5.0)
+    acc.add(2.5, y[:10], model=y[:10] + 0.1)
+    report = acc.report(3.0)
+    assert math.isnan(report.means["model"]) and report.undefined[0][1] == RESTARTED
+    acc.add(7.5, y[10:], model=y[10:] + 0.1)
+    later = acc.report(7.5)
+    assert later.samples == 100 and later.means["model"] < 0.05  # the new model's errors only
