@@ -171,6 +171,15 @@ def call(executor: object) -> Callable[..., Any]:
     return functools.partial(call_service, executor)
 
 
+def latched_qos(depth: int = 10) -> Any:
+    """Reliable, transient local, keep-last ``depth``: the QoS of the nodes' event topics."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(
+        depth=depth, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+    )
+
+
 class JointStateStream:
     """Publish recorded joint states (``sim.panda.joint_states`` dicts, cycled with increasing
     stamps) at about 200 a second of wall time, spinning ``executor`` between messages."""

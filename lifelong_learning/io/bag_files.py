@@ -53,19 +53,17 @@ def check_bag(path: str | os.PathLike[str]) -> None:
     goal callback)."""
     path = Path(path)
     if path.suffix in STORAGE_SUFFIXES and not path.is_dir():
-        _check_storage_file(path)
+        _check_file(path, MAX_STORAGE_FILE_BYTES, f"no such bag file: {path}", f"{path}:")
         return
     if not path.is_dir():
         why = "not a bag directory" if path.exists() else "no such bag (not a bag directory)"
         raise BagError(f"{why}: {path}")
-    try:
-        check_regular(path / "metadata.yaml", MAX_METADATA_BYTES)
-    except FileNotFoundError as exc:
-        raise BagError(f"{path}: no metadata.yaml, not a rosbag2 directory") from exc
-    except UnsafePathError as exc:
-        raise UnsafeBagError(str(exc)) from exc
-    except OSError as exc:
-        raise BagError(f"{path}: metadata.yaml unreadable ({exc.strerror or exc})") from exc
+    _check_file(
+        path / "metadata.yaml",
+        MAX_METADATA_BYTES,
+        f"{path}: no metadata.yaml, not a rosbag2 directory",
+        f"{path}: metadata.yaml",
+    )
     try:
         with os.scandir(path) as entries:
             for n, entry in enumerate(entries):
@@ -81,15 +79,16 @@ def check_bag(path: str | os.PathLike[str]) -> None:
         raise BagError(f"{path}: unreadable entry ({exc.strerror or exc}: {exc.filename})") from exc
 
 
-def _check_storage_file(path: Path) -> None:
+def _check_file(path: Path, max_bytes: int, missing: str, what: str) -> None:
+    """BagError unless ``path`` is a regular file of at most ``max_bytes`` (``os.stat`` only)."""
     try:
-        check_regular(path, MAX_STORAGE_FILE_BYTES)
+        check_regular(path, max_bytes)
     except FileNotFoundError as exc:
-        raise BagError(f"no such bag file: {path}") from exc
+        raise BagError(missing) from exc
     except UnsafePathError as exc:
         raise UnsafeBagError(str(exc)) from exc
     except OSError as exc:
-        raise BagError(f"{path}: unreadable ({exc.strerror or exc})") from exc
+        raise BagError(f"{what} unreadable ({exc.strerror or exc})") from exc
 
 
 @contextmanager

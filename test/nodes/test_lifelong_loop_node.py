@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DiagnosticsReader, JointStateStream, node_argv, spin_until
+from conftest import DiagnosticsReader, JointStateStream, latched_qos, node_argv, spin_until
 
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
 
@@ -28,19 +28,13 @@ class Peer:
         from diagnostic_msgs.msg import DiagnosticStatus
         from lifelong_learning.msg import BagFileClosed
         from rclpy.node import Node
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
         from std_msgs.msg import String
 
         self.executor = executor
         self.node = Node("loop_test_peer", context=executor.context)
         executor.add_node(self.node)
-        latched = QoSProfile(
-            depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-        )
-        files = QoSProfile(
-            depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-        )
+        latched, files = latched_qos(), latched_qos(100)
         self.stream = JointStateStream(
             executor, self.node.create_publisher(JointState, "joint_states", 100), states
         )

@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, JointStateStream, call_service, first_call, node_argv, spin_until
+from conftest import (
+    DiagnosticsReader,
+    JointStateStream,
+    call_service,
+    first_call,
+    latched_qos,
+    node_argv,
+    spin_until,
+)
 
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.sim.panda import (
@@ -54,16 +62,13 @@ class Graph:
         from lifelong_learning.msg import ModelFile
         from lifelong_learning.srv import PredictTorques
         from rclpy.node import Node
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
         from std_msgs.msg import String
 
         self.executor = executor
         self.node = Node("shadow_test_peer", context=executor.context)
         executor.add_node(self.node)
-        latched = QoSProfile(
-            depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-        )
+        latched = latched_qos()
         self.models = self.node.create_publisher(ModelFile, "tuned_model_data", latched)
         self.joint_stream = JointStateStream(
             executor, self.node.create_publisher(JointState, "joint_states", 100), states
