@@ -10,7 +10,11 @@ on the live stream (:mod:`~lifelong_learning.serving.shadow`). This module is th
 (the ``nystrom_tuner``'s adapter: :mod:`lifelong_learning.nodes.lifelong_loop`):
 
 - **triggers**: a drift alarm (with ``on_drift``), or ``after_bag_files`` files closed since the
-  last job started (0: never on a count);
+  last job started (0: never on a count). An alarm is an event: it stays pending until a job
+  starts, also when it clears meanwhile (an online learner often catches up within seconds; a
+  model retrained on the robot as it is now may still be better, and the shadow evaluation
+  decides). While the alarm stays raised after a job started, another job follows, once per
+  ``min_period_s``; that retry is dropped when the alarm clears;
 - **data**: the newest ``bag_files`` closed storage files, and on drift only files closed after
   the alarm (and after the last job started): the robot as it is now, not as it was. "After" is by
   the files' closing time (the recorder's stamp) against the time the alarm arrived, not by the
@@ -86,7 +90,8 @@ class LifelongLoop:
         self._seen: set[str] = set()
         self.files_closed = 0  # counted since the start
         self.drift_text: str | None = None  # the alarm's text while it is raised
-        self._drift_since = -math.inf  # the alarm's time (or the last job's start after it)
+        self._alarm: tuple[float, str] | None = None  # a pending alarm (time, text): a job is due
+        self._retry = False  # the pending alarm is the one still raised after a job started
         self._job_since = -math.inf  # the last job's start
         self.trial: dict[str, Any] | None = None  # the learner's running trial: its "started" event
         self._trial_deadline = math.inf
@@ -110,9 +115,12 @@ class LifelongLoop:
 
     def drift(self, raised: bool, now: float, text: str = "") -> None:
         """The learner's drift alarm raised (``text``: its figures) or cleared, at ``now``."""
+        text = text or "drift alarm"
         if raised and self.drift_text is None:
-            self._drift_since = now
-        self.drift_text = (text or "drift alarm") if raised else None
+            self._alarm, self._retry = (now, text), False
+        if not raised and self._retry:
+            self._alarm = None
+        self.drift_text = text if raised else None
 
     def trial_event(self, event: dict[str, Any], now: float) -> None:
         """One of the learner's ``~/shadow`` events: ``started`` begins a trial, any other ends it."""
@@ -128,8 +136,9 @@ class LifelongLoop:
         self.last_start = now
         self.jobs_started += 1
         self._job_since = now
-        if self.drift_text is not None:  # a later job on the same alarm trains on newer files
-            self._drift_since = now
+        # still raised: another job later, on files closed after this one started
+        self._alarm = (now, self.drift_text) if self.drift_text is not None else None
+        self._retry = self._alarm is not None
 
     def job_ended(self, outcome: str) -> None:
         self.running = None
@@ -151,7 +160,7 @@ class LifelongLoop:
         s = self.settings
         if self.running is not None:
             return f"a job runs ({self.running.reason})"
-        drift = self.drift_text is not None and s.on_drift
+        drift = self._alarm is not None and s.on_drift
         since_job = len(self._closed_after(self._job_since))
         counted = bool(s.after_bag_files) and since_job >= s.after_bag_files
         if not drift and not counted:
@@ -168,7 +177,7 @@ class LifelongLoop:
         if now - self.last_start < s.min_period_s:
             return f"{s.min_period_s - (now - self.last_start):.0f} s to the end of retrain_min_period_s"
         if drift:
-            fresh = len(self._closed_after(self._drift_since))
+            fresh = len(self._closed_after(self._alarm[0] if self._alarm else math.inf))
             return (
                 ""
                 if fresh >= s.bag_files
@@ -181,8 +190,8 @@ class LifelongLoop:
         if self.waiting(now):
             return None
         s = self.settings
-        if self.drift_text is not None and s.on_drift:
-            files, reason = self._closed_after(self._drift_since), f"drift: {self.drift_text}"
+        if self._alarm is not None and s.on_drift:
+            files, reason = self._closed_after(self._alarm[0]), f"drift: {self._alarm[1]}"
         else:
             files = [path for _, path in self.files]
             reason = f"{len(self._closed_after(self._job_since))} bag files closed since the last job"

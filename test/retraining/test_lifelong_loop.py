@@ -36,6 +36,23 @@ def test_drift_takes_only_files_closed_after_the_alarm() -> None:
     assert job.reason.startswith("drift: error 0.3")
 
 
+def test_an_alarm_that_clears_before_the_files_close_still_starts_its_job() -> None:
+    """The online learner caught up within seconds; a model retrained on the robot as it is now
+    may still be better (the shadow evaluation decides): the alarm stays pending until a job."""
+    loop = LifelongLoop(LoopSettings(bag_files=2, min_period_s=0))
+    loop.drift(True, 0.5, "d")
+    closed(loop, "b_1")
+    loop.drift(False, 1.5)
+    assert "1 of 2" in loop.waiting(1.6)
+    closed(loop, "b_2")
+    job = loop.next_job(2.5)
+    assert job is not None and job.reason == "drift: d"
+    loop.job_started(job, 2.5)
+    loop.job_ended("promoted")
+    closed(loop, "b_3", "b_4")
+    assert loop.next_job(5.0) is None and loop.waiting(5.0) == "no drift alarm"
+
+
 def test_one_job_at_a_time_and_the_minimum_period() -> None:
     loop = LifelongLoop(LoopSettings(bag_files=2, min_period_s=100.0))
     loop.drift(True, 0.0, "d")
