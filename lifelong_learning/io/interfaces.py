@@ -24,6 +24,7 @@ MESSAGE_DEFINITIONS: dict[str, str] = {
         "builtin_interfaces/Time first_message  # receive time of its first message\n"
         "builtin_interfaces/Time last_message   # receive time of its last message\n"
         "uint64 message_count                   # messages in the file\n"
+        "string[] topics                        # the topics with at least one message in the file\n"
     ),
     "Features": (
         "# A feature vector describing one observation (e.g. CNN features of one camera image).\n"

@@ -302,6 +302,7 @@ class BagRecorderNode(NodeBase):
             node_name=self.get_fully_qualified_name(),
             bag=str(self.writer_path.absolute()),
             message_count=done.message_count,
+            topics=sorted(topic for topic, n in done.topic_counts.items() if n),
         )
         msg.header.stamp = self.get_clock().now().to_msg()
         last = done.start_ns + done.duration_ns

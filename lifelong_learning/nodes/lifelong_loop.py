@@ -146,7 +146,8 @@ class LifelongLoopMonitor:
     # ------------------------------------------------------------------ inputs
     def _on_drift(self, msg: DiagnosticStatus) -> None:
         raised = msg.level == DiagnosticStatus.WARN
-        self.loop.drift(raised, self.now(), msg.message)
+        by_swap = any(kv.key == "cleared_by" and kv.value == "swap" for kv in msg.values)
+        self.loop.drift(raised, self.now(), msg.message, act=self.on, by_swap=by_swap)
         if self.on:
             what = "raised" if raised else "cleared"
             self.node.get_logger().info(f"lifelong loop: drift {what}: {msg.message}")
@@ -165,8 +166,19 @@ class LifelongLoopMonitor:
         if not path.startswith("/"):
             self.node.reject("bag file not absolute", f"{path!r} from {msg.node_name}: ignored by the loop")
             return
-        stamp = msg.header.stamp
-        self.loop.file_closed(path, stamp.sec + 1e-9 * stamp.nanosec)
+        stamp, topic = msg.header.stamp, self._task_topic()
+        usable = not topic or topic in msg.topics
+        self.loop.file_closed(path, stamp.sec + 1e-9 * stamp.nanosec, usable)
+
+    def _task_topic(self) -> str:
+        """The bag topic the loop's goals read ('' = any): the tuner's default for the task."""
+        p = self.node.params
+        name = (
+            p["joint_states_topic"]
+            if p["auto_retrain_task"] == "inverse-dynamics"
+            else p["labeled_features_topic"]
+        )
+        return self.node.resolve_topic_name(name) if name else ""
 
     def now(self) -> float:
         """The loop's clock: the node's (it stamps the recorder's files too), in seconds."""
@@ -270,5 +282,5 @@ class LifelongLoopMonitor:
             "lifelong loop": state,
             "lifelong loop jobs": str(loop.jobs_started),
             "lifelong loop last job": loop.last_outcome,
-            "bag files closed (seen)": str(loop.files_closed),
+            "bag files closed (seen)": f"{loop.files_closed} ({loop.files_skipped} without the task's topic)",
         }

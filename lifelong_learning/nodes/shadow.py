@@ -215,7 +215,9 @@ class ShadowMonitor:
             raised = self.drift.raised
             self.drift.rebase(time.monotonic())
             if raised:
-                self._publish_drift(DiagnosticStatus.OK, "drift alarm cleared: a new serving model", {})
+                self._publish_drift(
+                    DiagnosticStatus.OK, "drift alarm cleared: a new serving model", {}, cleared_by="swap"
+                )
         if not self._own_swap:
             trial = self.slot.stop()
             if trial is not None:
@@ -291,11 +293,16 @@ class ShadowMonitor:
         elif raised and not alarm.raised:
             text = f"drift alarm cleared: live prequential error {error:.4g} back at or below the threshold"
             self.node.get_logger().info(text)
-            self._publish_drift(DiagnosticStatus.OK, text, figures)
+            self._publish_drift(DiagnosticStatus.OK, text, figures, cleared_by="error")
 
-    def _publish_drift(self, level: bytes, text: str, figures: dict[str, float]) -> None:
-        """A ``~/drift`` status: WARN when the alarm is raised, OK when it clears."""
+    def _publish_drift(
+        self, level: bytes, text: str, figures: dict[str, float], cleared_by: str = ""
+    ) -> None:
+        """A ``~/drift`` status: WARN when the alarm is raised, OK when it clears (``cleared_by``:
+        ``error``, the error fell back; ``swap``, a new serving model)."""
         values = [KeyValue(key=k, value=f"{v:.6g}") for k, v in figures.items()]
+        if cleared_by:
+            values.append(KeyValue(key="cleared_by", value=cleared_by))
         if self.drift is not None:
             values.append(KeyValue(key="window_s", value=f"{self.drift.window_s:g}"))
         status = DiagnosticStatus(level=level, name=self.node.get_fully_qualified_name(), message=text)

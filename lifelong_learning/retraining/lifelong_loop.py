@@ -13,8 +13,10 @@ on the live stream (:mod:`~lifelong_learning.serving.shadow`). This module is th
   last job started (0: never on a count). An alarm is an event: it stays pending until a job
   starts, also when it clears meanwhile (an online learner often catches up within seconds; a
   model retrained on the robot as it is now may still be better, and the shadow evaluation
-  decides). While the alarm stays raised after a job started, another job follows, once per
-  ``min_period_s``; that retry is dropped when the alarm clears;
+  decides), unless a new serving model clears it (a swap: the alarm is answered) or it was raised
+  while the loop was off. While the alarm stays raised after a job started, another job follows,
+  once per ``min_period_s``; that retry is dropped when the alarm clears. Files that hold nothing
+  of the task's topic (the robot was idle, the recorder records other topics too) are not used;
 - **data**: the newest ``bag_files`` closed storage files, and on drift only files closed after
   the alarm (and after the last job started): the robot as it is now, not as it was. "After" is by
   the files' closing time (the recorder's stamp) against the time the alarm arrived, not by the
@@ -89,6 +91,7 @@ class LifelongLoop:
         self.files: deque[tuple[float, str]] = deque(maxlen=MAX_FILES)  # (closed at, path), in order
         self._seen: set[str] = set()
         self.files_closed = 0  # counted since the start
+        self.files_skipped = 0  # closed files without the task's topic
         self.drift_text: str | None = None  # the alarm's text while it is raised
         self._alarm: tuple[float, str] | None = None  # a pending alarm (time, text): a job is due
         self._retry = False  # the pending alarm is the one still raised after a job started
@@ -101,10 +104,15 @@ class LifelongLoop:
         self.last_outcome = "none"
 
     # ------------------------------------------------------------------ events
-    def file_closed(self, path: str, closed_at: float) -> bool:
+    def file_closed(self, path: str, closed_at: float, usable: bool = True) -> bool:
         """A storage file closed at ``closed_at``; False when it was announced before (transient
-        local repeats them to a late joiner)."""
+        local repeats them to a late joiner) or is not ``usable`` (it holds nothing of the task's
+        topic: counted in ``files_skipped``, never named in a goal)."""
         if not path or path in self._seen:
+            return False
+        if not usable:
+            self.files_skipped += 1
+            self._seen.add(path)
             return False
         if len(self._seen) >= MAX_FILES:
             self._seen = {p for _, p in self.files}
@@ -113,12 +121,17 @@ class LifelongLoop:
         self.files_closed += 1
         return True
 
-    def drift(self, raised: bool, now: float, text: str = "") -> None:
-        """The learner's drift alarm raised (``text``: its figures) or cleared, at ``now``."""
+    def drift(
+        self, raised: bool, now: float, text: str = "", act: bool = True, by_swap: bool = False
+    ) -> None:
+        """The learner's drift alarm raised (``text``: its figures) or cleared, at ``now``.
+
+        ``act``: false while the loop is off (an alarm raised then is not acted on later);
+        ``by_swap``: cleared because a new model serves (the pending alarm is answered)."""
         text = text or "drift alarm"
         if raised and self.drift_text is None:
-            self._alarm, self._retry = (now, text), False
-        if not raised and self._retry:
+            self._alarm, self._retry = ((now, text) if act else None), False
+        if not raised and (self._retry or by_swap):
             self._alarm = None
         self.drift_text = text if raised else None
 

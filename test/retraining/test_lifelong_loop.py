@@ -114,3 +114,24 @@ def test_count_trigger_and_repeated_announcements() -> None:
 def test_settings_out_of_range_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         LoopSettings(**kwargs)
+
+
+def test_alarms_while_off_or_answered_by_a_swap_start_nothing_and_empty_files_are_skipped() -> None:
+    loop = LifelongLoop(LoopSettings(bag_files=2, min_period_s=0))
+    loop.drift(True, 0.5, "raised while auto_retrain was off", act=False)
+    closed(loop, "b_1", "b_2")
+    assert loop.next_job(2.5) is None and loop.waiting(2.5) == "no drift alarm"
+    loop.drift(False, 3.0)
+    loop.drift(True, 3.5, "d")
+    loop.drift(False, 3.6, by_swap=True)  # a new serving model: the alarm is answered
+    closed(loop, "b_4", "b_5")
+    assert loop.next_job(5.5) is None
+    loop.drift(True, 5.6, "d2")
+    loop.file_closed("/bags/b/idle.mcap", 6.0, usable=False)  # no joint states in it
+    closed(loop, "b_7")
+    assert loop.next_job(7.5) is None and "1 of 2" in loop.waiting(7.5) and loop.files_skipped == 1
+    closed(loop, "b_8")
+    job = loop.next_job(8.5)
+    assert (
+        job is not None and job.bags == ("/bags/b/b_7.mcap",) and job.validation_bags == ("/bags/b/b_8.mcap",)
+    )
