@@ -262,8 +262,7 @@ class LifelongLoopMonitor:
             return
         record.update(candidate=result.out_path, candidate_error=result.candidate_error,
                       serving_error=result.serving_error, promoted=bool(result.promoted))  # fmt: skip
-        state = "promoted" if result.promoted else "not promoted" if result.success else "failed"
-        self._ended(record, f"{state}: {result.message}")
+        self._ended(record, result.message if result.success else f"failed: {result.message}")
 
     def _ended(self, record: dict[str, Any], outcome: str) -> None:
         record["outcome"] = outcome
