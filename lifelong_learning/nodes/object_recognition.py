@@ -52,7 +52,10 @@ from lifelong_learning.msg import Features, LabeledFeatures, LearningMetrics, Pr
 from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.learning_metrics import message_from_report
+from lifelong_learning.nodes.recognition_shadow import RecognitionOps
 from lifelong_learning.nodes.runner import run_node
+from lifelong_learning.nodes.shadow import SHADOW_PARAMS, ShadowMonitor
+from lifelong_learning.serving import Outcome
 from lifelong_learning.srv import ForgetClass, GetClassifierInfo, Predict, RenameClass, UndoTeaching
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -152,6 +155,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         "the best class); 0 always answers the best class. In [0, 1].",
         bounds=(0.0, 1.0),
     ),
+    *SHADOW_PARAMS,
 )
 
 
@@ -223,6 +227,8 @@ class ObjectRecognitionNode(LearnerNode):
             keep_bytes=True,
         )
         self.metrics.accumulator = PrequentialClassification(float(p["metrics_window_s"]))
+        # models in shadow and canary, the drift alarm: fed where taught samples are learned
+        self.shadow = ShadowMonitor(self, RecognitionOps(self.gate))
         self.start_learner()
 
     # ---------------------------------------------------------------- LearnerNode hooks
@@ -338,6 +344,7 @@ class ObjectRecognitionNode(LearnerNode):
             classes = [str(c) for c in model.classes_.tolist()]
         self.stats.timed("update", time.perf_counter() - t)
         self._score_taught(label, before, classes)
+        self.shadow.feed_sample(model, x, label, before)  # the model in a trial predicts, then learns
         return True
 
     # ---------------------------------------------------------------- ~/learning_metrics
@@ -450,9 +457,26 @@ class ObjectRecognitionNode(LearnerNode):
         response.success, response.message = self._edit("~/rename_class", "rename", rename)
         return response
 
+    def reload(self, path: Any, digest: str | None = None) -> Outcome:
+        """Hot reload; with ``shadow_window_s`` > 0 the model runs in shadow first (swapped in only if
+        better); an immediate swap leaves the replaced model in canary (``canary_window_s``)."""
+        if self.shadow.shadow_on:
+            return self.shadow.offer(path, digest)
+        replaced = self.serving.model
+        outcome = super().reload(path, digest)
+        if outcome.ok:
+            self.shadow.swapped_by_force(replaced, path)
+        return outcome
+
+    def apply_parameter(self, name: str, value: Any) -> None:
+        super().apply_parameter(name, value)
+        self.shadow.apply_parameter(name)
+
     def model_swapped(self, model: IncrementalRLSC) -> None:
         """An empty norm window is filled from the new model's samples, the model keeps the node's
-        ``keep_samples`` from now on, and the learning metrics name its classes (model lock held)."""
+        ``keep_samples`` from now on, and the learning metrics name its classes (model lock held); a
+        trial not of this swap ends, the drift alarm takes a new reference."""
+        self.shadow.swapped()
         self.gate.seed(model)
         model.set_keep_samples(self._model_kwargs["keep_samples"])
         with self.metrics.lock:
@@ -474,7 +498,11 @@ class ObjectRecognitionNode(LearnerNode):
                 values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
                 values["confidence calibration"] = _calibration_text(self.model)
         values["unknown threshold"] = f"{self.unknown_threshold:g}"
+        values.update(self.shadow.diagnostic_values())
         return values
+
+    def diagnostic_problems(self) -> list[tuple[bytes, str]]:
+        return super().diagnostic_problems() + self.shadow.diagnostic_problems()
 
 
 def main(args: list[str] | None = None) -> int:

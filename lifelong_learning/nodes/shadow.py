@@ -1,9 +1,15 @@
-"""Shadow evaluation, canary and drift alarm of the ``inverse_dynamics`` node (ROS adapter).
+"""Shadow evaluation, canary and drift alarm of a learner node (ROS adapter): ``inverse_dynamics``
+and ``object_recognition``.
 
 The numerics and the rules are ROS-free (:mod:`lifelong_learning.serving.shadow`); this module holds
-the node's parameters for them, the one trial that runs at a time, the ``~/shadow`` and ``~/drift``
-topics and the diagnostics. Everything a trial does runs on the node's learning thread (after the
-serving model learned a block): the answering path never predicts with a model in a trial.
+the nodes' parameters for them, the one trial that runs at a time, the ``~/shadow`` and ``~/drift``
+topics and the diagnostics. Everything a trial does runs where the node learns, right after the
+serving model learned (``inverse_dynamics``: its learning thread, a block at a time;
+``object_recognition``: its ``labeled_features`` callback, a sample at a time): the answering path
+never predicts with a model in a trial. What differs between the learners is in the *ops* given to
+:class:`ShadowMonitor`: ``predict``, ``learn`` and ``scores(model)`` (the scorer of
+:mod:`~lifelong_learning.serving.shadow`; ``inverse_dynamics``' is :class:`PreparedOps`,
+``object_recognition``'s is in :mod:`lifelong_learning.nodes.recognition_shadow`).
 
 - A model received for hot reload (``model_topic``, ``model_data_topic``, ``~/load_model``) while
   ``shadow_window_s`` > 0 is read and checked (another robot, another joint order: refused as any
@@ -109,12 +115,20 @@ SHADOW_FAILED = "model in shadow failed"
 DRIFT_PERIOD_S = 0.5
 
 
-class _PreparedOps:
-    """``predict`` and ``learn`` of a model in a trial on the serving model's prepared block: the
-    model's own preparation (its normalization, its features) is computed once for both."""
+class PreparedOps:
+    """``inverse_dynamics``: ``predict`` and ``learn`` of a model in a trial on the serving model's
+    prepared block: the model's own preparation (its normalization, its features) is computed once
+    for both; scored by the mean nMSE over its joints."""
+
+    #: the reference floor of the drift alarm (an nMSE is never exactly 0: none)
+    drift_floor = 0.0
 
     def __init__(self) -> None:
         self._last: tuple[Any, Any, Any] | None = None
+
+    @staticmethod
+    def scores(model: Any) -> int:
+        return len(model.joint_names)
 
     def predict(self, model: Any, block: Any) -> Any:
         prepared = model.prepare(block.q, block.qd, block.qdd)
@@ -131,12 +145,13 @@ class _PreparedOps:
 
 
 class ShadowMonitor:
-    """The node's trial (shadow or canary) and drift alarm; see the module docstring."""
+    """The node's trial (shadow or canary) and drift alarm; see the module docstring. ``ops``:
+    :class:`PreparedOps` by default (``inverse_dynamics``)."""
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Any, ops: Any = None) -> None:
         self.node = node
         self.slot = ShadowSlot()
-        self.ops = _PreparedOps()
+        self.ops = ops if ops is not None else PreparedOps()
         self.rollbacks = 0
         self.drift: DriftAlarm | None = None
         self.drift_error = math.nan
@@ -158,7 +173,8 @@ class ShadowMonitor:
         p = self.node.params
         factor, window = float(p["drift_factor"]), float(p["drift_window_s"])
         check_drift(factor, window)
-        self.drift = DriftAlarm(factor, window, float(p["metrics_window_s"])) if factor > 0 else None
+        warmup, floor = float(p["metrics_window_s"]), float(self.ops.drift_floor)
+        self.drift = DriftAlarm(factor, window, warmup, floor) if factor > 0 else None
 
     def apply_parameter(self, name: str) -> None:
         """A parameter of :data:`SHADOW_PARAMS` changed (its range checked by the node)."""
@@ -173,7 +189,7 @@ class ShadowMonitor:
     def _trial(self, role: str, model: Any, window_s: float, label: str, key: str | None) -> Trial:
         p = self.node.params
         return Trial(
-            role, model, len(model.joint_names), time.monotonic(), window_s, int(p["shadow_samples"]),
+            role, model, self.ops.scores(model), time.monotonic(), window_s, int(p["shadow_samples"]),
             float(p["shadow_margin"]), self.ops.predict, self.ops.learn, label, key,
         )  # fmt: skip
 
@@ -225,12 +241,18 @@ class ShadowMonitor:
 
     def feed(self, serving_model: Any, prepared: Any, tau: Any) -> None:
         """On the learning thread, after ``serving_model`` learned ``prepared`` (answered with
-        ``prepared.torque``): the trial's model predicts then learns it; a verdict is acted on."""
+        ``prepared.torque``): :meth:`feed_sample`."""
+        self.feed_sample(serving_model, prepared, tau, prepared.torque)
+
+    def feed_sample(self, serving_model: Any, block: Any, truth: Any, answered: Any) -> None:
+        """Where the node learns, after ``serving_model`` learned ``block`` (of true ``truth``; it had
+        predicted ``answered`` before): the trial's model predicts then learns it; a verdict is
+        acted on; the drift alarm reads the live error."""
         trial = self.slot.running()
         if trial is not None:
             with self.node.model_lock:
                 current = self.node.serving.model is serving_model
-            verdict = trial.feed(time.monotonic(), prepared, tau, prepared.torque) if current else None
+            verdict = trial.feed(time.monotonic(), block, truth, answered) if current else None
             if verdict is not None and self.slot.ended(trial, verdict):
                 self._act(trial, verdict, serving_model)
         self._check_drift()

@@ -8,7 +8,7 @@ scored on exactly the same samples, so the two errors compare what each would ha
 - **shadow** (before a swap): a model received for hot reload runs beside the serving one for a
   window (``window_s`` seconds, or ``samples`` samples, whichever comes first); both predict each
   sample before learning it, both learn it; only the serving model answers. At the end, with
-  ``e_c`` and ``e_s`` the mean prequential nMSE of the candidate and of the serving model over the
+  ``e_c`` and ``e_s`` the prequential errors of the candidate and of the serving model over the
   window, the candidate is **promoted** iff
 
       e_c < (1 − margin) · e_s,
@@ -19,9 +19,20 @@ scored on exactly the same samples, so the two errors compare what each would ha
   new one's, the new one is worse by the margin and the node **rolls back**.
 - **drift alarm**: :class:`DriftAlarm`, the live error against its level at the last promotion.
 
-A model in a trial that raises, predicts NaN/Inf or learns NaN is **failed** at once with the
-reason: the trial ends, the serving model is never touched. Nothing here imports ROS or knows the
-model class: the node passes ``predict(model, block)`` and ``learn(model, block, targets)``.
+The error is the learner's own prequential error, by a pluggable scorer:
+
+- :class:`RegressionScores` (``inverse_dynamics``): the mean over outputs of the nMSE over the window
+  (:class:`~lifelong_learning.core.prequential.PrequentialRegression`, one normalization for both);
+- :class:`ClassificationScores` (``object_recognition``): the error rate over the window's taught
+  samples, ``e = (1/n) Σ_i [ŷ_i ≠ y_i]`` over samples, not the mean of per-class rates: a class
+  taught twice in the window would weigh as much as one taught a hundred times, and a verdict on a
+  handful of samples would swing on one of them. A model that knows no class predicts ``""``: an
+  error (it cannot name the class).
+
+A model in a trial that raises, predicts NaN/Inf (a wrong shape, a prediction that is not a label)
+or learns NaN is **failed** at once with the reason: the trial ends, the serving model is never
+touched. Nothing here imports ROS or knows the model class: the node passes
+``predict(model, block)`` and ``learn(model, block, targets)``.
 The design and parameters: ``docs/serving.md#shadow-evaluation-canary-and-drift-alarm``.
 """
 
@@ -65,8 +76,8 @@ class Verdict:
         role: :data:`SHADOW` or :data:`CANARY`.
         outcome: :data:`PROMOTED` / :data:`DROPPED` (shadow), :data:`ROLLED_BACK` / :data:`KEPT`
             (canary), :data:`FAILED` (the model in the trial raised or gave NaN: dropped).
-        candidate_error: the mean prequential nMSE of the model in the trial (the candidate; in a
-            canary, the replaced model), NaN when undefined.
+        candidate_error: the prequential error of the model in the trial (the candidate; in a
+            canary, the replaced model): the mean nMSE, or the error rate; NaN when undefined.
         serving_error: the serving model's over the same samples, NaN when undefined.
         samples: samples scored.
         reason: the verdict in words, with the figures.
@@ -105,6 +116,66 @@ class Verdict:
         }
 
 
+class RegressionScores:
+    """The errors of a regression trial: per output nMSE over the trial, their mean (see module)."""
+
+    measure = "nMSE"
+
+    def __init__(self, n_outputs: int, window_s: float) -> None:
+        # the whole trial in one window (a little longer: the last bucket is never cut off)
+        self.acc = PrequentialRegression(n_outputs, window_s * 1.05 + 1e-9, ("serving", "other"))
+
+    @property
+    def samples(self) -> int:
+        return self.acc.samples
+
+    @staticmethod
+    def checked(predicted: Any, truth: Any) -> np.ndarray:
+        """The other model's prediction as scored; ValueError when it cannot be (the trial fails)."""
+        predicted = np.asarray(predicted, dtype=np.float64)
+        if predicted.shape != np.shape(truth):
+            raise ValueError(f"predicted shape {predicted.shape}, expected {np.shape(truth)}")
+        if not np.all(np.isfinite(predicted)):
+            raise ValueError("predicted NaN or Inf")
+        return predicted
+
+    def add(self, t: float, truth: Any, serving: Any, other: Any) -> None:
+        self.acc.add(t, truth, serving=serving, other=other)
+
+    def errors(self) -> tuple[float, float, int, str]:
+        """``(other's error, serving's error, samples, why undefined)``; NaN where undefined."""
+        report = self.acc.report()
+        return report.means["other"], report.means["serving"], report.samples, report.reasons()
+
+
+class ClassificationScores:
+    """The errors of a classification trial: the error rate over the trial's samples (see module)."""
+
+    measure = "error rate"
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.wrong = {"serving": 0, "other": 0}
+
+    @staticmethod
+    def checked(predicted: Any, truth: Any) -> str:
+        if not isinstance(predicted, str):
+            raise ValueError(f"predicted {type(predicted).__name__} {predicted!r}, not a label")
+        return predicted
+
+    def add(self, t: float, truth: str, serving: str | None, other: str) -> None:
+        """``serving`` None (it knew no class): an error, as ``""``."""
+        self.samples += 1
+        self.wrong["serving"] += (serving or "") != truth
+        self.wrong["other"] += other != truth
+
+    def errors(self) -> tuple[float, float, int, str]:
+        n = self.samples
+        if n == 0:
+            return math.nan, math.nan, 0, "no samples"
+        return self.wrong["other"] / n, self.wrong["serving"] / n, n, ""
+
+
 class Trial:
     """One model run beside the serving one on the live stream, until its window ends.
 
@@ -112,7 +183,8 @@ class Trial:
         role: :data:`SHADOW` (``other`` is a candidate) or :data:`CANARY` (``other`` was replaced).
         other: the model in the trial (it learns every sample it is fed; the caller never serves it
             while the trial runs).
-        n_outputs: outputs per sample.
+        scores: outputs per sample (a regression: :class:`RegressionScores` over the window), or the
+            scorer itself (e.g. :class:`ClassificationScores`).
         started: the time the trial starts (the unit of the times given to :meth:`feed`).
         window_s: the trial's length (> 0), in that unit.
         samples: 0, or a number of scored samples that ends the trial earlier.
@@ -125,7 +197,7 @@ class Trial:
         self,
         role: str,
         other: Any,
-        n_outputs: int,
+        scores: int | RegressionScores | ClassificationScores,
         started: float,
         window_s: float,
         samples: int,
@@ -148,17 +220,16 @@ class Trial:
             float(margin),
         )
         self._predict, self._learn = predict, learn
-        # the whole trial in one window (a little longer: the last bucket is never cut off)
-        self.scores = PrequentialRegression(n_outputs, window_s * 1.05 + 1e-9, ("serving", "other"))
+        self.scores = (
+            RegressionScores(int(scores), window_s) if isinstance(scores, int | np.integer) else scores
+        )
         self.verdict: Verdict | None = None
 
     @property
     def samples(self) -> int:
         return self.scores.samples
 
-    def feed(
-        self, t: float, block: Any, targets: np.ndarray, serving_prediction: np.ndarray
-    ) -> Verdict | None:
+    def feed(self, t: float, block: Any, targets: Any, serving_prediction: Any) -> Verdict | None:
         """Score the serving model's prediction (made before it learned ``block``) and the other
         model's (made now, before it learns ``block``), then let the other model learn it.
 
@@ -169,11 +240,7 @@ class Trial:
         if self.verdict is not None:
             return None
         try:
-            predicted = np.asarray(self._predict(self.other, block), dtype=np.float64)
-            if predicted.shape != np.shape(targets):
-                raise ValueError(f"predicted shape {predicted.shape}, expected {np.shape(targets)}")
-            if not np.all(np.isfinite(predicted)):
-                raise ValueError("predicted NaN or Inf")
+            predicted = self.scores.checked(self._predict(self.other, block), targets)
             self._learn(self.other, block, targets)
         except Exception as exc:
             return self._end(FAILED, f"the {self._what()} failed: {type(exc).__name__}: {exc}")
@@ -188,11 +255,10 @@ class Trial:
 
     def decide(self, now: float) -> Verdict:
         """End the trial now with the rule of the module docstring."""
-        report = self.scores.report()
-        other, serving = report.means["other"], report.means["serving"]
+        other, serving, samples, undefined = self.scores.errors()
         wins = not math.isnan(other) and not math.isnan(serving) and other < (1 - self.margin) * serving
         figures = (
-            f"candidate {other:.4g} vs serving {serving:.4g} (nMSE over {report.samples} samples, "
+            f"candidate {other:.4g} vs serving {serving:.4g} ({self.scores.measure} over {samples} samples, "
             f"{now - self.started:.3g} s; margin {self.margin:g})"
         )
         if self.role == SHADOW:
@@ -205,8 +271,8 @@ class Trial:
                 (ROLLED_BACK, "the new model is worse by the margin") if wins else (KEPT, "no worse")
             )
         if math.isnan(other) or math.isnan(serving):
-            why = f"an error is undefined ({report.reasons() or 'no samples'})"
-        return self._end(outcome, f"{why}: {figures}", other, serving, report.samples)
+            why = f"an error is undefined ({undefined or 'no samples'})"
+        return self._end(outcome, f"{why}: {figures}", other, serving, samples)
 
     def _end(
         self, outcome: str, reason: str, other: float = math.nan, serving: float = math.nan, samples: int = 0
@@ -268,13 +334,21 @@ class DriftAlarm:
     out while nothing was learned, starts the warm-up again). The alarm is raised when every error
     given for ``window_s`` seconds is above ``factor · r``, and cleared by the first error at or
     below it (or by :meth:`rebase`). ``factor`` > 1.
+
+    ``floor`` > 0: the reference is at least ``floor`` (an error of 0 is a reference too). A
+    classifier often makes no mistake over a window: a reference of 0 would raise the alarm at
+    the first mistake; with ``floor`` 0 (regression: an nMSE is never exactly 0) the warm-up waits
+    for an error above 0.
     """
 
-    def __init__(self, factor: float, window_s: float, warmup_s: float = 0.0) -> None:
+    def __init__(self, factor: float, window_s: float, warmup_s: float = 0.0, floor: float = 0.0) -> None:
         check_drift(factor, window_s)
         if factor == 0:
             raise ValueError("drift_factor 0 is off: no alarm to build")
+        if not (math.isfinite(floor) and 0 <= floor < 1):
+            raise ValueError(f"a drift reference floor must be in [0, 1), got {floor!r}")
         self.factor, self.window_s, self.warmup_s = float(factor), float(window_s), max(0.0, float(warmup_s))
+        self.floor = float(floor)
         self.raised_count = 0
         self.rebase()
 
@@ -295,8 +369,8 @@ class DriftAlarm:
         if math.isnan(self.reference):
             if self.defined_since is None:
                 self.defined_since = t
-            if error > 0 and t - self.defined_since >= self.warmup_s:
-                self.reference = float(error)
+            if (error > 0 or self.floor > 0) and t - self.defined_since >= self.warmup_s:
+                self.reference = max(float(error), self.floor)
             return False
         if error <= self.factor * self.reference:
             self.above_since, self.raised = None, False
