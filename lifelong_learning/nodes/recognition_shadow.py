@@ -54,4 +54,3 @@ class RecognitionOps:
         if refusal is not None:
             raise ValueError(f"{refusal.reason}: {refusal.detail}")
         model.partial_fit(x, [label])
-
