@@ -189,7 +189,8 @@ class Trial:
         window_s: the trial's length (> 0), in that unit.
         samples: 0, or a number of scored samples that ends the trial earlier.
         margin: the relative margin of the rule (module docstring), in [0, 1).
-        predict / learn: ``predict(model, block) -> (n, n_outputs)`` and ``learn(model, block, targets)``.
+        predict / learn: ``predict(model, block)`` (``(n, n_outputs)``, or a label) and
+            ``learn(model, block, targets)``.
         label / key: what the model is, for logs; ``key`` identifies it (e.g. its file's SHA-256).
     """
 
