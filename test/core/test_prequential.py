@@ -172,3 +172,23 @@ def test_a_window_with_fewer_than_min_samples_defines_no_error():
     assert np.all(np.isfinite(acc.report(1.0).errors["model"]))
     with pytest.raises(ValueError, match="min_samples"):
         PrequentialRegression(2, 10.0, min_samples=1)
+
+
+def test_a_fork_is_independent_and_scores_as_the_original() -> None:
+    rng = np.random.default_rng(7)
+    acc = PrequentialRegression(2, window_s=50.0, predictors=("a", "b"), buckets=5)
+    for t in range(40):
+        y = rng.normal(size=(3, 2))
+        acc.add(float(t), y, a=y + 0.1, b=y - 0.3)
+    before = acc.report()
+    twin = acc.fork()
+    y = rng.normal(size=(3, 2))
+    twin.add(39.5, y, a=y, b=y + 5.0)  # into the newest bucket, shared before the fork
+    twin.add(80.0, y, a=y, b=y)  # a new bucket, older ones dropped
+    after = acc.report()
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(after.errors[name], before.errors[name])
+    acc.add(39.5, y, a=y, b=y + 5.0)
+    acc.add(80.0, y, a=y, b=y)
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(acc.report().errors[name], twin.report().errors[name])

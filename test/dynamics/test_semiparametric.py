@@ -296,16 +296,18 @@ def test_nominal_torque_is_the_urdf_alone_whatever_was_learned():
 
 
 def test_forgetting_auto_chooses_the_residual_factor_on_the_stream(urdf):
-    """``forgetting="auto"``: P does not forget, the residual's candidates learn side by side and the
-    factor that serves is reported (the learning metrics publish it); bad values are refused."""
+    """``forgetting="auto"``: P does not forget, the residual's candidates are raced on proxies beside the
+    one serving engine and the factor that serves is reported (the learning metrics publish it), and is
+    the serving engine's; bad values are refused."""
     m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=30, forgetting="auto")
     assert m.parametric.forgetting == 1.0 and m.serving_forgetting == 1.0
-    assert len(m.residual.engines) == 5
+    assert len(m.residual.proxies) == 5 and m.residual.engine.n_features == 30
     q, qd, qdd = _states(m, 60)
     tau = m.regressor.rnea(q, qd, qdd) + 0.3
     for k in range(0, 60, 6):
         m.update(q[k : k + 6], qd[k : k + 6], qdd[k : k + 6], tau[k : k + 6])
     assert m.serving_forgetting in m.residual.candidates and m.residual.n_samples == 60
+    assert m.residual.engine.forgetting == m.serving_forgetting
     assert SemiparametricInverseDynamics(urdf, JOINT_NAMES, forgetting=0.999).serving_forgetting == 0.999
     for bad in ("fast", 0.0, 1.5):
         with pytest.raises(ValueError):
