@@ -272,6 +272,13 @@ def forgetting_setting(value: Any) -> float | str:
     return float(value)
 
 
+def forgetting_text(model: Any) -> str:
+    """The diagnostics' ``forgetting``: the factor that serves, and ``(auto)`` when it is chosen on the
+    stream (``auto, 0.999 serving``)."""
+    serving = f"{model.serving_forgetting:g}"
+    return f"auto, {serving} serving" if model.forgetting == "auto" else serving
+
+
 def guard_settings(p: dict[str, Any]) -> dict[str, Any]:
     """The :class:`SampleGuard`'s arguments (besides the joint limits) from the node's parameters."""
     return {
