@@ -8,10 +8,13 @@ the candidate factors (:data:`DEFAULT_CANDIDATES`) on cheap **proxies**: one sma
 per candidate that learns only the first ``p`` columns of the same rows (``p`` = a quarter of the
 features by default, :func:`proxy_size`). Every block of rows is predicted by every proxy *before*
 any learns it (:class:`~lifelong_learning.core.prequential.PrequentialRegression`, over the last
-``window`` samples). The factor of the proxy with the lowest mean nMSE over that window becomes the
-serving engine's factor from the next rows on (:meth:`RecursiveRLS.set_forgetting`: a time-varying
-factor ``A_t = β_t A_{t−1} + z_tᵀz_t`` is exact); it changes only when another proxy is better by
-``switch_margin`` (relative), so that near-ties do not flip it back and forth. The choice is made
+``window`` samples), and their mean nMSE over that window chooses the serving engine's factor from
+the next rows on (:meth:`RecursiveRLS.set_forgetting`: a time-varying factor
+``A_t = β_t A_{t−1} + z_tᵀz_t`` is exact). The factor changes only when the best proxy is better
+than the serving factor's by ``switch_margin`` (relative), so that near-ties do not flip it back
+and forth; it then becomes the **largest** factor whose proxy is within that margin of the best
+(forgetting forgets the regularizer too, and what the stream has not shown lately: no shorter a
+memory than the stream's error pays for). The choice is made
 again every ``window / 20`` samples (a twentieth of the window: the prequential window's bucket;
 a report merges the buckets, too costly per block at 1 kHz), and first once ``window`` samples
 were scored (before, the proxies' fits differ by little more than chance: a factor below 1 won
@@ -191,12 +194,17 @@ class AutoForgettingRLS(Stateful):
         defined = {k: e for k, (b, e) in enumerate(errors.items()) if not np.isnan(e)}
         if not defined:
             return
-        best = min(defined, key=defined.__getitem__)
-        if np.isnan(serving) or defined[best] < (1.0 - self.switch_margin) * serving:
-            if best != self.serving:
-                self.serving = best
-                self.switches += 1
-                self.engine.set_forgetting(self.candidates[best])
+        least = min(defined.values())
+        if not np.isnan(serving) and least >= (1.0 - self.switch_margin) * serving:
+            return  # the serving factor is within the margin of the best: it stays
+        # the longest memory whose error is within the margin of the best (forgetting forgets the
+        # regularizer too: no more of it than the stream pays for)
+        near = [k for k, e in defined.items() if (1.0 - self.switch_margin) * e <= least]
+        chosen = max(near, key=lambda k: self.candidates[k])
+        if chosen != self.serving:
+            self.serving = chosen
+            self.switches += 1
+            self.engine.set_forgetting(self.candidates[chosen])
 
     def draft(self) -> AutoForgettingRLS:
         """A working copy for an all-or-nothing update (:meth:`RecursiveRLS.draft` of the engine and
