@@ -32,6 +32,13 @@ def type_name(value: Any) -> str:
     )
 
 
+def spec_type(spec: Any) -> str:
+    """The type a parameter takes: its default's, or ``double or auto`` (``also_auto``)."""
+    if getattr(spec, "also_auto", False):
+        return "double or auto"
+    return type_name(spec.default)
+
+
 def default_text(value: Any) -> str:
     """A default as written in a params file (strings quoted, so that '' shows)."""
     return json.dumps(value, ensure_ascii=False)
@@ -97,7 +104,7 @@ def render_markdown() -> str:
         ]
         for s in specs:
             lines.append(
-                f"| `{s.name}` | {type_name(s.default)} | `{_cell(default_text(s.default))}` | "
+                f"| `{s.name}` | {spec_type(s)} | `{_cell(default_text(s.default))}` | "
                 f"{_range(s)} | {'settable' if s.at_run_time else 'read-only'} | {_cell(s.description)} |"
             )
         lines.append("")
@@ -119,7 +126,7 @@ def render_text(nodes: list[str]) -> str:
             span = _range(s)
             flag = (f", {span}" if span.startswith("0 or") else f" in {span}") if span else ""
             flag += "" if s.at_run_time else " (read-only)"
-            rows.append(f"  {s.name}: {type_name(s.default)} = {default_text(s.default)}{flag}")
+            rows.append(f"  {s.name}: {spec_type(s)} = {default_text(s.default)}{flag}")
             rows.append(f"      {s.description}")
         blocks.append("\n".join(rows))
     return "\n\n".join(blocks)

@@ -76,6 +76,12 @@ def value_error(spec: Any, value: Any) -> str | None:
     if value is None:
         return "has no value"
     want, got = _ros_type(spec.default), _ros_type(value)
+    if getattr(spec, "also_auto", False):  # a number in the range, or the string auto
+        if value == "auto" or (got in ("double", "integer") and spec.problem(value) is None):
+            return None
+        if got in ("double", "integer"):
+            return f"is {value!r}, outside the parameter's range {spec.range_text()}"
+        return f"is {got} {value!r}, the parameter is a number or auto"
     if isinstance(value, list) and not value:
         return f"is an empty list; ROS 2 cannot tell its type (the parameter is {want})"
     if want == got:

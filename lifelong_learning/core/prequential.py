@@ -30,6 +30,7 @@ publisher shows :data:`UNDEFINED` instead, never NaN). Non-finite inputs are ref
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -146,6 +147,12 @@ class _TargetStats:
         self.m2 = np.zeros(n_outputs)
         self.sse = {name: np.zeros(n_outputs) for name in predictors}
 
+    def copy(self) -> _TargetStats:
+        twin = _TargetStats(0, ())
+        twin.n, twin.mean, twin.m2 = self.n, self.mean.copy(), self.m2.copy()
+        twin.sse = {name: value.copy() for name, value in self.sse.items()}
+        return twin
+
     def merge(self, n: int, mean: np.ndarray, m2: np.ndarray, sse: dict[str, np.ndarray]) -> None:
         """Chan et al.'s pairwise update with ``n`` more samples of the given mean and ``M2``."""
         total = self.n + n
@@ -233,6 +240,17 @@ class PrequentialRegression:
         n_out, names = self.n_outputs, self.predictors
         self._buckets.bucket(t, lambda: _TargetStats(n_out, names)).merge(y.shape[0], mean, m2, sse)
         self.samples += y.shape[0]
+
+    def fork(self) -> PrequentialRegression:
+        """An independent copy in O(buckets): it shares the buckets :meth:`add` never changes again
+        (all but the newest: a sample joins the newest bucket or starts one) and copies the newest
+        (for a draft that may be dropped; a deep copy costs milliseconds)."""
+        twin = copy.copy(self)
+        twin._buckets = copy.copy(self._buckets)
+        items = twin._buckets.items = deque(self._buckets.items)
+        if items:
+            items[-1] = (items[-1][0], items[-1][1].copy())
+        return twin
 
     def report(self, now: float | None = None) -> PrequentialReport:
         """The errors over the window that ends at ``now`` (default: the latest sample's time)."""

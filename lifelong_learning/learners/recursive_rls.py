@@ -323,9 +323,45 @@ class RecursiveRLS(Stateful):
             _add_product(self._B, *draft._pending_rhs)
             draft._B, draft._pending_rhs = self._B, None
         self._R, self._B, self._W = draft._R, draft._B, draft._W
-        self._scale2, self.n_samples = draft._scale2, draft.n_samples
+        self._scale2, self.n_samples, self.forgetting = draft._scale2, draft.n_samples, draft.forgetting
         # The draft is spent: its arrays are now this engine's; any later write of it copies first.
         draft._draft_of, draft._shares_R, draft._shares_B = None, True, True
+
+    def set_forgetting(self, forgetting: float) -> None:
+        """Use the factor ``forgetting`` for the rows learned from now on (a time-varying factor,
+        ``A_t = β_t A_{t−1} + z_tᵀz_t``): exact, since the state ``A = s²Ã`` does not depend on the
+        factor that built it. O(1), except a change to 1 from below: the scale ``s²`` is folded
+        into the state first (O(d²), once; the 1 path adds rows unweighted).
+
+        Raises:
+            ValueError: ``forgetting`` outside (0, 1]; nothing is changed then.
+        """
+        forgetting = float(forgetting)
+        if not (0.0 < forgetting <= 1.0):
+            raise ValueError(f"forgetting must be in (0, 1], got {forgetting!r}")
+        if forgetting == 1.0 and self._scale2 != 1.0:
+            self._own_arrays()
+            self._fold_scale()
+        self.forgetting = forgetting
+
+    def leading(self, n_features: int) -> RecursiveRLS:
+        """The engine that learned only the first ``n_features`` columns of every row this one learned
+        (same λ, factor and targets), exactly: the leading ``p × p`` block of an upper-triangular
+        ``R`` is the Cholesky factor of the leading block of ``A = RᵀR`` (and of ``Z_pᵀZ_p + λI``),
+        and ``B``'s first ``p`` rows are ``Z_pᵀU``.
+
+        Raises:
+            ValueError: ``n_features`` not in [1, d].
+        """
+        p = int(n_features)
+        if not 1 <= p <= self.n_features:
+            raise ValueError(f"n_features must be in [1, {self.n_features}], got {n_features!r}")
+        self._settle()
+        sub = type(self)(p, self.n_outputs, lam=self.lam, forgetting=self.forgetting)
+        sub._R = np.ascontiguousarray(self._R[:p, :p])
+        sub._B = np.ascontiguousarray(self._B[:p])
+        sub._scale2, sub.n_samples = self._scale2, self.n_samples
+        return sub
 
     def _fold_scale(self) -> None:
         s = np.sqrt(self._scale2)

@@ -126,9 +126,10 @@ class ParamSpec:
         )
         if self.bounds is not None:
             low, high = self.bounds
-            if isinstance(self.default, bool) or not isinstance(self.default, int | float):
+            numeric = 0.0 if self.also_auto and self.default == "auto" else self.default  # auto: doubles
+            if isinstance(numeric, bool) or not isinstance(numeric, int | float):
                 raise TypeError(f"parameter {self.name}: bounds need a numeric default")
-            if isinstance(self.default, int):
+            if isinstance(numeric, int):
                 desc.integer_range = [IntegerRange(from_value=int(low), to_value=int(high), step=1)]
             else:
                 desc.floating_point_range = [

@@ -67,6 +67,7 @@ from lifelong_learning.nodes.contact_monitor import ContactMonitor, HeldBack
 from lifelong_learning.nodes.inverse_dynamics_params import (
     PARAMS,
     contact_settings,
+    forgetting_text,
     guard_settings,
     model_settings,
     urdf_from_parameters,
@@ -753,6 +754,7 @@ class InverseDynamicsNode(LearnerNode):
             )
             if self.ready:
                 values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
+                values["forgetting"] = forgetting_text(self.model)
                 values["joint states missed (stamp gaps)"] = str(self.guard.missed)
                 for cause, n in sorted(self.guard.restarts.items()):
                     values[f"acceleration filter restarts: {cause}"] = str(n)

@@ -110,6 +110,25 @@ def test_a_key_names_its_node_in_any_namespace(tmp_path, capsys):
     assert "node inverse_dynamics declares no parameter 'n_feature'" in capsys.readouterr().err
 
 
+def test_a_parameter_that_also_takes_auto_takes_a_number_in_range_or_auto(tmp_path, capsys):
+    """``forgetting`` (default ``auto``): a number in its range or ``auto``; anything else is refused."""
+    for value in ("auto", "0.999", "1"):
+        cfg = write(
+            tmp_path / "ok.yaml", f"/**/inverse_dynamics:\n  ros__parameters: {{forgetting: {value}}}\n"
+        )
+        assert up(cfg, "--dry-run") == 0, capsys.readouterr().err
+    capsys.readouterr()
+    for value, why in (
+        ("2.0", "outside the parameter's range [0.5, 1] or auto"),
+        ("fast", "a number or auto"),
+    ):
+        cfg = write(
+            tmp_path / "bad.yaml", f"/**/inverse_dynamics:\n  ros__parameters: {{forgetting: {value}}}\n"
+        )
+        assert up(cfg, "--dry-run") == 2
+        assert why in capsys.readouterr().err
+
+
 def test_processes_dry_run_gives_each_node_its_files_and_the_ros_args(tmp_path, capsys):
     cfg = write(tmp_path / "sys.yaml", "/**:\n  ros__parameters: {use_sim_time: false}\n")
     argv = [cfg, "--nodes", "nystrom_tuner", "--processes", "--dry-run", "--ros-args", "-r", "a:=b"]

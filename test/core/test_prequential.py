@@ -189,3 +189,23 @@ def test_a_restarted_window_defines_no_error_until_its_min_span() -> None:
     acc.add(7.5, y[10:], model=y[10:] + 0.1)
     later = acc.report(7.5)
     assert later.samples == 100 and later.means["model"] < 0.05  # the new model's errors only
+
+
+def test_a_fork_is_independent_and_scores_as_the_original() -> None:
+    rng = np.random.default_rng(7)
+    acc = PrequentialRegression(2, window_s=50.0, predictors=("a", "b"), buckets=5)
+    for t in range(40):
+        y = rng.normal(size=(3, 2))
+        acc.add(float(t), y, a=y + 0.1, b=y - 0.3)
+    before = acc.report()
+    twin = acc.fork()
+    y = rng.normal(size=(3, 2))
+    twin.add(39.5, y, a=y, b=y + 5.0)  # into the newest bucket, shared before the fork
+    twin.add(80.0, y, a=y, b=y)  # a new bucket, older ones dropped
+    after = acc.report()
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(after.errors[name], before.errors[name])
+    acc.add(39.5, y, a=y, b=y + 5.0)
+    acc.add(80.0, y, a=y, b=y)
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(acc.report().errors[name], twin.report().errors[name])

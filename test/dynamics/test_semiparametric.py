@@ -226,6 +226,30 @@ def test_save_load_identical_predictions(urdf, tmp_path, mode, forgetting):
     np.testing.assert_allclose(back.predict(q, qd, qdd), m.predict(q, qd, qdd), rtol=1e-12, atol=1e-12)
 
 
+def test_an_auto_model_of_the_first_format_loads_with_its_serving_engine(urdf):
+    """A model file written when ``auto`` kept a full engine per candidate (``residual/c<k>.``) loads: the
+    serving candidate's engine serves, the proxies start from the leading blocks of the others'."""
+    m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=50, forgetting="auto")
+    q, qd, qdd = _states(m, 30)
+    m.update(q, qd, qdd, m.regressor.rnea(q, qd, qdd) + 0.3)
+    meta, arrays = m.to_state()
+    engine_meta, engine_arrays = m.residual.engine.to_state()
+    candidates = list(m.residual.candidates)
+    meta["residual"] = {
+        "auto_forgetting": True,
+        **{k: meta["residual"][k] for k in ("candidates", "window", "switch_margin", "switches")},
+        "serving": 0,
+        "engines": [{**engine_meta, "forgetting": b} for b in candidates],
+    }
+    arrays = {k: v for k, v in arrays.items() if not k.startswith("residual/")}
+    for k in range(len(candidates)):
+        arrays.update({f"residual/c{k}.{name}": value for name, value in engine_arrays.items()})
+    back = SemiparametricInverseDynamics.from_state(meta, arrays)
+    assert back.serving_forgetting == 1.0 and back.residual.proxy_features == 50
+    np.testing.assert_array_equal(back.predict(q, qd, qdd), m.predict(q, qd, qdd))
+    back.update(q[:3], qd[:3], qdd[:3], np.ones((3, 7)))  # learns on
+
+
 def test_load_rejects_bad_content(urdf, tmp_path):
     m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=20)
     mf = m.to_model_file()
@@ -296,16 +320,18 @@ def test_nominal_torque_is_the_urdf_alone_whatever_was_learned():
 
 
 def test_forgetting_auto_chooses_the_residual_factor_on_the_stream(urdf):
-    """``forgetting="auto"``: P does not forget, the residual's candidates learn side by side and the
-    factor that serves is reported (the learning metrics publish it); bad values are refused."""
+    """``forgetting="auto"``: P does not forget, the residual's candidates are raced on proxies beside the
+    one serving engine and the factor that serves is reported (the learning metrics publish it), and is
+    the serving engine's; bad values are refused."""
     m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=30, forgetting="auto")
     assert m.parametric.forgetting == 1.0 and m.serving_forgetting == 1.0
-    assert len(m.residual.engines) == 5
+    assert len(m.residual.proxies) == 5 and m.residual.engine.n_features == 30
     q, qd, qdd = _states(m, 60)
     tau = m.regressor.rnea(q, qd, qdd) + 0.3
     for k in range(0, 60, 6):
         m.update(q[k : k + 6], qd[k : k + 6], qdd[k : k + 6], tau[k : k + 6])
     assert m.serving_forgetting in m.residual.candidates and m.residual.n_samples == 60
+    assert m.residual.engine.forgetting == m.serving_forgetting
     assert SemiparametricInverseDynamics(urdf, JOINT_NAMES, forgetting=0.999).serving_forgetting == 0.999
     for bad in ("fast", 0.0, 1.5):
         with pytest.raises(ValueError):

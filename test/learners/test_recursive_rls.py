@@ -179,3 +179,42 @@ def test_add_sums_equals_learning_the_rows_and_refuses_what_it_cannot_apply():
     np.testing.assert_array_equal(sums.weights, before)
     with pytest.raises(ValueError, match="forgetting"):
         RecursiveRLS(5, 2, lam=0.5, forgetting=0.99).add_sums(np.eye(5), np.zeros((5, 2)), 1)
+
+
+@pytest.mark.parametrize("drafted", [False, True])
+def test_a_factor_changed_mid_stream_equals_the_weighted_batch_solve(drafted):
+    """A_t = β_t A_{t−1} + z_tᵀz_t with β_t changed between updates (set_forgetting, to 1 and back
+    included), through drafts too: the batch solve weighing row i by Π_{j>i} β_j, λ by Π_j β_j."""
+    rng = np.random.default_rng(11)
+    Z, U = rng.standard_normal((480, 12)), rng.standard_normal((480, 3))
+    betas = np.repeat([1.0, 0.97, 1.0, 0.9, 0.99], 96)
+    rls = RecursiveRLS(12, 3, lam=0.4)
+    for i in range(0, 480, 8):
+        target = rls.draft() if drafted else rls
+        target.set_forgetting(betas[i])
+        target.update(Z[i : i + 8], U[i : i + 8])
+        if drafted:
+            rls.commit(target)
+        assert rls.forgetting == betas[i]
+    later = np.concatenate([np.cumprod(betas[::-1])[::-1][1:], [1.0]])  # Π_{j>i} β_j
+    A = (Z * later[:, None]).T @ Z + np.prod(betas) * 0.4 * np.eye(12)
+    W = np.linalg.solve(A, (Z * later[:, None]).T @ U)
+    assert np.linalg.norm(rls.weights - W) / np.linalg.norm(W) < 1e-9
+    with pytest.raises(ValueError):
+        rls.set_forgetting(0.0)
+    assert rls.forgetting == 0.99
+
+
+def test_the_leading_block_is_the_engine_of_the_first_columns():
+    rng = np.random.default_rng(12)
+    Z, U = rng.standard_normal((300, 10)), rng.standard_normal((300, 2))
+    full, small = RecursiveRLS(10, 2, lam=0.2, forgetting=0.98), RecursiveRLS(4, 2, lam=0.2, forgetting=0.98)
+    for i in range(0, 300, 6):
+        full.update(Z[i : i + 6], U[i : i + 6])
+        small.update(Z[i : i + 6, :4], U[i : i + 6])
+    lead = full.leading(4)
+    np.testing.assert_allclose(lead.weights, small.weights, rtol=1e-9)
+    assert (lead.n_samples, lead.forgetting) == (300, 0.98)
+    for bad in (0, 11):
+        with pytest.raises(ValueError):
+            full.leading(bad)

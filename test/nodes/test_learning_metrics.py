@@ -140,8 +140,9 @@ def test_object_recognition_reports_per_class_errors_on_taught_samples(
 
 
 def test_forgetting_auto_on_the_node_reports_the_factor_that_serves(rclpy_context):
-    """``forgetting: auto`` (item 6): the node's model runs the candidates, the metrics name the factor
-    serving; a value that is neither a number nor 'auto' stops the node at start."""
+    """``forgetting: auto`` (item 6): the node's model races the candidates on proxies, the metrics and the
+    diagnostics name the factor serving; a value that is neither a number nor 'auto' stops the node at
+    start."""
     from rclpy.parameter import Parameter
 
     from lifelong_learning.nodes.inverse_dynamics import InverseDynamicsNode
@@ -160,10 +161,11 @@ def test_forgetting_auto_on_the_node_reports_the_factor_that_serves(rclpy_contex
         assert node.learner.wait_idle(timeout=20.0)
         with node.model_lock:
             model = node.model
-            assert model.forgetting == "auto" and len(model.residual.engines) == 5
+            assert model.forgetting == "auto" and len(model.residual.proxies) == 5
         msg = node._metrics_message()
         assert msg.samples_learned > 50 and msg.forgetting in model.residual.candidates
         assert msg.forgetting == model.serving_forgetting
+        assert node.diagnostic_values()["forgetting"] == f"auto, {model.serving_forgetting:g} serving"
     finally:
         node.destroy_node()
     from rclpy.exceptions import InvalidParameterValueException
