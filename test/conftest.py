@@ -171,6 +171,36 @@ def call(executor: object) -> Callable[..., Any]:
     return functools.partial(call_service, executor)
 
 
+def model_file_message(model: Any, folder: Path, name: str) -> Any:
+    """A lifelong_learning/ModelFile carrying ``model``'s file (written in ``folder``, outside any
+    node's model directory, and deleted: only the message has it), with its SHA-256."""
+    import array
+    import hashlib
+
+    from lifelong_learning.msg import ModelFile
+
+    path = folder / name
+    model.save(path)
+    data = path.read_bytes()
+    path.unlink()
+    msg = ModelFile(kind=model.kind, name=name, sha256=hashlib.sha256(data).hexdigest())
+    msg.data = array.array("B", data)
+    return msg
+
+
+def set_double(executor: Any, peer: Any, node: str, name: str, value: float) -> None:
+    """Set the double parameter ``name`` of the node ``node`` (its fully qualified name) through
+    its ``set_parameters`` service, from the test's node ``peer``; fails the test when refused."""
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    client = peer.create_client(SetParameters, f"{node}/set_parameters")
+    value_msg = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=float(value))
+    request = SetParameters.Request(parameters=[Parameter(name=name, value=value_msg)])
+    res = call_service(executor, client, request)
+    assert res.results[0].successful, res.results[0].reason
+
+
 def latched_qos(depth: int = 10) -> Any:
     """Reliable, transient local, keep-last ``depth``: the QoS of the nodes' event topics."""
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy

@@ -9,8 +9,6 @@ rotation of the feature space) and the drift alarm is raised on ~/drift and in d
 
 from __future__ import annotations
 
-import array
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -18,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, call_service, latched_qos, node_argv
+from conftest import DiagnosticsReader, call_service, latched_qos, model_file_message, node_argv, set_double
 
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 
@@ -86,15 +84,7 @@ class Graph:
         return until()
 
     def send(self, model: IncrementalRLSC, folder: Path, name: str) -> None:
-        from lifelong_learning.msg import ModelFile
-
-        path = folder / name  # written outside the node's model directory, deleted: only the message has it
-        model.save(path)
-        data = path.read_bytes()
-        path.unlink()
-        msg = ModelFile(kind=model.kind, name=name, sha256=hashlib.sha256(data).hexdigest())
-        msg.data = array.array("B", data)
-        self.models.publish(msg)
+        self.models.publish(model_file_message(model, folder, name))
 
     def event(self, outcome: str) -> dict | None:
         return next((e for e in reversed(self.events) if e["outcome"] == outcome), None)
@@ -115,15 +105,7 @@ class Graph:
 
 
 def set_parameter(graph: Graph, name: str, value: float) -> None:
-    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
-    from rcl_interfaces.srv import SetParameters
-
-    client = graph.node.create_client(SetParameters, f"/{NODE}/set_parameters")
-    value_msg = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=float(value))
-    res = call_service(
-        graph.executor, client, SetParameters.Request(parameters=[Parameter(name=name, value=value_msg)])
-    )
-    assert res.results[0].successful, res.results[0].reason
+    set_double(graph.executor, graph.node, f"/{NODE}", name, value)
 
 
 def test_shadow_promotes_a_better_model_drops_a_worse_one_and_drift_is_alarmed(

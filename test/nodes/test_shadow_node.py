@@ -7,8 +7,6 @@ itself. Each model is judged on motion it never saw (another trajectory seed).""
 
 from __future__ import annotations
 
-import array
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -22,7 +20,9 @@ from conftest import (
     call_service,
     first_call,
     latched_qos,
+    model_file_message,
     node_argv,
+    set_double,
     spin_until,
 )
 
@@ -44,14 +44,6 @@ def trained(log: dict[str, np.ndarray], sign: float) -> SemiparametricInverseDyn
     model = SemiparametricInverseDynamics(panda_urdf_text(), JOINT_NAMES, n_features=30)
     model.update(log["q"], log["qd"], log["qdd"], sign * log["tau"])
     return model
-
-
-def model_bytes(model: SemiparametricInverseDynamics, folder: Path, name: str) -> bytes:
-    path = folder / name  # written outside the node's model directory, deleted: only the message has it
-    model.save(path)
-    data = path.read_bytes()
-    path.unlink()
-    return data
 
 
 class Graph:
@@ -85,12 +77,7 @@ class Graph:
         return self.joint_stream.until(until, timeout)
 
     def send(self, model: SemiparametricInverseDynamics, folder: Path, name: str) -> None:
-        from lifelong_learning.msg import ModelFile
-
-        data = model_bytes(model, folder, name)
-        msg = ModelFile(kind=model.kind, name=name, sha256=hashlib.sha256(data).hexdigest())
-        msg.data = array.array("B", data)
-        self.models.publish(msg)
+        self.models.publish(model_file_message(model, folder, name))
 
     def event(self, outcome: str) -> dict | None:
         return next((e for e in reversed(self.events) if e["outcome"] == outcome), None)
@@ -110,15 +97,7 @@ class Graph:
 
 
 def set_parameter(graph: Graph, name: str, value: float) -> None:
-    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
-    from rcl_interfaces.srv import SetParameters
-
-    client = graph.node.create_client(SetParameters, f"/{NODE}/set_parameters")
-    value_msg = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=float(value))
-    res = call_service(
-        graph.executor, client, SetParameters.Request(parameters=[Parameter(name=name, value=value_msg)])
-    )
-    assert res.results[0].successful, res.results[0].reason
+    set_double(graph.executor, graph.node, f"/{NODE}", name, value)
 
 
 def test_shadow_drops_a_worse_candidate_promotes_a_better_one_and_the_canary_rolls_back(
