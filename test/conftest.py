@@ -171,6 +171,27 @@ def call(executor: object) -> Callable[..., Any]:
     return functools.partial(call_service, executor)
 
 
+def make_dynamics_node(context: Any, urdf: bool = True, **params: Any) -> Any:
+    """An InverseDynamicsNode in this process for the simulated Panda (its URDF file unless
+    ``urdf`` is false: then from robot_description), 50 features, no periodic diagnostics nor
+    rate-limited warnings; ``params`` override."""
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes.inverse_dynamics import InverseDynamicsNode
+    from lifelong_learning.sim.panda import JOINT_NAMES, panda_urdf_path
+
+    defaults: dict[str, Any] = {
+        "joint_names": JOINT_NAMES,
+        "n_features": 50,
+        "diagnostics_period_s": 0.0,
+        "warn_period_s": 0.0,
+    }
+    if urdf:
+        defaults["urdf_path"] = panda_urdf_path()
+    overrides = [Parameter(k, value=v) for k, v in {**defaults, **params}.items()]
+    return InverseDynamicsNode(context=context, parameter_overrides=overrides)
+
+
 def model_file_message(model: Any, folder: Path, name: str) -> Any:
     """A lifelong_learning/ModelFile carrying ``model``'s file (written in ``folder``, outside any
     node's model directory, and deleted: only the message has it), with its SHA-256."""

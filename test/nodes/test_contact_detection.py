@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, call_service, first_call, node_argv, spin_until
+from conftest import DiagnosticsReader, call_service, first_call, make_dynamics_node, node_argv, spin_until
 
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
 
@@ -190,19 +190,7 @@ def test_a_step_external_torque_is_flagged_estimated_and_not_learned(
 
 
 def make_node(context, **params):
-    from rclpy.parameter import Parameter
-
-    from lifelong_learning.nodes.inverse_dynamics import InverseDynamicsNode
-
-    defaults = {
-        "urdf_path": panda_urdf_path(),
-        "joint_names": JOINT_NAMES,
-        "n_features": 50,
-        "diagnostics_period_s": 0.0,
-        "warn_period_s": 0.0,
-    }
-    overrides = [Parameter(k, value=v) for k, v in {**defaults, **params}.items()]
-    return InverseDynamicsNode(context=context, parameter_overrides=overrides)
+    return make_dynamics_node(context, **params)
 
 
 @pytest.mark.parametrize("estimator", ["momentum_observer", "learned_observer"])

@@ -4,7 +4,7 @@ executable in its own process."""
 
 import numpy as np
 import pytest
-from conftest import node_argv
+from conftest import make_dynamics_node, node_argv
 
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
 
@@ -20,19 +20,7 @@ def sim_states():
 
 
 def make_node(context, **params):
-    from rclpy.parameter import Parameter
-
-    from lifelong_learning.nodes.inverse_dynamics import InverseDynamicsNode
-
-    defaults = {
-        "urdf_path": panda_urdf_path(),
-        "joint_names": JOINT_NAMES,
-        "n_features": 50,
-        "diagnostics_period_s": 0.0,
-        "warn_period_s": 0.0,
-    }
-    overrides = [Parameter(k, value=v) for k, v in {**defaults, **params}.items()]
-    return InverseDynamicsNode(context=context, parameter_overrides=overrides)
+    return make_dynamics_node(context, **params)
 
 
 def to_message(state, order=ORDER, extra=True):

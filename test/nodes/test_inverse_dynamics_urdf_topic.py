@@ -3,6 +3,7 @@ robot_description topic (latched, as robot_state_publisher publishes it), reject
 until then, and builds its model once the URDF arrives."""
 
 import pytest
+from conftest import make_dynamics_node
 
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_text
 
@@ -10,18 +11,7 @@ pytestmark = pytest.mark.graph
 
 
 def make_node(context, **params):
-    from rclpy.parameter import Parameter
-
-    from lifelong_learning.nodes.inverse_dynamics import InverseDynamicsNode
-
-    defaults = {
-        "joint_names": JOINT_NAMES,
-        "n_features": 50,
-        "diagnostics_period_s": 0.0,
-        "warn_period_s": 0.0,
-    }
-    overrides = [Parameter(k, value=v) for k, v in {**defaults, **params}.items()]
-    return InverseDynamicsNode(context=context, parameter_overrides=overrides)
+    return make_dynamics_node(context, urdf=False, **params)
 
 
 def latched_publisher(node, topic="robot_description"):
