@@ -145,7 +145,10 @@ class LifelongLoopMonitor:
 
     # ------------------------------------------------------------------ inputs
     def _on_drift(self, msg: DiagnosticStatus) -> None:
-        raised = msg.level == DiagnosticStatus.WARN
+        if msg.level not in (DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR):
+            self.node.reject("unreadable drift status", f"level {msg.level!r} (STALE or unknown): ignored")
+            return
+        raised = msg.level != DiagnosticStatus.OK  # WARN, or ERROR from another publisher
         by_swap = any(kv.key == "cleared_by" and kv.value == "swap" for kv in msg.values)
         self.loop.drift(raised, self.now(), msg.message, act=self.on, by_swap=by_swap)
         if self.on:

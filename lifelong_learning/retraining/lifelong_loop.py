@@ -139,7 +139,11 @@ class LifelongLoop:
         """One of the learner's ``~/shadow`` events: ``started`` begins a trial, any other ends it."""
         if event.get("outcome") == "started":
             self.trial = event
-            window = float(event.get("window_s") or 0.0)
+            try:  # a window that is no finite number, or negative: the grace alone
+                window = float(event.get("window_s") or 0.0)
+            except (TypeError, ValueError):
+                window = 0.0
+            window = min(window, 86400.0) if math.isfinite(window) and window > 0 else 0.0
             self._trial_deadline = now + 2 * window + TRIAL_GRACE_S
         else:
             self.trial, self._trial_deadline = None, math.inf

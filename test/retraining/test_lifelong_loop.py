@@ -135,3 +135,13 @@ def test_alarms_while_off_or_answered_by_a_swap_start_nothing_and_empty_files_ar
     assert (
         job is not None and job.bags == ("/bags/b/b_7.mcap",) and job.validation_bags == ("/bags/b/b_8.mcap",)
     )
+
+
+@pytest.mark.parametrize("window", ["ten", None, -5.0, float("inf"), [1]])
+def test_a_trial_event_with_a_window_that_is_no_number_waits_the_grace_alone(window) -> None:
+    loop = LifelongLoop(LoopSettings(bag_files=2, min_period_s=0))
+    loop.drift(True, 0.0, "d")
+    closed(loop, "b_1", "b_2")
+    loop.trial_event({"role": "shadow", "outcome": "started", "window_s": window}, 3.0)
+    assert loop.next_job(3.0 + TRIAL_GRACE_S - 1) is None
+    assert loop.next_job(3.0 + TRIAL_GRACE_S + 1) is not None
