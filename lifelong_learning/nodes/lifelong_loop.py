@@ -126,6 +126,7 @@ class LifelongLoopMonitor:
         if not learner:
             raise ValueError("auto_retrain_learner is empty: name the learner node the loop retrains")
         self.learner = learner
+        self.task_topic = self._task_topic()
         self.jobs: list[dict[str, Any]] = []  # what each loop job was sent with and how it ended
         events = QoSProfile(
             depth=EVENTS_DEPTH,
@@ -169,19 +170,28 @@ class LifelongLoopMonitor:
         if not path.startswith("/"):
             self.node.reject("bag file not absolute", f"{path!r} from {msg.node_name}: ignored by the loop")
             return
-        stamp, topic = msg.header.stamp, self._task_topic()
+        stamp, topic = msg.header.stamp, self.task_topic
         usable = not topic or topic in msg.topics
         self.loop.file_closed(path, stamp.sec + 1e-9 * stamp.nanosec, usable)
 
     def _task_topic(self) -> str:
-        """The bag topic the loop's goals read ('' = any): the tuner's default for the task."""
+        """The bag topic the loop's goals read ('' = any): the tuner's default for the task
+        (read-only parameters: resolved once, at start)."""
         p = self.node.params
         name = (
             p["joint_states_topic"]
             if p["auto_retrain_task"] == "inverse-dynamics"
             else p["labeled_features_topic"]
         )
-        return self.node.resolve_topic_name(name) if name else ""
+        if not name:
+            return ""
+        try:
+            return self.node.resolve_topic_name(name)
+        except Exception as exc:  # rclpy's RCLError for an invalid name: the goals would fail on it too
+            self.node.get_logger().warning(
+                f"lifelong loop: bag topic {name!r} is no valid name ({exc}): files not filtered"
+            )
+            return ""
 
     def now(self) -> float:
         """The loop's clock: the node's (it stamps the recorder's files too), in seconds."""
