@@ -193,18 +193,25 @@ def make_node(context, **params):
     return make_dynamics_node(context, **params)
 
 
+def learned_for_2_s(executor, rclpy_context, seconds: float, **params):
+    """An in-process node (``params``), the test's peer, and ``seconds`` of simulated motion as joint
+    states, the first 2 s of which the node has answered and learned."""
+    node = make_node(rclpy_context, **params)
+    peer = Peer(rclpy_context, executor)
+    executor.add_node(node)
+    assert spin_until(executor, peer.connected, 20)
+    states = list(joint_states(PandaSimulation().run(seconds, seed=5), rate_hz=100.0))
+    for state in states[:200]:
+        peer.send(state)
+    assert node.learner.wait_idle(10)
+    return node, peer, states
+
+
 @pytest.mark.parametrize("estimator", ["momentum_observer", "learned_observer"])
 def test_the_observers_estimate_the_external_torque(executor, rclpy_context, estimator):
     """In-process node: with an observer as ``contact_estimator`` the step is seen too (the
     observer follows it with its time constant, 1 / momentum_observer_gain = 40 ms)."""
-    node = make_node(rclpy_context, contact_estimator=estimator)
-    peer = Peer(rclpy_context, executor)
-    executor.add_node(node)
-    assert spin_until(executor, peer.connected, 20)
-    states = list(joint_states(PandaSimulation().run(3.0, seed=5), rate_hz=100.0))
-    for state in states[:200]:
-        peer.send(state)
-    assert node.learner.wait_idle(10)
+    node, peer, states = learned_for_2_s(executor, rclpy_context, 3.0, contact_estimator=estimator)
     start = len(peer.external)
     for state in states[200:240]:
         peer.send(state, extra=STEP)
@@ -230,14 +237,9 @@ def test_an_unknown_estimator_or_absurd_thresholds_are_refused_at_start(rclpy_co
 def test_a_contact_that_never_ends_is_warned_about(executor, rclpy_context, relearn):
     """A torque that stays (a tool resting on a fixture): after contact_max_s the diagnostics say so;
     without contact_relearn the samples stay unlearned, with it they are learned again."""
-    node = make_node(rclpy_context, contact_max_s=0.3, contact_relearn=relearn)
-    peer = Peer(rclpy_context, executor)
-    executor.add_node(node)
-    assert spin_until(executor, peer.connected, 20)
-    states = list(joint_states(PandaSimulation().run(4.0, seed=5), rate_hz=100.0))
-    for state in states[:200]:
-        peer.send(state)
-    assert node.learner.wait_idle(10)
+    node, peer, states = learned_for_2_s(
+        executor, rclpy_context, 4.0, contact_max_s=0.3, contact_relearn=relearn
+    )
     node.diagnostic_problems()  # what came before is not this test's
     learned = node.model.n_samples
     for state in states[200:400]:  # 2 s of a steady 15 N m on joint 2
