@@ -63,17 +63,20 @@ from lifelong_learning.dynamics.regressor import kinematic_difference, moving_jo
 from lifelong_learning.dynamics.semiparametric import PreparedSamples
 from lifelong_learning.msg import LearningMetrics
 from lifelong_learning.nodes.block_worker import BlockWorker
-from lifelong_learning.nodes.contact_monitor import ContactMonitor, HeldBack
+from lifelong_learning.nodes.contact_monitor import ContactMonitor, Detection
 from lifelong_learning.nodes.inverse_dynamics_params import (
     PARAMS,
     contact_settings,
     forgetting_text,
     guard_settings,
     model_settings,
+    slow_load_settings,
+    starvation_settings,
     urdf_from_parameters,
 )
 from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.learning_metrics import MIN_WINDOW_SAMPLES, message_from_report
+from lifelong_learning.nodes.learning_starvation import LearningStarvation
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.nodes.shadow import ShadowMonitor
 from lifelong_learning.serving import Outcome
@@ -91,9 +94,11 @@ LEARNING_STOPPED = "learning thread stopped"
 MODEL_REPLACED = "model replaced before learning"
 #: a sample in contact, pending onset, or within contact_hold_s after a contact (dynamics/contact.py)
 CONTACT = "contact"
+#: a sample held for a load that built up too slowly for the contact thresholds (dynamics/slow_load.py)
+SLOW_LOAD = "slow load"
 #: why an answered sample was not learned that are counted (diagnostics ``not learned: ...``), not
 #: rejected as bad input (an effort beyond the limits is)
-NOT_LEARNED = frozenset({OUTLIER, WARMING_UP, THINNED, LEARNING_BEHIND, LEARNING_STOPPED, CONTACT})
+NOT_LEARNED = frozenset({OUTLIER, WARMING_UP, THINNED, LEARNING_BEHIND, LEARNING_STOPPED, CONTACT, SLOW_LOAD})
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,8 @@ class _ToLearn:
     prepared: PreparedSamples | None  # None: prepared when learned, from ``states`` (q, q̇, q̈)
     tau: np.ndarray
     states: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    t: np.ndarray | None = None  # stamps (None: samples held back, not judged for slow loads)
+    judge_only: bool = False  # held for a slow load: judged (so that the hold can end), not learned
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,7 @@ class _Admitted:
     admitted: Admitted
     learning: bool
     received_ns: int
+    t: float = 0.0  # the header's stamp [s]
 
 
 class InverseDynamicsNode(LearnerNode):
@@ -138,6 +146,7 @@ class InverseDynamicsNode(LearnerNode):
         # fail at start on bad parameters, also when the URDF is to come from a topic later
         SampleGuard.check_settings(**self._guard_kwargs)
         self._contact_settings = contact_settings(p)  # ValueError: refused (None: detection off)
+        self.starvation = LearningStarvation(self, starvation_settings(p))
         self._urdf = urdf_from_parameters(p)
         self._accelerations: dict[str, float] = {}
         self.not_learned: dict[str, int] = {}
@@ -186,6 +195,8 @@ class InverseDynamicsNode(LearnerNode):
                 p["contact_topic"],
                 str(p["contact_estimator"]),  # ValueError: not one of them
                 float(p["momentum_observer_gain"]),
+                slow_load_settings(p),
+                float(p["contact_payload_share"]),
             )
         # Best effort like sensor-data QoS (matches reliable and best-effort drivers), but 100 deep:
         # at 100-1000 Hz a depth of 5 drops whole bursts whenever the process is briefly descheduled.
@@ -498,7 +509,7 @@ class InverseDynamicsNode(LearnerNode):
                 self.reject(exc.reason, exc.detail)
                 return None
         received = info.get("received_timestamp") if isinstance(info, dict) else None
-        return _Admitted(msg, q, qd, tau, admitted, learning, int(received or 0))
+        return _Admitted(msg, q, qd, tau, admitted, learning, int(received or 0), stamp)
 
     def _queue_for_learning(
         self,
@@ -507,35 +518,35 @@ class InverseDynamicsNode(LearnerNode):
         prepared: PreparedSamples,
         rows: list[_Admitted],
         at: list[int],
-        contact: tuple[np.ndarray, np.ndarray],
+        contact: Detection,
     ) -> None:
         """Queue answered samples (rows ``at`` of ``prepared``) for learning, in order, unless the
         guard or the contact detector (``contact``: :meth:`_detect_contact`'s, per row of
         ``prepared``) says otherwise for one of them (then that one is counted, not learned)."""
-        free, touching = contact
         keep: list[int] = []
         reasons: list[str] = []
-        held: list[_Admitted] = []
+        held: list[int] = []
         with self.model_lock:  # the guard's outlier test keeps a window of recent errors
             for row, k in zip(rows, at, strict=True):
                 assert row.tau is not None
                 reason = row.admitted.not_learned
-                if reason is None and touching[k]:  # (in contact: its errors stay out of the guard's)
-                    reason = CONTACT
+                if reason is None and contact.touching[k]:  # (in contact: its errors stay out of the guard's)
+                    reason = SLOW_LOAD if contact.slow[k] else CONTACT
                 elif reason is None:  # one spike is the guard's outlier; pending or held: contact
                     reason = guard.residual_refusal(row.tau, prepared.torque[k]) or (
-                        None if free[k] else CONTACT
+                        None if contact.free[k] else CONTACT
                     )
                 if reason is None:
                     keep.append(k)
                 else:
                     reasons.append(reason)
-                    held += [row] if reason == CONTACT else []
+                    held += [k] if reason in (CONTACT, SLOW_LOAD) else []
             taus = {k: row.tau for row, k in zip(rows, at, strict=True)}
-            learn = [_ToLearn(model, prepared.take(keep), np.stack([taus[k] for k in keep]))] if keep else []
-            learn += self._held_back(model, held)
+            stamps = {k: row.t for row, k in zip(rows, at, strict=True)}
+            learn = [self._item(model, prepared, keep, taus, stamps)] if keep else []
+            learn += self._held_back(model, prepared, held, taus, stamps, contact.slow)
         for item in learn:
-            if not self.learner.put(item):  # full, or (the process stops) ended: say which
+            if not self.learner.put(item) and not item.judge_only:  # full, or (the process stops) ended
                 n = item.tau.shape[0]
                 reasons += [LEARNING_STOPPED if self.learner.stopped else LEARNING_BEHIND] * n
         counted = [r for r in reasons if r in NOT_LEARNED]
@@ -547,38 +558,76 @@ class InverseDynamicsNode(LearnerNode):
         for reason in reasons:
             if reason not in NOT_LEARNED:  # an effort beyond the limits: bad input
                 self.reject(reason, "the sample is answered, not learned")
+        missed = [r for r in reasons if r != THINNED]  # (thinning is by design: not offered)
+        self.starvation.add(max(stamps.values()), len(rows) - len(reasons) + len(missed), missed)
 
-    def _held_back(self, model: SemiparametricInverseDynamics, held: list[_Admitted]) -> list[_ToLearn]:
-        """Hold back the samples not learned for a contact; those of a contact just taken as the
-        new steady state, to be learned after all (nodes/contact_monitor.py; model lock held)."""
+    @staticmethod
+    def _item(
+        model: SemiparametricInverseDynamics,
+        prepared: PreparedSamples,
+        rows: list[int],
+        taus: dict[int, np.ndarray],
+        stamps: dict[int, float],
+        judge_only: bool = False,
+    ) -> _ToLearn:
+        """Rows ``rows`` of ``prepared`` with their torques and stamps, for the learning thread."""
+        t = np.array([stamps[k] for k in rows])
+        return _ToLearn(
+            model, prepared.take(rows), np.stack([taus[k] for k in rows]), t=t, judge_only=judge_only
+        )
+
+    def _held_back(
+        self,
+        model: SemiparametricInverseDynamics,
+        prepared: PreparedSamples,
+        held: list[int],
+        taus: dict[int, np.ndarray],
+        stamps: dict[int, float],
+        slow: np.ndarray,
+    ) -> list[_ToLearn]:
+        """Hold back the samples not learned for a load (rows ``held`` of ``prepared``), and judge
+        those held only for a slow load (so that the hold can end); those of a load just taken as
+        the new steady state, to be learned after all (nodes/contact_monitor.py; model lock held)."""
         if self.contact is None:
             return []
+        items = []
         if held:
-            q, qd, tau = (np.stack([getattr(r, a) for r in held]) for a in ("q", "qd", "tau"))
-            self.contact.hold_back(HeldBack(q, qd, np.stack([r.admitted.qdd for r in held]), tau))
+            self.contact.hold_back(
+                prepared.take(held), np.stack([taus[k] for k in held]), np.array([stamps[k] for k in held])
+            )
+            judged = [k for k in held if slow[k]]
+            items += [self._item(model, prepared, judged, taus, stamps, judge_only=True)] if judged else []
         released = self.contact.release()
-        if released is None:
-            return []
-        return [_ToLearn(model, None, released.tau, (released.q, released.qd, released.qdd))]
+        if released is not None:
+            items.append(_ToLearn(model, None, released.tau, (released.q, released.qd, released.qdd)))
+        return items
 
-    def _detect_contact(self, rows: list[_Admitted], predicted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _detect_contact(self, rows: list[_Admitted], predicted: np.ndarray) -> Detection:
         """Contact detection on the answered block (:meth:`ContactMonitor.detect`): per row, whether
-        it may be learned and whether it is in contact."""
+        it may be learned, whether it is in contact, whether only a slow load holds it."""
         if self.contact is None:
-            return np.ones(len(rows), dtype=bool), np.zeros(len(rows), dtype=bool)
+            n = len(rows)
+            return Detection(np.ones(n, dtype=bool), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
         with self.model_lock:
             return self.contact.detect(rows, predicted, self.serving.model.regressor)
 
     def _learn_block(self, block: list[_ToLearn]) -> None:
         """Learn the queued samples of the serving model as one block (on the learning thread).
 
-        The update is staged on drafts without the lock (answers go on meanwhile) and committed
-        under it; samples queued for a model that has since been replaced (reload, rollback,
-        reset) are not learned (counted)."""
+        The samples are judged for a slow load first (those held for one only judged); the update
+        is staged on drafts without the lock (answers go on meanwhile) and committed under it;
+        samples queued for a model that has since been replaced (reload, rollback, reset) are not
+        learned (counted)."""
         t0 = time.perf_counter()
         serving = self.serving
         with self.model_lock:
             model = serving.model
+        slow = None if self.contact is None else self.contact.slow
+        if slow is not None:
+            slow.judge(
+                model, [(i.t, i.prepared, i.tau) for i in block if i.model is model and i.t is not None]
+            )
+        block = [item for item in block if not item.judge_only]
         mine = [item for item in block if item.model is model]
         if len(mine) < len(block):
             with self.model_lock:
@@ -601,9 +650,11 @@ class InverseDynamicsNode(LearnerNode):
                 return
             model.commit(staged)
             if self.contact is not None and any(item.prepared is None for item in mine):
-                self.contact.restart_thresholds()  # a contact's samples, learned at once: a new model
+                self.contact.restart_thresholds()  # a load's samples, learned at once: a new model
             serving.count_updates(len(mine))
             self._learned_since += len(mine)
+        if slow is not None:
+            slow.after_learning(model, prepared, [item.t for item in mine if item.t is not None])
         self.stats.timed("learn block", time.perf_counter() - t0)
         self._score_learned(model, prepared, np.concatenate([item.tau for item in mine]))
         self.shadow.feed(model, prepared, np.concatenate([item.tau for item in mine]))
@@ -744,7 +795,7 @@ class InverseDynamicsNode(LearnerNode):
         self._restarts_published, self._missed_published = restarts, missed
         if self.contact is not None:
             problems += self.contact.diagnostic_problems()
-        return problems
+        return problems + self.starvation.diagnostic_problems()
 
     def diagnostic_values(self) -> dict[str, str]:
         values = super().diagnostic_values()
@@ -774,6 +825,7 @@ class InverseDynamicsNode(LearnerNode):
         values["learning"] = str(self.learning)
         if self.contact is not None:
             values.update(self.contact.diagnostic_values())
+        values.update(self.starvation.diagnostic_values())
         values.update(self.shadow.diagnostic_values())
         return values
 
