@@ -28,11 +28,14 @@ least-squares fit ``argmin Σ_i ‖d_i − Y_ℓ,i δ‖²``, accumulated per jo
 ``j`` in free motion before the load and ``θ_j`` the smallest load the node holds on it, the load
 is a payload when the fit accounts for it on every joint:
 
-1. on each joint, what it leaves is no more than the model's own error plus a load too small to
-   hold: ``u_j² ≤ s_j² + θ_j²`` (a push on one joint leaves most of it there, and the fit adds a
-   torque on joints the push never touched);
-2. it explains at least ``fraction`` of the load beyond the model's own error:
+1. it explains at least ``fraction`` of the load beyond the model's own error:
    ``Σ_j (u_j² − s_j²)₊ ≤ (1 − fraction) Σ_j (c_j² − s_j²)₊``;
+2. on each joint too, what it leaves is no more than the model's own error, a load too small to
+   hold and the share of the load there that condition 1 allows overall:
+   ``u_j² ≤ s_j² + θ_j² + (1 − fraction) c_j²`` (a push on one joint leaves most of it there, and
+   the fit adds a torque on joints the push never touched; the last term keeps the errors of a
+   model that is young where the load takes the arm, which grow with the load's torques, from
+   failing a payload);
 3. the last link stays physical: its mass ``m_ℓ + δ_m > 0``;
 4. at least :data:`MIN_SAMPLES` samples, and the arm moved: ``Y_ℓ``'s columns over the samples
    have a numerical rank of at least :data:`MIN_RANK` (at one pose, gravity alone spans three
@@ -41,7 +44,7 @@ is a payload when the fit accounts for it on every joint:
 Measured on the simulated Panda (docs/benchmarks/contact.md): a payload of 0.3, 1 or 3 kg is
 explained to 99.5 % or more with its mass within 0.01 kg; a constant or rising torque on one or
 two joints, a push on link 3 or 4, a horizontal push at the hand, 4-84 %, and a steady downward
-push at the hand fails condition 1 (a force is no mass: it does not follow the arm's
+push at the hand fails condition 2 (a force is no mass: it does not follow the arm's
 accelerations).
 """
 
@@ -185,10 +188,10 @@ class PayloadFit:
             why = "the arm did not move enough to tell"
         elif self.link_mass + delta[0] <= 0:
             why = f"the last link would weigh {self.link_mass + delta[0]:.2f} kg"
-        elif np.any(left2 > s2 + theta2):
-            why = "it leaves a load on a joint"
         elif share < fraction:
             why = f"it explains {100 * share:.0f} % of the load, {100 * fraction:.0f} % needed"
+        elif np.any(left2 > s2 + theta2 + (1 - fraction) * change2):
+            why = "it leaves a load on a joint"
         decided = self.samples >= MIN_SAMPLES and int(keep.sum()) >= MIN_RANK
         return PayloadVerdict(
             not why, delta, share, np.sqrt(change2), np.sqrt(left2), self.samples, why, decided

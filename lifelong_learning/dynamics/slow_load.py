@@ -166,6 +166,11 @@ class SlowLoadDetector:
         return self.state == HOLDING
 
     @property
+    def held_since(self) -> float | None:
+        """The stamp of the hold's onset (None: not holding)."""
+        return self._since if self.holding else None
+
+    @property
     def threshold(self) -> np.ndarray:
         """``θ_j``: the hold's (frozen at its onset), else the last statistic's (``min_torque`` before)."""
         return (self._hold_threshold if self.holding else self._threshold).copy()

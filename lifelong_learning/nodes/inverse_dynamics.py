@@ -50,9 +50,6 @@ from lifelong_learning.core.model_file import ModelFileError
 from lifelong_learning.core.prequential import PrequentialRegression
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.dynamics.guard import (
-    OUTLIER,
-    THINNED,
-    WARMING_UP,
     Admitted,
     RefusedSampleError,
     SampleGuard,
@@ -76,6 +73,7 @@ from lifelong_learning.nodes.inverse_dynamics_params import (
 )
 from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.learning_metrics import MIN_WINDOW_SAMPLES, message_from_report
+from lifelong_learning.nodes.learning_queue import MODEL_REPLACED, LearningQueue, ToLearn
 from lifelong_learning.nodes.learning_starvation import LearningStarvation
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.nodes.shadow import ShadowMonitor
@@ -88,30 +86,6 @@ JOINT_STATES_BATCH = 50
 SWITCH_INTERVAL_S = 0.0005
 #: answered samples that may wait for the learning thread (2 s of 1 kHz joint states)
 LEARNING_QUEUE = 2000
-#: why an answered sample was not learned, beyond the guard's reasons
-LEARNING_BEHIND = "learning queue full"
-LEARNING_STOPPED = "learning thread stopped"
-MODEL_REPLACED = "model replaced before learning"
-#: a sample in contact, pending onset, or within contact_hold_s after a contact (dynamics/contact.py)
-CONTACT = "contact"
-#: a sample held for a load that built up too slowly for the contact thresholds (dynamics/slow_load.py)
-SLOW_LOAD = "slow load"
-#: why an answered sample was not learned that are counted (diagnostics ``not learned: ...``), not
-#: rejected as bad input (an effort beyond the limits is)
-NOT_LEARNED = frozenset({OUTLIER, WARMING_UP, THINNED, LEARNING_BEHIND, LEARNING_STOPPED, CONTACT, SLOW_LOAD})
-
-
-@dataclass(frozen=True)
-class _ToLearn:
-    """Answered samples waiting for the learning thread: the model that answered, what it
-    computed for the answers, and the measured torques (rows in the same order)."""
-
-    model: SemiparametricInverseDynamics
-    prepared: PreparedSamples | None  # None: prepared when learned, from ``states`` (q, q̇, q̈)
-    tau: np.ndarray
-    states: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    t: np.ndarray | None = None  # stamps (None: samples held back, not judged for slow loads)
-    judge_only: bool = False  # held for a slow load: judged (so that the hold can end), not learned
 
 
 @dataclass(frozen=True)
@@ -164,7 +138,8 @@ class InverseDynamicsNode(LearnerNode):
         self._create_topics()
         # answer in the callback, learn on this thread: what queues while a block is learned is
         # the next block (one rank-k update), and the answers never wait for learning
-        self.learner: BlockWorker[_ToLearn] = BlockWorker(
+        self.gate = LearningQueue(self)  # learn or count each answered sample; hold back loads
+        self.learner: BlockWorker[ToLearn] = BlockWorker(
             f"{self.get_name()}-learning",
             self._learn_block,
             LEARNING_QUEUE,
@@ -464,7 +439,7 @@ class InverseDynamicsNode(LearnerNode):
         contact = self._detect_contact(admitted, prepared.torque)
         learn = [k for k, row in enumerate(admitted) if row.tau is not None and row.learning]
         if learn:
-            self._queue_for_learning(model, guard, prepared, [admitted[k] for k in learn], learn, contact)
+            self.gate.queue(model, guard, prepared, [admitted[k] for k in learn], learn, contact)
 
     def _admit(self, msg: JointState, info: dict[str, Any] | None) -> _Admitted | None:
         """One joint state checked and admitted by the guard; None when it is not answered (counted)."""
@@ -511,97 +486,6 @@ class InverseDynamicsNode(LearnerNode):
         received = info.get("received_timestamp") if isinstance(info, dict) else None
         return _Admitted(msg, q, qd, tau, admitted, learning, int(received or 0), stamp)
 
-    def _queue_for_learning(
-        self,
-        model: SemiparametricInverseDynamics,
-        guard: SampleGuard,
-        prepared: PreparedSamples,
-        rows: list[_Admitted],
-        at: list[int],
-        contact: Detection,
-    ) -> None:
-        """Queue answered samples (rows ``at`` of ``prepared``) for learning, in order, unless the
-        guard or the contact detector (``contact``: :meth:`_detect_contact`'s, per row of
-        ``prepared``) says otherwise for one of them (then that one is counted, not learned)."""
-        keep: list[int] = []
-        reasons: list[str] = []
-        held: list[int] = []
-        with self.model_lock:  # the guard's outlier test keeps a window of recent errors
-            for row, k in zip(rows, at, strict=True):
-                assert row.tau is not None
-                reason = row.admitted.not_learned
-                if reason is None and contact.touching[k]:  # (in contact: its errors stay out of the guard's)
-                    reason = SLOW_LOAD if contact.slow[k] else CONTACT
-                elif reason is None:  # one spike is the guard's outlier; pending or held: contact
-                    reason = guard.residual_refusal(row.tau, prepared.torque[k]) or (
-                        None if contact.free[k] else CONTACT
-                    )
-                if reason is None:
-                    keep.append(k)
-                else:
-                    reasons.append(reason)
-                    held += [k] if reason in (CONTACT, SLOW_LOAD) else []
-            taus = {k: row.tau for row, k in zip(rows, at, strict=True)}
-            stamps = {k: row.t for row, k in zip(rows, at, strict=True)}
-            learn = [self._item(model, prepared, keep, taus, stamps)] if keep else []
-            learn += self._held_back(model, prepared, held, taus, stamps, contact.slow)
-        for item in learn:
-            if not self.learner.put(item) and not item.judge_only:  # full, or (the process stops) ended
-                n = item.tau.shape[0]
-                reasons += [LEARNING_STOPPED if self.learner.stopped else LEARNING_BEHIND] * n
-        counted = [r for r in reasons if r in NOT_LEARNED]
-        if counted:  # one lock for the callback's block (thinning alone counts 750 a second at 1 kHz)
-            with self.model_lock:
-                for reason in counted:
-                    self.not_learned[reason] = self.not_learned.get(reason, 0) + 1
-                self._outliers_since += counted.count(OUTLIER)
-        for reason in reasons:
-            if reason not in NOT_LEARNED:  # an effort beyond the limits: bad input
-                self.reject(reason, "the sample is answered, not learned")
-        missed = [r for r in reasons if r != THINNED]  # (thinning is by design: not offered)
-        self.starvation.add(max(stamps.values()), len(rows) - len(reasons) + len(missed), missed)
-
-    @staticmethod
-    def _item(
-        model: SemiparametricInverseDynamics,
-        prepared: PreparedSamples,
-        rows: list[int],
-        taus: dict[int, np.ndarray],
-        stamps: dict[int, float],
-        judge_only: bool = False,
-    ) -> _ToLearn:
-        """Rows ``rows`` of ``prepared`` with their torques and stamps, for the learning thread."""
-        t = np.array([stamps[k] for k in rows])
-        return _ToLearn(
-            model, prepared.take(rows), np.stack([taus[k] for k in rows]), t=t, judge_only=judge_only
-        )
-
-    def _held_back(
-        self,
-        model: SemiparametricInverseDynamics,
-        prepared: PreparedSamples,
-        held: list[int],
-        taus: dict[int, np.ndarray],
-        stamps: dict[int, float],
-        slow: np.ndarray,
-    ) -> list[_ToLearn]:
-        """Hold back the samples not learned for a load (rows ``held`` of ``prepared``), and judge
-        those held only for a slow load (so that the hold can end); those of a load just taken as
-        the new steady state, to be learned after all (nodes/contact_monitor.py; model lock held)."""
-        if self.contact is None:
-            return []
-        items = []
-        if held:
-            self.contact.hold_back(
-                prepared.take(held), np.stack([taus[k] for k in held]), np.array([stamps[k] for k in held])
-            )
-            judged = [k for k in held if slow[k]]
-            items += [self._item(model, prepared, judged, taus, stamps, judge_only=True)] if judged else []
-        released = self.contact.release()
-        if released is not None:
-            items.append(_ToLearn(model, None, released.tau, (released.q, released.qd, released.qdd)))
-        return items
-
     def _detect_contact(self, rows: list[_Admitted], predicted: np.ndarray) -> Detection:
         """Contact detection on the answered block (:meth:`ContactMonitor.detect`): per row, whether
         it may be learned, whether it is in contact, whether only a slow load holds it."""
@@ -611,28 +495,18 @@ class InverseDynamicsNode(LearnerNode):
         with self.model_lock:
             return self.contact.detect(rows, predicted, self.serving.model.regressor)
 
-    def _learn_block(self, block: list[_ToLearn]) -> None:
+    def _learn_block(self, block: list[ToLearn]) -> None:
         """Learn the queued samples of the serving model as one block (on the learning thread).
 
-        The samples are judged for a slow load first (those held for one only judged); the update
-        is staged on drafts without the lock (answers go on meanwhile) and committed under it;
-        samples queued for a model that has since been replaced (reload, rollback, reset) are not
-        learned (counted)."""
+        The samples are judged for a slow load first (:meth:`LearningQueue.take`); the update is
+        staged on drafts without the lock (answers go on meanwhile) and committed under it; samples
+        queued for a model that has since been replaced (reload, rollback, reset) are not learned
+        (counted)."""
         t0 = time.perf_counter()
         serving = self.serving
         with self.model_lock:
             model = serving.model
-        slow = None if self.contact is None else self.contact.slow
-        if slow is not None:
-            slow.judge(
-                model, [(i.t, i.prepared, i.tau) for i in block if i.model is model and i.t is not None]
-            )
-        block = [item for item in block if not item.judge_only]
-        mine = [item for item in block if item.model is model]
-        if len(mine) < len(block):
-            with self.model_lock:
-                n = self.not_learned.get(MODEL_REPLACED, 0) + len(block) - len(mine)
-                self.not_learned[MODEL_REPLACED] = n
+        mine = self.gate.take(model, block)
         if not mine:
             return
         try:
@@ -653,8 +527,8 @@ class InverseDynamicsNode(LearnerNode):
                 self.contact.restart_thresholds()  # a load's samples, learned at once: a new model
             serving.count_updates(len(mine))
             self._learned_since += len(mine)
-        if slow is not None:
-            slow.after_learning(model, prepared, [item.t for item in mine if item.t is not None])
+        if self.contact is not None and self.contact.slow is not None:
+            self.contact.slow.after_learning(model, prepared, [item.t for item in mine if item.t is not None])
         self.stats.timed("learn block", time.perf_counter() - t0)
         self._score_learned(model, prepared, np.concatenate([item.tau for item in mine]))
         self.shadow.feed(model, prepared, np.concatenate([item.tau for item in mine]))

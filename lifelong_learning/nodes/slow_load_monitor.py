@@ -85,26 +85,30 @@ class SlowLoadMonitor:
         self,
         model: SemiparametricInverseDynamics,
         items: list[tuple[np.ndarray, PreparedSamples, np.ndarray]],
-    ) -> None:
+    ) -> float | None:
         """Judge a block's samples of ``model`` before it learns them (learning thread): ``items``
         of stamps, prepared samples and measured torques, taken in stamp order; logs onsets and
-        ends of holds."""
+        ends of holds. The stamp a slow load is held from (None: none is held)."""
         with self.lock:
             detector, reference = self.detector, self._reference
-            if detector is None or model is not self._model or reference is None or not items:
-                return
+            if detector is None or model is not self._model or reference is None:
+                return None
+            since = detector.held_since
+        if not items:
+            return since
         t = np.concatenate([stamps for stamps, _, _ in items])
         order = np.argsort(t, kind="stable")
         rows = order[self._thinned(t[order])]
         if not rows.size:
-            return
+            return since
         judged = PreparedSamples.stack([prepared for _, prepared, _ in items]).take(rows.tolist())
         tau = np.concatenate([torques for _, _, torques in items])[rows]
         predicted, leverage = model.predict_frozen(reference, judged)
         with self.lock:
             if detector is not self.detector or reference is not self._reference:
-                return  # reset meanwhile (a payload taken, another model)
+                return None  # reset meanwhile (a payload taken, another model)
             events = detector.update(t[rows], tau - predicted, leverage)
+            since = detector.held_since
         log = self.node.get_logger()
         for event in events:
             text = event.describe(self.names)
@@ -112,6 +116,7 @@ class SlowLoadMonitor:
                 log.warning(f"{text}: held, not learned, until it ends or a payload explains it")
             else:
                 log.info(text)
+        return since
 
     def after_learning(
         self, model: SemiparametricInverseDynamics, prepared: PreparedSamples, stamps: list[np.ndarray]
