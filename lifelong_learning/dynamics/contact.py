@@ -204,12 +204,6 @@ class ContactDetector:
         """In a contact that has lasted beyond ``max_s``."""
         return self.in_contact and self._warned
 
-    @property
-    def free_rms(self) -> np.ndarray:
-        """RMS of the recorded free-motion residuals per joint (zeros before any)."""
-        held = self._window[: min(self._count, self.settings.window)]
-        return np.sqrt(np.mean(held**2, axis=0)) if held.size else np.zeros(self.n)
-
     def accept(self, t: float) -> None:
         """Take the current residuals as the new steady state (at stamp ``t``): any contact ends, and
         the window is forgotten (thresholds anew after a warm-up); counts go on."""

@@ -24,9 +24,10 @@ least-squares fit ``argmin Σ_i ‖d_i − Y_ℓ,i δ‖²``, accumulated per jo
 
     c_j² = e_j / N,    u_j² = (e_j − 2 δᵀ b_j + δᵀ G_j δ) / N.
 
-**The verdict** (:meth:`PayloadFit.verdict`). With ``s_j`` the model's own RMS error on joint
-``j`` in free motion before the load and ``θ_j`` the smallest load the node holds on it, the load
-is a payload when the fit accounts for it on every joint:
+**The verdict** (:meth:`PayloadFit.verdict`). With ``s_j`` the scale of the model's own error on
+joint ``j`` in free motion before the load (the node: the contact detector's robust scale) and
+``θ_j`` the smallest load the node holds on it, the load is a payload when the fit accounts for it
+on every joint:
 
 1. it explains at least ``fraction`` of the load beyond the model's own error:
    ``Σ_j (u_j² − s_j²)₊ ≤ (1 − fraction) Σ_j (c_j² − s_j²)₊``;
@@ -37,9 +38,12 @@ is a payload when the fit accounts for it on every joint:
    model that is young where the load takes the arm, which grow with the load's torques, from
    failing a payload);
 3. the last link stays physical: its mass ``m_ℓ + δ_m > 0``;
-4. at least :data:`MIN_SAMPLES` samples, and the arm moved: ``Y_ℓ``'s columns over the samples
-   have a numerical rank of at least :data:`MIN_RANK` (at one pose, gravity alone spans three
-   directions of the torques, which a push may happen to lie in).
+4. nothing is decided before there are :data:`MIN_SAMPLES` samples, the arm moved (``Y_ℓ``'s
+   columns over the samples have a numerical rank of at least :data:`MIN_RANK`: at one pose,
+   gravity alone spans three directions of the torques, which a push may happen to lie in) and
+   the load shows on some joint beyond the model's error and the smallest load held
+   (``c_j² > s_j² + θ_j²``: a load that the model had partly learned before it was held, a slow
+   one, leaves residuals too small to tell anything from at first).
 
 Measured on the simulated Panda (docs/benchmarks/contact.md): a payload of 0.3, 1 or 3 kg is
 explained to 99.5 % or more with its mass within 0.01 kg; a constant or rising torque on one or
@@ -163,12 +167,12 @@ class PayloadFit:
         self._e += np.einsum("kj,kj->j", d, d)
         self.samples += d.shape[0]
 
-    def verdict(self, free_rms: Any, threshold: Any, fraction: float) -> PayloadVerdict:
+    def verdict(self, own_error: Any, threshold: Any, fraction: float) -> PayloadVerdict:
         """Whether a payload explains the samples added so far (see the module docstring):
-        ``free_rms`` the model's RMS error per joint in free motion (``s_j``), ``threshold`` the
+        ``own_error`` the scale of the model's error per joint in free motion (``s_j``), ``threshold`` the
         smallest load held per joint (``θ_j``), ``fraction`` the share it must explain."""
         n = max(self.samples, 1)
-        s2 = np.asarray(free_rms, dtype=np.float64) ** 2
+        s2 = np.asarray(own_error, dtype=np.float64) ** 2
         theta2 = np.asarray(threshold, dtype=np.float64) ** 2
         G, b = self._G.sum(axis=0), self._b.sum(axis=0)
         w, V = np.linalg.eigh(G)
@@ -182,17 +186,20 @@ class PayloadFit:
         unexplained = float(np.maximum(left2 - s2, 0.0).sum())
         share = 1.0 - unexplained / excess if excess > 0 else 0.0
         why = ""
+        visible = bool(np.any(change2 > s2 + theta2))
         if self.samples < MIN_SAMPLES:
             why = f"{self.samples} samples, {MIN_SAMPLES} needed"
         elif int(keep.sum()) < MIN_RANK:
             why = "the arm did not move enough to tell"
+        elif not visible:
+            why = "the load is still too small to tell"
         elif self.link_mass + delta[0] <= 0:
             why = f"the last link would weigh {self.link_mass + delta[0]:.2f} kg"
         elif share < fraction:
             why = f"it explains {100 * share:.0f} % of the load, {100 * fraction:.0f} % needed"
         elif np.any(left2 > s2 + theta2 + (1 - fraction) * change2):
             why = "it leaves a load on a joint"
-        decided = self.samples >= MIN_SAMPLES and int(keep.sum()) >= MIN_RANK
+        decided = self.samples >= MIN_SAMPLES and int(keep.sum()) >= MIN_RANK and visible
         return PayloadVerdict(
             not why, delta, share, np.sqrt(change2), np.sqrt(left2), self.samples, why, decided
         )

@@ -25,8 +25,9 @@ A median ignores the spikes a wrist's friction reversal makes, and lags a ramp b
 **States.**
 
 - *no reference*: the first block asks for one (:attr:`SlowLoadDetector.wants_reference`);
-- *on trial*: a new reference holds nothing; if its statistic leaves ``release · θ`` it did not
-  predict its own next seconds (the model was still learning): another is taken. Quiet for
+- *on trial*: a new reference holds nothing; if its statistic crosses ``θ`` it did not predict its
+  own next seconds (the model was still learning), and if it judged nothing for
+  :data:`TRIAL_WINDOWS` windows its data covers too little: another is taken. Not crossed for
   :data:`TRIAL_WINDOWS` windows, it is *armed*;
 - *armed*: ``|m_j| > θ_j`` on some joint starts a **hold** (an onset): the caller learns nothing
   more until it ends. While quiet (``|m_j| < release · θ_j`` on every joint) the model is frozen
@@ -37,7 +38,9 @@ A median ignores the spikes a wrist's friction reversal makes, and lags a ramp b
   :data:`TRIAL_WINDOWS` windows), so the references of its first minute come at 4, 8, 16, 32 s.
   A reference that judged no sample for ``reference_s`` (the robot works where it never was) is
   replaced and tried again;
-- *holding*: the hold ends when ``|m_j| < release · θ_j`` on every joint, ``θ`` as at the onset.
+- *holding*: the hold ends when ``|m_j| < release · θ_j`` on the joints that started it and
+  ``|m_j| < θ_j`` on the others, ``θ`` as at the onset (a reference a little off on a joint the
+  load never touched must not keep the hold).
   Where the reference judges too few samples, all the window's samples are judged (a hold must be
   able to end in a region the reference never saw).
 
@@ -147,6 +150,7 @@ class SlowLoadDetector:
         self.load = np.zeros(self.n)  # the last statistic's medians
         self._threshold = np.full(self.n, self.settings.min_torque)
         self._hold_threshold = self._threshold
+        self._hold_joints = np.zeros(self.n, dtype=bool)
         self._since = 0.0  # the stamp the state began at
         self._reference_t = 0.0
         self._first_t: float | None = None  # the stamp of the first reference since the reset
@@ -235,16 +239,19 @@ class SlowLoadDetector:
     def _judge(self, now: float) -> list[SlowLoadEvent]:
         s = self.settings
         stat = self._statistic(now)
-        if stat is None:
-            if self.state == ARMED and self._judged_t is not None and now - self._judged_t >= s.reference_s:
-                self.wants_reference = "blind"  # judged nothing for reference_s: a new region
+        if stat is None:  # too few samples the reference covers: blind for how long?
+            blind = 0.0 if self._judged_t is None else now - self._judged_t
+            if self.state == ARMED and blind >= s.reference_s:
+                self.wants_reference = "blind"  # the robot works where the reference never was
+            elif self.state == ON_TRIAL and blind >= TRIAL_WINDOWS * s.window_s:
+                self.wants_reference = "blind"  # a young model's data covers too little: another
             return []
         self._judged_t = now
         self.load, spread = stat
         self._threshold = np.maximum(s.min_torque, spread)
         quiet = bool(np.all(np.abs(self.load) < s.release * self._threshold))
         if self.state == ON_TRIAL:
-            if not quiet:
+            if np.any(np.abs(self.load) > self._threshold):
                 self.retakes += 1
                 self.wants_reference = "retake"
             elif now - self._since >= TRIAL_WINDOWS * s.window_s:
@@ -254,12 +261,14 @@ class SlowLoadDetector:
             over = np.abs(self.load) > self._threshold
             if over.any():
                 self.state, self._since, self._hold_threshold = HOLDING, now, self._threshold.copy()
+                self._hold_joints = over
                 self.holds += 1
                 return [self._event(ONSET, now, over)]
             if quiet and now - self._reference_t >= self.refresh_interval:
                 self.wants_reference = "refresh"
             return []
-        if np.all(np.abs(self.load) < s.release * self._hold_threshold):  # holding
+        limit = np.where(self._hold_joints, s.release, 1.0) * self._hold_threshold
+        if np.all(np.abs(self.load) < limit):  # holding
             self.state = ARMED
             loaded = np.abs(self.load) >= 0.5 * np.abs(self.load).max()
             return [self._event(OFFSET, now, loaded, now - self._since)]

@@ -201,7 +201,9 @@ class ContactMonitor:
         if now < self._verdict_at or self.fit is None or self.detector is None:
             return None
         self._verdict_at = now + VERDICT_PERIOD_S
-        verdict = self.fit.verdict(self.detector.free_rms, self._smallest_load(), self.payload_fraction)
+        scale = self.detector.scale  # (robust: the window still holds the young model's errors)
+        own = np.zeros(len(self.names)) if scale is None else scale
+        verdict = self.fit.verdict(own, self._smallest_load(), self.payload_fraction)
         first = self.verdict is None or not self.verdict.decided
         changed = first or verdict.explained != self.verdict.explained
         self.verdict = verdict

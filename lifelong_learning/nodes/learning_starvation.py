@@ -73,8 +73,10 @@ class LearningStarvation:
         log, self._logged = self.node.get_logger(), level
         if level == 0:
             log.info("learning is no longer starved")
+        elif status is not None and level == 2:  # (one call site per severity: rclpy's rule)
+            log.error(self._text(status))
         elif status is not None:
-            (log.error if level == 2 else log.warning)(self._text(status))
+            log.warning(self._text(status))
 
     def _text(self, status: Starvation) -> str:
         settings = self.monitor.settings

@@ -61,12 +61,20 @@ def test_a_reference_that_does_not_predict_its_next_seconds_is_taken_again():
     det = SlowLoadDetector(N)
     det.reference_taken(0.0, None)
     t, r = stream(0.0, 2.0)
-    r[:, 6] += 0.2  # beyond release x threshold (0.15): the model was still learning
+    r[:, 6] += 0.4  # beyond the threshold (0.3): the model was still learning
     feed(det, t, r)
     assert det.wants_reference == "retake" and det.retakes >= 1 and det.state == ON_TRIAL
     det.reference_taken(t[-1], None)
     t, r = stream(t[-1], 5.0, seed=1)
     assert feed(det, t, r) == [] and det.state == ARMED and not det.holding
+
+
+def test_a_reference_on_trial_that_covers_nothing_is_taken_again():
+    det = SlowLoadDetector(N)
+    det.reference_taken(0.0, np.full(5, 0.01))
+    t, r = stream(0.0, 5.0)
+    feed(det, t, r, np.full(t.size, 1.0))  # a young model: its data covers nothing yet
+    assert det.wants_reference == "blind" and det.state == ON_TRIAL
 
 
 def test_a_ramp_is_held_where_its_median_crosses_the_threshold_and_released_when_gone():
