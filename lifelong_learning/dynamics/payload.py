@@ -46,8 +46,8 @@ on every joint:
    one, leaves residuals too small to tell anything from at first).
 
 Measured on the simulated Panda (docs/benchmarks/contact.md): a payload of 0.3, 1 or 3 kg is
-explained to 99.5 % or more with its mass within 0.01 kg; a constant or rising torque on one or
-two joints, a push on link 3 or 4, a horizontal push at the hand, 4-84 %, and a steady downward
+explained to 99 % or more with its mass within 0.01 kg; a constant or rising torque on one or
+two joints, a push on link 3 or 4, a horizontal push at the hand, 4-75 %, and a steady downward
 push at the hand fails condition 2 (a force is no mass: it does not follow the arm's
 accelerations).
 """

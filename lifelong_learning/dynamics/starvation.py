@@ -136,6 +136,13 @@ class StarvationMonitor:
             return None
         return min(1.0, sum(n for n in self._missed.values() if n > 0) / self._offered)
 
+    @property
+    def level(self) -> int:
+        """0: not starved, 1: starved, 2: starved beyond ``max_off_s`` (cheap: for every block)."""
+        if self._since is None or self._last_t is None:
+            return 0
+        return 2 if self._last_t - self._since >= self.settings.max_off_s else 1
+
     def status(self) -> Starvation | None:
         """The window now (None: too few samples offered to tell)."""
         share = self.share

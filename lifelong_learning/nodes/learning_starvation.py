@@ -66,10 +66,10 @@ class LearningStarvation:
         """A block of answered samples (see :meth:`StarvationMonitor.add`); logs a change of state."""
         with self._lock:
             self.monitor.add(t, offered, not_learned)
+            level = self.monitor.level
+            if level == self._logged:
+                return
             status = self.monitor.status()
-        level = 0 if status is None or not status.starved else 1 + status.too_long
-        if level == self._logged:
-            return
         log, self._logged = self.node.get_logger(), level
         if level == 0:
             log.info("learning is no longer starved")

@@ -15,6 +15,7 @@ Judging costs the learning thread one feature map and one triangular solve with 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -96,19 +97,30 @@ class SlowLoadMonitor:
             since = detector.held_since
         if not items:
             return since
+        t0 = time.perf_counter()
         t = np.concatenate([stamps for stamps, _, _ in items])
         order = np.argsort(t, kind="stable")
-        rows = order[self._thinned(t[order])]
-        if not rows.size:
+        keep = np.zeros(t.size, dtype=bool)
+        keep[order] = self._thinned(t[order])  # the judged rows, in the items' order
+        if not keep.any():
             return since
-        judged = PreparedSamples.stack([prepared for _, prepared, _ in items]).take(rows.tolist())
-        tau = np.concatenate([torques for _, _, torques in items])[rows]
+        picks, start = [], 0
+        for stamps, prepared, torques in items:  # (only the judged rows of each are copied)
+            mine = np.flatnonzero(keep[start : start + stamps.size])
+            start += stamps.size
+            if mine.size:
+                picks.append((stamps[mine], prepared.take(mine.tolist()), torques[mine]))
+        t = np.concatenate([stamps for stamps, _, _ in picks])
+        order = np.argsort(t, kind="stable")
+        judged = PreparedSamples.stack([prepared for _, prepared, _ in picks]).take(order.tolist())
+        tau = np.concatenate([torques for _, _, torques in picks])[order]
         predicted, leverage = model.predict_frozen(reference, judged)
         with self.lock:
             if detector is not self.detector or reference is not self._reference:
                 return None  # reset meanwhile (a payload taken, another model)
-            events = detector.update(t[rows], tau - predicted, leverage)
+            events = detector.update(t[order], tau - predicted, leverage)
             since = detector.held_since
+        self.node.stats.timed("slow load judge", time.perf_counter() - t0)  # per block
         log = self.node.get_logger()
         for event in events:
             text = event.describe(self.names)
@@ -132,8 +144,10 @@ class SlowLoadMonitor:
                 self._model, self._reference = model, None
             if detector.wants_reference is None or not stamps:
                 return
+        t0 = time.perf_counter()
         frozen = model.freeze()  # (the learning thread is the only one that changes the model)
         _, leverage = model.predict_frozen(frozen, prepared)
+        self.node.stats.timed("slow load reference", time.perf_counter() - t0)
         with self.lock:
             if detector is self.detector and model is self._model:
                 self._reference = frozen

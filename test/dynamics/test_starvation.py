@@ -61,13 +61,13 @@ def test_starved_beyond_max_off_s_is_too_long_and_ends_when_learning_resumes():
     m = StarvationMonitor(StarvationSettings(window_s=2.0, threshold=0.75, max_off_s=10.0))
     t = run(m, 0.0, 2.0, 0)
     t = run(m, t, 8.0, BLOCK, "residual outlier")
-    assert m.status().starved and not m.status().too_long
+    assert m.status().starved and not m.status().too_long and m.level == 1
     t = run(m, t, 4.0, BLOCK, "residual outlier")
-    assert m.status().too_long and m.status().main_reason == "residual outlier"
+    assert m.status().too_long and m.status().main_reason == "residual outlier" and m.level == 2
     t = run(m, t, 0.5, 0)  # learning again, but most of the window is still unlearned
     assert m.status().starved
     run(m, t, 2.0, 0)
-    assert not m.status().starved and m.episodes == 1
+    assert not m.status().starved and m.episodes == 1 and m.level == 0
 
 
 def test_stamps_going_back_start_anew():
