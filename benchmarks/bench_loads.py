@@ -22,7 +22,10 @@ test-then-update in blocks of 5 samples (50 ms, the node's ``learning_period_s``
    ``~/predict``) against the same run without the lean, with the slow-load detector and without
    it (``contact_slow_torque: 0``: the contact detector alone).
 3. **False holds**: the same rule on 140 s of free motion, and on 40 s in one half of the joint
-   ranges then 40 s in the other (a new region: the reference must not take it for a load).
+   ranges then 40 s in the other (a new region: the reference must not take it for a load); and
+   how the reference's leverage tells the new region: a model that learned 38 s of the first half,
+   frozen, its leverage on the next 2 s and on the other half, in units of the median leverage of
+   the 5 samples it learned last (what the node compares with ``COVERAGE``).
 4. **Cost** per sample on the learning thread: judging against the reference (one block of 5), the
    block's learning, freezing a reference, and the payload fit's accumulation per held sample (on
    the answering thread).
@@ -230,7 +233,25 @@ def false_holds(sim: PandaSimulation) -> list[dict]:
              "retakes": slow.retakes, "judge_s": run["judge_s"], "learn_s": run["learn_s"]}
         )  # fmt: skip
         print(rows[-1], flush=True)
+    rows[-1]["coverage"] = coverage(samples(regions))
+    print(rows[-1]["coverage"], flush=True)
     return rows
+
+
+def coverage(rows: list[tuple]) -> dict[str, np.ndarray]:
+    """Part 3: leverage quantiles (10/50/90 %) of a reference frozen at 38 s, in units of what it
+    learned last, on the next 2 s (the same region) and on the samples from 40 s (the other half)."""
+    before = [r for r in rows if r[0] < 38.0]
+    model, _ = learned(before)
+    reference = model.freeze()
+    _, q, qd, qdd, _ = stack(before[-BLOCK:])
+    h_ref = float(np.median(model.predict_frozen(reference, model.prepare(q, qd, qdd))[1]))
+    out = {}
+    for name, lo, hi in (("the same region", 38.0, 40.0), ("the other half", 40.0, 80.0)):
+        _, q, qd, qdd, _ = stack([r for r in rows if lo <= r[0] < hi])
+        leverage = model.predict_frozen(reference, model.prepare(q, qd, qdd))[1]
+        out[name] = np.quantile(leverage / h_ref, [0.1, 0.5, 0.9])
+    return out
 
 
 def cost(sim: PandaSimulation) -> dict:
@@ -301,6 +322,14 @@ def report(parts: dict, args: argparse.Namespace, total: float) -> str:
     ]
     for r in parts["false"]:
         lines.append(f"| {r['stream']} | {r['holds']} | {r['held']} | {r['references']} ({r['retakes']}) |")
+    ratios = parts["false"][-1]["coverage"]
+    lines += [
+        "",
+        "Leverage of a reference frozen after 38 s in the first half, in units of that of the samples it "
+        "learned last (10 / 50 / 90 %; judged up to 10): "
+        + "; ".join(f"{name} {' / '.join(f'{x:.1f}' for x in q)}" for name, q in ratios.items())
+        + ".",
+    ]
     c = parts["cost"]
     lines += [
         "",

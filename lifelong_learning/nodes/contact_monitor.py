@@ -71,7 +71,7 @@ class EstimatorSamples(NamedTuple):
 
 
 class HeldBack(NamedTuple):
-    """Samples held back during a contact: joint states and measured torques, one row each."""
+    """Samples held back during a load: joint states and measured torques, one row each."""
 
     q: np.ndarray
     qd: np.ndarray

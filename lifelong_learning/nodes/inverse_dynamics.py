@@ -15,8 +15,13 @@
   the model lock in O(1) (about 0.3 ms per answer at 1 kHz on two cores: docs/benchmarks/control-rate.md);
 - publishes, for each answered joint state that carries effort, the external torque estimate
   (measured − predicted, on ``external_torque_topic``) and a contact flag (``contact_topic``); samples
-  in contact and ``contact_hold_s`` after it are not learned
-  (:mod:`~lifelong_learning.nodes.contact_monitor`, :mod:`~lifelong_learning.dynamics.contact`);
+  in contact and ``contact_hold_s`` after it are not learned, nor those of a load too slow for the
+  contact thresholds (a frozen reference model's residual:
+  :mod:`~lifelong_learning.nodes.slow_load_monitor`); a load held beyond ``contact_max_s`` is
+  learned only when a payload explains it (:mod:`~lifelong_learning.nodes.contact_monitor`,
+  :mod:`~lifelong_learning.dynamics.contact`, :mod:`~lifelong_learning.nodes.learning_queue`);
+- warns on ``/diagnostics`` when most samples go unlearned, ERROR when that lasts
+  (:mod:`~lifelong_learning.nodes.learning_starvation`);
 - services: ``~/predict`` (lifelong_learning/PredictTorques) and those of every
   :class:`~lifelong_learning.nodes.learner.LearnerNode` (save, load, reset, rollback, checkpoints).
 

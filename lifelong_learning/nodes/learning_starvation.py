@@ -22,11 +22,12 @@ from lifelong_learning.dynamics.starvation import Starvation, StarvationMonitor,
 #: what to do, by reason a sample was not learned (the node's reasons; others get the generic one)
 REMEDIES = {
     "contact": (
-        "something pushes or holds the arm (external_torque shows which joints); take it off. A load "
-        "that stays is learned only when a payload explains it (docs/robot.md#contact-detection)"
+        "something pushes or holds the arm (external_torque shows which joints): take it off. A "
+        "payload just grasped is learned once held contact_max_s, if a last-link change explains it "
+        "(docs/robot.md#a-load-that-stays-payload-or-push)"
     ),
     "slow load": (
-        "a load that built up slowly is held (a person leaning on the arm?); take it off. If it is "
+        "a load that built up slowly is held (a person leaning on the arm?): take it off. If it is "
         "part of the robot now and no payload, ~/reset relearns from scratch"
     ),
     "residual outlier": (
