@@ -237,6 +237,12 @@ class JointStateStream:
 
     def __init__(self, executor: Any, publisher: Any, states: list[dict]) -> None:
         self.executor, self.publisher, self.states, self.next = executor, publisher, states, 0
+        self.offset, self.stamp = 0.0, -1.0  # added to the states' stamps; the last stamp sent
+
+    def switch(self, states: list[dict]) -> None:
+        """Go on with ``states`` (a robot that changed: another payload), stamps still increasing."""
+        self.states, self.next = states, 0
+        self.offset = self.stamp + 0.01 - states[0]["stamp"]
 
     def until(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Stream until ``predicate()`` is true (or ``timeout`` seconds pass); its last value."""
@@ -248,7 +254,8 @@ class JointStateStream:
                 return True
             state = self.states[self.next % len(self.states)]
             lap = self.next // len(self.states)  # stamps keep increasing over laps
-            stamp = state["stamp"] + lap * (self.states[-1]["stamp"] + 0.01)
+            stamp = self.offset + state["stamp"] + lap * (self.states[-1]["stamp"] + 0.01)
+            self.stamp = stamp
             msg = JointState(name=state["name"], position=state["position"], velocity=state["velocity"])
             msg.effort = state["effort"]
             msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp), round((stamp - int(stamp)) * 1e9)

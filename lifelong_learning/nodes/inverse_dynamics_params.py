@@ -13,7 +13,7 @@ from typing import Any
 from lifelong_learning.core.files import MAX_URDF_BYTES, UnsafePathError, open_regular
 from lifelong_learning.dynamics.contact import ContactSettings
 from lifelong_learning.nodes.base import ParamSpec
-from lifelong_learning.nodes.shadow import SHADOW_PARAMS
+from lifelong_learning.nodes.shadow import shadow_params
 
 #: default ``learning_period_s``: at most one learned block per this many seconds (what arrives
 #: meanwhile joins the next block). A block's cost is mostly fixed (solving the weights): in the
@@ -231,7 +231,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         minimum_nonzero=0.001,
     ),
     *CONTACT_PARAMS,
-    *SHADOW_PARAMS,
+    *shadow_params(10.0, 10.0),
     ParamSpec(
         "realtime_priority",
         0,

@@ -33,7 +33,7 @@ from lifelong_learning.nodes.lifecycle import LifecycleStateMixin
 from lifelong_learning.nodes.model_data import ModelDataReceiver, ModelFileHeader
 from lifelong_learning.serving import DEFAULT_MAX_RECEIVED_MODEL_BYTES, Outcome, RefusedError, ServingCore
 from lifelong_learning.serving.history import ModelHistory
-from lifelong_learning.srv import LoadModel, SaveModel
+from lifelong_learning.srv import LoadModel, SaveModel, ServingState
 
 LEARNER_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
@@ -161,6 +161,10 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
     #: the learner this node serves
     model_class: ClassVar[type[PersistentModel]]
+    #: the tuner's task that retrains it (``~/serving_state``; retraining.job.TASKS)
+    retraining_task: ClassVar[str] = ""
+    #: the node's shadow evaluation, canary and drift alarm (set by a subclass that has them)
+    shadow: Any = None
 
     LEARNER_PARAMS: tuple[ParamSpec, ...] = LEARNER_PARAMS
 
@@ -291,6 +295,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
             self.create_configured_service(LoadModel, "~/load_model", self._on_load)
             self.create_configured_service(Trigger, "~/reset", self._on_reset)
             self.create_configured_service(Trigger, "~/rollback", self._on_rollback)
+            self.create_configured_service(ServingState, "~/serving_state", self._on_serving_state)
             self._schedule_checkpoints(float(self.params["checkpoint_interval_s"]))
             # transient local: a model announced before this node started is still delivered (the
             # paths: the last 5; the bytes: the last 2, what the tuner keeps, one per kind in turn)
@@ -522,6 +527,17 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         response.success, response.message = self.rollback()
         if not response.success:
             self.get_logger().warning(f"~/rollback: {response.message}")
+        return response
+
+    def _on_serving_state(self, request: Any, response: Any) -> Any:
+        """``~/serving_state``: the task, the serving model's version, its trial and drift alarm."""
+        response.task = self.retraining_task
+        with self.model_lock:
+            response.model_version = int(self.serving.version)
+        response.model = self.serving.last_reload
+        if self.shadow is not None:
+            self.shadow.fill_state(response)
+        response.success, response.message = True, self.lifecycle_state
         return response
 
     def _on_model_announced(self, msg: String) -> None:

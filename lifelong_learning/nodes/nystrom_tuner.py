@@ -680,6 +680,7 @@ class NystromTunerNode(NodeBase):
         problems = super().diagnostic_problems()
         if self.last_job_failed:
             problems.append((DiagnosticStatus.WARN, f"the last tuning job failed: {self.last_failure}"))
+        problems.extend((DiagnosticStatus.WARN, text) for text in self.loop.diagnostic_problems())
         return problems
 
     def stop_job(self, timeout_s: float = STOP_WAIT_S) -> bool:
@@ -703,6 +704,8 @@ class NystromTunerNode(NodeBase):
     def destroy_node(self) -> None:
         if self._checks is not None:
             self._checks.stop()
+        if getattr(self, "loop", None) is not None:
+            self.loop.stop()
         self.stop_job()
         if self._server is not None:  # None after a failed start
             self._server.destroy()
