@@ -60,6 +60,16 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
+@pytest.fixture(autouse=True)
+def ros_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's ROS home (``ROS_HOME``: the nodes' model files, checkpoints and bags by default,
+    and ROS logs) in a directory of its own, for the test and the processes it starts: a node run
+    with the shipped defaults never finds another test's checkpoint, nor the user's."""
+    home = tmp_path / "ros_home"
+    monkeypatch.setenv("ROS_HOME", str(home))
+    return home
+
+
 @pytest.fixture(scope="session")
 def built_interfaces() -> None:
     """Fail clearly (not skip) when the generated interfaces are missing."""
@@ -169,6 +179,13 @@ def first_call(executor: Any, client: Any, request: Any, timeout: float = 60.0) 
 def call(executor: object) -> Callable[..., Any]:
     """:func:`call_service` on the test's executor: ``call(client, request, timeout=20.0, ...)``."""
     return functools.partial(call_service, executor)
+
+
+#: a learner that swaps a received model in at once (no shadow window, no canary): for the tests of
+#: the reload itself (the shipped defaults judge a received model in shadow first)
+IMMEDIATE_SWAP = ("-p", "shadow_window_s:=0.0", "-p", "canary_window_s:=0.0")
+#: the same, as the parameters of a node made in the test's process
+IMMEDIATE_SWAP_PARAMS = {"shadow_window_s": 0.0, "canary_window_s": 0.0}
 
 
 def make_dynamics_node(context: Any, urdf: bool = True, **params: Any) -> Any:

@@ -15,11 +15,13 @@ the ``main()`` of every node executable is :func:`~lifelong_learning.nodes.runne
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -61,8 +63,17 @@ GENERIC_LOSS_REMEDY = (
 )
 
 
-#: where model files go unless a node is told otherwise (the nystrom_tuner writes there too)
-DEFAULT_MODEL_DIRECTORY = "~/.ros/lifelong_learning"
+def model_home() -> Path:
+    """The package's directory under the ROS home: ``$ROS_HOME/lifelong_learning`` (``~/.ros`` when
+    ``ROS_HOME`` is unset, as ROS 2 itself does): model files, checkpoints, bags by default."""
+    return Path(os.environ.get("ROS_HOME") or "~/.ros").expanduser() / "lifelong_learning"
+
+
+def directory_or_default(value: str, below: str = "") -> Path:
+    """A directory parameter's path: ``value`` ('~' expanded), or :func:`model_home` / ``below`` when ''."""
+    if value:
+        return Path(os.path.expanduser(value))
+    return model_home() / below if below else model_home()
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from lifelong_learning.core.model_file import MAX_MODEL_BYTES, ModelFileError
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.core.realtime import normal_policy_here
 from lifelong_learning.msg import LearningMetrics
-from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec
+from lifelong_learning.nodes.base import NodeBase, ParamSpec, directory_or_default
 from lifelong_learning.nodes.learning_metrics import METRICS_PARAMS, LearningMetricsPublisher
 from lifelong_learning.nodes.lifecycle import LifecycleStateMixin
 from lifelong_learning.nodes.model_data import ModelDataReceiver, ModelFileHeader
@@ -35,12 +35,16 @@ from lifelong_learning.serving import DEFAULT_MAX_RECEIVED_MODEL_BYTES, Outcome,
 from lifelong_learning.serving.history import ModelHistory
 from lifelong_learning.srv import LoadModel, SaveModel, ServingState
 
+#: the ``checkpoint_path`` that names the node's own file under ``model_directory``
+AUTO_CHECKPOINT = "auto"
+
 LEARNER_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "checkpoint_path",
-        "",
-        "Model file written every checkpoint_interval_s and on shutdown, and restored on start; "
-        "'' disables checkpoints. '~' expands to the home directory.",
+        AUTO_CHECKPOINT,
+        "Model file written every checkpoint_interval_s and on cleanup and shutdown, and restored on "
+        "configure; 'auto' = <model_directory>/checkpoints/<namespace>/<node>.llm (one per node, "
+        "under the ROS home by default); '' disables checkpoints. '~' expands to the home directory.",
     ),
     ParamSpec(
         "checkpoint_interval_s",
@@ -71,11 +75,12 @@ LEARNER_PARAMS: tuple[ParamSpec, ...] = (
     ),
     ParamSpec(
         "model_directory",
-        DEFAULT_MODEL_DIRECTORY,
+        "",
         "The directory that ~/save_model, ~/load_model and the paths announced on model_topic "
         "are confined to: relative paths are taken under it, and a path that resolves outside "
         "it (symlinks and '..' followed) is refused and counted ('path refused'). '~' expands; "
-        "'' = ~/.ros/lifelong_learning (the nystrom_tuner's default output_dir). Stale temporary "
+        "'' = $ROS_HOME/lifelong_learning (~/.ros/lifelong_learning when ROS_HOME is unset; the "
+        "nystrom_tuner's default output_dir). Stale temporary "
         "files of killed writes in it are removed at start.",
     ),
     ParamSpec(
@@ -172,11 +177,15 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         NodeBase.__init__(self, node_name, (*self.LEARNER_PARAMS, *params), **kwargs)
         p = self.params
         checkpoint = str(p["checkpoint_path"])
+        models = directory_or_default(str(p["model_directory"]))
+        # the node's own folders under model_directory, by fully qualified name (robots do not collide)
+        own = Path(*self.get_fully_qualified_name().strip("/").split("/"))
+        if checkpoint == AUTO_CHECKPOINT:
+            checkpoint = str(models / "checkpoints" / own.parent / f"{own.name}.llm")
         self.serving = ServingCore(
             self.model_class,
-            model_directory=Path(os.path.expanduser(str(p["model_directory"]) or DEFAULT_MODEL_DIRECTORY)),
-            # the node's own folders under model_directory, by fully qualified name (robots do not collide)
-            own=Path(*self.get_fully_qualified_name().strip("/").split("/")),
+            model_directory=models,
+            own=own,
             keep_previous=int(p["keep_previous_models"]),
             checkpoint_path=Path(os.path.expanduser(checkpoint)) if checkpoint else None,
             checkpoint_name=checkpoint,
@@ -323,16 +332,18 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         return TransitionCallbackReturn.SUCCESS
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Clean up: final checkpoint, then the model and what configure created are dropped.
+        """Clean up: final checkpoint, then the model and what configure created are dropped; the
+        model is kept for ``~/rollback`` too (the checkpoint restores it at the next configure).
 
         Reversible: what the node runs for its whole life (a learning thread) keeps running, so
         that configure and activate make it serve and learn again, as often as a manager asks."""
         self.final_checkpoint()
         self._destroy_configured()
         with self.model_lock:
-            self.serving.release()
+            note = self.serving.release()
             self.forget_inputs()
-        self.get_logger().info("cleaned up: model released (the checkpoint keeps it)")
+        where = "the checkpoint keeps it" if self.serving.checkpoints.path is not None else "no checkpoint"
+        self.get_logger().info(f"cleaned up: model released ({where}){note}")
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:

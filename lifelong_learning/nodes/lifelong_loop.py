@@ -35,7 +35,6 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from rclpy.action import ActionClient
@@ -45,7 +44,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from lifelong_learning.action import TuneModel
 from lifelong_learning.core.files import aside_path, atomic_write_text, read_regular_text
 from lifelong_learning.msg import BagFileClosed
-from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, ParamSpec
+from lifelong_learning.nodes.base import ParamSpec, directory_or_default
 from lifelong_learning.retraining.job import TASKS
 from lifelong_learning.retraining.lifelong_loop import (
     Job,
@@ -84,7 +83,7 @@ LOOP_PARAMS: tuple[ParamSpec, ...] = (
         "bag_directory",
         "",
         "The bag recorder's bag directory (its 'output' or the directory above it; '' = "
-        "~/.ros/lifelong_learning/bags, bag_recorder's default): the loop trains only on files "
+        "$ROS_HOME/lifelong_learning/bags, bag_recorder's default): the loop trains only on files "
         "inside it (links followed), named and listed in metadata.yaml as the recorder writes them.",
     ),
     ParamSpec(
@@ -201,8 +200,7 @@ class LifelongLoopMonitor:
         names = [str(n).rstrip("/") for n in p["auto_retrain_learners"]]
         if not names or not all(names) or len(set(names)) != len(names):
             raise ValueError(f"auto_retrain_learners must name distinct learner nodes, got {names!r}")
-        root = str(p["bag_directory"]) or f"{DEFAULT_MODEL_DIRECTORY}/bags"
-        self.bag_root = Path(root).expanduser()
+        self.bag_root = directory_or_default(str(p["bag_directory"]), "bags")
         group = ReentrantCallbackGroup()
         settings = loop_settings(p)
         self.learners = {name: _Learner(node, name, settings, group) for name in names}
