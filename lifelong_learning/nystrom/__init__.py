@@ -1,4 +1,6 @@
-"""Nyström kernel ridge regression and its hyperparameter tuning (Meanti et al.), in torch.
+"""The offline methods (torch): Nyström kernel ridge regression and its hyperparameter tuning
+(Meanti et al.), on one estimator contract
+(:mod:`~lifelong_learning.nystrom.estimator`; the methods by name: :mod:`~lifelong_learning.nystrom.methods`).
 
 No ROS imports: runs with ``pip install .`` on a GPU server or a laptop. The names below are
 loaded when first used, so that a module of this package that needs no torch
@@ -11,13 +13,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names of _HOMES, for type checkers and editors (loaded at first use)
+    from lifelong_learning.nystrom.estimator import OfflineMethod
     from lifelong_learning.nystrom.krr import NystromKRR
+    from lifelong_learning.nystrom.methods import method_named, methods
     from lifelong_learning.nystrom.objectives import EXACT_OBJECTIVES, OBJECTIVES, exact_objective
     from lifelong_learning.nystrom.tuning import TuningResult, tune
 
 #: name → the module of this package that defines it
 _HOMES = {
     "NystromKRR": "krr",
+    "OfflineMethod": "estimator",
+    "method_named": "methods",
+    "methods": "methods",
     "EXACT_OBJECTIVES": "objectives",
     "OBJECTIVES": "objectives",
     "exact_objective": "objectives",
@@ -40,4 +47,14 @@ def __getattr__(name: str) -> Any:
     return getattr(home, name)
 
 
-__all__ = ["EXACT_OBJECTIVES", "OBJECTIVES", "NystromKRR", "TuningResult", "exact_objective", "tune"]
+__all__ = [
+    "EXACT_OBJECTIVES",
+    "OBJECTIVES",
+    "NystromKRR",
+    "OfflineMethod",
+    "TuningResult",
+    "exact_objective",
+    "method_named",
+    "methods",
+    "tune",
+]
