@@ -1,5 +1,5 @@
 """The offline methods (torch): Nyström kernel ridge regression and its hyperparameter tuning
-(Meanti et al.), on one estimator contract
+(Meanti et al.), stochastic low-rank kernel learning (Machart et al.), on one estimator contract
 (:mod:`~lifelong_learning.nystrom.estimator`; the methods by name: :mod:`~lifelong_learning.nystrom.methods`).
 
 No ROS imports: runs with ``pip install .`` on a GPU server or a laptop. The names below are
@@ -17,12 +17,14 @@ if TYPE_CHECKING:  # the names of _HOMES, for type checkers and editors (loaded 
     from lifelong_learning.nystrom.krr import NystromKRR
     from lifelong_learning.nystrom.methods import method_named, methods
     from lifelong_learning.nystrom.objectives import EXACT_OBJECTIVES, OBJECTIVES, exact_objective
+    from lifelong_learning.nystrom.slkl import SLKL
     from lifelong_learning.nystrom.tuning import TuningResult, tune
 
 #: name → the module of this package that defines it
 _HOMES = {
     "NystromKRR": "krr",
     "OfflineMethod": "estimator",
+    "SLKL": "slkl",
     "method_named": "methods",
     "methods": "methods",
     "EXACT_OBJECTIVES": "objectives",
@@ -50,6 +52,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "EXACT_OBJECTIVES",
     "OBJECTIVES",
+    "SLKL",
     "NystromKRR",
     "OfflineMethod",
     "TuningResult",

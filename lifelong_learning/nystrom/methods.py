@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from lifelong_learning.nystrom.estimator import OfflineMethod
+from lifelong_learning.nystrom.slkl import SLKL
 from lifelong_learning.nystrom.tuned import TunedNystrom
 
 
 def methods() -> dict[str, type[OfflineMethod]]:
     """Every offline method by name."""
-    return {cls.name: cls for cls in (TunedNystrom,)}
+    return {cls.name: cls for cls in (TunedNystrom, SLKL)}
 
 
 def method_named(name: str, **params: Any) -> OfflineMethod:

@@ -17,6 +17,7 @@ from lifelong_learning.nystrom.methods import method_named, methods
 #: small, fast settings of every method (a method registered without settings here fails below)
 SETTINGS = {
     "nystrom": dict(centers=8, epochs=3, lr=0.1, device="cpu", seed=1),
+    "slkl": dict(n_candidates=20, lengthscale=1.0, nu=1e-3, device="cpu", seed=1),
 }
 
 
