@@ -1,6 +1,8 @@
-"""The offline methods (torch): Nyström kernel ridge regression and its hyperparameter tuning
-(Meanti et al.), stochastic low-rank kernel learning (Machart et al.), on one estimator contract
-(:mod:`~lifelong_learning.nystrom.estimator`; the methods by name: :mod:`~lifelong_learning.nystrom.methods`).
+"""The offline methods, in torch, on one estimator contract
+(:class:`~lifelong_learning.nystrom.estimator.OfflineMethod`; by name:
+:func:`~lifelong_learning.nystrom.methods.methods`): Nyström kernel ridge regression and its
+hyperparameter tuning (Meanti et al.), stochastic low-rank kernel learning (SLKL, Machart et al.),
+kernel truncated randomized ridge regression (KTR³, Jun, Cutkosky, Orabona).
 
 No ROS imports: runs with ``pip install .`` on a GPU server or a laptop. The names below are
 loaded when first used, so that a module of this package that needs no torch
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the names of _HOMES, for type checkers and editors (loaded at first use)
     from lifelong_learning.nystrom.estimator import OfflineMethod
     from lifelong_learning.nystrom.krr import NystromKRR
+    from lifelong_learning.nystrom.ktr3 import KTR3
     from lifelong_learning.nystrom.methods import method_named, methods
     from lifelong_learning.nystrom.objectives import EXACT_OBJECTIVES, OBJECTIVES, exact_objective
     from lifelong_learning.nystrom.slkl import SLKL
@@ -25,6 +28,7 @@ _HOMES = {
     "NystromKRR": "krr",
     "OfflineMethod": "estimator",
     "SLKL": "slkl",
+    "KTR3": "ktr3",
     "method_named": "methods",
     "methods": "methods",
     "EXACT_OBJECTIVES": "objectives",
@@ -51,6 +55,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "EXACT_OBJECTIVES",
+    "KTR3",
     "OBJECTIVES",
     "SLKL",
     "NystromKRR",

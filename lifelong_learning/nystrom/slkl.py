@@ -59,8 +59,10 @@ from lifelong_learning.learners.slkl_features import SLKLFeatureMap
 from lifelong_learning.nystrom.estimator import OfflineMethod, Progress, training_rows
 from lifelong_learning.nystrom.kernels import (
     DEFAULT_MEMORY_BUDGET,
+    VANISHING_KERNEL,
     gaussian_kernel,
     knm_matmul,
+    reaches_other_rows,
     resolve_device,
 )
 
@@ -84,10 +86,7 @@ class _Columns:
         self.all = gaussian_kernel(X, self.Xc, ls) if stored else None
         self.informative = False
         if self.all is not None:
-            own = self.all[
-                torch.as_tensor(picked, device=X.device), torch.arange(picked.size, device=X.device)
-            ]
-            self.informative = bool(((self.all != 0).sum(0) > (own != 0).to(torch.int64)).any())
+            self.informative = reaches_other_rows(self.all, torch.as_tensor(picked, device=X.device))
 
     def note(self, m: int, c: torch.Tensor) -> None:
         """Record whether the drawn column ``c_m`` is non-zero off its own row."""
@@ -249,10 +248,7 @@ class _Descent:
 
     def _check_informative(self) -> None:
         if not self.cols.informative:
-            raise ValueError(
-                "every candidate's kernel column is zero off its own row: the length-scale is too small "
-                "for the spacing of the rows (the model would predict 0 away from the candidates)"
-            )
+            raise ValueError(VANISHING_KERNEL)
 
     def _step(self, m: int) -> float:
         """One coordinate step on ``μ_m`` (eqs. 24-27); the change of ``F``."""

@@ -18,6 +18,7 @@ from lifelong_learning.nystrom.methods import method_named, methods
 SETTINGS = {
     "nystrom": dict(centers=8, epochs=3, lr=0.1, device="cpu", seed=1),
     "slkl": dict(n_candidates=20, lengthscale=1.0, nu=1e-3, device="cpu", seed=1),
+    "ktr3": dict(lam=1e-3, lengthscale=1.0, device="cpu", seed=1),
 }
 
 
