@@ -10,14 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from lifelong_learning.nystrom.estimator import OfflineMethod
+from lifelong_learning.nystrom.incremental import NystromPath
 from lifelong_learning.nystrom.ktr3 import KTR3
+from lifelong_learning.nystrom.nytro import NYTRO
 from lifelong_learning.nystrom.slkl import SLKL
 from lifelong_learning.nystrom.tuned import TunedNystrom
 
 
 def methods() -> dict[str, type[OfflineMethod]]:
     """Every offline method by name."""
-    return {cls.name: cls for cls in (TunedNystrom, SLKL, KTR3)}
+    return {cls.name: cls for cls in (TunedNystrom, SLKL, NYTRO, NystromPath, KTR3)}
 
 
 def method_named(name: str, **params: Any) -> OfflineMethod:

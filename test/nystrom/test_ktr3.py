@@ -13,6 +13,8 @@ from lifelong_learning.learners.slkl_features import SLKLFeatureMap
 from lifelong_learning.nystrom import KTR3
 from lifelong_learning.nystrom.ktr3 import kernel_ridge_prefixes
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def _gauss(A, B, ls):
     return np.exp(-0.5 * (((A[:, None] - B[None]) / ls) ** 2).sum(-1))

@@ -14,11 +14,15 @@ from lifelong_learning.learners.feature_map import feature_map_from_state, featu
 from lifelong_learning.nystrom.estimator import OfflineMethod, holdout_split
 from lifelong_learning.nystrom.methods import method_named, methods
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 #: small, fast settings of every method (a method registered without settings here fails below)
 SETTINGS = {
     "nystrom": dict(centers=8, epochs=3, lr=0.1, device="cpu", seed=1),
     "slkl": dict(n_candidates=20, lengthscale=1.0, nu=1e-3, device="cpu", seed=1),
     "ktr3": dict(lam=1e-3, lengthscale=1.0, device="cpu", seed=1),
+    "nytro": dict(centers=15, lengthscale=1.0, max_iter=50, device="cpu", seed=1),
+    "path": dict(max_centers=15, lengthscale=1.0, lam=[1e-6, 1e-3], device="cpu", seed=1),
 }
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from lifelong_learning.nystrom import SLKL
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def _data(n=80, p=2, seed=0):
     rng = np.random.default_rng(seed)
