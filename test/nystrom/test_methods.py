@@ -146,3 +146,10 @@ def test_the_nystrom_method_is_tune_unchanged():
     assert est.tuning_.history == model.tuning_.history
     assert np.array_equal(est.predict(X), model.predict(X))
     assert est.engine_lam() == model.engine_lam() == len(X) * model.lam
+
+
+def test_the_methods_are_importable_from_the_package():
+    from lifelong_learning.nystrom import KTR3, NYTRO, SLKL, NystromPath
+
+    known = methods()
+    assert (known["slkl"], known["ktr3"], known["nytro"], known["path"]) == (SLKL, KTR3, NYTRO, NystromPath)
