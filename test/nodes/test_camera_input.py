@@ -44,7 +44,7 @@ pytestmark = pytest.mark.graph
 FRAMES, RATE_HZ = 20, 5.0
 PEER = REPO / "test" / "nodes" / "camera_peer.py"
 LOSSY_PEER = REPO / "test" / "nodes" / "lossy_camera_peer.py"
-PAIRS = 10
+PAIRS = 6
 NODE = "feature_extractor"
 LOST = "images lost in transport"
 
