@@ -104,14 +104,24 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
         c, s = gate["candidate_error"], gate["serving_error"]
         better = c <= s * (1 - gate["margin"]) and c < s
         assert gate["promoted"] == better, gate
-        # the dynamics model the gate promoted runs in shadow on the robot first (issue 27, item 2)
-        served = gate["promoted"] and job.get("shadow", {"promoted": True})["promoted"]
+        # a promoted candidate runs in shadow on the robot first: the dynamics model while the demo
+        # drives the robot; the classifier's is judged on what is taught later (not in this run)
+        served = (
+            gate["promoted"]
+            and task != "classification"
+            and job.get("shadow", {"promoted": True})["promoted"]
+        )
         if served:
             old, new = job["reload"]["model_version"]
             assert new > old and diag[learners[task]]["last reload"] != "never"
         else:
             assert job["reload"] == {} and diag[learners[task]]["last reload"] == "never"
-            assert "not promoted" in report or "the online model kept serving" in report
+            in_shadow = "runs in shadow on `object_recognition`" in report
+            assert (
+                in_shadow
+                if gate["promoted"]
+                else "the online model kept serving" in report or "not promoted" in report
+            )
     if jobs["inverse-dynamics"]["promotion"]["promoted"]:
         shadow = dyn["shadow"]
         assert shadow["samples"] > 50 and shadow["outcome"] in ("promoted", "dropped"), shadow
@@ -140,9 +150,8 @@ def check_lifelong_loop(results: dict, diag: dict, report: str, out: Path) -> No
     files = goal["bags"] + goal["validation_bags"]
     assert len(goal["validation_bags"]) == 1 and all(Path(f).parent == out / "bag" for f in files), goal
     assert loop["job"] is not None and loop["job"]["event"] == "job done", loop["job"]
-    assert diag["nystrom_tuner"]["lifelong loop jobs"] == "1", diag[
-        "nystrom_tuner"
-    ]  # the demo's two not counted
+    tuner = diag["nystrom_tuner"]
+    assert tuner["lifelong loop inverse_dynamics jobs"] == "1", tuner  # the demo's two not counted
     e = loop["live_error"]
     assert e["at_drift"] > 3 * e["before_grasp"], e
     if loop["job"]["promoted"]:

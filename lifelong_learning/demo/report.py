@@ -219,7 +219,11 @@ def _retraining_section(results: dict[str, Any]) -> list[str]:
                 f"; `{reload['node']}` hot-reloaded it {reload['seconds_after_announcement']:.1f} s after "
                 f"the job finished (model version {' → '.join(map(str, reload['model_version']))})"
                 if reload
-                else ""
+                else (
+                    "; it runs in shadow on `object_recognition`, judged on what is taught next"
+                    if gate["promoted"] and job["task"] == "classification"
+                    else ""
+                )
             ),
             f"  - promotion gate ({gate['n_samples']} samples of {gate['data']}): candidate "
             f"{gate['metric']} {gate['candidate_error']:.4g}, {gate['serving']} "

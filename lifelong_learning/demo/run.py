@@ -132,6 +132,7 @@ class DemoRun:
             f"default_epochs:={self.cfg.tune_epochs}",
             f"retrain_bag_files:={self.cfg.loop_bag_files}",
             "retrain_min_period_s:=20.0",
+            f"bag_directory:={self.out / 'bag'}",  # the loop trains only on files in it
         )
         # Files close every bag_file_s (the lifelong loop retrains on closed files) and on
         # ~/split_bagfile: the demo splits before retraining, so the tuner sees the whole online phase.

@@ -471,7 +471,11 @@ def retrain(stage: Stage, results: dict[str, Any]) -> None:
         if job["promotion"]["promoted"] and task == "inverse-dynamics" and events is not None:
             drive_learning = functools.partial(_drive_learning, stage)
             job["shadow"] = shadow_window(stage, events, after, results, drive_learning, stride(stage.cfg))
-        if job["promotion"]["promoted"] and job.get("shadow", {"promoted": True})["promoted"]:
+        if job["promotion"]["promoted"] and task == "classification":
+            # object_recognition's shadow window (on by default) judges it on what is taught next
+            job["reload"] = {}
+            stage.say(f"{learner}: the candidate runs in shadow, judged on the next taught views")
+        elif job["promotion"]["promoted"] and job.get("shadow", {"promoted": True})["promoted"]:
             job["reload"] = _wait_for_reload(stage, learner, version, job["model"])
         else:
             job["reload"] = {}

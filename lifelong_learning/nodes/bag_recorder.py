@@ -47,7 +47,7 @@ from std_srvs.srv import Trigger
 
 from lifelong_learning.io.recorder import STORAGES, BagFile, RecorderError, SplitBagWriter
 from lifelong_learning.msg import BagFileClosed
-from lifelong_learning.nodes.base import NodeBase, ParamSpec
+from lifelong_learning.nodes.base import NodeBase, ParamSpec, model_home
 from lifelong_learning.nodes.runner import run_node
 
 #: keep-last depth of the recording subscriptions (bounds what a burst queues before writing)
@@ -72,7 +72,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "output",
         "",
-        "Bag directory to create ('' = ~/.ros/lifelong_learning/bags/bag_<UTC date-time>); "
+        "Bag directory to create ('' = $ROS_HOME/lifelong_learning/bags/bag_<UTC date-time>); "
         "an existing directory is never appended to: the node refuses to start.",
     ),
     ParamSpec(
@@ -106,8 +106,9 @@ PARAMS: tuple[ParamSpec, ...] = (
 
 
 def default_output(base: Path | None = None) -> Path:
-    """``~/.ros/lifelong_learning/bags/bag_<UTC date-time>``, with ``_<n>`` added if that exists."""
-    base = base or Path.home() / ".ros" / "lifelong_learning" / "bags"
+    """``$ROS_HOME/lifelong_learning/bags/bag_<UTC date-time>`` (:func:`model_home`), with ``_<n>``
+    added if that exists."""
+    base = base or model_home() / "bags"
     stem = f"bag_{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
     path, n = base / stem, 0
     while path.exists():

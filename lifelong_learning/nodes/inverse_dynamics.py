@@ -112,6 +112,7 @@ class InverseDynamicsNode(LearnerNode):
     """JointState → predicted torques; measured effort → online update."""
 
     model_class = SemiparametricInverseDynamics
+    retraining_task = "inverse-dynamics"
     MAIN_STREAMS = ("joint_states",)
 
     def __init__(self, **kwargs: Any) -> None:

@@ -15,7 +15,7 @@ from lifelong_learning.dynamics.contact import ContactSettings
 from lifelong_learning.dynamics.slow_load import SlowLoadSettings
 from lifelong_learning.dynamics.starvation import StarvationSettings
 from lifelong_learning.nodes.base import ParamSpec
-from lifelong_learning.nodes.shadow import SHADOW_PARAMS
+from lifelong_learning.nodes.shadow import shadow_params
 
 #: default ``learning_period_s``: at most one learned block per this many seconds (what arrives
 #: meanwhile joins the next block). A block's cost is mostly fixed (solving the weights): in the
@@ -230,7 +230,9 @@ PARAMS: tuple[ParamSpec, ...] = (
         "Forgetting factor per sample in [0.5, 1]; 1 = none. 'auto' (the default): the candidates 1, 0.9999, "
         "0.9995, 0.999, 0.998 are raced on small proxies of the residual (a quarter of its features) "
         "and the factor of the lowest prequential error over the last 2000 samples serves the "
-        "residual (the parametric part does not forget; ~/learning_metrics and the diagnostics "
+        "residual, a factor below 1 only while the best proxy explains at least 90 % of the stream's "
+        "variance over that window and its newest quarter (otherwise 1: no memory is traded for "
+        "noise); the parametric part does not forget; ~/learning_metrics and the diagnostics "
         "report the factor; about 1.3x the learning cost: docs/metrics.md).",
         bounds=(0.5, 1.0),
         also_auto=True,
@@ -292,7 +294,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ),
     *CONTACT_PARAMS,
     *STARVATION_PARAMS,
-    *SHADOW_PARAMS,
+    *shadow_params(10.0, 10.0),
     ParamSpec(
         "realtime_priority",
         0,

@@ -27,20 +27,24 @@ from lifelong_learning.core.model_file import MAX_MODEL_BYTES, ModelFileError
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.core.realtime import normal_policy_here
 from lifelong_learning.msg import LearningMetrics
-from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec
+from lifelong_learning.nodes.base import NodeBase, ParamSpec, directory_or_default
 from lifelong_learning.nodes.learning_metrics import METRICS_PARAMS, LearningMetricsPublisher
 from lifelong_learning.nodes.lifecycle import LifecycleStateMixin
 from lifelong_learning.nodes.model_data import ModelDataReceiver, ModelFileHeader
 from lifelong_learning.serving import DEFAULT_MAX_RECEIVED_MODEL_BYTES, Outcome, RefusedError, ServingCore
 from lifelong_learning.serving.history import ModelHistory
-from lifelong_learning.srv import LoadModel, SaveModel
+from lifelong_learning.srv import LoadModel, SaveModel, ServingState
+
+#: the ``checkpoint_path`` that names the node's own file under ``model_directory``
+AUTO_CHECKPOINT = "auto"
 
 LEARNER_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "checkpoint_path",
-        "",
-        "Model file written every checkpoint_interval_s and on shutdown, and restored on start; "
-        "'' disables checkpoints. '~' expands to the home directory.",
+        AUTO_CHECKPOINT,
+        "Model file written every checkpoint_interval_s and on cleanup and shutdown, and restored on "
+        "configure; 'auto' = <model_directory>/checkpoints/<namespace>/<node>.llm (one per node, "
+        "under the ROS home by default); '' disables checkpoints. '~' expands to the home directory.",
     ),
     ParamSpec(
         "checkpoint_interval_s",
@@ -71,11 +75,12 @@ LEARNER_PARAMS: tuple[ParamSpec, ...] = (
     ),
     ParamSpec(
         "model_directory",
-        DEFAULT_MODEL_DIRECTORY,
+        "",
         "The directory that ~/save_model, ~/load_model and the paths announced on model_topic "
         "are confined to: relative paths are taken under it, and a path that resolves outside "
         "it (symlinks and '..' followed) is refused and counted ('path refused'). '~' expands; "
-        "'' = ~/.ros/lifelong_learning (the nystrom_tuner's default output_dir). Stale temporary "
+        "'' = $ROS_HOME/lifelong_learning (~/.ros/lifelong_learning when ROS_HOME is unset; the "
+        "nystrom_tuner's default output_dir). Stale temporary "
         "files of killed writes in it are removed at start.",
     ),
     ParamSpec(
@@ -161,6 +166,10 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
     #: the learner this node serves
     model_class: ClassVar[type[PersistentModel]]
+    #: the tuner's task that retrains it (``~/serving_state``; retraining.job.TASKS)
+    retraining_task: ClassVar[str] = ""
+    #: the node's shadow evaluation, canary and drift alarm (set by a subclass that has them)
+    shadow: Any = None
 
     LEARNER_PARAMS: tuple[ParamSpec, ...] = LEARNER_PARAMS
 
@@ -168,11 +177,15 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         NodeBase.__init__(self, node_name, (*self.LEARNER_PARAMS, *params), **kwargs)
         p = self.params
         checkpoint = str(p["checkpoint_path"])
+        models = directory_or_default(str(p["model_directory"]))
+        # the node's own folders under model_directory, by fully qualified name (robots do not collide)
+        own = Path(*self.get_fully_qualified_name().strip("/").split("/"))
+        if checkpoint == AUTO_CHECKPOINT:
+            checkpoint = str(models / "checkpoints" / own.parent / f"{own.name}.llm")
         self.serving = ServingCore(
             self.model_class,
-            model_directory=Path(os.path.expanduser(str(p["model_directory"]) or DEFAULT_MODEL_DIRECTORY)),
-            # the node's own folders under model_directory, by fully qualified name (robots do not collide)
-            own=Path(*self.get_fully_qualified_name().strip("/").split("/")),
+            model_directory=models,
+            own=own,
             keep_previous=int(p["keep_previous_models"]),
             checkpoint_path=Path(os.path.expanduser(checkpoint)) if checkpoint else None,
             checkpoint_name=checkpoint,
@@ -291,6 +304,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
             self.create_configured_service(LoadModel, "~/load_model", self._on_load)
             self.create_configured_service(Trigger, "~/reset", self._on_reset)
             self.create_configured_service(Trigger, "~/rollback", self._on_rollback)
+            self.create_configured_service(ServingState, "~/serving_state", self._on_serving_state)
             self._schedule_checkpoints(float(self.params["checkpoint_interval_s"]))
             # transient local: a model announced before this node started is still delivered (the
             # paths: the last 5; the bytes: the last 2, what the tuner keeps, one per kind in turn)
@@ -318,16 +332,18 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         return TransitionCallbackReturn.SUCCESS
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Clean up: final checkpoint, then the model and what configure created are dropped.
+        """Clean up: final checkpoint, then the model and what configure created are dropped; the
+        model is kept for ``~/rollback`` too (the checkpoint restores it at the next configure).
 
         Reversible: what the node runs for its whole life (a learning thread) keeps running, so
         that configure and activate make it serve and learn again, as often as a manager asks."""
         self.final_checkpoint()
         self._destroy_configured()
         with self.model_lock:
-            self.serving.release()
+            note = self.serving.release()
             self.forget_inputs()
-        self.get_logger().info("cleaned up: model released (the checkpoint keeps it)")
+        where = "the checkpoint keeps it" if self.serving.checkpoints.path is not None else "no checkpoint"
+        self.get_logger().info(f"cleaned up: model released ({where}){note}")
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -522,6 +538,17 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         response.success, response.message = self.rollback()
         if not response.success:
             self.get_logger().warning(f"~/rollback: {response.message}")
+        return response
+
+    def _on_serving_state(self, request: Any, response: Any) -> Any:
+        """``~/serving_state``: the task, the serving model's version, its trial and drift alarm."""
+        response.task = self.retraining_task
+        with self.model_lock:
+            response.model_version = int(self.serving.version)
+        response.model = self.serving.last_reload
+        if self.shadow is not None:
+            self.shadow.fill_state(response)
+        response.success, response.message = True, self.lifecycle_state
         return response
 
     def _on_model_announced(self, msg: String) -> None:

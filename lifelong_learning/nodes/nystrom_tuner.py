@@ -78,7 +78,7 @@ from lifelong_learning.core.files import (
 )
 from lifelong_learning.core.model_file import MAX_MODEL_BYTES, read_model_kind
 from lifelong_learning.msg import ModelFile
-from lifelong_learning.nodes.base import DEFAULT_MODEL_DIRECTORY, NodeBase, ParamSpec
+from lifelong_learning.nodes.base import NodeBase, ParamSpec, directory_or_default
 from lifelong_learning.nodes.lifelong_loop import LOOP_PARAMS, LifelongLoopMonitor
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.retraining.job import JobCancelledError, TuningJob, job_options
@@ -111,7 +111,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "output_dir",
         "",
-        "Directory of the model files ('' = ~/.ros/lifelong_learning): each goal writes a new file "
+        "Directory of the model files ('' = $ROS_HOME/lifelong_learning, ~/.ros/lifelong_learning when "
+        "ROS_HOME is unset): each goal writes a new file "
         "here, named by task, UTC time and goal id, with its reports beside it.",
     ),
     *job_parameters(),
@@ -239,7 +240,7 @@ class NystromTunerNode(NodeBase):
         if not 1 <= int(p["default_centers"]) <= int(p["max_centers"]):
             raise ValueError(f"default_centers must be in [1, max_centers={p['max_centers']}]")
         base = str(p["output_dir"])
-        self.output_dir = Path(os.path.expanduser(base or DEFAULT_MODEL_DIRECTORY))
+        self.output_dir = directory_or_default(base)
         try:
             self.output_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # a configuration error: the node cannot start (exit status 2)
@@ -680,6 +681,7 @@ class NystromTunerNode(NodeBase):
         problems = super().diagnostic_problems()
         if self.last_job_failed:
             problems.append((DiagnosticStatus.WARN, f"the last tuning job failed: {self.last_failure}"))
+        problems.extend((DiagnosticStatus.WARN, text) for text in self.loop.diagnostic_problems())
         return problems
 
     def stop_job(self, timeout_s: float = STOP_WAIT_S) -> bool:
@@ -703,6 +705,8 @@ class NystromTunerNode(NodeBase):
     def destroy_node(self) -> None:
         if self._checks is not None:
             self._checks.stop()
+        if getattr(self, "loop", None) is not None:
+            self.loop.stop()
         self.stop_job()
         if self._server is not None:  # None after a failed start
             self._server.destroy()

@@ -54,7 +54,7 @@ from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.learning_metrics import message_from_report
 from lifelong_learning.nodes.recognition_shadow import RecognitionOps
 from lifelong_learning.nodes.runner import run_node
-from lifelong_learning.nodes.shadow import SHADOW_PARAMS, ShadowMonitor
+from lifelong_learning.nodes.shadow import ShadowMonitor, shadow_params
 from lifelong_learning.serving import Outcome
 from lifelong_learning.srv import ForgetClass, GetClassifierInfo, Predict, RenameClass, UndoTeaching
 
@@ -155,7 +155,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         "the best class); 0 always answers the best class. In [0, 1].",
         bounds=(0.0, 1.0),
     ),
-    *SHADOW_PARAMS,
+    *shadow_params(60.0, 60.0),
 )
 
 
@@ -183,6 +183,7 @@ class ObjectRecognitionNode(LearnerNode):
     """Features → Prediction; LabeledFeatures → incremental RLSC update."""
 
     model_class = IncrementalRLSC
+    retraining_task = "classification"
     MAIN_STREAMS = ("features",)
 
     def __init__(self, **kwargs: Any) -> None:

@@ -40,6 +40,7 @@ import rclpy
 from rclpy.context import Context
 from rclpy.exceptions import NameValidationException, ParameterException
 from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.logging import get_logger
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
@@ -334,6 +335,11 @@ def run_nodes(
                 # bad parameters (values or types), invalid names, missing files: not a crash
                 print(f"[ERROR] cannot start the node: {exc}", file=sys.stderr, flush=True)
                 return 2
+            except _rclpy.RCLError as exc:  # the middleware refused the node (e.g. security asked for)
+                print(
+                    f"[ERROR] cannot start the node: {_middleware_refusal(exc)}", file=sys.stderr, flush=True
+                )
+                return 2
         started = True
         try:
             plan = make_executors(threads, nodes)
@@ -360,6 +366,18 @@ def run_nodes(
         rclpy.try_shutdown()
         stop.restore()
     return 1 if failures else 0
+
+
+def _middleware_refusal(exc: BaseException) -> str:
+    """Why the middleware refused to create a node, in words (DDS security asked for and missing)."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if os.environ.get("ROS_SECURITY_ENABLE", "").lower() == "true":
+        return (
+            f"{text}. ROS_SECURITY_ENABLE is true but this middleware cannot provide DDS security (the "
+            "Fast DDS of the PyPI wheels is built without it): the node does not run unsecured; "
+            "see docs/robot.md#who-may-talk-to-the-nodes"
+        )
+    return text
 
 
 def run_node(

@@ -52,62 +52,67 @@ from lifelong_learning.serving.shadow import (
     check_settings,
 )
 
-SHADOW_PARAMS: tuple[ParamSpec, ...] = (
-    ParamSpec(
-        "shadow_window_s",
-        0.0,
-        "Seconds a model received for hot reload (model_topic, model_data_topic, ~/load_model) runs "
-        "in shadow of the serving model on the live stream (both predict each sample before learning "
-        "it, both learn; only the serving model answers) before it is swapped in, only if its "
-        "prequential error is below (1 - shadow_margin) x the serving model's; otherwise dropped "
-        "(~/shadow, diagnostics). 0: swapped in at once (settable at run time).",
-        bounds=(0.0, 86400.0),
-        at_run_time=True,
-        minimum_nonzero=0.5,
-    ),
-    ParamSpec(
-        "shadow_samples",
-        0,
-        "Scored samples that end a shadow or canary window before its seconds; 0: the seconds alone.",
-        bounds=(0, 10_000_000),
-        at_run_time=True,
-    ),
-    ParamSpec(
-        "shadow_margin",
-        0.05,
-        "The relative margin of the shadow and canary rules: a candidate is promoted, and a new model "
-        "rolled back, only when the other model's error is below (1 - shadow_margin) x its own.",
-        bounds=(0.0, 0.9),
-        at_run_time=True,
-    ),
-    ParamSpec(
-        "canary_window_s",
-        0.0,
-        "Seconds the replaced model runs in shadow of a model just swapped in (a promotion or an "
-        "immediate reload); if the new model is worse by shadow_margin, the node rolls back by itself "
-        "(~/rollback's machinery, logged, counted, on ~/shadow). 0: off.",
-        bounds=(0.0, 86400.0),
-        at_run_time=True,
-        minimum_nonzero=0.5,
-    ),
-    ParamSpec(
-        "drift_factor",
-        3.0,
-        "Drift alarm: when the live prequential error stays above drift_factor x its level at the last "
-        "swap (after one metrics_window_s of warm-up) for drift_window_s, diagnostics WARN with the "
-        "figures and a diagnostic_msgs/DiagnosticStatus is published on ~/drift. 0: off.",
-        bounds=(0.0, 1000.0),
-        at_run_time=True,
-        minimum_nonzero=1.01,
-    ),
-    ParamSpec(
-        "drift_window_s",
-        30.0,
-        "Seconds the live error must stay above the drift threshold before the alarm.",
-        bounds=(0.1, 86400.0),
-        at_run_time=True,
-    ),
-)
+
+def shadow_params(window_s: float, canary_s: float) -> tuple[ParamSpec, ...]:
+    """The parameters of shadow evaluation, canary and drift alarm, with a learner's default windows
+    (on by default: a received model reaches the answers only after winning on live data)."""
+    return (
+        ParamSpec(
+            "shadow_window_s",
+            window_s,
+            "Seconds a model received for hot reload (model_topic, model_data_topic, ~/load_model) runs "
+            "in shadow of the serving model on the live stream (both predict each sample before learning "
+            "it, both learn; only the serving model answers) before it is swapped in, only if its "
+            "prequential error is below (1 - shadow_margin) x the serving model's; otherwise dropped "
+            "(~/shadow, diagnostics). 0: swapped in at once, unjudged (settable at run time).",
+            bounds=(0.0, 86400.0),
+            at_run_time=True,
+            minimum_nonzero=0.5,
+        ),
+        ParamSpec(
+            "shadow_samples",
+            0,
+            "Scored samples that end a shadow or canary window before its seconds; 0: the seconds alone.",
+            bounds=(0, 10_000_000),
+            at_run_time=True,
+        ),
+        ParamSpec(
+            "shadow_margin",
+            0.05,
+            "The relative margin of the shadow and canary rules: a candidate is promoted, and a new model "
+            "rolled back, only when the other model's error is below (1 - shadow_margin) x its own.",
+            bounds=(0.0, 0.9),
+            at_run_time=True,
+        ),
+        ParamSpec(
+            "canary_window_s",
+            canary_s,
+            "Seconds the replaced model runs in shadow of a model just swapped in (a promotion or an "
+            "immediate reload); if the new model is worse by shadow_margin, the node rolls back by itself "
+            "(~/rollback's machinery, logged, counted, on ~/shadow). 0: off.",
+            bounds=(0.0, 86400.0),
+            at_run_time=True,
+            minimum_nonzero=0.5,
+        ),
+        ParamSpec(
+            "drift_factor",
+            3.0,
+            "Drift alarm: when the live prequential error stays above drift_factor x its level at the last "
+            "swap (after one metrics_window_s of warm-up) for drift_window_s, diagnostics WARN with the "
+            "figures and a diagnostic_msgs/DiagnosticStatus is published on ~/drift. 0: off.",
+            bounds=(0.0, 1000.0),
+            at_run_time=True,
+            minimum_nonzero=1.01,
+        ),
+        ParamSpec(
+            "drift_window_s",
+            30.0,
+            "Seconds the live error must stay above the drift threshold before the alarm.",
+            bounds=(0.1, 86400.0),
+            at_run_time=True,
+        ),
+    )
+
 
 #: counted rejections (docs/refusals.md)
 SHADOW_FAILED = "model in shadow failed"
@@ -177,7 +182,7 @@ class ShadowMonitor:
         self.drift = DriftAlarm(factor, window, warmup, floor) if factor > 0 else None
 
     def apply_parameter(self, name: str) -> None:
-        """A parameter of :data:`SHADOW_PARAMS` changed (its range checked by the node)."""
+        """A parameter of :func:`shadow_params` changed (its range checked by the node)."""
         if name in ("drift_factor", "drift_window_s"):
             self._build_drift()
 
@@ -330,6 +335,20 @@ class ShadowMonitor:
         status = DiagnosticStatus(level=level, name=self.node.get_fully_qualified_name(), message=text)
         status.values = values
         self.drift_pub.publish(status)
+
+    # ---------------------------------------------------------------- ~/serving_state
+    def fill_state(self, response: Any) -> None:
+        """The trial and the drift alarm into a ``ServingState`` response (the tuner's loop asks)."""
+        trial = self.slot.running()
+        response.trial_running = trial is not None
+        if trial is not None:
+            response.trial_role, response.trial_model = trial.role, trial.label
+            response.trial_window_s, response.trial_samples = float(trial.window_s), int(trial.samples)
+        alarm = self.drift
+        response.drift_raised = bool(alarm is not None and alarm.raised)
+        if response.drift_raised:
+            response.drift_message = alarm.describe(self.drift_error)
+        response.shadow_window_s = float(self.node.params["shadow_window_s"])
 
     # ---------------------------------------------------------------- diagnostics
     def diagnostic_values(self) -> dict[str, str]:

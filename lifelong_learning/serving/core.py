@@ -196,15 +196,31 @@ class ServingCore:
             self.loaded_file = None
             self.learned = int(getattr(model, "n_samples", 0))
 
-    def release(self) -> None:
+    def release(self) -> str:
         """Serve no model any more (cleanup, after the final checkpoint), and forget what the core
         knew of it: the file it was loaded from (the same model delivered again after the next
-        configure is loaded: another model serves then) and its changes not checkpointed."""
-        with self.lock:
+        configure is loaded: another model serves then) and its changes not checkpointed.
+
+        The released model is kept in the history first, as any replaced model (``~/rollback``
+        serves it again after the next configure, also without checkpoints); a model that learned
+        nothing is not. Returns the note on where it is kept (or why it is not)."""
+        with self._replace_lock, self.lock:
+            note = ""
+            model = self.model
+            if model is not None and self.history.keep > 0:
+                try:
+                    snapshot = model.to_model_file()
+                    note = self.history.push(snapshot, "cleanup", model.n_samples, self.learned, 0).note
+                except (ModelFileError, OSError) as exc:
+                    note = f"; {self._not_kept(exc)}"
+                    self.report.error(f"the released model is not kept: {self._not_kept(exc)}")
             self.model = None
             self.loaded_file = None
             self.updates_since_checkpoint = 0
             self.learned = 0
+        for path in self.history.prune() if note else ():
+            self.report.info(f"removed the previous model {path} (keep_previous_models)")
+        return note
 
     def count_updates(self, n: int = 1) -> None:
         """Count ``n`` samples the serving model learned (once per callback): changes the next

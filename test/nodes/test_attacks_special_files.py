@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import (
+    IMMEDIATE_SWAP,
     DiagnosticsReader,
     call_service,
     first_call,
@@ -105,6 +106,7 @@ def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> 
         *("-p", f"model_directory:={folder / 'models'}", "-p", "allow_paths_outside_model_directory:=true"),
         *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'", "-p", "n_features:=8"),
         *("-p", "diagnostics_period_s:=0.2", "-p", "warn_period_s:=0.0", "-r", f"__ns:={NAMESPACE}"),
+        *IMMEDIATE_SWAP,
     )
     with new_context() as context, new_executor(context) as executor:
         peer = Node("special_files_peer", namespace=NAMESPACE, context=context)

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
+from conftest import IMMEDIATE_SWAP_PARAMS
 
 from lifelong_learning.core.model_file import ModelFile, save_model_file
 from lifelong_learning.learners.random_features import RandomFourierFeatures
@@ -61,7 +62,7 @@ def make_recognizer(context, **params):
 
     from lifelong_learning.nodes.object_recognition import ObjectRecognitionNode
 
-    defaults = {"diagnostics_period_s": 0.0, "warn_period_s": 0.0}
+    defaults = {"diagnostics_period_s": 0.0, "warn_period_s": 0.0, **IMMEDIATE_SWAP_PARAMS}
     overrides = [Parameter(k, value=v) for k, v in {**defaults, **params}.items()]
     return ObjectRecognitionNode(context=context, parameter_overrides=overrides)
 
@@ -372,6 +373,7 @@ def test_inverse_dynamics_ignores_a_classifier_and_refuses_another_robot(
         "n_features": 50,
         "diagnostics_period_s": 0.0,
         "model_directory": str(tmp_path),
+        **IMMEDIATE_SWAP_PARAMS,
     }
     node = InverseDynamicsNode(
         context=rclpy_context, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]

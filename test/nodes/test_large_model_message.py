@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, call_service, first_call, node_argv, spin_until
+from conftest import IMMEDIATE_SWAP, DiagnosticsReader, call_service, first_call, node_argv, spin_until
 
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 
@@ -104,6 +104,7 @@ def test_a_model_over_the_limit_is_refused_from_its_header_and_nothing_of_it_is_
             NODE,
             *("-p", f"model_directory:={models}", "-p", "diagnostics_period_s:=0.25"),
             *("-p", f"max_model_bytes:={LIMIT}", "-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'"),
+            *IMMEDIATE_SWAP,
         )
     )
     peer = Node("large_model_sender", context=executor.context)

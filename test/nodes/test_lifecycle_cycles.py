@@ -93,6 +93,16 @@ class Managed:
     def count(self, key: str) -> int:
         return self.diag.count(self.status_name, key)
 
+    def settled_count(self, key: str) -> int:
+        """``key`` once everything answered is learned: the learning queue empty in two statuses in
+        a row, published after this call, that agree on ``key`` (no input arrives meanwhile)."""
+        seen: list[tuple[int, int]] = []
+        while len(seen) < 2 or seen[-1] != seen[-2] or seen[-1][1] != 0:
+            assert len(seen) < 100, seen
+            value = self.fresh_count(key)
+            seen.append((value, self.count("learning queue")))
+        return seen[-1][0]
+
     def fresh_count(self, key: str) -> int:
         """``key`` in a status published after this call (the latest may be older than the last change)."""
         statuses = self.diag.statuses(self.status_name)
@@ -118,6 +128,14 @@ class Managed:
         assert self.proc.alive()
 
 
+def torque_probe(state: dict) -> Any:
+    """A ``~/predict`` request for the joint state ``state`` at rest acceleration."""
+    from lifelong_learning.srv import PredictTorques
+
+    return PredictTorques.Request(name=list(state["name"]), position=list(state["position"]),
+                                  velocity=list(state["velocity"]), acceleration=[0.0] * 7)  # fmt: skip
+
+
 def model_services(node: Managed, save_to: str, load_from: str) -> dict[str, tuple[Any, Any]]:
     from lifelong_learning.srv import LoadModel, SaveModel
     from std_srvs.srv import Trigger
@@ -131,22 +149,19 @@ def model_services(node: Managed, save_to: str, load_from: str) -> dict[str, tup
 
 
 def test_inverse_dynamics_learns_after_five_cycles_and_serves_nothing_finalized(
-    executor, start_process, tmp_path: Path
+    executor, start_process, ros_home: Path
 ):
     from lifelong_learning.srv import PredictTorques
     from sensor_msgs.msg import JointState
 
-    models = tmp_path / "models"
-    proc = start_process(
-        node_argv(
-            "inverse_dynamics",
-            *("-p", f"urdf_path:={panda_urdf_path()}", "-p", "joint_names:=[" + ",".join(JOINT_NAMES) + "]"),
-            *("-p", "n_features:=50", "-p", "diagnostics_period_s:=0.2", "-p", "warn_period_s:=0.0"),
-            *("-p", f"model_directory:={models}", "-p", f"checkpoint_path:={models / 'dynamics.model'}"),
-            *("-p", "learn_max_hz:=0.0", "-p", "outlier_k:=0.0", "-p", "checkpoint_interval_s:=0.0"),
-            *("-r", f"__ns:={NAMESPACE}"),
-        )
+    models = ros_home / "lifelong_learning"  # the default model_directory; checkpoint_path: auto
+    argv = node_argv(
+        "inverse_dynamics",
+        *("-p", f"urdf_path:={panda_urdf_path()}", "-p", "joint_names:=[" + ",".join(JOINT_NAMES) + "]"),
+        *("-p", "n_features:=50", "-p", "diagnostics_period_s:=0.2", "-p", "warn_period_s:=0.0"),
+        *("-p", "learn_max_hz:=0.0", "-p", "outlier_k:=0.0", "-r", f"__ns:={NAMESPACE}"),
     )
+    proc = start_process(argv)
     node = Managed(executor, proc, "inverse_dynamics")
     states = list(joint_states(PandaSimulation().run(4.0, seed=7), rate_hz=100.0))
     publisher = node.peer.create_publisher(JointState, "joint_states", 100)
@@ -174,10 +189,18 @@ def test_inverse_dynamics_learns_after_five_cycles_and_serves_nothing_finalized(
     assert spin_until(executor, lambda: node.count("samples learned") >= 20, 10), node.diag.values(
         node.status_name
     )
+    learned = node.settled_count("samples learned")
+    probes = [torque_probe(states[k]) for k in (0, 17, 33)]
+    before = [call_service(executor, predict, probe).effort for probe in probes]
 
+    # With the shipped defaults (checkpoint_path: auto) nothing learned is lost, to the last bit.
     node.cycles(CYCLES)
-    learned = node.fresh_count("samples learned")  # restored from the checkpoint cleanup wrote
-    assert learned >= 20, node.diag.values(node.status_name)
+    assert node.fresh_count("samples learned") == learned, node.diag.values(node.status_name)
+    assert [call_service(executor, predict, probe).effort for probe in probes] == before
+    # ... nor by a restart of the process
+    proc.stop()
+    proc = node.proc = start_process(argv)
+    assert [first_call(executor, predict, probe).effort for probe in probes] == before, proc.log()
     assert spin_until(executor, lambda: publisher.get_subscription_count() > 0, 30), proc.log()
     feed(40)
     assert spin_until(executor, lambda: node.count("samples learned") >= learned + 20, 10), (
@@ -186,10 +209,8 @@ def test_inverse_dynamics_learns_after_five_cycles_and_serves_nothing_finalized(
     )
     assert node.count("not learned: learning queue full") == 0, node.diag.values(node.status_name)
 
-    calls = model_services(node, "after.model", "dynamics.model")
-    state = states[0]
-    probe = PredictTorques.Request(name=list(state["name"]), position=list(state["position"]),
-                                   velocity=list(state["velocity"]), acceleration=[0.0] * 7)  # fmt: skip
+    calls = model_services(node, "after.model", "checkpoints/cycles_test/inverse_dynamics.llm")
+    probe = probes[0]
     assert call_service(executor, predict, probe).success
     node.finalized_refuses({**calls, "predict": (predict, probe)})
     assert not (models / "after.model").exists()
@@ -199,21 +220,20 @@ def test_inverse_dynamics_learns_after_five_cycles_and_serves_nothing_finalized(
 
 
 def test_object_recognition_learns_after_five_cycles_and_serves_nothing_finalized(
-    executor, start_process, tmp_path: Path
+    executor, start_process, ros_home: Path
 ):
     from lifelong_learning.msg import LabeledFeatures
     from lifelong_learning.srv import GetClassifierInfo, Predict
     from rclpy.qos import QoSProfile
+    from std_srvs.srv import Trigger
 
-    models = tmp_path / "models"
-    proc = start_process(
-        node_argv(
-            "object_recognition",
-            *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'", "-p", "diagnostics_period_s:=0.2"),
-            *("-p", f"model_directory:={models}", "-p", f"checkpoint_path:={models / 'recognition.model'}"),
-            *("-p", "checkpoint_interval_s:=0.0", "-r", f"__ns:={NAMESPACE}"),
-        )
+    models = ros_home / "lifelong_learning"  # the default model_directory; checkpoint_path: auto
+    argv = node_argv(
+        "object_recognition",
+        *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'", "-p", "diagnostics_period_s:=0.2"),
+        *("-r", f"__ns:={NAMESPACE}"),
     )
+    proc = start_process(argv)
     node = Managed(executor, proc, "object_recognition")
     labeled = node.peer.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=100))
     info = node.client(GetClassifierInfo, "info")
@@ -229,14 +249,38 @@ def test_object_recognition_learns_after_five_cycles_and_serves_nothing_finalize
         assert spin_until(executor, lambda: seen() == before + n, 20), proc.log()
         return before + n
 
-    assert teach(6) == 6
-    node.cycles(CYCLES)
-    assert teach(6) == 12  # restored from the checkpoint, and learning again
-
     predict = node.client(Predict, "predict")
-    probe = Predict.Request(data=rng.normal(size=8).tolist())
+    probes = [Predict.Request(data=rng.normal(size=8).tolist()) for _ in range(3)]
+
+    def answers() -> list[tuple[str, list[float]]]:
+        return [(a.label, list(a.scores)) for a in (first_call(executor, predict, p) for p in probes)]
+
+    assert teach(6) == 6
+    before = answers()
+    # With the shipped defaults (checkpoint_path: auto) every prediction comes back, to the last bit.
+    node.cycles(CYCLES)
+    assert answers() == before
+    assert teach(6) == 12  # restored from the checkpoint, and learning again
+    taught = answers()
+    # ... also after the process restarts
+    proc.stop()
+    proc = node.proc = start_process(argv)
+    assert answers() == taught, proc.log()
+    # Without checkpoints, cleanup keeps the model it releases for ~/rollback.
+    rollback = node.client(Trigger, "rollback")
+    proc.stop()
+    proc = node.proc = start_process([*argv, "-p", "checkpoint_path:=''"])
+    assert first_call(executor, info, GetClassifierInfo.Request()).samples_seen == 0  # no checkpoint
+    assert teach(6) == 6
+    taught = answers()
+    node.cycles(1)
+    assert first_call(executor, info, GetClassifierInfo.Request()).samples_seen == 0
+    assert call_service(executor, rollback, Trigger.Request()).success
+    assert answers() == taught
+
+    probe = probes[0]
     assert call_service(executor, predict, probe).success
-    calls = model_services(node, "after.model", "recognition.model")
+    calls = model_services(node, "after.model", "checkpoints/cycles_test/object_recognition.llm")
     calls |= {"predict": (predict, probe), "info": (info, GetClassifierInfo.Request())}
     node.finalized_refuses(calls)
     assert not (models / "after.model").exists()

@@ -1,28 +1,37 @@
-"""The tuner's lifelong loop on a real DDS graph (issue 27, item 5): nystrom_tuner (auto_retrain),
-bag_recorder and inverse_dynamics each in its own process, simulated Panda motion streamed as
-joint states. On a drift alarm the tuner waits for bag files closed after it, saves the learner's
-serving model, sends itself a goal (the files, the newest as validation split), and the candidate
-reaches the learner's shadow; the minimum period holds the next job back; a cleared alarm starts
-none. The drift alarm is published by the test on /inverse_dynamics/drift (standing in for the
-learner's own alarm, which the demo's cycle raises for real: test_demo.py): the learner's live
-error cannot be steered to a given instant here."""
+"""The tuner's lifelong loop on a real DDS graph: nystrom_tuner (auto_retrain), bag_recorder and
+inverse_dynamics each in its own process, a simulated Panda's joint states streamed by the test.
+
+A peer first tries what got a poisoned model served before: a forged drift alarm and a forged
+trial on the learner's own topics (``{"outcome": "started", "window_s": 1e308}``), and forged
+announcements of bag files written outside the recorder's bag directory, a byte copy of one of
+them, and a copy inside the directory that the recorder never listed. None starts a job, every file
+is refused and counted, and the loop stays idle. Then the robot changes for real (a 3 kg payload):
+the learner's own drift alarm, as its ``~/serving_state`` says, starts a job on the recorder's files
+begun after it, the validation file later than those trained on; the candidate goes through the
+gate and, promoted, into the learner's shadow. A tuner restarted afterwards restores the loop's
+state from its checkpoint and starts no job at once."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import DiagnosticsReader, JointStateStream, latched_qos, node_argv, spin_until
 
+from lifelong_learning.retraining.loop_files import check_closed_file
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
 
 pytestmark = pytest.mark.graph
 
+LOOP = "lifelong loop inverse_dynamics"
+
 
 class Peer:
-    """The test's node: joint states out, the drift alarm out, what the tuner and learner say in."""
+    """The test's node: joint states out, the forgeries out, what the tuner and learner say in."""
 
     def __init__(self, executor: Any, states: list[dict]) -> None:
         from diagnostic_msgs.msg import DiagnosticStatus
@@ -39,6 +48,7 @@ class Peer:
             executor, self.node.create_publisher(JointState, "joint_states", 100), states
         )
         self.drift_pub = self.node.create_publisher(DiagnosticStatus, "/inverse_dynamics/drift", latched)
+        self.shadow_pub = self.node.create_publisher(String, "/inverse_dynamics/shadow", latched)
         self.file_pub = self.node.create_publisher(BagFileClosed, "/bag_recorder/file_closed", files)
         self.progress: list[dict] = []
         self.shadow: list[dict] = []
@@ -54,12 +64,23 @@ class Peer:
         )
         self.diag = DiagnosticsReader(self.node)
 
-    def drift(self, raised: bool) -> None:
+    def forge(self, files: list[Path]) -> None:
+        """What a hostile peer publishes: a drift alarm, a trial, announcements of its own files."""
         from diagnostic_msgs.msg import DiagnosticStatus
+        from lifelong_learning.msg import BagFileClosed
+        from std_msgs.msg import String
 
-        level = DiagnosticStatus.WARN if raised else DiagnosticStatus.OK
-        text = "live prequential error 0.3 above 3 x 0.05 for 2 s" if raised else "drift alarm cleared"
-        self.drift_pub.publish(DiagnosticStatus(level=level, name="/inverse_dynamics", message=text))
+        text = "live prequential error 0.3 above 3 x 0.05 for 2 s"
+        self.drift_pub.publish(
+            DiagnosticStatus(level=DiagnosticStatus.WARN, name="/inverse_dynamics", message=text)
+        )
+        trial = {"role": "shadow", "outcome": "started", "model": "x", "window_s": 1e308}
+        self.shadow_pub.publish(String(data=json.dumps(trial)))
+        for path in files:
+            msg = BagFileClosed(closed_file=str(path), node_name="/bag_recorder", bag=str(path.parent))
+            msg.topics = ["/joint_states"]
+            msg.message_count = 1000
+            self.file_pub.publish(msg)
 
     def goals(self) -> list[dict]:
         return [p for p in self.progress if p.get("state") == "auto_retrain"]
@@ -67,60 +88,83 @@ class Peer:
     def done(self) -> list[dict]:
         return [p for p in self.progress if p.get("state") in ("done", "failed")]
 
+    def values(self) -> dict[str, str]:
+        return self.diag.values("nystrom_tuner")
+
     def loop(self) -> str:
-        return self.diag.values("nystrom_tuner").get("lifelong loop", "")
+        return self.values().get(LOOP, "")
 
 
-def test_the_tuner_retrains_by_itself_on_drift_from_files_closed_after_the_alarm(
+def tuner_argv(models: Path, bags: Path, urdf: str) -> list[str]:
+    return node_argv(
+        "nystrom_tuner",
+        *("-p", f"output_dir:={models}", "-p", f"urdf_path:={urdf}", "-p", "auto_retrain:=true"),
+        *("-p", f"bag_directory:={bags}", "-p", "retrain_bag_files:=2", "-p", "retrain_min_period_s:=3600.0"),
+        *("-p", "default_centers:=20", "-p", "default_epochs:=3", "-p", "diagnostics_period_s:=0.25"),
+    )
+
+
+def test_forgeries_start_nothing_and_the_learners_own_drift_retrains_from_the_recorders_files(
     executor, start_process, tmp_path
 ):
-    models = tmp_path / "models"
+    models, bags = tmp_path / "models", tmp_path / "bags"
     urdf = panda_urdf_path()
     joints = f"joint_names:={JOINT_NAMES}".replace("'", "")
     learner = start_process(
         node_argv(
             "inverse_dynamics",
             *("-p", f"urdf_path:={urdf}", "-p", joints, "-p", "n_features:=30"),
-            *("-p", f"model_directory:={models}", "-p", "shadow_window_s:=1.0", "-p", "drift_factor:=0.0"),
+            *("-p", f"model_directory:={models}", "-p", "shadow_window_s:=1.0", "-p", "canary_window_s:=0.0"),
+            *("-p", "metrics_window_s:=2.0", "-p", "drift_window_s:=0.5", "-p", "forgetting:=1.0"),
         )
     )
     recorder = start_process(
         node_argv(
             "bag_recorder",
-            *("-p", f"output:={tmp_path / 'bag'}", "-p", "topics:=[joint_states]"),
+            *("-p", f"output:={bags / 'run'}", "-p", "topics:=[joint_states]"),
             *("-p", "max_bagfile_duration_s:=1.0"),
         )
     )
-    tuner = start_process(
-        node_argv(
-            "nystrom_tuner",
-            *("-p", f"output_dir:={models}", "-p", f"urdf_path:={urdf}", "-p", "auto_retrain:=true"),
-            *("-p", "retrain_bag_files:=2", "-p", "retrain_min_period_s:=3600.0"),
-            *("-p", "default_centers:=20", "-p", "default_epochs:=3", "-p", "diagnostics_period_s:=0.25"),
-        )
-    )
-    states = list(joint_states(PandaSimulation().run(20.0, seed=4, log_every=5), rate_hz=100.0))
-    peer = Peer(executor, states)
+    tuner = start_process(tuner_argv(models, bags, urdf))
+    free = list(joint_states(PandaSimulation().run(20.0, seed=4, log_every=5), rate_hz=100.0))
+    loaded = PandaSimulation().run(30.0, seed=5, log_every=5, initial_payload=3.0)
+    peer = Peer(executor, free)
     logs = lambda: "\n".join(p.log()[-3000:] for p in (learner, recorder, tuner))  # noqa: E731
 
-    # Files close every second; without an alarm the tuner sends nothing.
-    assert peer.stream.until(lambda: len(peer.closed) >= 3 and "no drift alarm" in peer.loop(), 60), logs()
-    assert peer.goals() == []
-    # A path that is not absolute is refused and counted, never used.
-    from lifelong_learning.msg import BagFileClosed
+    # The learner answers and files close; without its alarm the tuner sends nothing.
+    assert peer.stream.until(lambda: len(peer.closed) >= 2 and "no drift alarm" in peer.loop(), 60), logs()
 
-    peer.file_pub.publish(BagFileClosed(closed_file="relative.mcap", node_name="/someone"))
+    # Forgeries: files outside the bag directory (one a byte copy of the other), one the recorder
+    # never listed inside it, the learner's alarm and trial published by someone else.
+    evil = tmp_path / "evil" / "evil"
+    evil.mkdir(parents=True)
+    real = Path(peer.closed[0])
+    shutil.copy(real, evil / "evil_0.mcap")
+    shutil.copy(real, evil / "evil_1.mcap")
+    shutil.copy(real, real.parent / "run_900.mcap")
+    peer.forge([evil / "evil_0.mcap", evil / "evil_1.mcap", real.parent / "run_900.mcap"])
 
-    # The alarm: the tuner waits for two files closed after it, then sends itself the goal.
+    def refused() -> bool:
+        v = peer.values()
+        return (
+            v.get("rejected: bag file outside bag_directory") == "2"
+            and "rejected: bag file not the recorder's" in v
+        )
+
+    assert peer.stream.until(refused, 30), peer.values()
+    assert peer.stream.until(lambda: "idle: no drift alarm" in peer.loop(), 10), peer.loop()
+    assert peer.goals() == [] and peer.values()["bag files refused (lifelong loop)"] == "3"
+
+    # The robot grasps 3 kg: the learner's own alarm; a job on the recorder's files begun after it.
     before = set(peer.closed)
-    peer.drift(True)
-    assert peer.stream.until(lambda: bool(peer.goals()), 60), logs()
+    peer.stream.switch(list(joint_states(loaded, rate_hz=100.0)))
+    assert peer.stream.until(lambda: bool(peer.goals()), 90), logs()
     goal = peer.goals()[0]
-    used = goal["bags"] + goal["validation_bags"]
+    assert goal["learner"] == "inverse_dynamics" and goal["reason"].startswith("drift: "), goal
     assert len(goal["bags"]) == 1 and len(goal["validation_bags"]) == 1, goal
-    assert not set(used) & before and set(used) <= set(peer.closed), (goal, before)
-    assert used == sorted(used, key=peer.closed.index)  # the newest file validates
-    assert goal["reason"].startswith("drift: live prequential error 0.3"), goal
+    used = [check_closed_file(f, bags) for f in goal["bags"] + goal["validation_bags"]]  # the recorder's
+    assert not {f.path for f in used} & before, (goal, before)
+    assert used[-1].first > used[0].last and used[-1].digest != used[0].digest  # later, other data
     assert goal["serving_model"] and Path(goal["serving_model"]).is_file(), goal  # saved by ~/save_model
 
     # The job runs through the gate; a promoted candidate goes into the learner's shadow.
@@ -128,20 +172,20 @@ def test_the_tuner_retrains_by_itself_on_drift_from_files_closed_after_the_alarm
     done = peer.done()[0]
     assert done["state"] == "done", done
     if done["promotion"]["promoted"]:
-        assert peer.stream.until(lambda: any(e["outcome"] != "started" for e in peer.shadow), 30), logs()
-        assert peer.shadow[0]["outcome"] == "started" and peer.shadow[0]["model"] == done["out_path"]
-
-    # The alarm is still raised, but the minimum period holds the next job back ...
+        trials = lambda: [e for e in peer.shadow if e.get("model") == done["out_path"]]  # noqa: E731
+        assert peer.stream.until(lambda: any(e["outcome"] != "started" for e in trials()), 30), logs()
     assert peer.stream.until(lambda: "retrain_min_period_s" in peer.loop(), 30), peer.loop()
-    values = peer.diag.values("nystrom_tuner")
-    assert values["lifelong loop jobs"] == "1" and values["lifelong loop last job"].startswith(
-        ("promoted", "not promoted")
-    ), values
-    assert "bag file not absolute" in json.dumps(values), values
-    # ... and once cleared, nothing starts however many files close.
-    peer.drift(False)
-    assert peer.stream.until(lambda: "no drift alarm" in peer.loop(), 30), peer.loop()
-    closed = len(peer.closed)
-    assert peer.stream.until(lambda: len(peer.closed) >= closed + 3, 30)
-    assert len(peer.goals()) == 1 and peer.loop().startswith("waiting")
+    values = peer.values()
+    assert values[f"{LOOP} jobs"] == "1", values
+    assert values[f"{LOOP} last job"].startswith(("promoted", "not promoted")), values
+
+    # A restarted tuner continues from the loop's checkpoint: one job so far, none at once.
+    tuner.send_signal(signal.SIGINT)
+    assert tuner.wait(30) == 0, tuner.log()
+    state = json.loads((models / "lifelong_loop-nystrom_tuner.json").read_text())["learners"]
+    assert state["inverse_dynamics"]["jobs_started"] == 1, state
+    peer.diag.statuses("nystrom_tuner").clear()
+    tuner = start_process(tuner_argv(models, bags, urdf))
+    assert peer.stream.until(lambda: "retrain_min_period_s" in peer.loop(), 60), tuner.log()
+    assert peer.values()[f"{LOOP} jobs"] == "1" and len(peer.goals()) == 1
     assert spin_until(executor, lambda: True, 0.1)

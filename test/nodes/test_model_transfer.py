@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, call_service, first_call, node_argv, spin_until
+from conftest import IMMEDIATE_SWAP, DiagnosticsReader, call_service, first_call, node_argv, spin_until
 
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.learners.rlsc import IncrementalRLSC
@@ -107,7 +107,7 @@ def test_a_classifier_crosses_as_bytes_and_bad_ones_are_refused(executor, start_
         node_argv(
             node_name,
             *("-p", f"model_directory:={models}", "-p", "diagnostics_period_s:=0.25"),
-            *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'"),
+            *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'", *IMMEDIATE_SWAP),
         )
     )
     sender = Sender(executor, node_name)
@@ -192,6 +192,7 @@ def test_inverse_dynamics_refuses_another_robots_model_and_loads_its_own(executo
             node_name,
             *("-p", f"urdf_path:={panda_urdf_path()}", "-p", f"joint_names:={JOINT_NAMES}".replace("'", "")),
             *("-p", "n_features:=30", "-p", f"model_directory:={models}", "-p", "diagnostics_period_s:=0.25"),
+            *IMMEDIATE_SWAP,
         )
     )
     sender = Sender(executor, node_name)
@@ -254,6 +255,7 @@ def test_a_latched_model_is_not_loaded_again_over_the_checkpoint_that_holds_it(
     args = (
         *("-p", f"model_directory:={models}", "-p", "diagnostics_period_s:=0.25"),
         *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'", "-p", "checkpoint_interval_s:=0.0"),
+        *IMMEDIATE_SWAP,
     )
     sender = Sender(executor, node_name)
     info = sender.node.create_client(GetClassifierInfo, f"/{node_name}/info")
@@ -284,7 +286,7 @@ def test_a_latched_model_is_not_loaded_again_over_the_checkpoint_that_holds_it(
     second.stop()
 
     sender.diag.statuses(node_name).clear()  # the next process's statuses from here on
-    third = start_process(node_argv(node_name, *args))  # no checkpoint: it starts afresh
+    third = start_process(node_argv(node_name, "-p", "checkpoint_path:=''", *args))  # none: afresh
     assert sender.value("models received", "1"), third.log()
     assert samples_seen() == tuned.n_samples
 
@@ -322,7 +324,9 @@ def test_the_same_model_as_a_path_and_as_bytes_is_loaded_once(executor, start_pr
     models = tmp_path / "models"
     models.mkdir()
     proc = start_process(
-        node_argv(node_name, "-p", f"model_directory:={models}", "-p", "diagnostics_period_s:=0.25")
+        node_argv(
+            node_name, "-p", f"model_directory:={models}", "-p", "diagnostics_period_s:=0.25", *IMMEDIATE_SWAP
+        )
     )
     sender = Sender(executor, node_name)
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, new_context, new_executor, node_argv, spin_until
+from conftest import IMMEDIATE_SWAP, DiagnosticsReader, new_context, new_executor, node_argv, spin_until
 
 from lifelong_learning.io.bags import write_joint_states, write_labeled_features
 from lifelong_learning.nodes.supervisor import NodeProcess
@@ -107,6 +107,7 @@ def graph(built_interfaces, tmp_path_factory):
         node_argv(
             "object_recognition",
             *("-p", f"model_directory:={root / 'robot_models'}", "-p", "diagnostics_period_s:=0.2"),
+            *IMMEDIATE_SWAP,
         ),
         log_path=root / "object_recognition.log",
     )

@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import call_service, first_call, new_context, new_executor, node_argv, spin_until
+from conftest import (
+    IMMEDIATE_SWAP,
+    call_service,
+    first_call,
+    new_context,
+    new_executor,
+    node_argv,
+    spin_until,
+)
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 
@@ -76,7 +84,7 @@ class Recognizer:
         """Start (again) the node process, checkpointing every second to :attr:`checkpoint`."""
         args = ("-p", f"checkpoint_path:={self.checkpoint}", "-p", "checkpoint_interval_s:=1.0")
         args += ("-p", f"model_directory:={self.folder}")  # where ~/save_model and ~/load_model may go
-        argv = node_argv("object_recognition", *args, "-p", "warn_period_s:=0.2")
+        argv = node_argv("object_recognition", *args, "-p", "warn_period_s:=0.2", *IMMEDIATE_SWAP)
         self.starts += 1
         self.proc = NodeProcess(argv, log_path=self.folder / f"object_recognition-{self.starts}.log")
         return self.proc

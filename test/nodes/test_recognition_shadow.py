@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, call_service, latched_qos, model_file_message, node_argv, set_double
+from conftest import (
+    IMMEDIATE_SWAP,
+    DiagnosticsReader,
+    call_service,
+    latched_qos,
+    model_file_message,
+    node_argv,
+    set_double,
+)
 
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 
@@ -120,14 +128,14 @@ def test_shadow_promotes_a_better_model_drops_a_worse_one_and_drift_is_alarmed(
             NODE,
             *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'", "-p", f"model_directory:={tmp_path / 'models'}"),
             *("-p", "diagnostics_period_s:=0.25", "-p", "metrics_window_s:=1.0"),
-            *("-p", "drift_factor:=2.0", "-p", "drift_window_s:=0.5"),  # shadow off at start (default)
+            *("-p", "drift_factor:=2.0", "-p", "drift_window_s:=0.5", *IMMEDIATE_SWAP),  # off at start
         )
     )
     graph = Graph(executor)
     assert graph.stream(lambda: graph.values().get("model version") == "0", 60), proc.log()
     assert graph.values()["drift"].startswith("reference") and graph.values()["model in shadow"] == "none"
 
-    # Shadow off (the default): a bad model (3000 samples of permuted labels) is swapped in at once.
+    # Shadow off: a bad model (3000 samples of permuted labels) is swapped in at once.
     graph.send(trained(3000, 2, permute=True), tuner, "bad.model")
     assert graph.stream(lambda: graph.values().get("model version") == "1", 20), proc.log()
     set_parameter(graph, "shadow_window_s", 1.0)

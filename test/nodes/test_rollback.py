@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, call_service, first_call, node_argv, spin_until
+from conftest import IMMEDIATE_SWAP, DiagnosticsReader, call_service, first_call, node_argv, spin_until
 
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 
@@ -116,6 +116,7 @@ def test_rollback_restores_the_previous_models_exact_predictions(executor, start
             NODE,
             *("-p", f"model_directory:={models}", "-p", "keep_previous_models:=2"),
             *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'", "-p", "diagnostics_period_s:=0.25"),
+            *IMMEDIATE_SWAP,
         )
     )
     node = Recognizer(executor, proc)
@@ -204,6 +205,7 @@ def test_thirty_resets_and_forged_announcements_leave_what_was_learned_reachable
             NODE,
             *("-p", f"model_directory:={models}", "-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'"),
             *("-p", "diagnostics_period_s:=0.2", "-p", "warn_period_s:=0.0"),
+            *IMMEDIATE_SWAP,
         )
     )
     node = Recognizer(executor, proc)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import (
+    IMMEDIATE_SWAP,
     DiagnosticsReader,
     JointStateStream,
     call_service,
@@ -117,7 +118,7 @@ def test_shadow_drops_a_worse_candidate_promotes_a_better_one_and_the_canary_rol
             *("-p", f"urdf_path:={panda_urdf_path()}", "-p", f"joint_names:={JOINT_NAMES}".replace("'", "")),
             *("-p", "n_features:=30", "-p", f"model_directory:={tmp_path / 'models'}"),
             *("-p", "diagnostics_period_s:=0.25", "-p", "metrics_window_s:=1.0"),
-            *("-p", "shadow_margin:=0.05"),  # shadow and canary off at start (the defaults)
+            *("-p", "shadow_margin:=0.05", *IMMEDIATE_SWAP),  # shadow and canary off at start
         )
     )
     graph = Graph(executor, list(joint_states(live, rate_hz=100.0)))
@@ -127,7 +128,7 @@ def test_shadow_drops_a_worse_candidate_promotes_a_better_one_and_the_canary_rol
     request.velocity, request.acceleration = probe[1].tolist(), probe[2].tolist()
     first = first_call(executor, graph.predict, request)
     assert first.success, first.message
-    # Shadow off (the default): a bad model (learned from sign-flipped torques) is swapped in at once.
+    # Shadow off: a bad model (learned from sign-flipped torques) is swapped in at once.
     graph.send(trained(sim.run(10.0, seed=7, log_every=5), -1.0), tuner, "bad.model")
     assert graph.stream(lambda: graph.values().get("model version") == "1", 30), proc.log()
     set_parameter(graph, "shadow_window_s", 1.0)
