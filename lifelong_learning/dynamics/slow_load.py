@@ -13,8 +13,8 @@ robot, but ``S`` predicts it from its prior. Each sample's leverage ``h = φᵀA
 reference's residual information ``A`` says how little of its data covers it (the posterior
 variance of its prediction, in units of the noise's); a sample is judged only when
 ``h ≤`` :data:`COVERAGE` ``× h_ref``, ``h_ref`` the median leverage of the samples the model learned
-last before it was frozen. (On the simulated Panda a trajectory in another half of the joint
-ranges lies at 50-75 ``h_ref``, the trajectory learned at 1-25 ``h_ref``: docs/benchmarks/contact.md.)
+last before it was frozen. (On the simulated Panda the other half of the joint ranges lies at
+53-66 ``h_ref``, the next seconds of the half learned at 1.0-1.3 ``h_ref``: docs/benchmarks/contact.md.)
 
 **The statistic** (per joint ``j``, over the judged samples of the last ``window_s`` of stamps,
 at least :data:`MIN_SAMPLES` spanning half of it): the median ``m_j`` of ``r_j`` and its robust

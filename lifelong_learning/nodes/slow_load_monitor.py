@@ -4,9 +4,11 @@ A thin adapter over :class:`~lifelong_learning.dynamics.slow_load.SlowLoadDetect
 its settings and why are in that module): the learning thread judges the samples of each block
 (those it learns, and those the answering thread held for a slow load, so that a hold can end)
 against a frozen copy of the serving model, at most :data:`JUDGE_HZ` of them per second of
-stamps, before it learns them; it freezes the model again when the detector asks, right after a
-block was learned. The answering thread reads :attr:`SlowLoadMonitor.holding`: while it is true
-the samples are held (not learned, flagged in contact) as for a contact.
+stamps, together once they span :data:`JUDGE_EVERY_S`; it freezes the model again when the
+detector asks, right after a block was learned. The answering thread reads
+:attr:`SlowLoadMonitor.holding`: while it is true the samples are held (not learned, flagged in
+contact) as for a contact; the learning thread holds those of a block stamped from a hold's onset
+on (:mod:`~lifelong_learning.nodes.learning_queue`).
 
 Judging costs the learning thread one feature map and one triangular solve with the residual's
 ``d × d`` factor per judged sample (docs/benchmarks/contact.md); the answers pay nothing.
@@ -29,6 +31,9 @@ from lifelong_learning.dynamics.slow_load import ONSET, SlowLoadDetector, SlowLo
 
 #: judged samples per second of stamps, at most (a window of 2 s then holds 100: enough for a median)
 JUDGE_HZ = 50.0
+#: the samples picked are judged together once they span this many seconds of stamps (one call for
+#: several learned blocks: at 1 kHz a block holds two or three of them)
+JUDGE_EVERY_S = 0.25
 
 
 class SlowLoadMonitor:
@@ -48,6 +53,7 @@ class SlowLoadMonitor:
         self._model: SemiparametricInverseDynamics | None = None
         self._reference: FrozenModel | None = None
         self._next_judged = -np.inf  # the stamp from which the next sample is judged
+        self._picked: list[tuple[np.ndarray, PreparedSamples, np.ndarray]] = []  # not judged yet
 
     def take_joints(self, names: list[str]) -> None:
         """A fresh detector for the node's joints (lock held)."""
@@ -62,6 +68,7 @@ class SlowLoadMonitor:
             self.detector.reset()
         self._reference = self._model = None
         self._next_judged = -np.inf
+        self._picked = []
 
     @property
     def holding(self) -> bool:
@@ -104,13 +111,16 @@ class SlowLoadMonitor:
         keep[order] = self._thinned(t[order])  # the judged rows, in the items' order
         if not keep.any():
             return since
-        picks, start = [], 0
+        picks, start = self._picked, 0
         for stamps, prepared, torques in items:  # (only the judged rows of each are copied)
             mine = np.flatnonzero(keep[start : start + stamps.size])
             start += stamps.size
             if mine.size:
                 picks.append((stamps[mine], prepared.take(mine.tolist()), torques[mine]))
         t = np.concatenate([stamps for stamps, _, _ in picks])
+        if t.max() - t.min() < JUDGE_EVERY_S:
+            return since  # (judged with the next blocks')
+        self._picked = []
         order = np.argsort(t, kind="stable")
         judged = PreparedSamples.stack([prepared for _, prepared, _ in picks]).take(order.tolist())
         tau = np.concatenate([torques for _, _, torques in picks])[order]
@@ -120,7 +130,7 @@ class SlowLoadMonitor:
                 return None  # reset meanwhile (a payload taken, another model)
             events = detector.update(t[order], tau - predicted, leverage)
             since = detector.held_since
-        self.node.stats.timed("slow load judge", time.perf_counter() - t0)  # per block
+        self.node.stats.timed("slow load judge", time.perf_counter() - t0)  # per call
         log = self.node.get_logger()
         for event in events:
             text = event.describe(self.names)
@@ -141,7 +151,7 @@ class SlowLoadMonitor:
                 return
             if model is not self._model:  # another model serves: its own reference, from scratch
                 detector.reset()
-                self._model, self._reference = model, None
+                self._model, self._reference, self._picked = model, None, []
             if detector.wants_reference is None or not stamps:
                 return
         t0 = time.perf_counter()
