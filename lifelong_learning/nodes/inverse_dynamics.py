@@ -523,16 +523,16 @@ class InverseDynamicsNode(LearnerNode):
         except ValueError as exc:
             self.reject("model rejected input", str(exc))
             return
+        samples = sum(len(item.tau) for item in mine)  # an item may hold several samples
         with self.model_lock:
             if serving.model is not model or staged.base_samples != model.n_samples:
-                n = self.not_learned.get(MODEL_REPLACED, 0) + len(mine)
-                self.not_learned[MODEL_REPLACED] = n
+                self.not_learned[MODEL_REPLACED] = self.not_learned.get(MODEL_REPLACED, 0) + samples
                 return
             model.commit(staged)
             if self.contact is not None and any(item.prepared is None for item in mine):
                 self.contact.restart_thresholds()  # a load's samples, learned at once: a new model
-            serving.count_updates(len(mine))
-            self._learned_since += len(mine)
+            serving.count_updates(samples)
+            self._learned_since += samples
         if self.contact is not None and self.contact.slow is not None:
             self.contact.slow.after_learning(model, prepared, [item.t for item in mine if item.t is not None])
         self.stats.timed("learn block", time.perf_counter() - t0)
