@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import random
 import sys
 import threading
 import time
@@ -62,6 +63,17 @@ NODES = ("feature_extractor", "object_recognition", "inverse_dynamics", "nystrom
 
 #: seconds each node may take to stop (final checkpoint, bag closed) before it is killed
 STOP_TIMEOUT_S = 30.0
+
+
+def private_graph(say: Any) -> dict[str, str]:
+    """The demo's ROS graph, apart from any robot's: discovery on this machine only (a simulated
+    Panda's joint states must never reach a real robot's controller), on a domain of its own unless
+    ``ROS_DOMAIN_ID`` is set (to watch it with ``ros2`` tools, set it before the demo)."""
+    env = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+    domain = os.environ.get("ROS_DOMAIN_ID") or str(random.SystemRandom().randint(1, 101))
+    env["ROS_DOMAIN_ID"] = domain
+    say(f"ROS graph: domain {domain}, discovery on this machine only")
+    return env
 
 
 def bag_summary(path: Path) -> dict[str, Any]:
@@ -208,6 +220,7 @@ class DemoRun:
         # the shipped Fast DDS profile for camera-sized frames (unless one is set), as `up` and
         # scripts/env.sh apply it: for the node processes and this one's driver (before rclpy.init)
         os.environ.update(middleware_environment())
+        os.environ.update(private_graph(self.say))
         try:
             self.start_nodes()
             with running_driver(self.say) as driver:

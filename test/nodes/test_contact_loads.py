@@ -152,9 +152,11 @@ def test_a_slow_lean_is_held_never_learned_and_learning_resumes_when_it_goes(
     values = {kv.key: kv.value for kv in status.values}
     change = peer.probes(probes) - before
     assert np.abs(change).max() <= 0.5, (change[:, JOINT], values, process.log())
-    # held, said so, and counted; nothing of it was learned after the first few seconds
+    # held, said so, and counted; nothing of it was learned after its first seconds (the lean passes
+    # the 0.3 N m floor at 6 s, a 2 s window later it is held: how many of those samples the learner
+    # had taken by then depends on how far behind it ran, so the bound is a quarter of the lean)
     assert int(values["not learned: slow load"]) + int(values.get("not learned: contact", "0")) > 3000, values
-    assert int(values["samples learned"]) - learned < 600, values
+    assert int(values["samples learned"]) - learned < 1000, values
     assert "nothing of it learned: not a payload" in status.message, status.message
     assert peer.contact[-1], values
 
