@@ -47,6 +47,7 @@ from lifelong_learning.learners.labels import Label, check_label, label_key, lab
 from lifelong_learning.learners.model_selection import Selection, SelectionRule, recoding
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 from lifelong_learning.learners.unlearning import SampleStore, Unlearning
+from lifelong_learning.learners.validation_scores import Pending, refreshed
 
 #: rows of a larger Euclidean norm are refused (learning and prediction): with this bound no
 #: entry of a factor, right-hand side or validation score can overflow float64 (‖R‖²_F = tr A =
@@ -74,6 +75,7 @@ _STATE = (
     "_val_y",
     "_val_age",
     "_val_S",
+    "_pending_val",
     "_selection",
     "_serving",
     "_since_selection",
@@ -208,7 +210,8 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._val_X = np.zeros((0, d or 0))
         self._val_y = np.zeros(0, dtype=np.int64)
         self._val_age = np.zeros(0, dtype=np.int64)  # sample number when held out
-        self._val_S: list[np.ndarray] = []  # per λ: X_val A⁻¹ B  (V × T)
+        self._val_S: list[np.ndarray] = []  # per λ: X_val A⁻¹ B  (V × T), as of the last refresh
+        self._pending_val = Pending.none()  # what changed since (learners/validation_scores.py)
         # (λ index, α, per-λ validation accuracy, inverse temperature, its validation samples)
         self._selection: tuple[int, float, np.ndarray, float, int] | None = None
         # shared-factor selection (selection_every > 0): the λ whose engine is kept, and the
@@ -231,6 +234,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._engines = [RecursiveRLS(d, 0, lam=float(lam)) for lam in lams]
         self._val_X = np.zeros((0, d))
         self._val_S = [] if self.shares_factor else [np.zeros((0, 0)) for _ in lams]
+        self._pending_val = Pending.none()
         self._kept = SampleStore.empty(self.keep_samples, d, self._clock)
 
     def set_params(self, **params: Any) -> IncrementalRLSC:
@@ -514,7 +518,10 @@ class IncrementalRLSC(Unlearning, PersistentModel):
                 setattr(self, name, value)
             raise
         if saved["_engines"]:  # else the engines were created by this update
-            for rls, draft in zip(saved["_engines"], self._engines, strict=True):
+            pairs = list(zip(saved["_engines"], self._engines, strict=True))
+            # every other update the other way round: the engines swept last are still in the cache
+            # (5 factors at d = 1280 are about the size of the L3 cache; cyclic sweeps would miss it)
+            for rls, draft in pairs[:: 1 if self._clock % 2 else -1]:
                 rls.commit(draft)
             self._engines = saved["_engines"]
 
@@ -549,29 +556,16 @@ class IncrementalRLSC(Unlearning, PersistentModel):
 
     def _train_rows(self, Z: np.ndarray, cls: np.ndarray) -> None:
         """Rank-m update of every engine (one Gram matrix ``ZᵀZ`` shared by all when the block is
-        large); validation scores kept exact, by Woodbury for a few rows, else solved again."""
+        large); the validation scores are brought up to date when a selection needs them
+        (:mod:`~lifelong_learning.learners.validation_scores`)."""
         m, T = Z.shape[0], len(self._labels)
         E = np.zeros((m, T))
         E[np.arange(m), cls] = 1.0
-        V, d = self._val_y.size, Z.shape[1]
-        # Woodbury costs A⁻¹Zᵀ (2d²m) and an m × m solve; solving the weights again costs 2d²T
-        woodbury = V > 0 and m * (2 * d * d + m * m / 3) <= 2 * d * d * T + V * d * T
-        if self.shares_factor:  # validation scores are computed when the model is selected
-            woodbury, V = False, 0
-        shared_gram = gram(Z) if len(self._engines) > 1 and block_pays(m, d) else None
-        for j, rls in enumerate(self._engines):
-            if woodbury:
-                G = rls.solve(Z)  # A⁻¹Zᵀ with the factor *before* the update
+        shared_gram = gram(Z) if len(self._engines) > 1 and block_pays(m, Z.shape[1]) else None
+        for rls in self._engines:
             rls.update(Z, E, gram=shared_gram)
-            if woodbury:
-                # S_new = S + (X_val G) E − (X_val G) (I + Z G)⁻¹ Gᵀ B_new
-                XG = self._val_X @ G  # V × m
-                M = np.eye(m) + Z @ G
-                GB = G.T @ rls.rhs  # m × T, with B after the update
-                corr = np.linalg.solve(M, GB) if m > 1 else GB / M[0, 0]
-                self._val_S[j] = self._val_S[j] + XG @ (E - corr)
-            elif V:
-                self._val_S[j] = self._val_X @ rls.weights
+        if not self.shares_factor and self._val_y.size:  # else scored when the model is selected
+            self._pending_val = self._pending_val.trained(Z, cls)
         counts = self._train_counts.copy()
         np.add.at(counts, cls, 1)
         self._train_counts = counts
@@ -600,14 +594,16 @@ class IncrementalRLSC(Unlearning, PersistentModel):
                 changed.add(r)
         at = np.fromiter(sorted(changed), dtype=np.int64)
         self._val_X, self._val_y, self._val_age = val_X, val_y, val_age
-        if self.shares_factor:  # scored when the model is selected
-            return
-        scores = []
-        for S, rls in zip(self._val_S, self._engines, strict=True):
-            S = np.concatenate([S, np.zeros((room, S.shape[1]))]) if room else S.copy()
-            S[at] = rls.predict(val_X[at])  # two triangular solves per row, or the weights
-            scores.append(S)
-        self._val_S = scores
+        if not self.shares_factor:  # else scored when the model is selected
+            self._pending_val = self._pending_val.scored_afresh(at)
+
+    def _validation_scores(self) -> list[np.ndarray]:
+        """Every λ's validation scores of the current model (brought up to date if rows were learned
+        or held out since; nothing is half-assigned if that fails)."""
+        if not self._pending_val.empty and self._engines:
+            scores = refreshed(self._val_S, self._engines, self._val_X, self._pending_val)
+            self._val_S, self._pending_val = scores, Pending.none()
+        return self._val_S
 
     # ------------------------------------------------------------------ model selection
     def _rule(self) -> SelectionRule:
@@ -620,7 +616,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         if self._selection is None:
             if self.shares_factor:  # not selected yet: the first λ in use, α as given
                 return self._rule().unselected(self._serving)
-            self._selection = self._rule().choose(self._val_S, self._val_y, self._train_counts)
+            self._selection = self._rule().choose(self._validation_scores(), self._val_y, self._train_counts)
         return self._selection
 
     @property
@@ -654,7 +650,8 @@ class IncrementalRLSC(Unlearning, PersistentModel):
     @property
     def validation_accuracy_grid_(self) -> np.ndarray:
         """Validation accuracy per (λ candidate, α of ``alpha_grid``)."""
-        return self._rule().validation_grid(self._val_S, self._val_y, self._train_counts)[0]
+        scores = self._val_S if self.shares_factor else self._validation_scores()
+        return self._rule().validation_grid(scores, self._val_y, self._train_counts)[0]
 
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X: Any) -> np.ndarray:
