@@ -399,6 +399,14 @@ class RecursiveRLS(Stateful):
         V = solve_triangular(self._R, V, lower=False, check_finite=False)
         return V if self._scale2 == 1.0 else V / self._scale2
 
+    def whiten(self, Z: np.ndarray | Any) -> np.ndarray:
+        """``R⁻ᵀZᵀ`` for rows ``Z``, shape ``(d, n)``: one triangular solve per row; the squared norm of
+        column ``i`` is ``zᵢᵀA⁻¹zᵢ`` (the row's leverage)."""
+        self._settle()
+        Z2 = as_rows(Z, self.n_features, "Z")
+        V = solve_triangular(self._R, Z2.T, trans="T", lower=False, check_finite=False)
+        return V if self._scale2 == 1.0 else V / np.sqrt(self._scale2)
+
     def predict(self, Z: np.ndarray | Any) -> np.ndarray:
         """``Z W`` for rows ``Z`` (``(n, d)`` or ``(d,)``); returns ``(n, c)``."""
         Z2 = as_rows(Z, self.n_features, "Z")

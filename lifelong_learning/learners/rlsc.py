@@ -37,14 +37,14 @@ from typing import Any
 import numpy as np
 
 from lifelong_learning.core.checks import as_rows
-from lifelong_learning.core.model_file import prefixed
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.learners import rlsc_state
 from lifelong_learning.learners.calibration import softmax
 from lifelong_learning.learners.cholesky import block_pays, gram
-from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
+from lifelong_learning.learners.feature_map import FeatureMap
 from lifelong_learning.learners.labels import Label, check_label, label_key, labels_of
 from lifelong_learning.learners.model_selection import Selection, SelectionRule, recoding
+from lifelong_learning.learners.novelty import DEFAULT_SCORE, novelty_scores
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 from lifelong_learning.learners.unlearning import SampleStore, Unlearning
 from lifelong_learning.learners.validation_scores import Pending, refreshed
@@ -681,111 +681,26 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         """The class with the highest recoded score, for each row of ``X``."""
         return self.classes_[np.argmax(self.decision_function(X), axis=1)]
 
+    def novelty_score(self, X: Any, score: str = DEFAULT_SCORE) -> np.ndarray:
+        """How likely each row of ``X`` shows what was never taught (higher: more likely), by the
+        measure ``score`` (:mod:`~lifelong_learning.learners.novelty`). Raises as decision_function."""
+        if score == "confidence" or not self._labels:
+            p = self.predict_proba(X).max(axis=1)
+            return 1.0 - p if len(self._labels) > 1 else np.ones_like(p)
+        engine = self._engines[0] if self.shares_factor else self._engines[self._select().lambda_index]
+        cache = self.__dict__.setdefault("_novelty_cache", {})
+        return novelty_scores(engine, self._features(X), self._train_counts, score, cache)
+
     # ------------------------------------------------------------------ persistence
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Hyperparameters, classes, counts, engines, validation buffer, calibration (and feature map).
-
-        State version 2 (:mod:`~lifelong_learning.learners.rlsc_state`): ``factor_of[j]`` is ``None``
-        when engine ``j``'s packed factor and right-hand side are stored under ``engine<j>/``, or the
-        index of the engine whose factor and right-hand side it is rebuilt from; ``val_X`` is float32
-        where that is exact."""
-        meta: dict[str, Any] = {
-            "lambdas": self.lambdas.tolist(),
-            "alpha": self.alpha,
-            "validation_every": self.validation_every,
-            "alpha_grid": self.alpha_grid.tolist(),
-            "min_class_count": self.min_class_count,
-            "max_validation": self.max_validation,
-            "alpha_init": self.alpha_init,
-            "n_features": self.n_features_in_,
-            "classes": rlsc_state.labels_entry(self._labels),
-            "n_samples_seen": self.n_samples,
-            "engines": [],
-            "feature_map": None,
-        }
-        arrays: dict[str, np.ndarray] = {
-            "train_counts": self._train_counts.copy(),
-            "seen_counts": self._seen_counts.copy(),
-            "val_X": rlsc_state.validation_features(self._val_X),
-            "val_y": self._val_y.copy(),
-            "val_age": self._val_age.copy(),
-        }
-        factor_of = rlsc_state.factor_sources(self._engines, REBUILD_TOLERANCE)
-        meta["factor_of"] = factor_of
-        for j, rls in enumerate(self._engines):
-            meta["engines"].append(rls.scalar_state())
-            if factor_of[j] is None:
-                arrays.update(prefixed(f"engine{j}", rls.to_state(packed=True)[1]))
-        if self._labels:
-            t, n = self.calibration_
-            meta["calibration"] = {"method": "temperature", "inverse_temperature": t, "validation_samples": n}
-        meta["selection_every"] = self.selection_every
-        if self.keep_samples or self._clock != self.n_samples:  # exact unlearning (learners/unlearning.py)
-            meta.update(self._kept.store_into(arrays, self._clock))
-        if self.shares_factor:  # one engine, of λ = lambdas[serving]; the selection as made
-            meta["shared_factor"] = rlsc_state.shared_factor_entry(
-                self._serving, self._since_selection, self._selection
-            )
-        if self.feature_map is not None:
-            store_feature_map(self.feature_map, meta, arrays)
-        return meta, arrays
+        """Hyperparameters, classes, counts, engines, validation buffer, calibration (and feature map):
+        :func:`~lifelong_learning.learners.rlsc_state.state_of` (state version 2)."""
+        return rlsc_state.state_of(self, REBUILD_TOLERANCE)
 
     @classmethod
     def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> IncrementalRLSC:
         """Rebuild a classifier from :meth:`to_state`; ValueError/KeyError/TypeError on bad content."""
-        n_features = meta["n_features"]
-        clf = cls(
-            lambdas=meta["lambdas"],
-            alpha=meta["alpha"],
-            validation_every=meta["validation_every"],
-            alpha_grid=meta["alpha_grid"],
-            min_class_count=meta["min_class_count"],
-            max_validation=meta["max_validation"],
-            alpha_init=meta["alpha_init"],
-            feature_map=restore_feature_map(meta, arrays),
-            n_features=None if n_features is None else int(n_features),
-            selection_every=int(meta.get("selection_every", 0)),
-            keep_samples=int(meta.get("keep_samples", 0)),
-        )
-        if clf.shares_factor:
-            clf._serving, clf._since_selection, selection = rlsc_state.saved_shared_factor(
-                meta["shared_factor"], clf.lambdas.size
-            )
-            if clf._engines:  # made by the constructor (known dimension) for the default λ
-                clf._make_engines(clf._engines[0].n_features)
-            if selection is not None:
-                clf._selection = selection
-        labels = rlsc_state.saved_labels(meta["classes"])
-        train_counts, seen_counts = rlsc_state.saved_counts(arrays, len(labels), int(meta["n_samples_seen"]))
-        if not labels and not seen_counts.sum() and not meta["engines"]:
-            return clf
-        factor_of = meta.get("factor_of") if meta.get("state_version", 1) >= 2 else None
-        lambdas = [clf.lambdas[clf._serving]] if clf.shares_factor else list(clf.lambdas)
-        engines = rlsc_state.saved_engines(
-            meta["engines"],
-            arrays,
-            lambdas,
-            clf.n_model_features,
-            len(labels),
-            int(train_counts.sum()),
-            factor_of,
-        )
-        val_X, val_y, val_age = rlsc_state.saved_validation(
-            arrays, engines[0].n_features, len(labels), clf.max_validation
-        )
-        if clf.n_features_in_ is None:
-            clf.n_features_in_ = engines[0].n_features
-        clf._engines = engines
-        clf._labels = labels
-        clf._index = {label_key(lab): i for i, lab in enumerate(labels)}
-        clf._train_counts, clf._seen_counts = train_counts, seen_counts
-        clf.n_samples = int(seen_counts.sum())
-        clf._val_X, clf._val_y, clf._val_age = val_X, val_y, val_age
-        d = val_X.shape[1]
-        clf._clock, clf._kept = SampleStore.restore(meta, arrays, clf.keep_samples, d, clf.n_samples)
-        if not clf.shares_factor:
-            clf._val_S = [rls.predict(val_X) if val_y.size else np.zeros((0, len(labels))) for rls in engines]
-        return clf
+        return rlsc_state.restored(cls, meta, arrays)
 
     def __repr__(self) -> str:
         return (
