@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 from harness import cpu_model, provenance_line, run_seeds  # benchmarks/harness (sys.path[0] is benchmarks/)
