@@ -37,7 +37,7 @@ from showing_world import ROOT, world
 
 from lifelong_learning.learners import IncrementalRLSC
 from lifelong_learning.learners.novelty import SCORES
-from lifelong_learning.learners.showing import RULES, answer_showing, evidence
+from lifelong_learning.learners.showing import DEFAULT_RULE, RULES, answer_showing, evidence
 from lifelong_learning.nodes.object_recognition import PARAMS
 
 ONLINE_PARAMS = ("lambdas", "alpha", "alpha_grid", "validation_every", "min_class_count", "max_validation")
@@ -173,6 +173,149 @@ def _showing_accuracy(
     return {"per showing %": 100.0 * float(np.mean(hits))}
 
 
+BACKBONE_CHOICES = [(f"efficientnet-lite{i}", precision) for i in (0, 1, 2) for precision in ("fp32", "int8")]
+
+
+def images_per_second(backbone: str, precision: str, seconds: float = 8.0) -> float:
+    """The feature_extractor node's CNN path on 640×480 frames (2 threads, batches of 4, as the node)."""
+    from lifelong_learning.vision import FeatureExtractor
+
+    extractor = FeatureExtractor(num_threads=2, max_batch=4, precision=precision, backbone=backbone)
+    frames = list(np.random.default_rng(0).integers(0, 256, (4, 480, 640, 3), dtype=np.uint8))
+    extractor.extract_batch(frames)
+    done, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        extractor.extract_batch(frames)
+        done += len(frames)
+    return done / (time.perf_counter() - t0)
+
+
+def backbones(seed: int, order: np.ndarray, taught: int) -> dict[str, dict[str, float]]:
+    """Per backbone and precision: per-frame and per-showing accuracy at 15 objects, AUROC of the
+    never-taught showings, and images/s at 640×480."""
+    from sklearn.metrics import roc_auc_score
+
+    from lifelong_learning.vision import FeatureExtractor
+
+    crops = world(seed, TAUGHT, NEW, TEACH, TEST)
+    objects = order[:15]
+    out = {}
+    for backbone, precision in BACKBONE_CHOICES:
+        try:
+            extractor = FeatureExtractor(num_threads=1, precision=precision, backbone=backbone)
+        except ValueError as error:  # its wheel is not installed
+            print(f"{backbone} {precision}: {error}")
+            continue
+        feats = {}
+        for key, part in (
+            ("teach", crops.teach[objects, :taught]),
+            ("test", crops.test[objects]),
+            ("new", crops.new),
+        ):
+            F = extractor.extract_batch(part.reshape(-1, *part.shape[2:])).astype(np.float64)
+            feats[key] = F.reshape(*part.shape[:2], -1)
+        model = teach(node_learner(), feats["teach"], np.arange(15), {})
+        row = accuracy(model, feats["test"], np.arange(15))
+        known = [model.novelty_score(f).mean() for f in feats["test"]]
+        new = [model.novelty_score(f).mean() for f in feats["new"]]
+        row["AUROC per showing"] = float(
+            roc_auc_score(np.r_[np.zeros(15), np.ones(len(new))], np.r_[known, new])
+        )
+        row["images/s at 640x480"] = images_per_second(backbone, precision)
+        out[f"{backbone} {precision}"] = row
+        print(f"seed {seed}, {backbone} {precision}: {row}", flush=True)
+    return out
+
+
+FRAMES_TAUGHT = (3, 6, 12, 24, 36)
+NORMALISATIONS = ("none", "L2", "sqrt, L2")
+AUGMENTATIONS = ("none", "mirror", "scale and shift", "colour", "all")
+
+
+def normalised(X: np.ndarray, kind: str) -> np.ndarray:
+    """Features as the learner would get them: as they are, L2-normalised (to the norm 16 of the raw
+    features' median, so that λ keeps its scale), or their square roots L2-normalised (Hellinger)."""
+    if kind == "sqrt, L2":
+        X = np.sqrt(np.maximum(X, 0.0))
+    if kind == "none":
+        return X
+    return 16.0 * X / np.maximum(np.linalg.norm(X, axis=-1, keepdims=True), 1e-12)
+
+
+def augmented(crop: np.ndarray, kind: str, rng: np.random.Generator) -> list[np.ndarray]:
+    """Extra pictures of one taught crop: mirrored; cut to 75-100 % of its side at a random place
+    (scale and shift); brightness × U(0.6, 1.2) and per-channel tint × U(0.85, 1.15) (colour)."""
+    import cv2
+
+    side = crop.shape[0]
+
+    def cropped(c: np.ndarray) -> np.ndarray:
+        w = int(side * rng.uniform(0.75, 1.0))
+        x, y = rng.integers(0, side - w + 1, 2)
+        return cv2.resize(c[y : y + w, x : x + w], (side, side), interpolation=cv2.INTER_LINEAR)
+
+    def coloured(c: np.ndarray) -> np.ndarray:
+        gain = rng.uniform(0.6, 1.2) * rng.uniform(0.85, 1.15, 3)
+        return np.clip(c.astype(np.float32) * gain, 0, 255).astype(np.uint8)
+
+    mirror = np.ascontiguousarray(crop[:, ::-1])
+    return {
+        "none": [],
+        "mirror": [mirror],
+        "scale and shift": [cropped(crop), cropped(crop)],
+        "colour": [coloured(crop), coloured(crop)],
+        "all": [mirror, cropped(crop), coloured(crop), coloured(cropped(mirror))],
+    }[kind]
+
+
+def choices(seed: int, X: dict[str, np.ndarray], order: np.ndarray, taught: int) -> dict[str, dict]:
+    """Frames taught per showing, feature normalisation and augmentation of the taught frames, at 15
+    objects: per-frame and per-showing accuracy (%)."""
+    from lifelong_learning.vision import FeatureExtractor
+
+    objects = order[:15]
+    out: dict[str, dict] = {"frames": {}, "normalisation": {}, "augmentation": {}}
+    for n in FRAMES_TAUGHT:
+        model = teach(node_learner(), X["teach"][:, :n], objects, {})
+        out["frames"][str(n)] = accuracy(model, X["test"], objects)
+    for kind in NORMALISATIONS:
+        Y = {k: normalised(v, kind) for k, v in X.items()}
+        model = teach(node_learner(), Y["teach"][:, :taught], objects, {})
+        out["normalisation"][kind] = accuracy(model, Y["test"], objects)
+    crops = world(seed, TAUGHT, NEW, TEACH, TEST).teach
+    extractor = FeatureExtractor(num_threads=1, precision="int8")
+    for kind in AUGMENTATIONS:
+        rng = np.random.default_rng([seed, 17])
+        model = node_learner()
+        for o in objects:
+            for i in range(taught):
+                extra = augmented(crops[o, i], kind, rng)
+                rows = (
+                    [X["teach"][o, i], *extractor.extract_batch(extra).astype(np.float64)]
+                    if extra
+                    else [X["teach"][o, i]]
+                )
+                model.partial_fit(np.asarray(rows), [str(o)] * len(rows))
+        out["augmentation"][kind] = accuracy(model, X["test"], objects)
+    print(f"seed {seed}, choices: {out}", flush=True)
+    return out
+
+
+def update_cost(n_measure: int = 300) -> dict[str, dict[str, float]]:
+    """One taught frame's update at d = 1280, T = 30 (benchmarks/bench_engine.py's protocol: each update
+    interleaved with one BLAS dsyr of a d × d matrix, the floor): one λ, and the node's five λ."""
+    from bench_engine import LAMBDAS5, per_sample
+
+    return {
+        "one λ (α auto, keep_samples 1000)": per_sample(
+            1280, 30, 1500, n_measure, lambdas=1.0, alpha="auto", keep_samples=1000
+        ),
+        "5 λ (the node's default)": per_sample(
+            1280, 30, 1500, n_measure, lambdas=LAMBDAS5, alpha="auto", keep_samples=1000
+        ),
+    }
+
+
 def one_seed(seed: int, args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     X = features(seed)
@@ -190,6 +333,10 @@ def one_seed(seed: int, args: argparse.Namespace) -> dict:
         X, order, {"asks below confidence 0.43 (novelty 0.57)": 0.43, "asks below 0.6": 0.6}
     )
     print(f"seed {seed}, asking: {out['asking']}", flush=True)
+    out["choices"] = choices(seed, X, order, args.taught)
+    if args.backbones:
+        out["backbones"] = backbones(seed, order, args.taught)
+    out["update cost"] = update_cost()
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -278,6 +425,56 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
             f"| {name} | {_mean(results, 'asking', name, 'labels'):.0f} | {q:.1f} | "
             f"{_mean(results, 'asking', name, 'per showing %'):.1f} |"
         )
+    for section, title in (
+        ("frames", "Frames taught per showing"),
+        ("normalisation", "Feature normalisation"),
+        ("augmentation", "Augmentation of the taught frames (extra samples at teaching only)"),
+    ):
+        lines += [
+            "",
+            f"## 5. {title} (15 objects)",
+            "",
+            "| choice | per frame % | per showing % |",
+            "|---|---:|---:|",
+        ]
+        for name in results[0]["choices"][section]:
+            pf = _mean(results, "choices", section, name, "per frame")
+            ps = _mean(results, "choices", section, name, DEFAULT_RULE)
+            lines.append(f"| {name} | {pf:.1f} | {ps:.1f} |")
+    if "backbones" in results[0]:
+        lines += [
+            "",
+            "## 5. Backbones (15 objects; the world's crops at 160×160, then the network's input size)",
+            "",
+            "images/s: the feature_extractor node's path (preprocessing and CNN, 2 threads, batches of 4) "
+            "on 640×480 frames, measured in the same run (the machine is shared: compare within the column).",
+            "",
+            "| backbone | per frame % | per showing % | AUROC never taught, per showing | "
+            "images/s at 640×480 |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for name in results[0]["backbones"]:
+            cells = [
+                _mean(results, "backbones", name, k) for k in ("per frame", DEFAULT_RULE, "AUROC per showing")
+            ]
+            fps = _mean(results, "backbones", name, "images/s at 640x480")
+            lines.append(f"| {name} | {cells[0]:.1f} | {cells[1]:.1f} | {cells[2]:.3f} | {fps:.0f} |")
+    lines += [
+        "",
+        "## 6. A taught frame's update (d = 1280, 30 classes; each update interleaved with one BLAS `dsyr`)",
+        "",
+        "| learner | median ms | mean ms | dsyr ms | median / dsyr | median / one λ's median |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    names = list(results[0]["update cost"])
+    one = _mean(results, "update cost", names[0], "median")
+    for name in names:
+        med, mean = _mean(results, "update cost", name, "median"), _mean(results, "update cost", name, "mean")
+        floor = _mean(results, "update cost", name, "dsyr")
+        cells = (
+            f"{1e3 * med:.3f} | {1e3 * mean:.3f} | {1e3 * floor:.3f} | {med / floor:.2f} | {med / one:.2f}"
+        )
+        lines.append(f"| {name} | {cells} |")
     return "\n".join(lines) + "\n"
 
 
@@ -287,6 +484,7 @@ def main() -> None:
     ap.add_argument("--objects", type=int, nargs="+", default=[15, 50])
     ap.add_argument("--taught", type=int, default=12, help="teaching frames per object")
     ap.add_argument("--quick", action="store_true", help="one seed, 15 objects")
+    ap.add_argument("--no-backbones", dest="backbones", action="store_false", help="skip table 5")
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/recognition-showing.md"))
     args = ap.parse_args()
     if args.quick:
