@@ -37,7 +37,8 @@ from showing_world import ROOT, world
 
 from lifelong_learning.learners import IncrementalRLSC
 from lifelong_learning.learners.novelty import SCORES
-from lifelong_learning.learners.showing import DEFAULT_RULE, RULES, answer_showing, evidence
+from lifelong_learning.learners.showing import DEFAULT_RULE, RULES, answer_showing, best_guesses, evidence
+from lifelong_learning.learners.showings import QuestionPolicy
 from lifelong_learning.nodes.object_recognition import PARAMS
 
 ONLINE_PARAMS = ("lambdas", "alpha", "alpha_grid", "validation_every", "min_class_count", "max_validation")
@@ -144,21 +145,39 @@ def novelty(X: dict[str, np.ndarray], order: np.ndarray, n_taught: int, taught: 
     return out
 
 
-def asking(X: dict[str, np.ndarray], order: np.ndarray, thresholds: dict[str, float]) -> dict[str, dict]:
-    """Teacher who labels everything vs one who answers only the robot's questions (15 objects, three
-    showings of 12 frames each): labels given, per-showing accuracy on the test showings."""
+#: the question rules of table 4: (novelty threshold, ambiguity margin) of the node's QuestionPolicy
+QUESTION_RULES = {
+    "asks when unknown (novelty > 0.6)": (0.6, 0.0),
+    "asks when unknown or ambiguous (novelty > 0.6, margin 0.1)": (0.6, 0.1),
+    "asks when unknown or ambiguous (novelty > 0.3, margin 0.3)": (0.3, 0.3),
+    "asks when unknown or ambiguous (novelty > 0.2, margin 0.5)": (0.2, 0.5),
+}
+
+
+def asking(X: dict[str, np.ndarray], order: np.ndarray) -> dict[str, dict]:
+    """Teachers who label every frame of the first 1, 2 or 3 showings of each object, against one who
+    labels a showing only when the robot asks (15 objects, each shown three times: its 36 teaching
+    frames as three showings of 12): labels given, per-showing accuracy on the test showings. The
+    robot asks by the node's rule (:class:`~lifelong_learning.learners.showings.QuestionPolicy`)."""
     objects = order[:15]
-    showings = [(int(o), X["teach"][o, 12 * s : 12 * (s + 1)]) for o in objects for s in range(3)]
+    showings = [(s, int(o), X["teach"][o, 12 * s : 12 * (s + 1)]) for s in range(3) for o in objects]
+    showings.sort(key=lambda item: (list(objects).index(item[1]), item[0]))  # object after object
     out = {}
-    everything = node_learner()
-    for o, frames in showings:
-        everything.partial_fit(frames, [str(o)] * len(frames))
-    out["labels everything"] = {"labels": 12 * len(showings), **_showing_accuracy(everything, X, objects)}
-    for name, confidence in thresholds.items():
+    for shown in (1, 2, 3):
+        model = node_learner()
+        for s, o, frames in showings:
+            if s < shown:
+                model.partial_fit(frames, [str(o)] * len(frames))
+        out[f"labels every frame of {shown} showing(s)"] = {
+            "labels": 12 * shown * len(objects),
+            **_showing_accuracy(model, X, objects),
+        }
+    for name, (novelty, margin) in QUESTION_RULES.items():
         model, labels, questions = node_learner(), 0, 0
-        for o, frames in showings:
-            answer = answer_showing(model, frames, novelty_threshold=1.0 - confidence)
-            if answer.label == "":  # unknown or unsure: the robot asks, the teacher answers
+        policy = QuestionPolicy(margin=margin)
+        for _, o, frames in showings:
+            answer = answer_showing(model, frames, novelty_threshold=novelty)
+            if policy.doubt(answer.label, best_guesses(model, frames, 2)):  # the robot asks
                 model.partial_fit(frames, [str(o)] * len(frames))
                 labels, questions = labels + len(frames), questions + 1
         out[name] = {"labels": labels, "questions": questions, **_showing_accuracy(model, X, objects)}
@@ -316,6 +335,30 @@ def update_cost(n_measure: int = 300) -> dict[str, dict[str, float]]:
     }
 
 
+CHANGE_THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
+
+
+def grouping(X: dict[str, np.ndarray]) -> dict[str, float]:
+    """How well a scene change in the features ends a showing (the node's ``showing_change``): the
+    cosine distance of a frame to the mean of the showing's last 5 frames, within the test showings
+    (a split there is a false end) and at the first frame of the next object's showing (an end)."""
+
+    def distance(a: np.ndarray, b: np.ndarray) -> float:
+        return float(1.0 - a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+    within, across = [], []
+    shows = np.concatenate([X["test"], X["new"]])
+    for o, frames in enumerate(shows):
+        within += [distance(frames[max(0, i - 5) : i].mean(axis=0), frames[i]) for i in range(1, len(frames))]
+        if o + 1 < len(shows):
+            across.append(distance(frames[-5:].mean(axis=0), shows[o + 1][0]))
+    out = {}
+    for t in CHANGE_THRESHOLDS:
+        out[f"{t}: frames split off %"] = 100.0 * float(np.mean(np.asarray(within) > t))
+        out[f"{t}: next objects caught %"] = 100.0 * float(np.mean(np.asarray(across) > t))
+    return out
+
+
 def one_seed(seed: int, args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     X = features(seed)
@@ -329,10 +372,9 @@ def one_seed(seed: int, args: argparse.Namespace) -> dict:
     print(f"seed {seed}, rare: {out['rare']}", flush=True)
     out["novelty"] = {str(n): novelty(X, order, n, args.taught) for n in args.objects}
     print(f"seed {seed}, novelty: {out['novelty']}", flush=True)
-    out["asking"] = asking(
-        X, order, {"asks below confidence 0.43 (novelty 0.57)": 0.43, "asks below 0.6": 0.6}
-    )
+    out["asking"] = asking(X, order)
     print(f"seed {seed}, asking: {out['asking']}", flush=True)
+    out["grouping"] = grouping(X)
     out["choices"] = choices(seed, X, order, args.taught)
     if args.backbones:
         out["backbones"] = backbones(seed, order, args.taught)
@@ -414,7 +456,7 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
             lines.append(f"| `{score}` | " + " | ".join(cells) + f" | {thr:.4g} |")
     lines += [
         "",
-        "## 4. Asking: labels given against accuracy (15 objects, three showings of 12 frames each)",
+        "## 4. Asking: labels given against accuracy (15 objects, each shown three times, 12 frames each)",
         "",
         "| teacher | labels given | questions | per showing % |",
         "|---|---:|---:|---:|",
@@ -425,6 +467,20 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
             f"| {name} | {_mean(results, 'asking', name, 'labels'):.0f} | {q:.1f} | "
             f"{_mean(results, 'asking', name, 'per showing %'):.1f} |"
         )
+    lines += [
+        "",
+        "## 5. Grouping frames into showings by a scene change in the features",
+        "",
+        "Cosine distance of a frame to the mean of its showing's last 5 frames: frames of one showing "
+        "split off (a false end) and first frames of the next object caught (an end), by threshold.",
+        "",
+        "| showing_change | frames split off % | next objects caught % |",
+        "|---:|---:|---:|",
+    ]
+    for t in CHANGE_THRESHOLDS:
+        split = _mean(results, "grouping", f"{t}: frames split off %")
+        caught = _mean(results, "grouping", f"{t}: next objects caught %")
+        lines.append(f"| {t} | {split:.1f} | {caught:.1f} |")
     for section, title in (
         ("frames", "Frames taught per showing"),
         ("normalisation", "Feature normalisation"),

@@ -14,6 +14,8 @@ class DemoConfig:
     labeled_frames: int = 12
     rare_labeled_frames: int = 3
     test_frames_per_object: int = 4
+    new_objects: int = 3  # shown in their test rooms, never taught: answered "I don't know"?
+    asked_objects: int = 2  # taught only by answering the robot's questions
     lead_in_frames: int = 3  # of the empty room before each showing (the motion crop's background)
     image_size: tuple[int, int] = (240, 320)  # height, width
     camera_hz: float = 8.0
@@ -52,6 +54,8 @@ class DemoConfig:
             labeled_frames=10,
             rare_labeled_frames=2,
             test_frames_per_object=3,
+            new_objects=2,
+            asked_objects=1,
             robot_seconds=20.0,
             eval_seconds=5.0,
             tune_centers=50,

@@ -6,9 +6,11 @@ taught against never-taught objects before any threshold is chosen
 With ``A = λI + Σ zᵢzᵢᵀ`` and ``B = Σ zᵢ e_{yᵢ}ᵀ`` of the λ in use (``n`` training rows, ``k_c`` of class
 ``c``), the class means are ``μ_c = B e_c / k_c``, and the scores (:data:`SCORES`) are:
 
-- ``"confidence"``: ``1 − max_c p_c``, one minus the calibrated confidence of the answer (the
-  maximum-softmax baseline of Hendrycks and Gimpel, ICLR 2017); 1 while fewer than two classes are
-  known (one class is certain of everything: nothing to compare with);
+- ``"confidence"``: ``(1 − max_c p_c) · T/(T − 1)``, one minus the calibrated confidence of the
+  answer (the maximum-softmax baseline of Hendrycks and Gimpel, ICLR 2017), scaled to [0, 1] over
+  the ``T`` classes known (1: every class equally likely), so that one threshold means the same with
+  2 classes as with 50; 0 while one class is known: it is certain of everything, which is why the
+  robot asks while it knows fewer than two (:class:`~lifelong_learning.learners.showings.QuestionPolicy`);
 - ``"leverage"``: ``n · zᵀA⁻¹z``, the classifier's own leverage of the row (how far it lies from
   every direction the training rows span; ``n`` makes it comparable as the model grows);
 - ``"mahalanobis"``: ``n · min_c (z − μ_c)ᵀ A⁻¹ (z − μ_c)``, the distance to the nearest class

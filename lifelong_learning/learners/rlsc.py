@@ -685,8 +685,8 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         """How likely each row of ``X`` shows what was never taught (higher: more likely), by the
         measure ``score`` (:mod:`~lifelong_learning.learners.novelty`). Raises as decision_function."""
         if score == "confidence" or not self._labels:
-            p = self.predict_proba(X).max(axis=1)
-            return 1.0 - p if len(self._labels) > 1 else np.ones_like(p)
+            T = len(self._labels)
+            return (1.0 - self.predict_proba(X).max(axis=1)) * (T / (T - 1) if T > 1 else 1.0)
         engine = self._engines[0] if self.shares_factor else self._engines[self._select().lambda_index]
         cache = self.__dict__.setdefault("_novelty_cache", {})
         return novelty_scores(engine, self._features(X), self._train_counts, score, cache)

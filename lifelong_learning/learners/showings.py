@@ -6,7 +6,8 @@ robot asks about one (no ROS imports).
 - no frame came for ``gap_s`` seconds (the object left the view, the camera stopped),
 - the scene changed: the cosine distance between the frame's features and the mean of the
   showing's last frames is above ``change`` (another object, another place; the frames of one
-  object turning in a hand stay much closer than that: docs/benchmarks/recognition-showing.md),
+  object turning in a hand mostly stay closer: docs/benchmarks/recognition-showing.md measures
+  the frames split off and the changes caught at each threshold),
 - or the teacher's label changed (:meth:`ShowingTracker.labeled`).
 
 A showing keeps its last ``max_frames`` frames (a static scene that never ends is bounded in frames
@@ -14,7 +15,8 @@ and memory); the ``keep_ended`` last ended showings are kept for answers that co
 (:meth:`ShowingTracker.find`, within ``answer_window_s`` of their end).
 
 **Questions** (:class:`QuestionPolicy`): the robot asks "what is this?" about a showing whose answer
-stayed unknown (label ``""``) or ambiguous (best two classes within ``margin``) for ``ask_after_s``
+stayed unknown (label ``""``, or fewer than two classes known) or ambiguous (best two classes within
+``margin``) for ``ask_after_s``
 seconds; at most once per showing, never about one being taught, and at most one question every
 ``min_interval_s`` seconds over all showings (a robot in front of a wall it does not know asks
 once, not at frame rate). The iCub's interactive recognition does the same: it tracks what it is
@@ -58,7 +60,7 @@ class ShowingTracker:
     def __init__(
         self,
         gap_s: float = 1.0,
-        change: float = 0.5,
+        change: float = 0.3,
         max_frames: int = 60,
         keep_ended: int = 20,
         answer_window_s: float = 60.0,
@@ -144,8 +146,10 @@ class QuestionPolicy:
     asked_count: int = 0
 
     def doubt(self, answer_label: str, guesses: list[tuple[str, float]]) -> str:
-        """``"unknown"``, ``"ambiguous"`` or ``""`` for a showing's answer and its best guesses."""
-        if answer_label == "":
+        """``"unknown"``, ``"ambiguous"`` or ``""`` for a showing's answer and its best guesses (best
+        first): unknown also while fewer than two classes are known (one class cannot be told from a
+        new object: its confidence is always 1)."""
+        if answer_label == "" or len(guesses) < 2:
             return "unknown"
         if len(guesses) > 1 and guesses[0][1] - guesses[1][1] < self.margin:
             return "ambiguous"

@@ -59,8 +59,9 @@ SHOWING_PARAMS: tuple[ParamSpec, ...] = (
     ),
     ParamSpec(
         "showing_change",
-        0.5,
-        "A showing ends when a frame's cosine distance to the mean of its last frames exceeds this.",
+        0.3,
+        "A showing ends when a frame's cosine distance to the mean of its last frames exceeds this "
+        "(measured: 92 % of changes of object caught, 8 % of frames split off; recognition-showing.md).",
         bounds=(0.01, 2.0),
     ),
     ParamSpec("max_showing_frames", 60, "Frames a showing keeps (its last ones).", bounds=(1, 10000)),

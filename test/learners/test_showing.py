@@ -73,7 +73,7 @@ def test_an_empty_model_answers_unknown_and_a_showing_needs_a_frame():
     with pytest.raises(ValueError):
         answer_showing(empty, np.zeros((0, D)))
     one = IncrementalRLSC().partial_fit(np.ones((2, D)), ["a", "a"])
-    assert np.all(one.novelty_score(np.ones((2, D))) == 1.0)  # one class: nothing to compare with
+    assert np.all(one.novelty_score(np.ones((2, D))) == 0.0)  # one class: certain of everything
 
 
 def test_the_mahalanobis_score_is_the_distance_to_the_nearest_class_mean_in_the_metric_of_a():

@@ -65,6 +65,7 @@ def test_the_robot_asks_once_per_showing_after_a_while_and_at_most_once_per_inte
     tracker = ShowingTracker(gap_s=100.0)
     policy = QuestionPolicy(ask_after_s=2.0, min_interval_s=10.0, margin=0.1)
     assert policy.doubt("", []) == "unknown"
+    assert policy.doubt("mug", [("mug", 1.0)]) == "unknown"  # one class known: it cannot tell
     assert policy.doubt("mug", [("mug", 0.5), ("duck", 0.45)]) == "ambiguous"
     assert policy.doubt("mug", [("mug", 0.9), ("duck", 0.05)]) == ""
     wall = tracker.add(frame(0, rng), (1, 0), 0.0)
