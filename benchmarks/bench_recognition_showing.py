@@ -177,7 +177,8 @@ def asking(X: dict[str, np.ndarray], order: np.ndarray) -> dict[str, dict]:
         policy = QuestionPolicy(margin=margin)
         for _, o, frames in showings:
             answer = answer_showing(model, frames, novelty_threshold=novelty)
-            if policy.doubt(answer.label, best_guesses(model, frames, 2)):  # the robot asks
+            novel = answer.novelty > novelty
+            if policy.doubt(answer.label, best_guesses(model, frames, 2), novel):  # the robot asks
                 model.partial_fit(frames, [str(o)] * len(frames))
                 labels, questions = labels + len(frames), questions + 1
         out[name] = {"labels": labels, "questions": questions, **_showing_accuracy(model, X, objects)}

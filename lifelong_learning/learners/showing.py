@@ -15,8 +15,8 @@ recoded scores ``s_i`` and calibrated probabilities ``p_i = softmax(t · s_i)`` 
 A showing's novelty is the mean of its frames' novelty scores
 (:meth:`~lifelong_learning.learners.IncrementalRLSC.novelty_score`, higher: more likely never
 taught). The answer's label is ``""`` (unknown) when the novelty is above ``novelty_threshold``
-or the confidence below ``unknown_threshold``; the best class is still named by the guesses
-(:func:`best_guesses`), which is what the robot asks about.
+(once the model's confidence is calibrated) or the confidence below ``unknown_threshold``; the
+best class is still named by the guesses (:func:`best_guesses`), which is what the robot asks about.
 """
 
 from __future__ import annotations
@@ -62,8 +62,14 @@ class ShowingAnswer(NamedTuple):
     novelty: float
 
 
-def _known(label: str, confidence: float, novelty: float, unknown: float, novel: float) -> str:
-    return label if confidence >= unknown and novelty <= novel else ""
+def _known(
+    model: IncrementalRLSC, label: str, confidence: float, novelty: float, unknown: float, novel: float
+) -> str:
+    """``label``, or "" when not confident enough or novel; the novelty threshold applies once the
+    confidence is calibrated (an uncalibrated softmax of RLSC scores is underconfident: everything
+    would be novel)."""
+    calibrated = model.calibration_[1] > 0
+    return label if confidence >= unknown and (novelty <= novel or not calibrated) else ""
 
 
 def answer_frame(
@@ -85,7 +91,7 @@ def answer_frame(
     novelty = float(model.novelty_score(x, score)[0])
     labels = [str(c) for c in model.classes_.tolist()]
     top = labels[int(np.argmax(scores))]
-    label = _known(top, confidence, novelty, unknown_threshold, novelty_threshold)
+    label = _known(model, top, confidence, novelty, unknown_threshold, novelty_threshold)
     return FrameAnswer(label, top, confidence, novelty, labels, scores.tolist())
 
 
@@ -129,7 +135,9 @@ def answer_showing(
     p = evidence(model, X, rule)
     best = int(np.argmax(p))
     novelty = float(np.mean(model.novelty_score(X, score)))
-    label = _known(str(model.classes_[best]), float(p[best]), novelty, unknown_threshold, novelty_threshold)
+    label = _known(
+        model, str(model.classes_[best]), float(p[best]), novelty, unknown_threshold, novelty_threshold
+    )
     return ShowingAnswer(label, float(p[best]), novelty)
 
 

@@ -145,11 +145,12 @@ class QuestionPolicy:
     last_asked: float | None = None
     asked_count: int = 0
 
-    def doubt(self, answer_label: str, guesses: list[tuple[str, float]]) -> str:
+    def doubt(self, answer_label: str, guesses: list[tuple[str, float]], novel: bool = False) -> str:
         """``"unknown"``, ``"ambiguous"`` or ``""`` for a showing's answer and its best guesses (best
-        first): unknown also while fewer than two classes are known (one class cannot be told from a
-        new object: its confidence is always 1)."""
-        if answer_label == "" or len(guesses) < 2:
+        first): unknown also when ``novel`` (its novelty above the threshold, whether the answer
+        withheld the name or not) and while fewer than two classes are known (one class cannot be
+        told from a new object: its confidence is always 1)."""
+        if answer_label == "" or novel or len(guesses) < 2:
             return "unknown"
         if len(guesses) > 1 and guesses[0][1] - guesses[1][1] < self.margin:
             return "ambiguous"

@@ -155,7 +155,7 @@ class ShowingDesk:
             )
         )
         with self.lock:
-            reason = self.policy.doubt(answer.label, guesses)
+            reason = self.policy.doubt(answer.label, guesses, answer.novelty > self.novelty_threshold)
             ask = self.policy.ask(showing, reason, now)
             if ask:
                 self.asked = showing.id
