@@ -25,8 +25,8 @@ Crop to the object (``crop``, :mod:`lifelong_learning.vision.crop`): ``none`` (t
 gains, and costs per frame: docs/benchmarks/recognition-scale.md.
 
 Publishes:
-- ``features`` (lifelong_learning/Features): the features of every processed image, with
-  the image's header.
+- ``features`` (lifelong_learning/Features): the features of every processed image (normalised
+  by ``feature_normalisation``), with the image's header.
 - ``labeled_features`` (lifelong_learning/LabeledFeatures): the same, while a teacher label
   is set (the label current when the image arrived): the training stream of
   object_recognition.
@@ -63,6 +63,7 @@ from lifelong_learning.vision.compressed import compressed_image_size, decode_co
 from lifelong_learning.vision.crop import CROP_MODES, Box, MotionCrop, cut, roi_box, saliency_box, square_box
 from lifelong_learning.vision.feature_extractor import BACKBONES, DEFAULT_MODEL
 from lifelong_learning.vision.image_conversion import ImageTooLargeError, check_image_fields, numpy_to_image
+from lifelong_learning.vision.normalisation import NORMALISATIONS, normalised
 from lifelong_learning.vision.quantization import PRECISIONS
 
 #: default of ``max_image_pixels``: 4096 x 4096 = 16.8 Mpx, above common robot cameras (4K UHD is 8.3 Mpx)
@@ -183,6 +184,13 @@ PARAMS: tuple[ParamSpec, ...] = (
         "per-showing answer ('?' while unknown), only while someone subscribes.",
     ),
     ParamSpec("showing_topic", "showing", "lifelong_learning/ShowingAnswer input, with annotate."),
+    ParamSpec(
+        "feature_normalisation",
+        "sqrt_l2",
+        "Features published: 'none' (as the CNN gives them), 'l2' or 'sqrt_l2' (square roots, then "
+        "L2-normalised to norm 16; vision/normalisation.py). docs/benchmarks/recognition-showing.md "
+        "measures each.",
+    ),
     ParamSpec("num_threads", 2, "CPU threads of the CNN backend.", bounds=(1, 256)),
     ParamSpec(
         "queue_size", 2, "Images waiting for the CNN; when full the oldest is dropped.", bounds=(1, 100)
@@ -217,6 +225,9 @@ class FeatureExtractorNode(NodeBase):
             )
         if p["crop"] not in CROP_MODES:
             raise ValueError(f"crop must be one of {CROP_MODES}, got {p['crop']!r}")
+        if p["feature_normalisation"] not in NORMALISATIONS:
+            raise ValueError(f"feature_normalisation must be one of {NORMALISATIONS}")
+        self.normalisation = str(p["feature_normalisation"])
         if p["precision"] not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {p['precision']!r}")
         if p["image_transport"] == "compressed":
@@ -388,7 +399,7 @@ class FeatureExtractorNode(NodeBase):
         if not pictures:
             return
         self._annotate(picture, box, kept[-1][0].header)
-        features = self.extractor.extract_batch(pictures)
+        features = normalised(self.extractor.extract_batch(pictures), self.normalisation)
         for (msg, label, arrived), vector in zip(kept, features, strict=True):
             out = Features(header=msg.header, data=vector)
             self.features_pub.publish(out)

@@ -27,6 +27,13 @@ def region(x, y, w, h):
     return RegionOfInterest(x_offset=x, y_offset=y, width=w, height=h)
 
 
+def published(node, pictures):
+    """The features the node publishes for ``pictures``: the CNN's, normalised as the node does."""
+    from lifelong_learning.vision.normalisation import normalised
+
+    return normalised(node.extractor.extract_batch(pictures), node.normalisation)
+
+
 def features_of(node, peer, executor, spin, stamp):
     assert spin(executor, lambda: any(m.header.stamp.sec == stamp for m in peer.features), 20)
     return next(np.asarray(m.data) for m in peer.features if m.header.stamp.sec == stamp)
@@ -40,9 +47,9 @@ def test_a_region_of_interest_cuts_the_frame_and_a_bad_or_stale_one_leaves_it_wh
     executor.add_node(node)
     executor.add_node(peer.node)
     assert spin(executor, lambda: peer.connected() and peer.rois.get_subscription_count() > 0, 10)
-    whole = node.extractor.extract_batch([PICTURE])[0]
+    whole = published(node, [PICTURE])[0]
     box = Box(150, 40, 80, 60)
-    cropped = node.extractor.extract_batch([cut(PICTURE, square_box(box, PICTURE.shape, 0.1))])[0]
+    cropped = published(node, [cut(PICTURE, square_box(box, PICTURE.shape, 0.1))])[0]
 
     peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=1))  # no box yet: the whole frame
     np.testing.assert_allclose(features_of(node, peer, executor, spin, 1), whole, atol=1e-5)
@@ -84,9 +91,7 @@ def test_motion_cuts_to_what_moves_against_the_still_background(executor, spin, 
         frames.append(frame)
     local = MotionCrop()  # what the node does, frame after frame
     expected = [
-        node.extractor.extract_batch(
-            [cut(f, None if (b := local.box(f)) is None else square_box(b, f.shape, 0.2))]
-        )[0]
+        published(node, [cut(f, None if (b := local.box(f)) is None else square_box(b, f.shape, 0.2))])[0]
         for f in frames
     ]
     for k, frame in enumerate(frames):
