@@ -19,8 +19,8 @@ from lifelong_learning.nodes.supervisor import NodeProcess
 
 pytestmark = pytest.mark.graph
 
-DIM = 20
-CLASSES = ("mug", "duck", "teddy")  # directions 0, 1, 2; directions 3 and 4 are never taught
+DIM = 24
+CLASSES = ("mug", "duck", "teddy")  # directions 0, 1, 2; directions 3, 4 and 5 are never taught
 
 
 def sample(rng: np.random.Generator, direction: int, n: int = 1) -> np.ndarray:
@@ -154,3 +154,25 @@ def test_the_teacher_answers_a_question_by_voice_on_teacher_label(graph):
     x = sample(rng, 4)[0].tolist()
     named = lambda: first_call(executor, peer.predict, Predict.Request(data=x)).top_label == "cup"  # noqa: E731
     assert spin_until(executor, named, 10), proc.log()
+
+
+def test_a_label_given_during_a_showing_teaches_its_earlier_frames_too(graph):
+    from lifelong_learning.msg import LabeledFeatures
+    from lifelong_learning.srv import GetClassifierInfo
+
+    executor, peer, rng, proc = graph
+    answers = show(graph, 5, lambda a: len(a) >= 6)  # six frames, nobody names the object yet
+    assert len({a.showing_id for a in answers}) == 1 and answers[-1].frames >= 6
+    for x in sample(rng, 5, 2):  # then the teacher names it: two labeled frames of the same showing
+        peer.frame += 1
+        msg = LabeledFeatures(data=x.tolist(), label="pen")
+        msg.header.stamp.sec = peer.frame
+        peer.labeled.publish(msg)
+
+    def pen_count() -> int:
+        info = first_call(executor, peer.info, GetClassifierInfo.Request())
+        return dict(zip(info.classes, info.counts, strict=True)).get("pen", 0)
+
+    kept = answers[-1].frames
+    assert spin_until(executor, lambda: pen_count() >= kept + 2, 10), (pen_count(), kept, proc.log())
+    assert pen_count() == kept + 2  # each frame learned once
