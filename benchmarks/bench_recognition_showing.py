@@ -42,6 +42,7 @@ from lifelong_learning.learners.showing import DEFAULT_RULE, RULES, answer_showi
 from lifelong_learning.learners.showings import QuestionPolicy
 from lifelong_learning.nodes.feature_extractor import PARAMS as EXTRACTOR_PARAMS
 from lifelong_learning.nodes.object_recognition import PARAMS
+from lifelong_learning.nodes.recognition_showings import NOVELTY_THRESHOLD
 from lifelong_learning.vision.normalisation import NORMALISATIONS, normalised
 
 ONLINE_PARAMS = ("lambdas", "alpha", "alpha_grid", "validation_every", "min_class_count", "max_validation")
@@ -150,10 +151,10 @@ def novelty(X: dict[str, np.ndarray], order: np.ndarray, n_taught: int, taught: 
 
 #: the question rules of table 4: (novelty threshold, ambiguity margin) of the node's QuestionPolicy
 QUESTION_RULES = {
-    "asks when unknown (novelty > 0.6)": (0.6, 0.0),
-    "asks when unknown or ambiguous (novelty > 0.6, margin 0.1)": (0.6, 0.1),
+    f"asks when unknown (novelty > {NOVELTY_THRESHOLD})": (NOVELTY_THRESHOLD, 0.0),
+    f"asks when unknown or ambiguous (novelty > {NOVELTY_THRESHOLD}, margin 0.1)": (NOVELTY_THRESHOLD, 0.1),
+    f"asks when unknown or ambiguous (novelty > {NOVELTY_THRESHOLD}, margin 0.3)": (NOVELTY_THRESHOLD, 0.3),
     "asks when unknown or ambiguous (novelty > 0.3, margin 0.3)": (0.3, 0.3),
-    "asks when unknown or ambiguous (novelty > 0.2, margin 0.5)": (0.2, 0.5),
 }
 
 

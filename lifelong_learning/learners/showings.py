@@ -60,7 +60,7 @@ class ShowingTracker:
     def __init__(
         self,
         gap_s: float = 1.0,
-        change: float = 0.3,
+        change: float = 0.2,
         max_frames: int = 60,
         keep_ended: int = 20,
         answer_window_s: float = 60.0,
@@ -141,7 +141,7 @@ class QuestionPolicy:
 
     ask_after_s: float = 2.0
     min_interval_s: float = 10.0
-    margin: float = 0.1
+    margin: float = 0.3
     last_asked: float | None = None
     asked_count: int = 0
 

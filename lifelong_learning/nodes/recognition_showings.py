@@ -31,9 +31,10 @@ from lifelong_learning.msg import Query, ShowingAnswer
 from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.srv import AnswerQuery
 
-#: the novelty threshold of the default score (``confidence``: 1 − the accumulated confidence) at
-#: which 95 % of taught objects' showings are answered in docs/benchmarks/recognition-showing.md
-NOVELTY_THRESHOLD = 0.6
+#: the novelty threshold of the default score (``confidence``, scaled to [0, 1]) at which 95 % of the
+#: taught objects' showings are answered in docs/benchmarks/recognition-showing.md (0.63 at 15
+#: objects, 0.66 at 50)
+NOVELTY_THRESHOLD = 0.65
 
 SHOWING_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("showing_topic", "showing", "lifelong_learning/ShowingAnswer output: one answer per showing."),
@@ -59,9 +60,10 @@ SHOWING_PARAMS: tuple[ParamSpec, ...] = (
     ),
     ParamSpec(
         "showing_change",
-        0.3,
+        0.2,
         "A showing ends when a frame's cosine distance to the mean of its last frames exceeds this "
-        "(measured: 92 % of changes of object caught, 8 % of frames split off; recognition-showing.md).",
+        "(sqrt_l2 features: 95 % of changes of object caught, 13 % of frames split off; "
+        "docs/benchmarks/recognition-showing.md).",
         bounds=(0.01, 2.0),
     ),
     ParamSpec("max_showing_frames", 60, "Frames a showing keeps (its last ones).", bounds=(1, 10000)),
@@ -76,8 +78,9 @@ SHOWING_PARAMS: tuple[ParamSpec, ...] = (
     ),
     ParamSpec(
         "ambiguity_margin",
-        0.1,
-        "A showing is ambiguous when its best two classes' accumulated probabilities differ by less.",
+        0.3,
+        "A showing is ambiguous when its best two classes' accumulated probabilities differ by less "
+        "(0.3: the fewest labels for the accuracy measured in docs/benchmarks/recognition-showing.md).",
         bounds=(0.0, 1.0),
     ),
     ParamSpec(
