@@ -11,7 +11,9 @@ robot asks about one (no ROS imports).
 - or the teacher's label changed (:meth:`ShowingTracker.labeled`).
 
 A showing keeps its last ``max_frames`` frames (a static scene that never ends is bounded in frames
-and memory); the ``keep_ended`` last ended showings are kept for answers that come late
+and memory). A label given during a showing applies to its kept frames within ``change`` of the
+labeled frame (:meth:`Showing.untaught`): a change the grouping missed does not teach another
+object's frames; the ``keep_ended`` last ended showings are kept for answers that come late
 (:meth:`ShowingTracker.find`, within ``answer_window_s`` of their end).
 
 **Questions** (:class:`QuestionPolicy`): the robot asks "what is this?" about a showing whose answer
@@ -29,6 +31,12 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+
+
+def cosine_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """``1 − cos(a, b)`` (0 for a zero vector: no evidence of a change)."""
+    denominator = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return 1.0 - float(a @ b) / denominator if denominator > 0 else 0.0
 
 
 @dataclass
@@ -49,9 +57,16 @@ class Showing:
         """The kept frames' features, ``(n, d)``."""
         return np.stack([x for _, x in self.frames])
 
-    def untaught(self) -> list[tuple[tuple[int, int], np.ndarray]]:
-        """The kept frames not learned yet."""
-        return [(stamp, x) for stamp, x in self.frames if stamp not in self.taught]
+    def untaught(
+        self, like: np.ndarray | None = None, change: float = 2.0
+    ) -> list[tuple[tuple[int, int], np.ndarray]]:
+        """The kept frames not learned yet; with ``like``, only those within cosine distance ``change``
+        of it (the frames of the object a label was given for, not what the showing may have taken
+        in before a change it did not see)."""
+        frames = [(stamp, x) for stamp, x in self.frames if stamp not in self.taught]
+        if like is None:
+            return frames
+        return [(stamp, x) for stamp, x in frames if cosine_distance(x, like) <= change]
 
 
 class ShowingTracker:
@@ -94,9 +109,7 @@ class ShowingTracker:
         frames = list(self.current.frames)[-self.recent :] if self.current else []
         if not frames:
             return False
-        mean = np.mean([f for _, f in frames], axis=0)
-        denominator = float(np.linalg.norm(mean) * np.linalg.norm(x))
-        return denominator > 0 and 1.0 - float(mean @ x) / denominator > self.change
+        return cosine_distance(np.mean([f for _, f in frames], axis=0), x) > self.change
 
     def add(self, x: np.ndarray, stamp: tuple[int, int], now: float) -> Showing:
         """Put a frame's features into its showing (a new one when the last ended, module docstring)."""

@@ -8,8 +8,9 @@ showing: the showing's kept frames not learned yet are learned with the label to
 label applies to every frame of the showing it was given in). When a showing's answer stays unknown
 or ambiguous, the node asks on ``~/query`` (lifelong_learning/Query, rate-limited,
 :class:`~lifelong_learning.learners.showings.QuestionPolicy`); the answer comes on ``~/answer``
-(lifelong_learning/AnswerQuery, naming the showing) or on ``teacher_label`` (std_msgs/String: the
-last showing asked about), and teaches the showing's kept frames. Refused and counted
+(lifelong_learning/AnswerQuery, naming the showing) or on ``teacher_label`` (std_msgs/String, while
+the showing asked about is still the current one: after it, a name on ``teacher_label`` is the
+teacher naming the next object), and teaches the showing's kept frames. Refused and counted
 (``answer refused``), nothing learned: an unknown showing, one ended more than ``answer_window_s``
 ago, one already taught, a bad label.
 """
@@ -184,7 +185,7 @@ class ShowingDesk:
             showing = self.tracker.add(x, _stamp(header), now)
             showing.label = label
             showing.taught.add(_stamp(header))
-        self._teach(showing, label)
+        self._teach(showing, label, like=x)
 
     def taught(self, header: Any) -> bool:
         """Whether the frame of ``header`` was learned already (its showing was answered or labeled
@@ -194,10 +195,11 @@ class ShowingDesk:
             showings = [self.tracker.current, *self.tracker.ended]
             return stamp != (0, 0) and any(s is not None and stamp in s.taught for s in showings)
 
-    def _teach(self, showing: Showing, label: str) -> int:
-        """Learn ``showing``'s kept frames not learned yet with ``label``; returns how many were."""
+    def _teach(self, showing: Showing, label: str, like: np.ndarray | None = None) -> int:
+        """Learn ``showing``'s kept frames not learned yet with ``label`` (with ``like``: those like it,
+        :meth:`Showing.untaught`); returns how many were."""
         with self.lock:
-            frames = showing.untaught()
+            frames = showing.untaught(like, self.tracker.change)
             showing.taught.update(stamp for stamp, _ in frames)
         return sum(self.node.learn(x, label) for _, x in frames)
 
@@ -231,9 +233,9 @@ class ShowingDesk:
         asked = self.asked
         if asked is None or not msg.data.strip():
             return
-        with self.lock:
-            showing, _ = self.tracker.find(asked, time.monotonic())
-            open_question = showing is not None and not showing.label
+        with self.lock:  # only while the object asked about is still in view: else it names the next one
+            showing = self.tracker.current
+            open_question = showing is not None and showing.id == asked and not showing.label
         if open_question:
             self.answer(asked, msg.data, "teacher_label")
 

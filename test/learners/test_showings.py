@@ -77,3 +77,16 @@ def test_the_robot_asks_once_per_showing_after_a_while_and_at_most_once_per_inte
     taught = tracker.add(frame(2, rng), (3, 0), 100.0)
     taught.label = "mug"
     assert not any(policy.ask(taught, "unknown", t) for t in (100.0, 120.0, 200.0))
+
+
+def test_a_label_applies_to_the_frames_like_the_labeled_one_only():
+    rng = np.random.default_rng(5)
+    tracker = ShowingTracker(change=0.2)
+    showing = tracker.add(frame(0, rng), (1, 0), 0.0)
+    for i in range(2, 6):
+        tracker.add(frame(0, rng), (i, 0), 0.1 * i)
+    showing.frames.append(((9, 0), frame(6, rng)))  # another object's frame the grouping took in
+    showing.taught.add((2, 0))
+    like = [stamp for stamp, _ in showing.untaught(frame(0, rng), tracker.change)]
+    assert like == [(1, 0), (3, 0), (4, 0), (5, 0)]
+    assert len(showing.untaught()) == 5
