@@ -1,7 +1,7 @@
 """The feature-map protocol: a fixed map x ↦ φ(x) in front of a linear learner.
 
-Random Fourier features (online dynamics residual) and Nyström maps (exported by the
-offline tuner) are separate, swappable objects that follow this protocol, so a learner
+Random Fourier features (online dynamics residual), Nyström maps and learned low-rank (SLKL)
+maps (exported by the offline methods) are separate, swappable objects that follow this protocol, so a learner
 built on :class:`~lifelong_learning.learners.RecursiveRLS` can take either.
 """
 
@@ -40,8 +40,9 @@ def feature_map_kinds() -> dict[str, type]:
     maps' modules do not import this one, so the import graph has no cycle)."""
     from lifelong_learning.learners.nystrom_features import NystromFeatureMap
     from lifelong_learning.learners.random_features import RandomFourierFeatures
+    from lifelong_learning.learners.slkl_features import SLKLFeatureMap
 
-    return {cls.kind: cls for cls in (RandomFourierFeatures, NystromFeatureMap)}
+    return {cls.kind: cls for cls in (RandomFourierFeatures, NystromFeatureMap, SLKLFeatureMap)}
 
 
 def feature_map_from_state(kind: str, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> FeatureMap:

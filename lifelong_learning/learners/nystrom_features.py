@@ -24,6 +24,15 @@ from lifelong_learning.core.linalg import jittered_cholesky
 from lifelong_learning.core.persistence import Stateful
 
 
+def gaussian_kernel(X: np.ndarray, Z: np.ndarray, lengthscale: np.ndarray) -> np.ndarray:
+    """``K[i, j] = exp(−½‖(x_i − z_j)/ℓ‖²)``, shape ``(n, m)``, for rows ``X`` and ``Z`` and
+    length-scales ``ℓ`` (``(d,)`` or a scalar)."""
+    A = X / lengthscale
+    B = Z / lengthscale
+    sq = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
+    return np.exp(-0.5 * np.maximum(sq, 0.0))
+
+
 class NystromFeatureMap(Stateful):
     """``φ(x) = L⁻¹k(Z, x)`` for a Gaussian kernel ``k(x, z) = exp(−½‖(x − z)/ℓ‖²)``.
 
@@ -71,10 +80,7 @@ class NystromFeatureMap(Stateful):
 
     def kernel(self, X: np.ndarray) -> np.ndarray:
         """``k(X, Z)``, shape ``(n, m)``."""
-        A = X / self.lengthscale
-        B = self.centers / self.lengthscale
-        sq = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
-        return np.exp(-0.5 * np.maximum(sq, 0.0))
+        return gaussian_kernel(X, self.centers, self.lengthscale)
 
     def transform(self, X: np.ndarray | Any) -> np.ndarray:
         """``Φ = k(X, Z) L⁻ᵀ``, shape ``(n, m)``; 1-D input is one row."""

@@ -1,4 +1,9 @@
-"""Nyström kernel ridge regression and its hyperparameter tuning (Meanti et al.), in torch.
+"""The offline methods, in torch, on one estimator contract
+(:class:`~lifelong_learning.nystrom.estimator.OfflineMethod`; by name:
+:func:`~lifelong_learning.nystrom.methods.methods`): Nyström kernel ridge regression and its
+hyperparameter tuning (Meanti et al.), stochastic low-rank kernel learning (SLKL, Machart et al.),
+kernel truncated randomized ridge regression (KTR³, Jun, Cutkosky, Orabona), and the thesis's
+own offline algorithms: the incremental Nyström path over the number of centres and NYTRO (ch. 4).
 
 No ROS imports: runs with ``pip install .`` on a GPU server or a laptop. The names below are
 loaded when first used, so that a module of this package that needs no torch
@@ -11,13 +16,26 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names of _HOMES, for type checkers and editors (loaded at first use)
+    from lifelong_learning.nystrom.estimator import OfflineMethod
+    from lifelong_learning.nystrom.incremental import NystromPath
     from lifelong_learning.nystrom.krr import NystromKRR
+    from lifelong_learning.nystrom.ktr3 import KTR3
+    from lifelong_learning.nystrom.methods import method_named, methods
+    from lifelong_learning.nystrom.nytro import NYTRO
     from lifelong_learning.nystrom.objectives import EXACT_OBJECTIVES, OBJECTIVES, exact_objective
+    from lifelong_learning.nystrom.slkl import SLKL
     from lifelong_learning.nystrom.tuning import TuningResult, tune
 
 #: name → the module of this package that defines it
 _HOMES = {
     "NystromKRR": "krr",
+    "OfflineMethod": "estimator",
+    "SLKL": "slkl",
+    "KTR3": "ktr3",
+    "NYTRO": "nytro",
+    "NystromPath": "incremental",
+    "method_named": "methods",
+    "methods": "methods",
     "EXACT_OBJECTIVES": "objectives",
     "OBJECTIVES": "objectives",
     "exact_objective": "objectives",
@@ -40,4 +58,18 @@ def __getattr__(name: str) -> Any:
     return getattr(home, name)
 
 
-__all__ = ["EXACT_OBJECTIVES", "OBJECTIVES", "NystromKRR", "TuningResult", "exact_objective", "tune"]
+__all__ = [
+    "EXACT_OBJECTIVES",
+    "KTR3",
+    "NYTRO",
+    "OBJECTIVES",
+    "SLKL",
+    "NystromKRR",
+    "NystromPath",
+    "OfflineMethod",
+    "TuningResult",
+    "exact_objective",
+    "method_named",
+    "methods",
+    "tune",
+]

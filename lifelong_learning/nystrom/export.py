@@ -1,8 +1,11 @@
-"""Export a tuned :class:`NystromKRR` to the online learners (feature map + RLS state).
+"""Export a fitted offline model to the online learners (feature map + RLS state).
 
-The exported feature map is ``φ(x) = L⁻¹k(Z, x)`` (:class:`NystromFeatureMap`); a
-:class:`RecursiveRLS` with ``lam = nλ`` trained on ``Φ = K_nm L⁻ᵀ`` has weights ``W = Lᵀβ``,
-i.e. reproduces the Nyström KRR exactly, and keeps learning online from there.
+The model is a tuned :class:`~lifelong_learning.nystrom.krr.NystromKRR` or any
+:class:`~lifelong_learning.nystrom.estimator.OfflineMethod`: what is exported is its
+``feature_map()`` and its ``engine_lam()``. For Nyström the map is ``φ(x) = L⁻¹k(Z, x)``
+(:class:`~lifelong_learning.learners.nystrom_features.NystromFeatureMap`); a :class:`RecursiveRLS`
+with ``lam = nλ`` trained on ``Φ = K_nm L⁻ᵀ`` has weights ``W = Lᵀβ``, i.e. reproduces the Nyström
+KRR exactly, and keeps learning online from there.
 
 For inverse dynamics the Nyström model is the semiparametric residual (thesis Fig. 8.2): it is
 tuned on :func:`residual_data` of a rigid-body model (with friction) fitted on the same samples,
@@ -29,40 +32,35 @@ import torch
 
 from lifelong_learning.core.checks import as_rows
 from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics, residual_features
-from lifelong_learning.learners.nystrom_features import NystromFeatureMap
+from lifelong_learning.learners.feature_map import FeatureMap
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group
-from lifelong_learning.nystrom.krr import NystromKRR
 
 _BLOCK = 4096  # rows per RLS update when replaying the training data
 
 
-def _fitted(model: NystromKRR) -> NystromKRR:
+def _fitted(model: Any) -> Any:
     if not model.is_fitted:
-        raise ValueError("the Nyström model is not fitted; call fit (or tune) first")
+        raise ValueError("the model is not fitted; call fit (or tune) first")
     return model
 
 
-def feature_map_of(model: NystromKRR) -> NystromFeatureMap:
-    """The Nyström feature map (centres, length-scales, Cholesky factor) of a fitted model."""
-    _fitted(model)
-    return NystromFeatureMap(
-        model.centers_.detach().cpu().numpy().astype(np.float64),
-        model.lengthscale_.detach().cpu().numpy().astype(np.float64),
-        model.chol_.detach().cpu().numpy().astype(np.float64),
-    )
+def feature_map_of(model: Any) -> FeatureMap:
+    """The feature map the online learners continue from: ``model.feature_map()`` of a fitted
+    :class:`NystromKRR` or :class:`~lifelong_learning.nystrom.estimator.OfflineMethod` (a Nyström
+    map: centres, length-scales, Cholesky factor; an SLKL map: the active centres and weights)."""
+    return _fitted(model).feature_map()
 
 
-def regularization_of(model: NystromKRR, n_samples: int | None = None) -> float:
-    """``nλ``: the RLS ``lam`` that reproduces the model (``n`` = its training rows), or that
-    applies its per-sample ``λ`` to a refit on ``n_samples`` rows."""
-    return (_fitted(model).n_samples if n_samples is None else int(n_samples)) * model.lam
+def regularization_of(model: Any, n_samples: int | None = None) -> float:
+    """The RLS ``lam`` that reproduces the model (``nλ`` for Nyström, ``n`` = its training rows),
+    or that applies its regularization per sample to a refit on ``n_samples`` rows
+    (``model.engine_lam``)."""
+    return float(_fitted(model).engine_lam(n_samples))
 
 
-def to_recursive_rls(
-    model: NystromKRR, X: Any, Y: Any, batch: int = _BLOCK
-) -> tuple[NystromFeatureMap, RecursiveRLS]:
+def to_recursive_rls(model: Any, X: Any, Y: Any, batch: int = _BLOCK) -> tuple[FeatureMap, RecursiveRLS]:
     """Feature map and a RecursiveRLS trained on ``(φ(X), Y)`` with ``lam = nλ`` (``batch`` rows per update).
 
     ``X``, ``Y`` must be the data ``model`` was fitted on for the RLS to reproduce it.
@@ -124,7 +122,7 @@ class ClassifierSums:
 
 
 def classifier_sums(
-    model: NystromKRR, X: Any, labels: Sequence[Any], classes: Sequence[Any] = (), group: Group = ONE_PROCESS
+    model: Any, X: Any, labels: Sequence[Any], classes: Sequence[Any] = (), group: Group = ONE_PROCESS
 ) -> ClassifierSums:
     """The :class:`ClassifierSums` of rows ``(X, labels)`` in ``model``'s feature map, over every
     process of ``group`` (each passes its own rows, in the global order; the sums are all-reduced).
@@ -134,7 +132,7 @@ def classifier_sums(
     file: memory is then bounded by a block and ``m``). Bad rows (dimension, NaN/Inf, their count)
     or a block that cannot be read raise on every process of ``group``."""
     fmap = feature_map_of(model)
-    d = int(model.centers_.shape[1])  # the model's input dimension
+    d = fmap.n_inputs  # the model's input dimension
     order = list(
         dict.fromkeys(
             [*classes, *itertools.chain.from_iterable(group.all_gather(list(dict.fromkeys(labels))))]
@@ -176,7 +174,7 @@ def classifier_sums(
 
 
 def classifier_from_sums(
-    model: NystromKRR,
+    model: Any,
     sums: ClassifierSums,
     classes: Sequence[Any] = (),
     path: str | os.PathLike[str] | None = None,
@@ -191,14 +189,14 @@ def classifier_from_sums(
     fmap = feature_map_of(model)
     clf = IncrementalRLSC(lambdas=regularization_of(model, int(n_per.sum())), alpha=0.0, feature_map=fmap)
     clf.add_classes(list(classes))
-    clf.learn_sums(order, sums.gram, cross, n_per, int(model.centers_.shape[1]))
+    clf.learn_sums(order, sums.gram, cross, n_per, fmap.n_inputs)
     if path is not None and group.is_main:
         clf.save(path)
     return clf
 
 
 def export_classifier(
-    model: NystromKRR,
+    model: Any,
     X: Any,
     labels: Sequence[Any],
     path: str | os.PathLike[str] | None = None,
@@ -284,7 +282,7 @@ def rechunked(blocks: Iterable[Sequence[Any]], size: int | None) -> Iterator[lis
 
 
 def replay_inverse_dynamics(
-    model: NystromKRR,
+    model: Any,
     urdf: str,
     joint_names: Sequence[str],
     blocks: Iterable[Sequence[Any]],
@@ -322,7 +320,7 @@ def replay_inverse_dynamics(
 
 
 def export_inverse_dynamics(
-    model: NystromKRR,
+    model: Any,
     urdf: str,
     joint_names: Sequence[str],
     q: Any,

@@ -32,10 +32,22 @@ import torch
 
 from lifelong_learning.nystrom.distributed import ShardedRows
 from lifelong_learning.nystrom.krr import as_tensor
-from lifelong_learning.nystrom.objectives import median_heuristic
 
 _LAM_FLOOR = 1e-12
 _LS_FLOOR = 1e-4
+
+
+def median_heuristic(X: torch.Tensor | ShardedRows, max_rows: int = 2000, seed: int = 0) -> float:
+    """Median pairwise distance of (a subsample of) the rows of ``X`` (of every process's rows, for
+    :class:`~lifelong_learning.nystrom.distributed.ShardedRows`: the same subsample of the global rows)."""
+    rows = X if isinstance(X, ShardedRows) else ShardedRows(X)
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randperm(rows.total, generator=gen)[:max_rows]
+    sample = rows.rows(idx.numpy())
+    D = torch.cdist(sample, sample)
+    vals = D[torch.triu(torch.ones_like(D, dtype=torch.bool), diagonal=1)]
+    med = float(vals.median()) if vals.numel() else 1.0
+    return med if med > 0 and math.isfinite(med) else 1.0
 
 
 def softplus_inverse(y: float) -> float:
@@ -167,4 +179,4 @@ class Hyperparameters:
         return [self.ls_raw, self.lam_raw] + ([self.centers] if self.optimize_centers else [])
 
 
-__all__ = ["Hyperparameters", "initial_centers", "softplus_inverse"]
+__all__ = ["Hyperparameters", "initial_centers", "median_heuristic", "softplus_inverse"]

@@ -115,3 +115,19 @@ def knm_gram_matmul(
         K = gaussian_kernel(_on(X[sl], Z), Z, lengthscale)
         out.addmm_(K.T, K @ U)
     return out
+
+
+#: why a fit is refused whose kernel vanishes between distinct rows (a length-scale far below their spacing)
+VANISHING_KERNEL = (
+    "every kernel column is zero off its own row: the length-scale is too small for the spacing of "
+    "the rows (the model would predict 0 away from the training rows)"
+)
+
+
+def reaches_other_rows(K: torch.Tensor, own_rows: torch.Tensor) -> bool:
+    """Whether some column ``j`` of ``K`` (rows × centres, centre ``j`` being row ``own_rows[j]``)
+    is non-zero at a row other than its own. False when the kernel vanishes between distinct
+    rows (:data:`VANISHING_KERNEL`); the entry at its own row is not counted (rounded, it may be 0)."""
+    nonzero = (K != 0).sum(0)
+    own = (K[own_rows, torch.arange(K.shape[1], device=K.device)] != 0).to(nonzero.dtype)
+    return bool((nonzero > own).any())

@@ -26,6 +26,8 @@ import numpy as np
 import torch
 
 from lifelong_learning.core.linalg import jittered_cholesky
+from lifelong_learning.core.persistence import Stateful
+from lifelong_learning.learners.nystrom_features import NystromFeatureMap
 from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group
 from lifelong_learning.nystrom.kernels import (
     DEFAULT_MEMORY_BUDGET,
@@ -122,8 +124,11 @@ def conjugate_gradient(
     return x, it
 
 
-class NystromKRR:
+class NystromKRR(Stateful):
     """Nyström kernel ridge regression with a Gaussian kernel, multi-output.
+
+    What the online learners continue from: :meth:`feature_map` (``φ(x) = L⁻¹k(Z, x)``) and
+    :meth:`engine_lam` (``nλ``); its state (:meth:`to_state`) holds numbers only.
 
     Args:
         centers: the number ``m`` of centres (a uniform random subset of the training rows,
@@ -410,6 +415,78 @@ class NystromKRR:
         """``W = Lᵀβ``: the weights of ridge regression on ``Φ = K_nm L⁻ᵀ`` (``lam = nλ``)."""
         self._check_fitted()
         return (self.chol_.T @ self.beta_).cpu().numpy().astype(np.float64)
+
+    def feature_map(self) -> NystromFeatureMap:
+        """The Nyström feature map (centres, length-scales, Cholesky factor) of the fitted model."""
+        self._check_fitted()
+        return NystromFeatureMap(
+            self.centers_.detach().cpu().numpy().astype(np.float64),
+            self.lengthscale_.detach().cpu().numpy().astype(np.float64),
+            self.chol_.detach().cpu().numpy().astype(np.float64),
+        )
+
+    def engine_lam(self, n_samples: int | None = None) -> float:
+        """``nλ``: the RLS ``lam`` that reproduces the model (``n`` = its training rows), or that
+        applies its per-sample ``λ`` to a refit on ``n_samples`` rows."""
+        self._check_fitted()
+        return (self.n_samples if n_samples is None else int(n_samples)) * self.lam
+
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Hyperparameters, solver settings and the fitted arrays (centres, length-scales, Cholesky
+        factor, coefficients), as numbers; :meth:`from_state` restores them on the CPU (or
+        ``device``)."""
+        self._check_fitted()
+        meta = {
+            "lam": self.lam,
+            "solver": self.solver,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "memory_budget": self.memory_budget,
+            "cg_tol": self.cg_tol,
+            "cg_max_iter": self.cg_max_iter,
+            "seed": self.seed,
+            "n_samples": self.n_samples,
+            "jitter": self.jitter_,
+            "cg_iterations": self.cg_iterations_,
+            "solver_used": self.solver_used_,
+        }
+        arrays = {
+            name: t.detach().cpu().numpy().copy()
+            for name, t in (
+                ("centers", self.centers_),
+                ("lengthscale", self.lengthscale_),
+                ("chol", self.chol_),
+                ("beta", self.beta_),
+            )
+        }
+        return meta, arrays
+
+    @classmethod
+    def from_state(
+        cls, meta: dict[str, Any], arrays: dict[str, np.ndarray], device: str = "cpu"
+    ) -> NystromKRR:
+        """Rebuild a fitted model from :meth:`to_state` (ValueError on missing or inconsistent content)."""
+        model = cls(
+            centers=np.asarray(arrays["centers"]),
+            lengthscale=np.asarray(arrays["lengthscale"]),
+            lam=float(meta["lam"]),
+            solver=str(meta["solver"]),
+            dtype=str(meta["dtype"]),
+            device=device,
+            memory_budget=int(meta["memory_budget"]),
+            cg_tol=float(meta["cg_tol"]),
+            cg_max_iter=int(meta["cg_max_iter"]),
+            seed=int(meta["seed"]),
+        )
+        Z = model._t(arrays["centers"], "centers")
+        m, d = Z.shape
+        ls = model._lengthscale_tensor(d)
+        L, beta = model._t(arrays["chol"], "chol"), model._t(arrays["beta"], "beta")
+        if L.shape != (m, m) or beta.shape[0] != m or not bool((L.diagonal() > 0).all()):
+            raise ValueError(f"NystromKRR state: factor {tuple(L.shape)}, coefficients {tuple(beta.shape)}")
+        model.centers_, model.lengthscale_, model.chol_, model.beta_ = Z, ls, L, beta
+        model.n_samples, model.jitter_ = int(meta["n_samples"]), float(meta["jitter"])
+        model.cg_iterations_, model.solver_used_ = int(meta["cg_iterations"]), str(meta["solver_used"])
+        return model
 
     def __repr__(self) -> str:
         m = None if self.centers_ is None else self.centers_.shape[0]

@@ -35,13 +35,13 @@ from lifelong_learning.nystrom.objectives import (
     EXACT_OBJECTIVES,
     OBJECTIVES,
     SUMS_OBJECTIVES,
-    StochasticProposed,
+    Objective,
+    ObjectiveSettings,
+    Step,
     exact_objective,
+    objective_named,
     sums_step,
 )
-
-Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], float]
-"""One objective evaluation at ``(Z, ℓ, λ)``: returns the value, leaves the gradients in ``.grad``."""
 
 
 @dataclass
@@ -209,9 +209,8 @@ def train(
 
 def _check_objective(objective: str, group: Group) -> None:
     """ValueError for an unknown objective, or one that cannot be tuned across the processes of ``group``."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; known: {OBJECTIVES}")
-    if group.world_size > 1 and objective not in SUMS_OBJECTIVES:
+    known = objective_named(objective)
+    if group.world_size > 1 and not known.from_sums:
         raise ValueError(
             f"objective {objective!r} cannot be tuned across processes; those that can: {SUMS_OBJECTIVES}"
         )
@@ -256,9 +255,11 @@ def _training_data(
 def _rows_for_objective(
     objective: str, X: torch.Tensor, Y: torch.Tensor, gen: np.random.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The rows the objective sees: for ``"holdout"`` a fixed random permutation (its last rows
-    validate), otherwise ``X``, ``Y`` as they are (``"holdout-recent"``: the last rows in time)."""
-    if objective != "holdout":
+    """The rows the objective sees: a fixed random permutation for one that asks for it
+    (:attr:`~lifelong_learning.nystrom.objectives.Objective.shuffled_rows`: ``"holdout"``, whose
+    last rows validate), otherwise ``X``, ``Y`` as they are (``"holdout-recent"``: the last rows in
+    time)."""
+    if not objective_named(objective).shuffled_rows:
         return X, Y
     perm = torch.as_tensor(gen.permutation(X.shape[0]), device=X.device)
     return X[perm], Y[perm]
@@ -276,18 +277,20 @@ def _objective_step(
     seed: int,
     groups: Sequence[int] | None = None,
 ) -> Step:
-    """The objective as a :data:`Step`: exact ones by autodiff, the stochastic one by hand."""
-    if objective == "proposed-stochastic":
-        stoch = StochasticProposed(
-            X,
-            Y,
-            num_probes=num_probes,
-            cg_tol=cg_tol,
-            cg_max_iter=cg_max_iter,
-            memory_budget=memory_budget,
-            seed=seed,
-        )
-        return stoch.value_and_grad
+    """The objective as a :data:`Step`: its own when it writes its gradient by hand, else its exact
+    value (:func:`~lifelong_learning.nystrom.objectives.exact_objective`) differentiated by autodiff."""
+    settings = ObjectiveSettings(
+        holdout_fraction=holdout_fraction,
+        groups=groups,
+        num_probes=num_probes,
+        cg_tol=cg_tol,
+        cg_max_iter=cg_max_iter,
+        memory_budget=memory_budget,
+        seed=seed,
+    )
+    by_hand = objective_named(objective).gradient_step(X, Y, settings)
+    if by_hand is not None:
+        return by_hand
 
     def step(Z: torch.Tensor, ls: torch.Tensor, lam: torch.Tensor) -> float:
         loss = exact_objective(objective, X, Y, Z, ls, lam, holdout_fraction, groups)
@@ -331,4 +334,4 @@ def _progress_bar(epochs: int, objective: str) -> Any:
     return tqdm(total=epochs, desc=f"tune[{objective}]", unit="epoch")
 
 
-__all__ = ["DEFAULT_PATIENCE", "EXACT_OBJECTIVES", "OBJECTIVES", "TuningResult", "train", "tune"]
+__all__ = ["DEFAULT_PATIENCE", "EXACT_OBJECTIVES", "OBJECTIVES", "Objective", "TuningResult", "train", "tune"]
