@@ -118,11 +118,13 @@ class DemoRun:
         """Every node of the demo, each with its files in the run folder."""
         urdf = panda_urdf_path()
         models = self.out / "models"  # the tuner writes there; the learners load only from there
-        self.start_node("feature_extractor", f"crop:={self.cfg.crop}")
+        self.start_node("feature_extractor", f"crop:={self.cfg.crop}", "annotate:=true")
         self.start_node(
             "object_recognition",
             f"checkpoint_path:={self.out / 'object_recognition.llm'}",
             f"model_directory:={models}",
+            "ask_after_s:=0.5",  # a demo showing lasts about 1.5 s
+            "question_interval_s:=2.0",
         )
         self.start_node(
             "inverse_dynamics",
@@ -239,7 +241,8 @@ class DemoRun:
     def phases(self, stage: Stage, results: dict[str, Any]) -> None:
         """Online learning, bag split, evaluation, retraining, evaluation again; fills ``results``."""
         watcher = LoopWatcher(stage.driver)  # early: events latched before the cycle are not its own
-        with ObjectRenderer(self.cfg.n_objects, self.cfg.seed) as renderer:
+        cfg = self.cfg
+        with ObjectRenderer(cfg.n_objects + cfg.new_objects + cfg.asked_objects, cfg.seed) as renderer:
             # 1. online learning: the robot and the camera at the same time
             robot = threading.Thread(target=scenarios.robot_online, args=(stage, results), daemon=True)
             robot.start()
