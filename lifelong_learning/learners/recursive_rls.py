@@ -187,6 +187,11 @@ class RecursiveRLS(Stateful):
         return self._scale2 * self._B
 
     @property
+    def weights_solved(self) -> bool:
+        """Whether :attr:`weights` are solved (reading them costs nothing until the next update)."""
+        return self._W is not None
+
+    @property
     def weights(self) -> np.ndarray:
         """``W = A⁻¹B``, shape ``(d, c)``; solved on first access after an update."""
         if self._W is None:

@@ -127,6 +127,7 @@ class InverseDynamicsNode(LearnerNode):
     model_class = SemiparametricInverseDynamics
     retraining_task = "inverse-dynamics"
     MAIN_STREAMS = ("joint_states",)
+    batch_objective_solves = False  # the learning thread solves the weights (stage(solve_weights=True))
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("inverse_dynamics", PARAMS, **kwargs)
