@@ -108,6 +108,17 @@ def _moments_of(arrays: dict[str, np.ndarray], c: int) -> tuple[float, np.ndarra
     return float(w[0]), s1, s2
 
 
+def _range_of(arrays: dict[str, np.ndarray], c: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The targets' range of a saved state (None when it has none)."""
+    if "target_low" not in arrays or "target_high" not in arrays:
+        return None
+    low = np.asarray(arrays["target_low"], dtype=np.float64).reshape(-1)
+    high = np.asarray(arrays["target_high"], dtype=np.float64).reshape(-1)
+    if low.shape != (c,) or high.shape != (c,) or np.any(np.isnan(low)) or np.any(np.isnan(high)):
+        raise ValueError(f"RecursiveRLS state: a targets' range of shapes {low.shape}, {high.shape}")
+    return low, high
+
+
 class RecursiveRLS(Stateful):
     """Multi-output recursive ridge regression with Cholesky rank-1 updates.
 
@@ -151,6 +162,11 @@ class RecursiveRLS(Stateful):
         self._pending_rhs: tuple[np.ndarray, np.ndarray] | None = None  # rows and targets not yet in B
         # the targets' weighted count, sum and sum of squares (scaled as B̃); None: not known (rows
         # added by their sums alone, or a state saved without them)
+        # the targets' range per output over every row learned (+inf, -inf before any); None: not known
+        self._range: tuple[np.ndarray, np.ndarray] | None = (
+            np.full(n_outputs, np.inf),
+            np.full(n_outputs, -np.inf),
+        )
         self._moments: tuple[float, np.ndarray, np.ndarray] | None = (
             0.0,
             np.zeros(n_outputs),
@@ -222,6 +238,7 @@ class RecursiveRLS(Stateful):
         if self.forgetting == 1.0:
             self._add_rows(Z2, U2, gram)
             self._add_moments(U2, np.full(U2.shape[0], 1.0 / self._scale2))
+            self._add_range(U2)
         else:
             self._own_arrays()
             start = 0
@@ -234,6 +251,7 @@ class RecursiveRLS(Stateful):
                 weighted = Z2[start:stop] / np.sqrt(scale2)[:, None]
                 self._add_rows(weighted, U2[start:stop] / np.sqrt(scale2)[:, None], None)
                 self._add_moments(U2[start:stop], 1.0 / scale2)
+                self._add_range(U2[start:stop])
                 self._scale2 = float(scale2[-1])
                 start = stop
         self.n_samples += Z2.shape[0]
@@ -273,6 +291,7 @@ class RecursiveRLS(Stateful):
         self._B = self._B + C
         self.n_samples += int(n)
         self._W = None
+        self._range = None  # sums say nothing of the targets' range
         if sums is None or self._moments is None:
             self._moments = None
         else:
@@ -297,6 +316,14 @@ class RecursiveRLS(Stateful):
             s1 + inverse_scale2 @ U,
             s2 + inverse_scale2 @ (U * U),
         )
+
+    def _add_range(self, U: np.ndarray) -> None:
+        """The targets' range with the rows ``U`` (new arrays: a draft shares its engine's)."""
+        if self._range is not None and U.shape[0] and U.shape[1]:
+            self._range = (
+                np.minimum(self._range[0], U.min(axis=0)),
+                np.maximum(self._range[1], U.max(axis=0)),
+            )
 
     def _add_rows(self, Z: np.ndarray, U: np.ndarray, gram: np.ndarray | None) -> None:
         """``R ← chol(RᵀR + ZᵀZ)`` (Givens or BLAS-3) and ``B ← B + ZᵀU``."""
@@ -390,7 +417,7 @@ class RecursiveRLS(Stateful):
             draft._B, draft._pending_rhs = self._B, None
         self._R, self._B, self._W = draft._R, draft._B, draft._W
         self._scale2, self.n_samples, self.forgetting = draft._scale2, draft.n_samples, draft.forgetting
-        self._moments = draft._moments
+        self._moments, self._range = draft._moments, draft._range
         # The draft is spent: its arrays are now this engine's; any later write of it copies first.
         draft._draft_of, draft._shares_R, draft._shares_B = None, True, True
 
@@ -428,6 +455,7 @@ class RecursiveRLS(Stateful):
         sub._R = np.ascontiguousarray(self._R[:p, :p])
         sub._B = np.ascontiguousarray(self._B[:p])
         sub._scale2, sub.n_samples, sub._moments = self._scale2, self.n_samples, self._moments
+        sub._range = self._range
         return sub
 
     def _fold_scale(self) -> None:
@@ -443,6 +471,10 @@ class RecursiveRLS(Stateful):
         self._settle_rhs()
         self._B = np.concatenate([self._B, np.zeros((self.n_features, int(n)))], axis=1)
         self._shares_B = False
+        if self._range is not None:  # the new outputs' targets were 0 for every row so far
+            low, high = self._range
+            seen = np.zeros(int(n)) if self.n_samples else np.full(int(n), np.inf)
+            self._range = (np.concatenate([low, seen]), np.concatenate([high, -seen]))
         if self._moments is not None:
             w, s1, s2 = self._moments
             self._moments = (
@@ -495,6 +527,13 @@ class RecursiveRLS(Stateful):
         w, s1, s2 = self._moments
         return self._scale2 * w, self._scale2 * s1, self._scale2 * s2
 
+    def target_range(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The least and the largest target of each output over every row learned (forgetting
+        aside); None before any row, or when not known (rows added by their sums, an older file)."""
+        if self._range is None or not self.n_samples:
+            return None
+        return self._range[0].copy(), self._range[1].copy()
+
     def batch_objective(self, target_sq: np.ndarray | None = None) -> np.ndarray:
         """Per output, ``min_w λ‖w‖² + Σ_t (wᵀz_t − u_t)²`` over the rows learned (forgetting-weighted,
         module docstring): ``Σu² − bᵀA⁻¹b``, ``(c,)``, clipped at 0 against rounding; NaN where the
@@ -535,6 +574,8 @@ class RecursiveRLS(Stateful):
         if self._moments is not None:  # scaled as B̃
             w, s1, s2 = self._moments
             arrays.update(target_weight=np.array([w]), target_sum=s1.copy(), target_sq=s2.copy())
+        if self._range is not None:
+            arrays.update(target_low=self._range[0].copy(), target_high=self._range[1].copy())
         return meta, arrays
 
     @classmethod
@@ -561,6 +602,7 @@ class RecursiveRLS(Stateful):
             raise ValueError("RecursiveRLS state: R is not an upper-triangular Cholesky factor")
         rls._R, rls._B, rls._scale2, rls.n_samples = R.copy(), B.copy(), scale2, n_samples
         rls._moments = _moments_of(arrays, c)
+        rls._range = _range_of(arrays, c)
         return rls
 
     # ------------------------------------------------------------------ other regularizations
@@ -616,6 +658,7 @@ class RecursiveRLS(Stateful):
                     continue
                 raise ValueError(f"refactoring for λ = {lam:g} gave a non-finite factor")
             rls._R, rls._B, rls.n_samples, rls._moments = R, self._B.copy(), self.n_samples, self._moments
+            rls._range = self._range
             out.append(rls)
         return out
 

@@ -48,6 +48,7 @@ from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from lifelong_learning.core.prequential import PrequentialClassification
 from lifelong_learning.learners.recognition_gate import RecognitionGate, Refusal, label_problem
 from lifelong_learning.learners.rlsc import IncrementalRLSC
+from lifelong_learning.learners.truncation import ScoreBounds
 from lifelong_learning.msg import Features, LabeledFeatures, LearningMetrics, Prediction
 from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.nodes.learner import LearnerNode
@@ -149,6 +150,13 @@ PARAMS: tuple[ParamSpec, ...] = (
         bounds=(1, 4096),
     ),
     ParamSpec(
+        "truncate_scores",
+        False,
+        "Bound the published scores and the confidence as KTR3 bounds its predictor: each class's score "
+        "to what its 0/1 targets allow, [0, its recoding weight]; the answer's class is unchanged; the "
+        "scores clipped are counted in diagnostics ('scores truncated').",
+    ),
+    ParamSpec(
         "unknown_threshold",
         0.0,
         "Answers whose calibrated confidence is below this get label '' (unknown; top_label still names "
@@ -204,6 +212,7 @@ class ObjectRecognitionNode(LearnerNode):
         }
         IncrementalRLSC(**self._model_kwargs)  # fail at start on bad parameters
         self.unknown_threshold = float(p["unknown_threshold"])
+        self.bounds = ScoreBounds(bool(p["truncate_scores"]))
         if not 0.0 <= self.unknown_threshold <= 1.0:
             raise ValueError(f"unknown_threshold must be in [0, 1], got {self.unknown_threshold}")
         self.gate = RecognitionGate(
@@ -291,9 +300,11 @@ class ObjectRecognitionNode(LearnerNode):
                 scores = model.decision_function(x)[0]
             except ValueError as exc:  # the model's own checks (e.g. a feature map's output)
                 return Refusal("bad features", str(exc))
-            confidence = float(model.proba_from_scores(scores).max())
+            best = int(np.argmax(scores))  # before any truncation: it never changes the class
+            scores = self.bounds.scores(model, scores)
+            confidence = float(model.proba_from_scores(scores)[best])
             labels = [str(c) for c in model.classes_.tolist()]
-        top = labels[int(np.argmax(scores))]
+        top = labels[best]
         label = top if confidence >= self.unknown_threshold else ""
         return label, top, confidence, labels, scores.tolist()
 
@@ -499,6 +510,7 @@ class ObjectRecognitionNode(LearnerNode):
                 values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
                 values["confidence calibration"] = _calibration_text(self.model)
         values["unknown threshold"] = f"{self.unknown_threshold:g}"
+        values.update(self.bounds.diagnostics())
         values.update(self.shadow.diagnostic_values())
         return values
 

@@ -298,3 +298,25 @@ def test_the_targets_moments_follow_the_state_or_are_said_unknown():
     np.testing.assert_allclose(summed.batch_objective(), whole.batch_objective(), rtol=1e-9)
     summed.add_sums(Z.T @ Z, Z.T @ U, 50)  # rows by their sums alone: their targets are not known
     assert summed.target_moments() is None
+
+
+def test_the_targets_range_follows_every_row_learned():
+    rng = np.random.default_rng(24)
+    Z, U = rng.standard_normal((40, 5)), rng.standard_normal((40, 2))
+    rls = RecursiveRLS(5, 2, lam=1.0, forgetting=0.9)
+    assert rls.target_range() is None  # nothing learned
+    rls.update(Z[:20], U[:20])
+    draft = rls.draft()
+    draft.update(Z[20:], U[20:])
+    np.testing.assert_array_equal(rls.target_range()[1], U[:20].max(0))  # a draft never writes its engine
+    rls.commit(draft)
+    low, high = rls.target_range()
+    np.testing.assert_array_equal(low, U.min(0))
+    np.testing.assert_array_equal(high, U.max(0))
+    again = RecursiveRLS.from_state(*rls.to_state(packed=True))
+    np.testing.assert_array_equal(again.target_range()[0], low)
+    rls.add_outputs(1)  # a new class: its targets were 0 so far
+    assert rls.target_range()[0][2] == rls.target_range()[1][2] == 0.0
+    summed = RecursiveRLS(5, 2, lam=1.0)
+    summed.add_sums(Z.T @ Z, Z.T @ U, 40)
+    assert summed.target_range() is None
