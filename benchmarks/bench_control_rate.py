@@ -454,7 +454,7 @@ def summary(
         "p999_ms": p999,
         "node": {k: v for k, v in node.items() if any(w in k for w in (
             "receive to publish", "answer", "block", "learned", "lost", "queue", "not learned",
-            "real-time", "contact", "shadow", "forgetting"))},
+            "real-time", "contact", "shadow", "forgetting", "slow load"))},
     }  # fmt: skip
 
 

@@ -252,14 +252,26 @@ class PrequentialRegression:
             items[-1] = (items[-1][0], items[-1][1].copy())
         return twin
 
-    def report(self, now: float | None = None) -> PrequentialReport:
-        """The errors over the window that ends at ``now`` (default: the latest sample's time)."""
+    def report(self, now: float | None = None, newest: int | None = None) -> PrequentialReport:
+        """The errors over the window that ends at ``now`` (default: the latest sample's time);
+        ``newest``: over its newest ``newest`` buckets only (the last ``newest / buckets`` of the
+        window, to within one bucket), e.g. whether the latest part of the stream is explained too.
+
+        Raises:
+            ValueError: ``newest`` is not a number of buckets from 1 to the window's.
+        """
         buckets = self._buckets
+        if newest is not None and not 1 <= int(newest) <= buckets.count:
+            raise ValueError(f"newest must be from 1 to {buckets.count} buckets, got {newest!r}")
         if now is not None:
             buckets.drop_old(_check_time(now))
+        first = -math.inf
+        if newest is not None:
+            first = math.floor(max(now if now is not None else -math.inf, buckets.latest) / buckets.width)
+            first -= int(newest) - 1
         total = _TargetStats(self.n_outputs, self.predictors)
-        for _, stats in buckets.items:
-            if stats.n:
+        for k, stats in buckets.items:
+            if stats.n and k >= first:
                 total.merge(stats.n, stats.mean, stats.m2, stats.sse)
         undefined: list[tuple[int, str]] = []
         if now is not None and now < self._defined_from:

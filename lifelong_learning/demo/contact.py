@@ -6,7 +6,8 @@ robot phase, and the report shows what ``inverse_dynamics`` made of it.
 MuJoCo's ``xfrc_applied`` (:class:`~lifelong_learning.sim.arm.Push`). They start once the model has
 learned ``push_after_s`` seconds and end ``PAYLOAD_CLEAR_S`` before the payload grasp. None comes
 after it: the grasp is itself an unmodelled load that the node flags as a contact, learns nothing
-from until ``contact_max_s`` (10 s) and then relearns, and its thresholds stay those of a model
+from until ``contact_max_s`` (10 s), then learns it (a payload explains it: dynamics/payload.py)
+with the samples held since the grasp, and its thresholds stay those of a model
 still learning the payload for tens of seconds more (up to 20 N m on joint 2 in an offline run of
 the demo's trajectory: a 7 N m push there went unseen). Each force's size is set so that its largest joint
 torque ``max_j |Jᵀ F|_j`` at the push's start (on the desired trajectory: the controller tracks it
@@ -57,7 +58,7 @@ DETECT_GRACE_S = 0.1
 CLOSEUP_S = 0.7
 #: samples this long after a push are out of the nMSE windows (the controller's transient) [s]
 AFTER_PUSH_S = 0.5
-#: onsets this long after the grasp are the grasp's (its load, relearned after contact_max_s 10 s),
+#: onsets this long after the grasp are the grasp's (its load, learned as a payload after contact_max_s 10 s),
 #: not false alarms [s]
 PAYLOAD_WINDOW_S = 15.0
 
@@ -392,7 +393,8 @@ def contact_section(results: dict[str, Any], plot: Path | None) -> list[str]:
         f"Detected {contact['detected']} of {len(pushes)}; false alarms outside the pushes: "
         f"{contact['false_alarms']} in {contact['free_motion_s']:.0f} s of free motion"
         + (f" (at t = {at} s)" if at else "")
-        + "; onsets at the payload grasp (an unmodelled 1 kg load, relearned after `contact_max_s`): "
+        + "; onsets at the payload grasp (an unmodelled 1 kg load, learned as a payload after "
+        "`contact_max_s`): "
         f"{contact['onsets_at_payload_grasp']}"
         + "".join(
             f"; on the evaluation trajectory ({name} model, no pushes): {e['onsets']} onsets in "

@@ -2,7 +2,8 @@
 
 :class:`DemoDriver` publishes ``image``, ``teacher_label`` and ``joint_states``; it keeps, by
 header stamp, every ``prediction`` and ``predicted_torque`` answered (with the time it
-arrived), inverse_dynamics' ``external_torque`` and ``contact``, the last ``/diagnostics`` of every
+arrived), the per-showing answers on ``showing`` and the robot's questions, inverse_dynamics'
+``external_torque`` and ``contact``, the last ``/diagnostics`` of every
 node and the models announced on ``tuned_model``;
 :meth:`DemoDriver.call` calls a service and :meth:`DemoDriver.run_goal` runs an action goal
 from the demo's thread while :func:`running_driver` spins the node in the background.
@@ -28,12 +29,13 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, String
 
 from lifelong_learning.action import TuneModel
-from lifelong_learning.msg import Prediction
+from lifelong_learning.msg import Prediction, Query, ShowingAnswer
 from lifelong_learning.nodes.base import status_node
 from lifelong_learning.vision.image_conversion import numpy_to_image
 
 # Topic names (relative, remappable), as in config/*.yaml.
 IMAGE, TEACHER_LABEL, PREDICTIONS = "image", "teacher_label", "prediction"
+SHOWINGS, QUERIES = "showing", "/object_recognition/query"  # one answer per showing; the robot's questions
 JOINT_STATES, PREDICTED_TORQUES = "joint_states", "predicted_torque"
 TUNED_MODEL = "tuned_model"
 EXTERNAL_TORQUE, CONTACT = "external_torque", "contact"  # inverse_dynamics' contact detection
@@ -61,6 +63,8 @@ class DemoDriver(Node):
         super().__init__("demo_driver", **kwargs)  # kwargs: rclpy Node's (a context)
         self.lock = threading.Lock()
         self.predictions: dict[int, tuple[str, float]] = {}  # stamp ns → (label, receive time)
+        self.showings: dict[int, tuple[str, int]] = {}  # stamp ns of a frame → (its showing's answer, id)
+        self.queries: list[Query] = []  # the robot's questions, in arrival order
         # stamp ns → (effort, receive time here, the time inverse_dynamics published it: DDS source time)
         self.torques: dict[int, tuple[np.ndarray, float, float]] = {}
         self.diagnostics: dict[str, dict[str, str]] = {}  # node → its last diagnostic values
@@ -78,6 +82,8 @@ class DemoDriver(Node):
         self.joint_pub = self.create_publisher(JointState, JOINT_STATES, 100)
         latched = QoSProfile(depth=5, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.create_subscription(Prediction, PREDICTIONS, self._on_prediction, 100)
+        self.create_subscription(ShowingAnswer, SHOWINGS, self._on_showing, 100)
+        self.create_subscription(Query, QUERIES, self._on_query, 10)
         self.create_subscription(JointState, PREDICTED_TORQUES, self._on_torques, 1000)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
         self.create_subscription(JointState, EXTERNAL_TORQUE, self._on_external, 1000)
@@ -92,6 +98,14 @@ class DemoDriver(Node):
     def _on_prediction(self, msg: Prediction) -> None:
         with self.lock:
             self.predictions[stamp_ns(msg.header.stamp)] = (msg.label, time.time())
+
+    def _on_showing(self, msg: ShowingAnswer) -> None:
+        with self.lock:
+            self.showings[stamp_ns(msg.header.stamp)] = (msg.label, int(msg.showing_id))
+
+    def _on_query(self, msg: Query) -> None:
+        with self.lock:
+            self.queries.append(msg)
 
     def _on_torques(self, msg: JointState, info: Any) -> None:
         source = info.get("source_timestamp") if isinstance(info, dict) else None
@@ -165,6 +179,16 @@ class DemoDriver(Node):
         """The prediction (label, receive time) answering each image stamp, None if none yet."""
         with self.lock:
             return {s: self.predictions.get(s) for s in stamps}
+
+    def answered_showings(self, stamps: Sequence[int]) -> dict[int, tuple[str, int] | None]:
+        """The per-showing answer (label, showing id) published after each frame stamp, None if none."""
+        with self.lock:
+            return {s: self.showings.get(s) for s in stamps}
+
+    def questions_about(self, showing_ids: set[int]) -> list[Query]:
+        """The questions received about any of ``showing_ids``."""
+        with self.lock:
+            return [q for q in self.queries if int(q.showing_id) in showing_ids]
 
     def answered_torques(self, stamps: Sequence[int]) -> list[tuple[np.ndarray, float, float] | None]:
         """The predicted torques (effort, receive time, publish time of the answer) answering each

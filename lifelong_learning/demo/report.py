@@ -42,7 +42,12 @@ def plot_recognition(results: dict[str, Any], out: Path) -> Path | None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.8))
     x = [r["n_taught"] for r in rounds]
-    ax.plot(x, [100 * r["accuracy"] for r in rounds], "o-", label="all taught objects")
+    ax.plot(x, [100 * r["accuracy"] for r in rounds], "o-", label="all taught objects, per frame")
+    showing = [
+        (r["n_taught"], 100 * r["showing_accuracy"]) for r in rounds if r.get("showing_accuracy") is not None
+    ]
+    if showing:
+        ax.plot(*zip(*showing, strict=True), "^-", label="all taught objects, per showing")
     rare = [(r["n_taught"], 100 * r["rare_accuracy"]) for r in rounds if r.get("rare_accuracy") is not None]
     if rare:
         ax.plot(*zip(*rare, strict=True), "s--", label="the rarely shown object")
@@ -276,8 +281,30 @@ def _header(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def _percent(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:.1f}"
+
+
+def _recognition_rows(rec: dict[str, Any]) -> list[str]:
+    """The table of accuracy per frame and per showing after each round (and after retraining)."""
+    lines = [
+        "| objects taught | per frame [%] | per showing [%] | rare object, per frame [%] | "
+        "rare object, per showing [%] | test frames | answered |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    rounds = [(str(r["n_taught"]), r) for r in rec["rounds"]]
+    if rec.get("after_retraining"):
+        rounds.append((f"{rec['n_objects']}, after retraining from the bag", rec["after_retraining"]))
+    for name, r in rounds:
+        cells = [_percent(r.get(k)) for k in ("accuracy", "showing_accuracy", "rare_accuracy")]
+        cells.append(_percent(r.get("rare_showing_accuracy")))
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['n_test']} | {r['n_answered']} |")
+    return lines
+
+
 def _recognition_section(results: dict[str, Any], plot: Path | None) -> list[str]:
-    """Accuracy after each object taught (and after retraining), with the plot."""
+    """Accuracy per frame and per showing after each object taught (and after retraining), objects
+    never taught, objects taught by answering the robot's questions, with the plot."""
     rec = results.get("recognition")
     if not rec:
         return []
@@ -287,24 +314,32 @@ def _recognition_section(results: dict[str, Any], plot: Path | None) -> list[str
         f"its teaching room; the teacher names each while it is shown ({rec['labeled_per_object']} "
         f"labelled frames; the rare object `{rec.get('rare_object')}` only {rec['rare_labeled']}); after "
         "some, every object taught so far is shown unlabelled in its test room (another background, "
-        "clutter, light and poses: lifelong_learning/sim/showing.py) and the predictions scored. "
-        f"feature_extractor's crop: `{rec.get('crop', 'none')}` (the CNN sees the object cut out of the "
-        "room; what each crop gains at 50 objects: docs/benchmarks/recognition-scale.md).",
+        "clutter, light and poses: lifelong_learning/sim/showing.py) and the answers scored: each frame's "
+        "`prediction`, and each object's showing by the per-showing answer after its last frame "
+        '(`""`, I don\'t know, counts as wrong). '
+        f"feature_extractor's crop: `{rec.get('crop', 'none')}`, network: `{rec.get('network', '?')}` "
+        "(what each crop and network gains: docs/benchmarks/recognition-scale.md, "
+        "docs/benchmarks/recognition-showing.md).",
         "",
-        "| objects taught | accuracy [%] | rare object accuracy [%] | test frames | answered |",
-        "|---:|---:|---:|---:|---:|",
+        *_recognition_rows(rec),
     ]
-    for r in rec["rounds"]:
-        rare = "" if r.get("rare_accuracy") is None else f"{100 * r['rare_accuracy']:.1f}"
-        acc = 100 * r["accuracy"]
-        lines.append(f"| {r['n_taught']} | {acc:.1f} | {rare} | {r['n_test']} | {r['n_answered']} |")
-    after = rec.get("after_retraining")
-    if after:
-        rare = "" if after.get("rare_accuracy") is None else f"{100 * after['rare_accuracy']:.1f}"
-        lines.append(
-            f"| {rec['n_objects']}, after retraining from the bag | {100 * after['accuracy']:.1f} "
-            f"| {rare} | {after['n_test']} | {after['n_answered']} |"
-        )
+    new = rec.get("never_taught")
+    if new:
+        lines += [
+            "",
+            f"**Never taught**: {new['objects']} objects of the catalogue never taught, shown in test rooms: "
+            f"{new['showings_unknown']} of {new['objects']} showings and {new['frames_unknown']} of "
+            f'{new["frames"]} frames answered `""` (I don\'t know); {new["questions"]} question(s) asked.',
+        ]
+    asked = rec.get("asked")
+    if asked:
+        lines += [
+            "",
+            f"**Taught by answering the robot's questions**: {asked['objects']} new objects shown without "
+            f"a word; the robot asked {asked['questions']} time(s) on `~/query`, the teacher answered on "
+            f"`~/answer` and {asked['frames_learned']} frames were learned; then "
+            f"{_percent(asked['showing_accuracy'])} % of their showings in test rooms named right.",
+        ]
     lines += ["", "![recognition](recognition_accuracy.png)" if plot else "", ""]
     if rec.get("info"):
         lines += [f"Classifier state at the end: {rec['info']}", ""]

@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import random
 import sys
 import threading
 import time
@@ -62,6 +63,17 @@ NODES = ("feature_extractor", "object_recognition", "inverse_dynamics", "nystrom
 
 #: seconds each node may take to stop (final checkpoint, bag closed) before it is killed
 STOP_TIMEOUT_S = 30.0
+
+
+def private_graph(say: Any) -> dict[str, str]:
+    """The demo's ROS graph, apart from any robot's: discovery on this machine only (a simulated
+    Panda's joint states must never reach a real robot's controller), on a domain of its own unless
+    ``ROS_DOMAIN_ID`` is set (to watch it with ``ros2`` tools, set it before the demo)."""
+    env = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+    domain = os.environ.get("ROS_DOMAIN_ID") or str(random.SystemRandom().randint(1, 101))
+    env["ROS_DOMAIN_ID"] = domain
+    say(f"ROS graph: domain {domain}, discovery on this machine only")
+    return env
 
 
 def bag_summary(path: Path) -> dict[str, Any]:
@@ -106,11 +118,13 @@ class DemoRun:
         """Every node of the demo, each with its files in the run folder."""
         urdf = panda_urdf_path()
         models = self.out / "models"  # the tuner writes there; the learners load only from there
-        self.start_node("feature_extractor", f"crop:={self.cfg.crop}")
+        self.start_node("feature_extractor", f"crop:={self.cfg.crop}", "annotate:=true")
         self.start_node(
             "object_recognition",
             f"checkpoint_path:={self.out / 'object_recognition.llm'}",
             f"model_directory:={models}",
+            "ask_after_s:=0.5",  # a demo showing lasts about 1.5 s
+            "question_interval_s:=2.0",
         )
         self.start_node(
             "inverse_dynamics",
@@ -208,6 +222,7 @@ class DemoRun:
         # the shipped Fast DDS profile for camera-sized frames (unless one is set), as `up` and
         # scripts/env.sh apply it: for the node processes and this one's driver (before rclpy.init)
         os.environ.update(middleware_environment())
+        os.environ.update(private_graph(self.say))
         try:
             self.start_nodes()
             with running_driver(self.say) as driver:
@@ -226,7 +241,8 @@ class DemoRun:
     def phases(self, stage: Stage, results: dict[str, Any]) -> None:
         """Online learning, bag split, evaluation, retraining, evaluation again; fills ``results``."""
         watcher = LoopWatcher(stage.driver)  # early: events latched before the cycle are not its own
-        with ObjectRenderer(self.cfg.n_objects, self.cfg.seed) as renderer:
+        cfg = self.cfg
+        with ObjectRenderer(cfg.n_objects + cfg.new_objects + cfg.asked_objects, cfg.seed) as renderer:
             # 1. online learning: the robot and the camera at the same time
             robot = threading.Thread(target=scenarios.robot_online, args=(stage, results), daemon=True)
             robot.start()

@@ -35,6 +35,7 @@ from std_srvs.srv import Trigger
 from lifelong_learning.action import TuneModel
 from lifelong_learning.core.metrics import normalized_mse
 from lifelong_learning.demo import contact as demo_contact
+from lifelong_learning.demo import showings as demo_showings
 from lifelong_learning.demo.config import DemoConfig
 from lifelong_learning.demo.driver import TUNE_ACTION, DemoDriver
 from lifelong_learning.demo.shadow import ShadowEvents, shadow_window
@@ -186,12 +187,20 @@ def teach_objects(stage: Stage, renderer: ObjectRenderer, results: dict[str, Any
         if k + 1 not in score_rounds(cfg.n_objects):
             continue
         sent = camera.show(list(range(k + 1)), "test", cfg.test_frames_per_object)
-        r = score(stage.driver, sent, names, rare)
+        r = {
+            **score(stage.driver, sent, names, rare),
+            **demo_showings.showing_score(stage.driver, sent, names, rare),
+        }
         latencies += r.pop("latencies")
         rounds.append({"n_taught": k + 1, **r})
-        stage.say(f"recognition after {k + 1} objects: {100 * r['accuracy']:.0f}% of {len(sent)} views")
+        stage.say(
+            f"recognition after {k + 1} objects: {100 * r['accuracy']:.0f}% of {len(sent)} views, "
+            f"{100 * r['showing_accuracy']:.0f}% of {r['n_showings']} showings"
+        )
+    extractor = stage.driver.diagnostics_now().get("feature_extractor", {})
     results["recognition"] = {
         "names": names,
+        "network": extractor.get("network", "?"),
         "n_objects": cfg.n_objects,
         "labeled_per_object": cfg.labeled_frames,
         "rare_object": names[rare],
@@ -200,6 +209,10 @@ def teach_objects(stage: Stage, renderer: ObjectRenderer, results: dict[str, Any
         "rounds": rounds,
     }
     results.setdefault("latency_ms", {})["image → prediction"] = latencies
+    # objects never taught, then objects taught only by answering the robot's questions
+    catalog = [o.name for o in object_catalog(cfg.n_objects + cfg.new_objects + cfg.asked_objects, cfg.seed)]
+    demo_showings.never_taught(stage, camera, results, cfg.n_objects)
+    demo_showings.taught_by_answers(stage, camera, results, catalog, cfg.n_objects + cfg.new_objects)
 
 
 def recognition_after_retraining(stage: Stage, renderer: ObjectRenderer, results: dict[str, Any]) -> None:
@@ -208,6 +221,7 @@ def recognition_after_retraining(stage: Stage, renderer: ObjectRenderer, results
     rec = results["recognition"]
     sent = Camera(stage, renderer).show(list(range(cfg.n_objects)), "test", cfg.test_frames_per_object)
     r = score(stage.driver, sent, rec["names"], cfg.n_objects // 2)
+    r.update(demo_showings.showing_score(stage.driver, sent, rec["names"], cfg.n_objects // 2))
     r.pop("latencies")
     rec["after_retraining"] = r
     stage.say(f"recognition with the retrained model: {100 * r['accuracy']:.0f}% of {len(sent)} views")

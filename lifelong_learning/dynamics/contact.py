@@ -35,9 +35,11 @@ those pending samples are not learned either). It ends when every joint has stay
 out of a contact as it went in.
 
 **A contact that never ends** (a tool resting on a fixture, a payload the model never saw): after
-``max_s`` the detector reports it once (a ``too long`` event), and with ``relearn`` takes the
-new residuals as the new steady state: the contact ends, the window is forgotten and the samples
-are learned again.
+``max_s`` the detector reports it once (a ``too long`` event) and stays in contact. Whether the
+new residuals are the new steady state is the caller's to decide (``relearn`` says it may):
+:meth:`ContactDetector.accept` ends the contact and forgets the window, so that the thresholds
+are taken anew. The node accepts only a load that a payload explains
+(:mod:`lifelong_learning.dynamics.payload`).
 
 **Settings refused** (:meth:`ContactSettings.check`): ``k < 2`` (a threshold under two robust
 standard deviations flags ≥ 5 % of free-motion samples per joint: nearly every sample would be a
@@ -199,8 +201,16 @@ class ContactDetector:
 
     @property
     def beyond_max(self) -> bool:
-        """In a contact that has lasted beyond ``max_s`` (only without ``relearn``)."""
+        """In a contact that has lasted beyond ``max_s``."""
         return self.in_contact and self._warned
+
+    def accept(self, t: float) -> None:
+        """Take the current residuals as the new steady state (at stamp ``t``): any contact ends, and
+        the window is forgotten (thresholds anew after a warm-up); counts go on."""
+        if self.in_contact:
+            self.relearned += 1
+        self.reset()
+        self._last_t = float(t)
 
     def _record(self, t: float, e: np.ndarray) -> None:
         s = self.settings
@@ -215,9 +225,11 @@ class ContactDetector:
             self.threshold = s.k * MAD_TO_SIGMA * np.median(held, axis=0) + s.min_torque
             self._scale_at = self._count
 
-    def update(self, t: float, residual: Any) -> tuple[bool, bool, ContactEvent | None]:
+    def update(self, t: float, residual: Any, record: bool = True) -> tuple[bool, bool, ContactEvent | None]:
         """One sample: ``(in contact, may be learned, event or None)`` for ``τ_ext`` ``residual``
-        at stamp ``t`` (s). A non-finite residual is neither recorded nor a contact, and not learned."""
+        at stamp ``t`` (s). A non-finite residual is neither recorded nor a contact, and not learned.
+        ``record`` false: a free sample is judged but its residual does not enter the window (a
+        load held for other reasons would widen the thresholds)."""
         e = np.asarray(residual, dtype=np.float64).reshape(self.n)
         t = float(t)
         if self._last_t is not None and t < self._last_t:  # stamps went back: durations anew
@@ -246,7 +258,8 @@ class ContactDetector:
         self._pending_since = None
         if t < self._hold_until:
             return False, False, None
-        self._record(t, e)
+        if record:
+            self._record(t, e)
         return False, True, None
 
     def _in_contact(self, t: float, e: np.ndarray) -> tuple[bool, bool, ContactEvent | None]:
@@ -266,37 +279,35 @@ class ContactDetector:
         if duration > s.max_s and not self._warned:
             self._warned = True
             self.too_long += 1
-            event = self._event(TOO_LONG, t, duration)
-            if s.relearn:  # a new steady state: learn it, and take the thresholds from it
-                self.relearned += 1
-                self.reset()
-                self._last_t = t
-                return False, True, event
-            return True, False, event
+            return True, False, self._event(TOO_LONG, t, duration)
         return True, False, None
 
     def _event(self, kind: str, t: float, duration: float) -> ContactEvent:
         loaded = np.abs(self._peak) >= 0.5 * np.abs(self._peak).max()
         return ContactEvent(kind, t, tuple(np.flatnonzero(loaded).tolist()), self._peak.copy(), duration)
 
-    def update_block(self, t: Any, residuals: Any, judged: Any | None = None) -> ContactBlock:
+    def update_block(
+        self, t: Any, residuals: Any, judged: Any | None = None, record: Any | None = None
+    ) -> ContactBlock:
         """:meth:`update` for consecutive samples (``t`` ``(m,)``, ``residuals`` ``(m, n)``).
 
         ``judged`` (bool per sample, None: all): samples whose residual says nothing (their ``q̈``
         is an acceleration filter's partial window, after a start or a restart: the prediction is
         off by ``M Δq̈``) are not judged: they keep the current state, are not recorded, and are
-        learnable only when free (a caller does not learn them anyway)."""
+        learnable only when free (a caller does not learn them anyway). ``record`` (bool per
+        sample, None: all): :meth:`update`'s."""
         t = np.asarray(t, dtype=np.float64).reshape(-1)
         E = np.asarray(residuals, dtype=np.float64).reshape(t.size, self.n)
         contact = np.zeros(t.size, dtype=bool)
         learn = np.zeros(t.size, dtype=bool)
         events = []
         skip = np.zeros(t.size, dtype=bool) if judged is None else ~np.asarray(judged, dtype=bool)
+        keep = np.ones(t.size, dtype=bool) if record is None else np.asarray(record, dtype=bool)
         for i in range(t.size):
             if skip[i]:
                 contact[i], learn[i] = self.in_contact, not self.in_contact
                 continue
-            contact[i], learn[i], event = self.update(t[i], E[i])
+            contact[i], learn[i], event = self.update(t[i], E[i], bool(keep[i]))
             if event is not None:
                 events.append(event)
         return ContactBlock(contact, learn, events)

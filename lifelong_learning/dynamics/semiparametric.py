@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from lifelong_learning.core.checks import as_rows, same_rows
 from lifelong_learning.core.metrics import normalized_mse
@@ -125,6 +126,18 @@ class PreparedSamples:
             for name in ("q", "qd", "qdd", "x", "columns", "tau_parametric", "phi", "tau_residual")
         }
         return cls(**stacked)
+
+
+@dataclass(frozen=True)
+class FrozenModel:
+    """What a model predicted at one moment (:meth:`SemiparametricInverseDynamics.freeze`): P's
+    parameters, the residual's weights and the upper Cholesky factor ``R`` of its information
+    ``A = RᵀR``, copies that the model's later learning leaves alone (None: no such part)."""
+
+    parameters: np.ndarray | None
+    weights: np.ndarray | None
+    factor: np.ndarray | None
+    n_samples: int
 
 
 @dataclass(frozen=True)
@@ -558,6 +571,34 @@ class SemiparametricInverseDynamics(PersistentModel):
         if single:
             parts = {k: v[0] for k, v in parts.items()}
         return parts if return_parts else parts["torque"]
+
+    def freeze(self) -> FrozenModel:
+        """A frozen copy of what this model predicts now, for :meth:`predict_frozen` (a reference
+        that must not learn what the model learns after: dynamics/slow_load.py). Costs a copy of
+        the residual's ``d × d`` factor."""
+        weights = factor = None
+        if self.residual is not None:
+            engine = self.residual.engine if isinstance(self.residual, AutoForgettingRLS) else self.residual
+            weights, factor = engine.weights.copy(), engine.cholesky_factor
+        parameters = None if self.parametric is None else self.parameters
+        return FrozenModel(parameters, weights, factor, self.n_samples)
+
+    def predict_frozen(
+        self, frozen: FrozenModel, prepared: PreparedSamples
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The torques ``frozen`` (this model's :meth:`freeze`) predicts for samples this model
+        prepared, ``(n, n_dof)``, and their leverage ``φᵀA⁻¹φ`` under the frozen residual's
+        information ``A`` (``(n,)``; None without a residual part): how little of the data the
+        frozen model learned covers each sample (large: it predicts there from its prior)."""
+        tau_p = np.zeros(prepared.q.shape)
+        if frozen.parameters is not None and prepared.columns is not None:
+            n, d, b = prepared.columns.shape
+            tau_p = (prepared.columns.reshape(n * d, b) @ frozen.parameters).reshape(n, d)
+        if frozen.weights is None or frozen.factor is None or self.feature_map is None:
+            return tau_p, None
+        phi = self.feature_map.transform(self._residual_inputs(prepared.x, tau_p))
+        v = solve_triangular(frozen.factor, phi.T, trans="T", lower=False, check_finite=False)
+        return tau_p + phi @ frozen.weights, np.einsum("ij,ij->j", v, v)
 
     def nominal_torque(self, prepared: PreparedSamples) -> np.ndarray:
         """What the URDF's rigid-body model alone predicts for ``prepared`` samples, ``(n, n_dof)``:

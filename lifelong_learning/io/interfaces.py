@@ -42,14 +42,17 @@ MESSAGE_DEFINITIONS: dict[str, str] = {
     "Prediction": (
         "# A classifier's answer for one feature vector.\n"
         "std_msgs/Header header  # copied from the Features message it answers\n"
-        'string label            # the answer: top_label, or "" (unknown) when confidence < the node\'s '
-        "unknown_threshold or no class is known\n"
-        'string top_label        # the highest-scoring class, also when label is "" ("" while the model '
-        "knows no class)\n"
+        'string label            # the answer: top_label, or "" (unknown) when never taught '
+        "(novelty > the node's novelty_threshold), confidence < its unknown_threshold, or no class "
+        "is known\n"
+        'string top_label        # the highest-scoring class, also when label is "" ("" while the '
+        "model knows no class)\n"
         "float32 confidence      # calibrated probability that top_label is right, in [0, 1] "
         "(temperature-scaled softmax of the scores, fitted on held-out samples)\n"
         "string[] labels         # every known class, in the model's order\n"
         "float32[] scores        # raw decision value of each class in `labels`\n"
+        "float32 novelty         # novelty score (higher: more likely never taught; the node's "
+        "novelty_score)\n"
     ),
     "ModelFile": (
         "# A model file carried over ROS, for a learner node on a machine that does not share the\n"
@@ -89,6 +92,41 @@ MESSAGE_DEFINITIONS: dict[str, str] = {
         "                                # indicator; dynamics: of the residual's target); -1: undefined\n"
         "float64 mean_batch_objective    # the mean of the defined batch_objective entries, or the one\n"
         "                                # figure of a model that has one for every name (-1: none)\n"
+    ),
+    "ShowingAnswer": (
+        "# The recognizer's answer for one showing: the frames of one object held up to the "
+        "camera, grouped\n"
+        "# by the object_recognition node (ended when the object leaves, the scene or the "
+        "teacher's label\n"
+        "# changes), their evidence accumulated. Published on `showing` as frames arrive.\n"
+        "std_msgs/Header header  # of the showing's latest frame\n"
+        "uint64 showing_id       # the showing (increasing; names it in ~/answer)\n"
+        'string label            # the answer: the best class, or "" (unknown: never taught, or '
+        "not sure)\n"
+        'string top_label        # the best class, also when label is "" ("" while no class is '
+        "known)\n"
+        "float32 confidence      # accumulated calibrated probability of top_label, in [0, 1]\n"
+        "float32 novelty         # mean novelty score of the frames (higher: more likely never "
+        "taught)\n"
+        "uint32 frames           # frames behind the answer (the showing's last max_showing_frames "
+        "at most)\n"
+        'string taught_label     # the label the showing was taught with ("" when none)\n'
+    ),
+    "Query": (
+        '# The robot asks "what is this?": a showing stayed unknown, or its best two classes '
+        "stayed close.\n"
+        "# Published on the object_recognition node's ~/query, at most once per showing and "
+        "rate-limited;\n"
+        "# answer it on teacher_label (while the object is still shown) or by ~/answer naming "
+        "showing_id.\n"
+        "std_msgs/Header header  # of the showing's latest frame\n"
+        "uint64 showing_id       # the showing asked about\n"
+        'string reason           # "unknown" (novel or unsure) or "ambiguous" (best two classes '
+        "close)\n"
+        "string[] guesses        # the best classes, best first (empty while no class is known)\n"
+        "float32[] confidences   # their accumulated probabilities\n"
+        "float32 novelty         # the showing's novelty score\n"
+        "uint32 frames           # frames of the showing kept (what an answer will teach)\n"
     ),
 }
 

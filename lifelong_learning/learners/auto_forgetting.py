@@ -21,6 +21,24 @@ were scored (before, the proxies' fits differ by little more than chance: a fact
 by chance on stationary streams). While the window cannot score (targets that did not vary), the
 factor keeps serving: at first 1.0, no forgetting.
 
+**Memory is not spent on noise.** A factor below 1 serves only while the stream is mostly what a
+memory of some length can predict: the best proxy's mean nMSE must be at most ``max_unexplained``
+(:data:`DEFAULT_MAX_UNEXPLAINED`, 0.1: at least 90 % of the variance explained), over the window
+and over its newest quarter (:data:`RECENT_FRACTION`). Otherwise the largest factor (1.0) serves.
+Prequentially, a shorter memory also wins on variation that no model of the robot's state
+predicts (effort offsets that switch every few seconds, a person pushing, sensor noise): it
+follows the last seconds of it a little better than a long memory that averages it. That gain
+is spent on noise, and the memory it costs is real: forgetting forgets the regularizer and every
+region the recent samples did not visit, so what was learned before is lost. A lasting change of
+the dynamics (a grasped payload) is learned by a short memory to a small error; offsets that
+switch leave a large share of the variance unexplained whatever the memory, and so does a
+stationary stream's residual (what the URDF's physics miss, mostly noise). The newest quarter
+matters at a change's onset: the window is still mostly the old regime, explained by every
+factor, and the new samples must be explained too before a factor below 1 serves. The price: a
+change that the proxies cannot explain to within ``max_unexplained`` (a small payload, a noisy
+robot) is not followed by forgetting. Measured figures: docs/metrics.md and
+docs/benchmarks/auto-forgetting.md (``benchmarks/bench_auto_forgetting.py``).
+
 Why proxies: a factor's effect is how fast old rows fade, which a smaller model on the same
 stream shows as well as the full one (the proxies see the same drift); the full engine's own
 error under another factor would need a full engine per factor (the first version of this class:
@@ -53,6 +71,11 @@ DEFAULT_CANDIDATES = (1.0, 0.9999, 0.9995, 0.999, 0.998)
 DEFAULT_WINDOW = 2000
 #: another candidate serves once its error is below (1 − this) × the serving one's
 DEFAULT_SWITCH_MARGIN = 0.02
+#: a factor below 1 serves only while the best proxy's mean nMSE is at most this (over the window
+#: and its newest part): the rest of the stream's variance is what no memory length predicts
+DEFAULT_MAX_UNEXPLAINED = 0.1
+#: the newest part of the window that must be explained too: 1/this of it
+RECENT_FRACTION = 4
 #: the proxies learn this fraction of the features (:func:`proxy_size`) ...
 PROXY_FRACTION = 0.25
 #: ... but at least this many (all of them when the engine has fewer)
@@ -81,6 +104,9 @@ class AutoForgettingRLS(Stateful):
         switch_margin: relative improvement another candidate needs to take over, in [0, 1).
         proxy_features: columns the proxies learn (the first ones of every row), in [1, n_features];
             default :func:`proxy_size`.
+        max_unexplained: a factor other than the largest serves only while the best proxy's mean
+            prequential nMSE over the window, and over its newest ``1/RECENT_FRACTION``, is at most
+            this (≥ 0; ``inf``: no such limit).
     """
 
     def __init__(
@@ -92,6 +118,7 @@ class AutoForgettingRLS(Stateful):
         window: int = DEFAULT_WINDOW,
         switch_margin: float = DEFAULT_SWITCH_MARGIN,
         proxy_features: int | None = None,
+        max_unexplained: float = DEFAULT_MAX_UNEXPLAINED,
     ) -> None:
         betas = [float(b) for b in candidates]
         if not betas or len(set(betas)) != len(betas):
@@ -100,6 +127,8 @@ class AutoForgettingRLS(Stateful):
             raise ValueError(f"window must be at least 2 samples, got {window!r}")
         if not 0.0 <= float(switch_margin) < 1.0:
             raise ValueError(f"switch_margin must be in [0, 1), got {switch_margin!r}")
+        if not float(max_unexplained) >= 0.0:
+            raise ValueError(f"max_unexplained must be a number ≥ 0, got {max_unexplained!r}")
         p = proxy_size(n_features) if proxy_features is None else int(proxy_features)
         if not 1 <= p <= int(n_features):
             raise ValueError(f"proxy_features must be in [1, {n_features}], got {proxy_features!r}")
@@ -109,6 +138,7 @@ class AutoForgettingRLS(Stateful):
         self.proxies = [RecursiveRLS(p, n_outputs, lam=lam, forgetting=b) for b in betas]
         self.window = int(window)
         self.switch_margin = float(switch_margin)
+        self.max_unexplained = float(max_unexplained)
         self.scores = PrequentialRegression(max(int(n_outputs), 1), self.window, [_name(b) for b in betas])
         self.switches = 0  # times another candidate took over
         self.choose_every = max(1, self.window // DEFAULT_BUCKETS)  # samples between choices
@@ -158,6 +188,21 @@ class AutoForgettingRLS(Stateful):
         report = self.scores.report()
         return {b: report.means[_name(b)] for b in self.candidates}
 
+    def recent_errors(self) -> dict[float, float]:
+        """The same over the window's newest ``1/RECENT_FRACTION`` (NaN while undefined)."""
+        report = self.scores.report(newest=max(1, DEFAULT_BUCKETS // RECENT_FRACTION))
+        return {b: report.means[_name(b)] for b in self.candidates}
+
+    def explained(self) -> bool:
+        """Whether a factor below the largest may serve now: the best proxy's mean nMSE is at most
+        ``max_unexplained`` over the window and over its newest part (False while either cannot
+        score)."""
+        for errors in (self.errors(), self.recent_errors()):
+            defined = [e for e in errors.values() if not np.isnan(e)]
+            if not defined or min(defined) > self.max_unexplained:
+                return False
+        return True
+
     # ------------------------------------------------------------------ learning
     def update(self, Z: Any, U: Any, gram: np.ndarray | None = None) -> None:
         """Score every proxy on rows ``Z`` with targets ``U`` before any learns them, let them learn,
@@ -189,6 +234,9 @@ class AutoForgettingRLS(Stateful):
     def _choose(self) -> None:
         if self.scores.samples < self.window:  # a partial window: noisy scores of near-equal fits
             return
+        if not self.explained():  # mostly what no memory predicts: none is traded for it
+            self._serve(self.candidates.index(max(self.candidates)))
+            return
         errors = self.errors()
         serving = errors[self.forgetting]
         defined = {k: e for k, (b, e) in enumerate(errors.items()) if not np.isnan(e)}
@@ -200,7 +248,10 @@ class AutoForgettingRLS(Stateful):
         # the longest memory whose error is within the margin of the best (forgetting forgets the
         # regularizer too: no more of it than the stream pays for)
         near = [k for k, e in defined.items() if (1.0 - self.switch_margin) * e <= least]
-        chosen = max(near, key=lambda k: self.candidates[k])
+        self._serve(max(near, key=lambda k: self.candidates[k]))
+
+    def _serve(self, chosen: int) -> None:
+        """Let candidate ``chosen`` serve from the next rows on (counted when it is another)."""
         if chosen != self.serving:
             self.serving = chosen
             self.switches += 1
@@ -255,6 +306,7 @@ class AutoForgettingRLS(Stateful):
             "candidates": list(self.candidates),
             "window": self.window,
             "switch_margin": self.switch_margin,
+            "max_unexplained": self.max_unexplained,
             "serving": self.serving,
             "switches": self.switches,
         }
@@ -302,6 +354,7 @@ class AutoForgettingRLS(Stateful):
                 window=int(meta["window"]),
                 switch_margin=float(meta["switch_margin"]),
                 proxy_features=proxies[0].n_features if proxies else None,
+                max_unexplained=float(meta.get("max_unexplained", DEFAULT_MAX_UNEXPLAINED)),
             )
         except (KeyError, TypeError, IndexError) as exc:
             raise ValueError(f"malformed AutoForgettingRLS state: {exc}") from exc

@@ -6,11 +6,13 @@ Given upper-triangular ``R`` with ``RᵀR = A`` and rows ``Z`` (``k × d``), the
 
 - **Rank-1, per row** (:func:`chol_update_rows`, :func:`chol_update_rows_into`): Givens rotations.
   For row ``z`` and ``k = 0..d-1``, ``r = hypot(R_kk, z_k)``, ``c = R_kk/r``, ``s = z_k/r``, then
-  ``[R_k,j ; z_j] ← [c s ; -s c] [R_k,j ; z_j]`` for ``j > k``. O(d²) per row, one pass over the
-  upper triangle, like a BLAS ``dsyr`` of ``A`` itself. Compiled by numba (cached on disk after
-  the first call); the inner loop runs over contiguous slices so that LLVM vectorizes it (the
-  same arithmetic, bit for bit, as a scalar loop: no fast-math, no reassociation). Measured at
-  d = 1280: 1.4–1.6× one ``dsyr`` (benchmarks/bench_rlsc.py), where the former scalar loop was 5–7×.
+  ``[R_k,j ; z_j] ← [c s ; -s c] [R_k,j ; z_j]`` for ``j > k``. O(d²) per row, like a BLAS ``dsyr``
+  of ``A`` itself; several rows are swept in one pass over the upper triangle (row ``k`` of ``R``
+  meets every row in turn), so that a factor larger than the cache is read once for all of them.
+  Compiled by numba (cached on disk after the first call); the inner loop runs over contiguous
+  slices so that LLVM vectorizes it (the same arithmetic, bit for bit, as a scalar loop: no
+  fast-math, no reassociation). Measured at d = 1280: 1.4–1.6× one ``dsyr`` per row
+  (benchmarks/bench_rlsc.py), where the former scalar loop was 5–7×.
 - **Rank-k, a block** (:func:`chol_update_block`): ``A + ZᵀZ`` formed with BLAS-3 and factored
   again, ``R' = chol(RᵀR + ZᵀZ)``: ``RᵀR`` by LAPACK ``dlauum`` (d³/3 flops, on the reversed
   factor: ``J R J`` is lower triangular and ``RᵀR = J (JRJ)ᵀ(JRJ) J``), ``ZᵀZ`` by ``dsyrk`` (or
@@ -54,11 +56,16 @@ BLOCK_MIN_ROWS = 8
 
 @numba.njit(cache=True, nogil=True, fastmath=False)
 def chol_update_rows(R: np.ndarray, Z: np.ndarray) -> None:  # pragma: no cover - compiled
-    """In place: ``R`` ← Cholesky factor of ``RᵀR + ZᵀZ``; ``Z`` is used as scratch (clobbered)."""
+    """In place: ``R`` ← Cholesky factor of ``RᵀR + ZᵀZ``; ``Z`` is used as scratch (clobbered).
+
+    Row ``k`` of ``R`` meets every row of ``Z`` in turn before row ``k + 1`` (one pass over ``R`` for
+    all the rows: the rotation of row ``k`` with row ``i`` needs row ``k`` after the rows before
+    ``i`` and row ``i`` after the rows of ``R`` before ``k``, in either loop order): the same
+    arithmetic, bit for bit, as sweeping the rows one after the other."""
     n_rows, d = Z.shape
-    for i in range(n_rows):
-        z = Z[i]
-        for k in range(d):
+    for k in range(d):
+        for i in range(n_rows):
+            z = Z[i]
             zk = z[k]
             if zk == 0.0:
                 continue
@@ -79,33 +86,27 @@ def chol_update_rows(R: np.ndarray, Z: np.ndarray) -> None:  # pragma: no cover 
 @numba.njit(cache=True, nogil=True, fastmath=False)
 def chol_update_rows_into(R: np.ndarray, Z: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover
     """``out``'s upper triangle ← Cholesky factor of ``RᵀR + ZᵀZ``; ``R`` is only read, ``Z`` is
-    clobbered, ``out``'s strict lower triangle is left as it is (keep it zero)."""
+    clobbered, ``out``'s strict lower triangle is left as it is (keep it zero). One pass over ``R``
+    (as :func:`chol_update_rows`): row ``k`` is copied, then rotated with every row of ``Z``."""
     n_rows, d = Z.shape
-    if n_rows == 0:
-        for k in range(d):
-            out[k, k:] = R[k, k:]
-        return
-    for i in range(n_rows):
-        src = R if i == 0 else out
-        z = Z[i]
-        for k in range(d):
+    for k in range(d):
+        out[k, k:] = R[k, k:]
+        for i in range(n_rows):
+            z = Z[i]
             zk = z[k]
             if zk == 0.0:
-                if i == 0:
-                    out[k, k:] = src[k, k:]
                 continue
-            rkk = src[k, k]
+            rkk = out[k, k]
             r = np.sqrt(rkk * rkk + zk * zk)
             c = rkk / r
             s = zk / r
             out[k, k] = r
-            old = src[k, k + 1 :]
-            new = out[k, k + 1 :]
+            row = out[k, k + 1 :]
             rest = z[k + 1 :]
-            for j in range(old.shape[0]):
-                rj = old[j]
+            for j in range(row.shape[0]):
+                rj = row[j]
                 zj = rest[j]
-                new[j] = c * rj + s * zj
+                row[j] = c * rj + s * zj
                 rest[j] = c * zj - s * rj
 
 

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.linalg import blas, cho_solve, cholesky, solve_triangular
+from scipy.linalg import blas, cholesky, solve_triangular
 
 from lifelong_learning.core.checks import as_rows, same_rows
 from lifelong_learning.core.persistence import Stateful
@@ -60,6 +60,9 @@ from lifelong_learning.learners.cholesky import (
 )
 
 _RESCALE_BELOW = 1e-100  # fold the forgetting scale into the state below this s²
+#: rows an engine lets wait before it sweeps them into its factor in one pass (sooner when read): a
+#: factor larger than the cache (several λ's at d = 1280) is then read once for that many rows
+QUEUE_ROWS = 8
 
 
 def pack_upper(R: np.ndarray) -> np.ndarray:
@@ -158,7 +161,7 @@ class RecursiveRLS(Stateful):
         self._W: np.ndarray | None = None
         self.n_samples = 0  # rows seen
         self._shares_R = self._shares_B = False  # a draft's arrays still belong to its engine
-        self._pending: np.ndarray | None = None  # a draft's rows not yet swept into its factor
+        self._pending: np.ndarray | None = None  # rows not yet swept into the factor (QUEUE_ROWS at most)
         self._pending_rhs: tuple[np.ndarray, np.ndarray] | None = None  # rows and targets not yet in B
         # the targets' weighted count, sum and sum of squares (scaled as B̃); None: not known (rows
         # added by their sums alone, or a state saved without them)
@@ -212,7 +215,10 @@ class RecursiveRLS(Stateful):
         """``W = A⁻¹B``, shape ``(d, c)``; solved on first access after an update."""
         if self._W is None:
             self._settle()
-            self._W = cho_solve((self._R, False), self._B, check_finite=False)
+            # two triangular solves (BLAS trsm on the C-ordered factor as it is; cho_solve would copy
+            # it to Fortran order first, several times slower at d = 1280)
+            V = solve_triangular(self._R, self._B, trans="T", lower=False, check_finite=False)
+            self._W = solve_triangular(self._R, V, lower=False, check_finite=False)
         return self._W
 
     # ------------------------------------------------------------------ learning
@@ -332,10 +338,10 @@ class RecursiveRLS(Stateful):
             self._R, self._shares_R = chol_update_block(self._R, Z, gram), False
         else:
             Zs = np.array(Z, dtype=np.float64, order="C", copy=True)
-            if self._shares_R:  # a draft: its engine's R stays; the rows wait for commit or a read
-                self._pending = Zs if self._pending is None else np.vstack([self._pending, Zs])
-            else:
-                chol_update_rows(self._R, Zs)
+            # the rows wait (a draft: for commit or a read; an engine: for QUEUE_ROWS of them or a read)
+            self._pending = Zs if self._pending is None else np.vstack([self._pending, Zs])
+            if not self._shares_R and self._pending.shape[0] >= QUEUE_ROWS:
+                self._sweep()
         if self._shares_B:  # a draft: B + ZᵀU waits for commit (in place) or a read (a new array)
             rows = (
                 (Z, U)
@@ -346,13 +352,21 @@ class RecursiveRLS(Stateful):
         else:
             _add_product(self._B, Z, U)
 
+    def _sweep(self) -> None:
+        """The rows waiting for this engine's own factor swept into it in place, in one pass."""
+        if self._pending is not None and not self._shares_R:
+            rows, self._pending = self._pending, None
+            chol_update_rows(self._R, rows)
+
     def _settle(self) -> None:
-        """A draft's deferred rows swept into a factor and a right-hand side of its own (the engine's
-        stay as they were): before anything reads the draft's state."""
-        if self._pending is not None:
+        """Rows still waiting swept into the factor before anything reads it: an engine's into its own
+        factor; a draft's into a factor of its own (the engine's stays as it was); and a draft's
+        right-hand side made its own."""
+        if self._pending is not None and self._shares_R:
             out = self._take_spare()
-            chol_update_rows_into(self._R, self._pending, out)
+            chol_update_rows_into(self._R, self._pending.copy(), out)  # the engine may hold the rows too
             self._R, self._shares_R, self._pending = out, False, None
+        self._sweep()
         self._settle_rhs()
 
     def _settle_rhs(self) -> None:
@@ -392,7 +406,8 @@ class RecursiveRLS(Stateful):
         """
         twin = object.__new__(type(self))
         twin.__dict__.update(self.__dict__)
-        twin._draft_of, twin._spare, twin._pending, twin._pending_rhs = self, None, None, None
+        # the rows still waiting for this engine's factor wait for the draft's too
+        twin._draft_of, twin._spare, twin._pending, twin._pending_rhs = self, None, self._pending, None
         twin._shares_R = twin._shares_B = True
         return twin
 
@@ -407,11 +422,12 @@ class RecursiveRLS(Stateful):
         """
         if draft._draft_of is not self:
             raise ValueError("not a pending draft of this engine")
-        if draft._pending is not None:  # rows for this engine's own factor: swept in place
-            chol_update_rows(self._R, draft._pending)
-            draft._pending = None
+        if draft._pending is not None:  # rows for this engine's own factor: they wait, or are swept
+            self._pending, draft._pending = draft._pending, None
+            if self._pending.shape[0] >= QUEUE_ROWS:
+                self._sweep()
         elif draft._R is not self._R:
-            self._spare = self._R
+            self._spare, self._pending = self._R, None
         if draft._pending_rhs is not None:  # the draft still shares B: added in place
             _add_product(self._B, *draft._pending_rhs)
             draft._B, draft._pending_rhs = self._B, None
@@ -459,6 +475,7 @@ class RecursiveRLS(Stateful):
         return sub
 
     def _fold_scale(self) -> None:
+        self._sweep()  # the waiting rows are in the units of the scale being folded
         s = np.sqrt(self._scale2)
         self._R *= s
         self._B *= self._scale2
@@ -506,6 +523,14 @@ class RecursiveRLS(Stateful):
         V = solve_triangular(self._R, Z2.T, trans="T", lower=False, check_finite=False)
         V = solve_triangular(self._R, V, lower=False, check_finite=False)
         return V if self._scale2 == 1.0 else V / self._scale2
+
+    def whiten(self, Z: np.ndarray | Any) -> np.ndarray:
+        """``R⁻ᵀZᵀ`` for rows ``Z``, shape ``(d, n)``: one triangular solve per row; the squared norm of
+        column ``i`` is ``zᵢᵀA⁻¹zᵢ`` (the row's leverage)."""
+        self._settle()
+        Z2 = as_rows(Z, self.n_features, "Z")
+        V = solve_triangular(self._R, Z2.T, trans="T", lower=False, check_finite=False)
+        return V if self._scale2 == 1.0 else V / np.sqrt(self._scale2)
 
     def predict(self, Z: np.ndarray | Any) -> np.ndarray:
         """``Z W`` for rows ``Z`` (``(n, d)`` or ``(d,)``); returns ``(n, c)``."""

@@ -37,16 +37,17 @@ from typing import Any
 import numpy as np
 
 from lifelong_learning.core.checks import as_rows
-from lifelong_learning.core.model_file import prefixed
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.learners import rlsc_state
 from lifelong_learning.learners.calibration import softmax
 from lifelong_learning.learners.cholesky import block_pays, gram
-from lifelong_learning.learners.feature_map import FeatureMap, restore_feature_map, store_feature_map
+from lifelong_learning.learners.feature_map import FeatureMap
 from lifelong_learning.learners.labels import Label, check_label, label_key, labels_of
 from lifelong_learning.learners.model_selection import Selection, SelectionRule, recoding
+from lifelong_learning.learners.novelty import DEFAULT_SCORE, novelty_scores
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 from lifelong_learning.learners.unlearning import SampleStore, Unlearning
+from lifelong_learning.learners.validation_scores import Pending, refreshed
 
 #: rows of a larger Euclidean norm are refused (learning and prediction): with this bound no
 #: entry of a factor, right-hand side or validation score can overflow float64 (‖R‖²_F = tr A =
@@ -74,6 +75,7 @@ _STATE = (
     "_val_y",
     "_val_age",
     "_val_S",
+    "_pending_val",
     "_selection",
     "_serving",
     "_since_selection",
@@ -208,7 +210,8 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._val_X = np.zeros((0, d or 0))
         self._val_y = np.zeros(0, dtype=np.int64)
         self._val_age = np.zeros(0, dtype=np.int64)  # sample number when held out
-        self._val_S: list[np.ndarray] = []  # per λ: X_val A⁻¹ B  (V × T)
+        self._val_S: list[np.ndarray] = []  # per λ: X_val A⁻¹ B  (V × T), as of the last refresh
+        self._pending_val = Pending.none()  # what changed since (learners/validation_scores.py)
         # (λ index, α, per-λ validation accuracy, inverse temperature, its validation samples)
         self._selection: tuple[int, float, np.ndarray, float, int] | None = None
         # shared-factor selection (selection_every > 0): the λ whose engine is kept, and the
@@ -231,6 +234,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._engines = [RecursiveRLS(d, 0, lam=float(lam)) for lam in lams]
         self._val_X = np.zeros((0, d))
         self._val_S = [] if self.shares_factor else [np.zeros((0, 0)) for _ in lams]
+        self._pending_val = Pending.none()
         self._kept = SampleStore.empty(self.keep_samples, d, self._clock)
 
     def set_params(self, **params: Any) -> IncrementalRLSC:
@@ -514,7 +518,10 @@ class IncrementalRLSC(Unlearning, PersistentModel):
                 setattr(self, name, value)
             raise
         if saved["_engines"]:  # else the engines were created by this update
-            for rls, draft in zip(saved["_engines"], self._engines, strict=True):
+            pairs = list(zip(saved["_engines"], self._engines, strict=True))
+            # every other update the other way round: the engines swept last are still in the cache
+            # (5 factors at d = 1280 are about the size of the L3 cache; cyclic sweeps would miss it)
+            for rls, draft in pairs[:: 1 if self._clock % 2 else -1]:
                 rls.commit(draft)
             self._engines = saved["_engines"]
 
@@ -549,29 +556,16 @@ class IncrementalRLSC(Unlearning, PersistentModel):
 
     def _train_rows(self, Z: np.ndarray, cls: np.ndarray) -> None:
         """Rank-m update of every engine (one Gram matrix ``ZᵀZ`` shared by all when the block is
-        large); validation scores kept exact, by Woodbury for a few rows, else solved again."""
+        large); the validation scores are brought up to date when a selection needs them
+        (:mod:`~lifelong_learning.learners.validation_scores`)."""
         m, T = Z.shape[0], len(self._labels)
         E = np.zeros((m, T))
         E[np.arange(m), cls] = 1.0
-        V, d = self._val_y.size, Z.shape[1]
-        # Woodbury costs A⁻¹Zᵀ (2d²m) and an m × m solve; solving the weights again costs 2d²T
-        woodbury = V > 0 and m * (2 * d * d + m * m / 3) <= 2 * d * d * T + V * d * T
-        if self.shares_factor:  # validation scores are computed when the model is selected
-            woodbury, V = False, 0
-        shared_gram = gram(Z) if len(self._engines) > 1 and block_pays(m, d) else None
-        for j, rls in enumerate(self._engines):
-            if woodbury:
-                G = rls.solve(Z)  # A⁻¹Zᵀ with the factor *before* the update
+        shared_gram = gram(Z) if len(self._engines) > 1 and block_pays(m, Z.shape[1]) else None
+        for rls in self._engines:
             rls.update(Z, E, gram=shared_gram)
-            if woodbury:
-                # S_new = S + (X_val G) E − (X_val G) (I + Z G)⁻¹ Gᵀ B_new
-                XG = self._val_X @ G  # V × m
-                M = np.eye(m) + Z @ G
-                GB = G.T @ rls.rhs  # m × T, with B after the update
-                corr = np.linalg.solve(M, GB) if m > 1 else GB / M[0, 0]
-                self._val_S[j] = self._val_S[j] + XG @ (E - corr)
-            elif V:
-                self._val_S[j] = self._val_X @ rls.weights
+        if not self.shares_factor and self._val_y.size:  # else scored when the model is selected
+            self._pending_val = self._pending_val.trained(Z, cls)
         counts = self._train_counts.copy()
         np.add.at(counts, cls, 1)
         self._train_counts = counts
@@ -600,14 +594,16 @@ class IncrementalRLSC(Unlearning, PersistentModel):
                 changed.add(r)
         at = np.fromiter(sorted(changed), dtype=np.int64)
         self._val_X, self._val_y, self._val_age = val_X, val_y, val_age
-        if self.shares_factor:  # scored when the model is selected
-            return
-        scores = []
-        for S, rls in zip(self._val_S, self._engines, strict=True):
-            S = np.concatenate([S, np.zeros((room, S.shape[1]))]) if room else S.copy()
-            S[at] = rls.predict(val_X[at])  # two triangular solves per row, or the weights
-            scores.append(S)
-        self._val_S = scores
+        if not self.shares_factor:  # else scored when the model is selected
+            self._pending_val = self._pending_val.scored_afresh(at)
+
+    def _validation_scores(self) -> list[np.ndarray]:
+        """Every λ's validation scores of the current model (brought up to date if rows were learned
+        or held out since; nothing is half-assigned if that fails)."""
+        if not self._pending_val.empty and self._engines:
+            scores = refreshed(self._val_S, self._engines, self._val_X, self._pending_val)
+            self._val_S, self._pending_val = scores, Pending.none()
+        return self._val_S
 
     # ------------------------------------------------------------------ model selection
     def _rule(self) -> SelectionRule:
@@ -620,7 +616,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         if self._selection is None:
             if self.shares_factor:  # not selected yet: the first λ in use, α as given
                 return self._rule().unselected(self._serving)
-            self._selection = self._rule().choose(self._val_S, self._val_y, self._train_counts)
+            self._selection = self._rule().choose(self._validation_scores(), self._val_y, self._train_counts)
         return self._selection
 
     @property
@@ -654,7 +650,8 @@ class IncrementalRLSC(Unlearning, PersistentModel):
     @property
     def validation_accuracy_grid_(self) -> np.ndarray:
         """Validation accuracy per (λ candidate, α of ``alpha_grid``)."""
-        return self._rule().validation_grid(self._val_S, self._val_y, self._train_counts)[0]
+        scores = self._val_S if self.shares_factor else self._validation_scores()
+        return self._rule().validation_grid(scores, self._val_y, self._train_counts)[0]
 
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X: Any) -> np.ndarray:
@@ -684,111 +681,26 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         """The class with the highest recoded score, for each row of ``X``."""
         return self.classes_[np.argmax(self.decision_function(X), axis=1)]
 
+    def novelty_score(self, X: Any, score: str = DEFAULT_SCORE) -> np.ndarray:
+        """How likely each row of ``X`` shows what was never taught (higher: more likely), by the
+        measure ``score`` (:mod:`~lifelong_learning.learners.novelty`). Raises as decision_function."""
+        if score == "confidence" or not self._labels:
+            T = len(self._labels)
+            return (1.0 - self.predict_proba(X).max(axis=1)) * (T / (T - 1) if T > 1 else 1.0)
+        engine = self._engines[0] if self.shares_factor else self._engines[self._select().lambda_index]
+        cache = self.__dict__.setdefault("_novelty_cache", {})
+        return novelty_scores(engine, self._features(X), self._train_counts, score, cache)
+
     # ------------------------------------------------------------------ persistence
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Hyperparameters, classes, counts, engines, validation buffer, calibration (and feature map).
-
-        State version 2 (:mod:`~lifelong_learning.learners.rlsc_state`): ``factor_of[j]`` is ``None``
-        when engine ``j``'s packed factor and right-hand side are stored under ``engine<j>/``, or the
-        index of the engine whose factor and right-hand side it is rebuilt from; ``val_X`` is float32
-        where that is exact."""
-        meta: dict[str, Any] = {
-            "lambdas": self.lambdas.tolist(),
-            "alpha": self.alpha,
-            "validation_every": self.validation_every,
-            "alpha_grid": self.alpha_grid.tolist(),
-            "min_class_count": self.min_class_count,
-            "max_validation": self.max_validation,
-            "alpha_init": self.alpha_init,
-            "n_features": self.n_features_in_,
-            "classes": rlsc_state.labels_entry(self._labels),
-            "n_samples_seen": self.n_samples,
-            "engines": [],
-            "feature_map": None,
-        }
-        arrays: dict[str, np.ndarray] = {
-            "train_counts": self._train_counts.copy(),
-            "seen_counts": self._seen_counts.copy(),
-            "val_X": rlsc_state.validation_features(self._val_X),
-            "val_y": self._val_y.copy(),
-            "val_age": self._val_age.copy(),
-        }
-        factor_of = rlsc_state.factor_sources(self._engines, REBUILD_TOLERANCE)
-        meta["factor_of"] = factor_of
-        for j, rls in enumerate(self._engines):
-            meta["engines"].append(rls.scalar_state())
-            if factor_of[j] is None:
-                arrays.update(prefixed(f"engine{j}", rls.to_state(packed=True)[1]))
-        if self._labels:
-            t, n = self.calibration_
-            meta["calibration"] = {"method": "temperature", "inverse_temperature": t, "validation_samples": n}
-        meta["selection_every"] = self.selection_every
-        if self.keep_samples or self._clock != self.n_samples:  # exact unlearning (learners/unlearning.py)
-            meta.update(self._kept.store_into(arrays, self._clock))
-        if self.shares_factor:  # one engine, of λ = lambdas[serving]; the selection as made
-            meta["shared_factor"] = rlsc_state.shared_factor_entry(
-                self._serving, self._since_selection, self._selection
-            )
-        if self.feature_map is not None:
-            store_feature_map(self.feature_map, meta, arrays)
-        return meta, arrays
+        """Hyperparameters, classes, counts, engines, validation buffer, calibration (and feature map):
+        :func:`~lifelong_learning.learners.rlsc_state.state_of` (state version 2)."""
+        return rlsc_state.state_of(self, REBUILD_TOLERANCE)
 
     @classmethod
     def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> IncrementalRLSC:
         """Rebuild a classifier from :meth:`to_state`; ValueError/KeyError/TypeError on bad content."""
-        n_features = meta["n_features"]
-        clf = cls(
-            lambdas=meta["lambdas"],
-            alpha=meta["alpha"],
-            validation_every=meta["validation_every"],
-            alpha_grid=meta["alpha_grid"],
-            min_class_count=meta["min_class_count"],
-            max_validation=meta["max_validation"],
-            alpha_init=meta["alpha_init"],
-            feature_map=restore_feature_map(meta, arrays),
-            n_features=None if n_features is None else int(n_features),
-            selection_every=int(meta.get("selection_every", 0)),
-            keep_samples=int(meta.get("keep_samples", 0)),
-        )
-        if clf.shares_factor:
-            clf._serving, clf._since_selection, selection = rlsc_state.saved_shared_factor(
-                meta["shared_factor"], clf.lambdas.size
-            )
-            if clf._engines:  # made by the constructor (known dimension) for the default λ
-                clf._make_engines(clf._engines[0].n_features)
-            if selection is not None:
-                clf._selection = selection
-        labels = rlsc_state.saved_labels(meta["classes"])
-        train_counts, seen_counts = rlsc_state.saved_counts(arrays, len(labels), int(meta["n_samples_seen"]))
-        if not labels and not seen_counts.sum() and not meta["engines"]:
-            return clf
-        factor_of = meta.get("factor_of") if meta.get("state_version", 1) >= 2 else None
-        lambdas = [clf.lambdas[clf._serving]] if clf.shares_factor else list(clf.lambdas)
-        engines = rlsc_state.saved_engines(
-            meta["engines"],
-            arrays,
-            lambdas,
-            clf.n_model_features,
-            len(labels),
-            int(train_counts.sum()),
-            factor_of,
-        )
-        val_X, val_y, val_age = rlsc_state.saved_validation(
-            arrays, engines[0].n_features, len(labels), clf.max_validation
-        )
-        if clf.n_features_in_ is None:
-            clf.n_features_in_ = engines[0].n_features
-        clf._engines = engines
-        clf._labels = labels
-        clf._index = {label_key(lab): i for i, lab in enumerate(labels)}
-        clf._train_counts, clf._seen_counts = train_counts, seen_counts
-        clf.n_samples = int(seen_counts.sum())
-        clf._val_X, clf._val_y, clf._val_age = val_X, val_y, val_age
-        d = val_X.shape[1]
-        clf._clock, clf._kept = SampleStore.restore(meta, arrays, clf.keep_samples, d, clf.n_samples)
-        if not clf.shares_factor:
-            clf._val_S = [rls.predict(val_X) if val_y.size else np.zeros((0, len(labels))) for rls in engines]
-        return clf
+        return rlsc_state.restored(cls, meta, arrays)
 
     def __repr__(self) -> str:
         return (

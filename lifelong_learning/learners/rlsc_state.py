@@ -13,8 +13,8 @@ keeps its own packed factor (:func:`factor_sources`). Validation features are st
 when that is exact (features that came as float32, e.g. from a Features message), else as
 float64. For d = 1280 and 5 λ's this is ~8 MB instead of ~69 MB (docs/benchmarks/checkpoint.md).
 
-(:class:`~lifelong_learning.learners.IncrementalRLSC` is the class these functions serve; they
-take its parts, not the classifier, so that this module does not import it.)
+(:class:`~lifelong_learning.learners.IncrementalRLSC` is the class these functions serve; they take
+its parts, or the classifier as an argument, so that this module does not import it.)
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from lifelong_learning.core.model_file import unprefixed
+from lifelong_learning.core.model_file import prefixed, unprefixed
+from lifelong_learning.learners.feature_map import restore_feature_map, store_feature_map
 from lifelong_learning.learners.labels import Label, check_label, label_key
 from lifelong_learning.learners.model_selection import Selection
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
+from lifelong_learning.learners.unlearning import SampleStore
 
 
 # ---------------------------------------------------------------------- writing
@@ -203,3 +205,104 @@ def saved_validation(
     if not np.all(np.isfinite(val_X)):
         raise ValueError("validation buffer holds NaN or Inf")
     return val_X.copy(), val_y.astype(np.int64), val_age.astype(np.int64)
+
+
+# ---------------------------------------------------------------------- the whole state
+def state_of(clf: Any, tolerance: float) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The state of the classifier ``clf`` (:meth:`IncrementalRLSC.to_state`): ``factor_of[j]`` is
+    ``None`` when engine ``j``'s packed factor and right-hand side are stored under ``engine<j>/``,
+    or the index of the engine whose factor and right-hand side it is rebuilt from (within
+    ``tolerance``); ``val_X`` is float32 where that is exact."""
+    meta: dict[str, Any] = {
+        "lambdas": clf.lambdas.tolist(),
+        "alpha": clf.alpha,
+        "validation_every": clf.validation_every,
+        "alpha_grid": clf.alpha_grid.tolist(),
+        "min_class_count": clf.min_class_count,
+        "max_validation": clf.max_validation,
+        "alpha_init": clf.alpha_init,
+        "n_features": clf.n_features_in_,
+        "classes": labels_entry(clf._labels),
+        "n_samples_seen": clf.n_samples,
+        "engines": [],
+        "feature_map": None,
+    }
+    arrays: dict[str, np.ndarray] = {
+        "train_counts": clf._train_counts.copy(),
+        "seen_counts": clf._seen_counts.copy(),
+        "val_X": validation_features(clf._val_X),
+        "val_y": clf._val_y.copy(),
+        "val_age": clf._val_age.copy(),
+    }
+    factor_of = factor_sources(clf._engines, tolerance)
+    meta["factor_of"] = factor_of
+    for j, rls in enumerate(clf._engines):
+        meta["engines"].append(rls.scalar_state())
+        if factor_of[j] is None:
+            arrays.update(prefixed(f"engine{j}", rls.to_state(packed=True)[1]))
+    if clf._labels:
+        t, n = clf.calibration_
+        meta["calibration"] = {"method": "temperature", "inverse_temperature": t, "validation_samples": n}
+    meta["selection_every"] = clf.selection_every
+    if clf.keep_samples or clf._clock != clf.n_samples:  # exact unlearning (learners/unlearning.py)
+        meta.update(clf._kept.store_into(arrays, clf._clock))
+    if clf.shares_factor:  # one engine, of λ = lambdas[serving]; the selection as made
+        meta["shared_factor"] = shared_factor_entry(clf._serving, clf._since_selection, clf._selection)
+    if clf.feature_map is not None:
+        store_feature_map(clf.feature_map, meta, arrays)
+    return meta, arrays
+
+
+def restored(cls: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+    """The classifier of class ``cls`` that :func:`state_of` describes (every part checked)."""
+    n_features = meta["n_features"]
+    clf = cls(
+        lambdas=meta["lambdas"],
+        alpha=meta["alpha"],
+        validation_every=meta["validation_every"],
+        alpha_grid=meta["alpha_grid"],
+        min_class_count=meta["min_class_count"],
+        max_validation=meta["max_validation"],
+        alpha_init=meta["alpha_init"],
+        feature_map=restore_feature_map(meta, arrays),
+        n_features=None if n_features is None else int(n_features),
+        selection_every=int(meta.get("selection_every", 0)),
+        keep_samples=int(meta.get("keep_samples", 0)),
+    )
+    if clf.shares_factor:
+        clf._serving, clf._since_selection, selection = saved_shared_factor(
+            meta["shared_factor"], clf.lambdas.size
+        )
+        if clf._engines:  # made by the constructor (known dimension) for the default λ
+            clf._make_engines(clf._engines[0].n_features)
+        if selection is not None:
+            clf._selection = selection
+    labels = saved_labels(meta["classes"])
+    train_counts, seen_counts = saved_counts(arrays, len(labels), int(meta["n_samples_seen"]))
+    if not labels and not seen_counts.sum() and not meta["engines"]:
+        return clf
+    factor_of = meta.get("factor_of") if meta.get("state_version", 1) >= 2 else None
+    lambdas = [clf.lambdas[clf._serving]] if clf.shares_factor else list(clf.lambdas)
+    engines = saved_engines(
+        meta["engines"],
+        arrays,
+        lambdas,
+        clf.n_model_features,
+        len(labels),
+        int(train_counts.sum()),
+        factor_of,
+    )
+    val_X, val_y, val_age = saved_validation(arrays, engines[0].n_features, len(labels), clf.max_validation)
+    if clf.n_features_in_ is None:
+        clf.n_features_in_ = engines[0].n_features
+    clf._engines = engines
+    clf._labels = labels
+    clf._index = {label_key(lab): i for i, lab in enumerate(labels)}
+    clf._train_counts, clf._seen_counts = train_counts, seen_counts
+    clf.n_samples = int(seen_counts.sum())
+    clf._val_X, clf._val_y, clf._val_age = val_X, val_y, val_age
+    d = val_X.shape[1]
+    clf._clock, clf._kept = SampleStore.restore(meta, arrays, clf.keep_samples, d, clf.n_samples)
+    if not clf.shares_factor:
+        clf._val_S = [rls.predict(val_X) if val_y.size else np.zeros((0, len(labels))) for rls in engines]
+    return clf

@@ -12,6 +12,7 @@ the confidence calibrated on them (far from every taught class, where plain scor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,10 @@ class ScoreBounds:
         out = np.clip(scores, 0.0, upper)
         self.clipped += int(np.count_nonzero(out != scores))
         return out
+
+    def bound(self, model: Any) -> Callable[[np.ndarray], np.ndarray]:
+        """:meth:`scores` of ``model``, as a function of the scores."""
+        return lambda scores: self.scores(model, scores)
 
     def diagnostics(self) -> dict[str, str]:
         """``scores truncated``, when enabled."""

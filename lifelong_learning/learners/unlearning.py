@@ -64,6 +64,7 @@ from scipy.linalg import solve_triangular
 from lifelong_learning.learners.cholesky import chol_downdate_rows
 from lifelong_learning.learners.labels import Label, check_label, label_key, labels_of
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
+from lifelong_learning.learners.validation_scores import Pending
 
 #: a downdated pivot below this fraction of λ (exact pivots are ≥ λ) means cancellation: rebuild
 PIVOT_FLOOR = 0.5
@@ -487,6 +488,7 @@ class Unlearning:
         self._train_counts, self._seen_counts = train_counts, seen_counts
         self._val_X, self._val_y, self._val_age = val_X, val_y, self._val_age[keep_val]
         self._val_S, self._selection = val_S, None
+        self._pending_val = Pending.none()
 
 
 def _first_free(X: np.ndarray, y: np.ndarray, taken: np.ndarray, z: np.ndarray, c: int) -> int:

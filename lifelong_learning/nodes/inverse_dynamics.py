@@ -15,8 +15,13 @@
   the model lock in O(1) (about 0.3 ms per answer at 1 kHz on two cores: docs/benchmarks/control-rate.md);
 - publishes, for each answered joint state that carries effort, the external torque estimate
   (measured − predicted, on ``external_torque_topic``) and a contact flag (``contact_topic``); samples
-  in contact and ``contact_hold_s`` after it are not learned
-  (:mod:`~lifelong_learning.nodes.contact_monitor`, :mod:`~lifelong_learning.dynamics.contact`);
+  in contact and ``contact_hold_s`` after it are not learned, nor those of a load too slow for the
+  contact thresholds (a frozen reference model's residual:
+  :mod:`~lifelong_learning.nodes.slow_load_monitor`); a load held beyond ``contact_max_s`` is
+  learned only when a payload explains it (:mod:`~lifelong_learning.nodes.contact_monitor`,
+  :mod:`~lifelong_learning.dynamics.contact`, :mod:`~lifelong_learning.nodes.learning_queue`);
+- warns on ``/diagnostics`` when most samples go unlearned, ERROR when that lasts
+  (:mod:`~lifelong_learning.nodes.learning_starvation`);
 - services: ``~/predict`` (lifelong_learning/PredictTorques) and those of every
   :class:`~lifelong_learning.nodes.learner.LearnerNode` (save, load, reset, rollback, checkpoints).
 
@@ -50,9 +55,6 @@ from lifelong_learning.core.model_file import ModelFileError
 from lifelong_learning.core.prequential import PrequentialRegression
 from lifelong_learning.dynamics import SemiparametricInverseDynamics
 from lifelong_learning.dynamics.guard import (
-    OUTLIER,
-    THINNED,
-    WARMING_UP,
     Admitted,
     RefusedSampleError,
     SampleGuard,
@@ -64,17 +66,21 @@ from lifelong_learning.dynamics.semiparametric import PreparedSamples
 from lifelong_learning.dynamics.truncation import AnswerBounds
 from lifelong_learning.msg import LearningMetrics
 from lifelong_learning.nodes.block_worker import BlockWorker
-from lifelong_learning.nodes.contact_monitor import ContactMonitor, HeldBack
+from lifelong_learning.nodes.contact_monitor import ContactMonitor, Detection
 from lifelong_learning.nodes.inverse_dynamics_params import (
     PARAMS,
     contact_settings,
     forgetting_text,
     guard_settings,
     model_settings,
+    slow_load_settings,
+    starvation_settings,
     urdf_from_parameters,
 )
 from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.learning_metrics import MIN_WINDOW_SAMPLES, message_from_report
+from lifelong_learning.nodes.learning_queue import MODEL_REPLACED, LearningQueue, ToLearn
+from lifelong_learning.nodes.learning_starvation import LearningStarvation
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.nodes.shadow import ShadowMonitor
 from lifelong_learning.serving import Outcome
@@ -86,26 +92,6 @@ JOINT_STATES_BATCH = 50
 SWITCH_INTERVAL_S = 0.0005
 #: answered samples that may wait for the learning thread (2 s of 1 kHz joint states)
 LEARNING_QUEUE = 2000
-#: why an answered sample was not learned, beyond the guard's reasons
-LEARNING_BEHIND = "learning queue full"
-LEARNING_STOPPED = "learning thread stopped"
-MODEL_REPLACED = "model replaced before learning"
-#: a sample in contact, pending onset, or within contact_hold_s after a contact (dynamics/contact.py)
-CONTACT = "contact"
-#: why an answered sample was not learned that are counted (diagnostics ``not learned: ...``), not
-#: rejected as bad input (an effort beyond the limits is)
-NOT_LEARNED = frozenset({OUTLIER, WARMING_UP, THINNED, LEARNING_BEHIND, LEARNING_STOPPED, CONTACT})
-
-
-@dataclass(frozen=True)
-class _ToLearn:
-    """Answered samples waiting for the learning thread: the model that answered, what it
-    computed for the answers, and the measured torques (rows in the same order)."""
-
-    model: SemiparametricInverseDynamics
-    prepared: PreparedSamples | None  # None: prepared when learned, from ``states`` (q, q̇, q̈)
-    tau: np.ndarray
-    states: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +106,7 @@ class _Admitted:
     admitted: Admitted
     learning: bool
     received_ns: int
+    t: float = 0.0  # the header's stamp [s]
 
 
 class InverseDynamicsNode(LearnerNode):
@@ -141,6 +128,7 @@ class InverseDynamicsNode(LearnerNode):
         # fail at start on bad parameters, also when the URDF is to come from a topic later
         SampleGuard.check_settings(**self._guard_kwargs)
         self._contact_settings = contact_settings(p)  # ValueError: refused (None: detection off)
+        self.starvation = LearningStarvation(self, starvation_settings(p))
         self._urdf = urdf_from_parameters(p)
         self._accelerations: dict[str, float] = {}
         self.not_learned: dict[str, int] = {}
@@ -159,7 +147,8 @@ class InverseDynamicsNode(LearnerNode):
         self._create_topics()
         # answer in the callback, learn on this thread: what queues while a block is learned is
         # the next block (one rank-k update), and the answers never wait for learning
-        self.learner: BlockWorker[_ToLearn] = BlockWorker(
+        self.gate = LearningQueue(self)  # learn or count each answered sample; hold back loads
+        self.learner: BlockWorker[ToLearn] = BlockWorker(
             f"{self.get_name()}-learning",
             self._learn_block,
             LEARNING_QUEUE,
@@ -190,6 +179,8 @@ class InverseDynamicsNode(LearnerNode):
                 p["contact_topic"],
                 str(p["contact_estimator"]),  # ValueError: not one of them
                 float(p["momentum_observer_gain"]),
+                slow_load_settings(p),
+                float(p["contact_payload_share"]),
             )
         # Best effort like sensor-data QoS (matches reliable and best-effort drivers), but 100 deep:
         # at 100-1000 Hz a depth of 5 drops whole bursts whenever the process is briefly descheduled.
@@ -458,7 +449,7 @@ class InverseDynamicsNode(LearnerNode):
         contact = self._detect_contact(admitted, prepared.torque)
         learn = [k for k, row in enumerate(admitted) if row.tau is not None and row.learning]
         if learn:
-            self._queue_for_learning(model, guard, prepared, [admitted[k] for k in learn], learn, contact)
+            self.gate.queue(model, guard, prepared, [admitted[k] for k in learn], learn, contact)
 
     def _admit(self, msg: JointState, info: dict[str, Any] | None) -> _Admitted | None:
         """One joint state checked and admitted by the guard; None when it is not answered (counted)."""
@@ -503,92 +494,29 @@ class InverseDynamicsNode(LearnerNode):
                 self.reject(exc.reason, exc.detail)
                 return None
         received = info.get("received_timestamp") if isinstance(info, dict) else None
-        return _Admitted(msg, q, qd, tau, admitted, learning, int(received or 0))
+        return _Admitted(msg, q, qd, tau, admitted, learning, int(received or 0), stamp)
 
-    def _queue_for_learning(
-        self,
-        model: SemiparametricInverseDynamics,
-        guard: SampleGuard,
-        prepared: PreparedSamples,
-        rows: list[_Admitted],
-        at: list[int],
-        contact: tuple[np.ndarray, np.ndarray],
-    ) -> None:
-        """Queue answered samples (rows ``at`` of ``prepared``) for learning, in order, unless the
-        guard or the contact detector (``contact``: :meth:`_detect_contact`'s, per row of
-        ``prepared``) says otherwise for one of them (then that one is counted, not learned)."""
-        free, touching = contact
-        keep: list[int] = []
-        reasons: list[str] = []
-        held: list[_Admitted] = []
-        with self.model_lock:  # the guard's outlier test keeps a window of recent errors
-            for row, k in zip(rows, at, strict=True):
-                assert row.tau is not None
-                reason = row.admitted.not_learned
-                if reason is None and touching[k]:  # (in contact: its errors stay out of the guard's)
-                    reason = CONTACT
-                elif reason is None:  # one spike is the guard's outlier; pending or held: contact
-                    reason = guard.residual_refusal(row.tau, prepared.torque[k]) or (
-                        None if free[k] else CONTACT
-                    )
-                if reason is None:
-                    keep.append(k)
-                else:
-                    reasons.append(reason)
-                    held += [row] if reason == CONTACT else []
-            taus = {k: row.tau for row, k in zip(rows, at, strict=True)}
-            learn = [_ToLearn(model, prepared.take(keep), np.stack([taus[k] for k in keep]))] if keep else []
-            learn += self._held_back(model, held)
-        for item in learn:
-            if not self.learner.put(item):  # full, or (the process stops) ended: say which
-                n = item.tau.shape[0]
-                reasons += [LEARNING_STOPPED if self.learner.stopped else LEARNING_BEHIND] * n
-        counted = [r for r in reasons if r in NOT_LEARNED]
-        if counted:  # one lock for the callback's block (thinning alone counts 750 a second at 1 kHz)
-            with self.model_lock:
-                for reason in counted:
-                    self.not_learned[reason] = self.not_learned.get(reason, 0) + 1
-                self._outliers_since += counted.count(OUTLIER)
-        for reason in reasons:
-            if reason not in NOT_LEARNED:  # an effort beyond the limits: bad input
-                self.reject(reason, "the sample is answered, not learned")
-
-    def _held_back(self, model: SemiparametricInverseDynamics, held: list[_Admitted]) -> list[_ToLearn]:
-        """Hold back the samples not learned for a contact; those of a contact just taken as the
-        new steady state, to be learned after all (nodes/contact_monitor.py; model lock held)."""
-        if self.contact is None:
-            return []
-        if held:
-            q, qd, tau = (np.stack([getattr(r, a) for r in held]) for a in ("q", "qd", "tau"))
-            self.contact.hold_back(HeldBack(q, qd, np.stack([r.admitted.qdd for r in held]), tau))
-        released = self.contact.release()
-        if released is None:
-            return []
-        return [_ToLearn(model, None, released.tau, (released.q, released.qd, released.qdd))]
-
-    def _detect_contact(self, rows: list[_Admitted], predicted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _detect_contact(self, rows: list[_Admitted], predicted: np.ndarray) -> Detection:
         """Contact detection on the answered block (:meth:`ContactMonitor.detect`): per row, whether
-        it may be learned and whether it is in contact."""
+        it may be learned, whether it is in contact, whether only a slow load holds it."""
         if self.contact is None:
-            return np.ones(len(rows), dtype=bool), np.zeros(len(rows), dtype=bool)
+            n = len(rows)
+            return Detection(np.ones(n, dtype=bool), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
         with self.model_lock:
             return self.contact.detect(rows, predicted, self.serving.model.regressor)
 
-    def _learn_block(self, block: list[_ToLearn]) -> None:
+    def _learn_block(self, block: list[ToLearn]) -> None:
         """Learn the queued samples of the serving model as one block (on the learning thread).
 
-        The update is staged on drafts without the lock (answers go on meanwhile) and committed
-        under it; samples queued for a model that has since been replaced (reload, rollback,
-        reset) are not learned (counted)."""
+        The samples are judged for a slow load first (:meth:`LearningQueue.take`); the update is
+        staged on drafts without the lock (answers go on meanwhile) and committed under it; samples
+        queued for a model that has since been replaced (reload, rollback, reset) are not learned
+        (counted)."""
         t0 = time.perf_counter()
         serving = self.serving
         with self.model_lock:
             model = serving.model
-        mine = [item for item in block if item.model is model]
-        if len(mine) < len(block):
-            with self.model_lock:
-                n = self.not_learned.get(MODEL_REPLACED, 0) + len(block) - len(mine)
-                self.not_learned[MODEL_REPLACED] = n
+        mine = self.gate.take(model, block)
         if not mine:
             return
         try:
@@ -599,16 +527,18 @@ class InverseDynamicsNode(LearnerNode):
         except ValueError as exc:
             self.reject("model rejected input", str(exc))
             return
+        samples = sum(len(item.tau) for item in mine)  # an item may hold several samples
         with self.model_lock:
             if serving.model is not model or staged.base_samples != model.n_samples:
-                n = self.not_learned.get(MODEL_REPLACED, 0) + len(mine)
-                self.not_learned[MODEL_REPLACED] = n
+                self.not_learned[MODEL_REPLACED] = self.not_learned.get(MODEL_REPLACED, 0) + samples
                 return
             model.commit(staged)
             if self.contact is not None and any(item.prepared is None for item in mine):
-                self.contact.restart_thresholds()  # a contact's samples, learned at once: a new model
-            serving.count_updates(len(mine))
-            self._learned_since += len(mine)
+                self.contact.restart_thresholds()  # a load's samples, learned at once: a new model
+            serving.count_updates(samples)
+            self._learned_since += samples
+        if self.contact is not None and self.contact.slow is not None:
+            self.contact.slow.after_learning(model, prepared, [item.t for item in mine if item.t is not None])
         self.stats.timed("learn block", time.perf_counter() - t0)
         self._score_learned(model, prepared, np.concatenate([item.tau for item in mine]))
         self.shadow.feed(model, prepared, np.concatenate([item.tau for item in mine]))
@@ -750,7 +680,7 @@ class InverseDynamicsNode(LearnerNode):
         self._restarts_published, self._missed_published = restarts, missed
         if self.contact is not None:
             problems += self.contact.diagnostic_problems()
-        return problems
+        return problems + self.starvation.diagnostic_problems()
 
     def diagnostic_values(self) -> dict[str, str]:
         values = super().diagnostic_values()
@@ -781,6 +711,7 @@ class InverseDynamicsNode(LearnerNode):
         values["learning"] = str(self.learning)
         if self.contact is not None:
             values.update(self.contact.diagnostic_values())
+        values.update(self.starvation.diagnostic_values())
         values.update(self.shadow.diagnostic_values())
         return values
 

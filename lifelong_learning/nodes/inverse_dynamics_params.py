@@ -12,6 +12,8 @@ from typing import Any
 
 from lifelong_learning.core.files import MAX_URDF_BYTES, UnsafePathError, open_regular
 from lifelong_learning.dynamics.contact import ContactSettings
+from lifelong_learning.dynamics.slow_load import SlowLoadSettings
+from lifelong_learning.dynamics.starvation import StarvationSettings
 from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.nodes.shadow import shadow_params
 
@@ -94,21 +96,79 @@ CONTACT_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "contact_max_s",
         10.0,
-        "A contact lasting longer is warned about (a tool resting on a fixture, an unmodelled "
-        "payload); with contact_relearn it is taken as the new steady state.",
+        "A load held longer (a contact or a slow load: a payload grasped, a tool resting on a "
+        "fixture, a person leaning on the arm) is judged: learned as the new steady state only when "
+        "a change of the last link's inertial parameters explains it on every joint (a payload), "
+        "else held, not learned, with the reason on /diagnostics.",
         bounds=(0.01, 3600.0),
     ),
     ParamSpec(
         "contact_relearn",
         True,
-        "After contact_max_s, end the contact, take the thresholds anew and learn again; false: stay "
-        "in contact (not learned) until the torque goes away.",
+        "Learn a load held beyond contact_max_s that a payload explains (its held samples too) and "
+        "take the thresholds anew; false: every load stays held (not learned) until it goes away.",
+    ),
+    ParamSpec(
+        "contact_payload_share",
+        0.9,
+        "A held load is a payload when a last-link change explains at least this share of it beyond "
+        "the model's own error, and leaves on no joint more than that error plus contact_slow_torque.",
+        bounds=(0.5, 1.0),
+    ),
+    ParamSpec(
+        "contact_slow_torque",
+        SlowLoadSettings.min_torque,
+        "A load building up too slowly for the contact threshold (a person leaning on the arm) is held "
+        "when, on a joint, the median over contact_slow_window_s of the measured torque minus a frozen "
+        "reference model's prediction (where the reference's data covers the state) exceeds this "
+        "[N m], or the residual's robust spread if larger; 0 = off.",
+        bounds=(0.0, 1000.0),
+    ),
+    ParamSpec(
+        "contact_slow_window_s",
+        SlowLoadSettings.window_s,
+        "Seconds of stamps the slow-load median is taken over (it lags a ramp by half of it).",
+        bounds=(0.1, 60.0),
+    ),
+    ParamSpec(
+        "contact_reference_s",
+        SlowLoadSettings.reference_s,
+        "The slow-load reference is the model frozen again at most this often, and only while no load "
+        "is seen: a change slower than contact_release x contact_slow_torque per this many seconds is "
+        "learned as the robot's own (wear, temperature); a young model's come sooner (4, 8, 16 s...).",
+        bounds=(1.0, 86400.0),
     ),
     ParamSpec(
         "contact_window",
         1000,
         "Free-motion residuals the contact thresholds are taken from (samples, not seconds).",
         bounds=(50, 100000),
+    ),
+)
+
+#: starved learning (docs/diagnostics.md; the rule: dynamics/starvation.py)
+STARVATION_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec(
+        "starvation_window_s",
+        StarvationSettings.window_s,
+        "Seconds of stamps over which the share of the samples offered for learning (answered with "
+        "effort, learning on, not thinned by learn_max_hz) that was not learned is measured.",
+        bounds=(0.1, 3600.0),
+    ),
+    ParamSpec(
+        "starvation_share",
+        StarvationSettings.threshold,
+        "Learning is starved (WARN on /diagnostics and in the log, with the reason and what to do) "
+        "while at least this share of the window's samples is not learned; it ends below half of it.",
+        bounds=(0.01, 1.0),
+    ),
+    ParamSpec(
+        "learning_off_max_s",
+        StarvationSettings.max_off_s,
+        "Starved longer than this (seconds of stamps): ERROR on /diagnostics and in the log. The node "
+        "goes on answering and learns again as soon as samples may be learned; it never learns a "
+        "held load to end the starvation.",
+        bounds=(0.1, 86400.0),
     ),
 )
 
@@ -170,7 +230,9 @@ PARAMS: tuple[ParamSpec, ...] = (
         "Forgetting factor per sample in [0.5, 1]; 1 = none. 'auto' (the default): the candidates 1, 0.9999, "
         "0.9995, 0.999, 0.998 are raced on small proxies of the residual (a quarter of its features) "
         "and the factor of the lowest prequential error over the last 2000 samples serves the "
-        "residual (the parametric part does not forget; ~/learning_metrics and the diagnostics "
+        "residual, a factor below 1 only while the best proxy explains at least 90 % of the stream's "
+        "variance over that window and its newest quarter (otherwise 1: no memory is traded for "
+        "noise); the parametric part does not forget; ~/learning_metrics and the diagnostics "
         "report the factor; about 1.3x the learning cost: docs/metrics.md).",
         bounds=(0.5, 1.0),
         also_auto=True,
@@ -238,6 +300,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         minimum_nonzero=0.001,
     ),
     *CONTACT_PARAMS,
+    *STARVATION_PARAMS,
     *shadow_params(10.0, 10.0),
     ParamSpec(
         "realtime_priority",
@@ -314,6 +377,29 @@ def contact_settings(p: dict[str, Any]) -> ContactSettings | None:
         max_s=float(p["contact_max_s"]),
         relearn=bool(p["contact_relearn"]),
         window=int(p["contact_window"]),
+    )
+    settings.check()
+    return settings
+
+
+def slow_load_settings(p: dict[str, Any]) -> SlowLoadSettings:
+    """The slow-load detector's settings from the node's parameters (checked: ValueError)."""
+    settings = SlowLoadSettings(
+        min_torque=float(p["contact_slow_torque"]),
+        window_s=float(p["contact_slow_window_s"]),
+        release=float(p["contact_release"]),
+        reference_s=float(p["contact_reference_s"]),
+    )
+    settings.check()
+    return settings
+
+
+def starvation_settings(p: dict[str, Any]) -> StarvationSettings:
+    """The starvation monitor's settings from the node's parameters (checked: ValueError)."""
+    settings = StarvationSettings(
+        window_s=float(p["starvation_window_s"]),
+        threshold=float(p["starvation_share"]),
+        max_off_s=float(p["learning_off_max_s"]),
     )
     settings.check()
     return settings

@@ -48,12 +48,14 @@ from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from lifelong_learning.core.prequential import PrequentialClassification
 from lifelong_learning.learners.recognition_gate import RecognitionGate, Refusal, label_problem
 from lifelong_learning.learners.rlsc import IncrementalRLSC
+from lifelong_learning.learners.showing import FrameAnswer, answer_frame
 from lifelong_learning.learners.truncation import ScoreBounds
 from lifelong_learning.msg import Features, LabeledFeatures, LearningMetrics, Prediction
 from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.learning_metrics import message_from_report
 from lifelong_learning.nodes.recognition_shadow import RecognitionOps
+from lifelong_learning.nodes.recognition_showings import SHOWING_PARAMS, ShowingDesk
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.nodes.shadow import ShadowMonitor, shadow_params
 from lifelong_learning.serving import Outcome
@@ -164,6 +166,7 @@ PARAMS: tuple[ParamSpec, ...] = (
         bounds=(0.0, 1.0),
     ),
     *shadow_params(60.0, 60.0),
+    *SHOWING_PARAMS,
 )
 
 
@@ -239,6 +242,7 @@ class ObjectRecognitionNode(LearnerNode):
         self.metrics.accumulator = PrequentialClassification(float(p["metrics_window_s"]))
         # models in shadow and canary, the drift alarm: fed where taught samples are learned
         self.shadow = ShadowMonitor(self, RecognitionOps(self.gate))
+        self.desk = ShowingDesk(self)  # showings, their answers, the questions (recognition_showings.py)
         self.start_learner()
 
     # ---------------------------------------------------------------- LearnerNode hooks
@@ -253,6 +257,7 @@ class ObjectRecognitionNode(LearnerNode):
         self.create_configured_service(ForgetClass, "~/forget_class", self._on_forget_class)
         self.create_configured_service(UndoTeaching, "~/undo_teaching", self._on_undo_teaching)
         self.create_configured_service(RenameClass, "~/rename_class", self._on_rename_class)
+        self.desk.create_services()
         self.get_logger().info(f"object recognition ready, {n} classes known")
 
     def parameter_conflicts(self, model: IncrementalRLSC) -> list[str]:
@@ -285,28 +290,23 @@ class ObjectRecognitionNode(LearnerNode):
             raise ValueError(f"model has {model.n_features_in_} input features, this node expects {want}")
 
     # ---------------------------------------------------------------- classification
-    def _classify(self, data: Any) -> tuple[str, str, float, list[str], list[float]] | Refusal:
-        """(label, top label, calibrated confidence, labels, scores), or why the input is refused;
-        the label is "" (unknown) when the confidence is below ``unknown_threshold``."""
+    def _classify(self, data: Any) -> FrameAnswer | Refusal:
+        """The frame's answer (learners/showing.py), or why the input is refused; its label is ""
+        (unknown) when novel or the confidence is below ``unknown_threshold``."""
         x = np.asarray(data, dtype=np.float64)
         with self.model_lock:
             model = self.model
             refusal = self.gate.check_features(x, model.n_features_in_)
             if refusal is not None:
                 return refusal
-            if len(model.classes_) == 0:
-                return "", "", 0.0, [], []
             try:
-                scores = model.decision_function(x)[0]
+                desk = self.desk
+                bound = self.bounds.bound(model) if self.bounds.enabled else None
+                return answer_frame(
+                    model, x, self.unknown_threshold, desk.novelty_threshold, desk.score, bound
+                )
             except ValueError as exc:  # the model's own checks (e.g. a feature map's output)
                 return Refusal("bad features", str(exc))
-            best = int(np.argmax(scores))  # before any truncation: it never changes the class
-            scores = self.bounds.scores(model, scores)
-            confidence = float(model.proba_from_scores(scores)[best])
-            labels = [str(c) for c in model.classes_.tolist()]
-        top = labels[best]
-        label = top if confidence >= self.unknown_threshold else ""
-        return label, top, confidence, labels, scores.tolist()
 
     def _on_features(self, msg: Features) -> None:
         self.stats.arrived("features")
@@ -315,25 +315,28 @@ class ObjectRecognitionNode(LearnerNode):
         if isinstance(answer, Refusal):
             self.reject(answer.reason, f"Features: {answer.detail}")
             return
-        label, top, confidence, labels, scores = answer
         self.prediction_pub.publish(
             Prediction(
                 header=msg.header,
-                label=label,
-                top_label=top,
-                confidence=confidence,
-                labels=labels,
-                scores=scores,
+                label=answer.label,
+                top_label=answer.top_label,
+                confidence=answer.confidence,
+                labels=answer.labels,
+                scores=answer.scores,
+                novelty=answer.novelty,
             )
         )
         self.stats.timed("predict", time.perf_counter() - t)
+        self.desk.on_frame(msg.header, np.asarray(msg.data, dtype=np.float64))
 
     def _on_labeled(self, msg: LabeledFeatures, raw: bytes) -> None:
         self.stats.arrived("labeled_features")
         if not label_arrived_whole(raw, msg.label):
             self.reject("bad label", f"the label holds NUL or invalid UTF-8 (arrived as {msg.label[:40]!r})")
             return
-        self.learn(np.asarray(msg.data, dtype=np.float64), msg.label.strip())
+        x, label = np.asarray(msg.data, dtype=np.float64), msg.label.strip()
+        if not self.desk.taught(msg.header) and self.learn(x, label):
+            self.desk.on_labeled(msg.header, x, label)
 
     def learn(self, x: np.ndarray, label: str) -> bool:
         """Learn one labeled sample unless the gate or the model refuses it (counted); True if learned."""
@@ -391,11 +394,14 @@ class ObjectRecognitionNode(LearnerNode):
             self.reject(answer.reason, f"~/predict: {answer.detail}")
             response.success, response.message = False, f"refused ({answer.reason}): {answer.detail}"
             return response
-        label, top, confidence, labels, scores = answer
         response.success = True
-        response.message = "" if labels else "no class learned yet"
-        response.label, response.top_label, response.confidence = label, top, confidence
-        response.labels, response.scores = labels, scores
+        response.message = "" if answer.labels else "no class learned yet"
+        response.label, response.top_label, response.confidence = (
+            answer.label,
+            answer.top_label,
+            answer.confidence,
+        )
+        response.labels, response.scores = answer.labels, answer.scores
         return response
 
     def _on_info(
@@ -512,6 +518,7 @@ class ObjectRecognitionNode(LearnerNode):
         values["unknown threshold"] = f"{self.unknown_threshold:g}"
         values.update(self.bounds.diagnostics())
         values.update(self.shadow.diagnostic_values())
+        values.update(self.desk.diagnostic_values())
         return values
 
     def diagnostic_problems(self) -> list[tuple[bytes, str]]:

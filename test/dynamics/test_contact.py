@@ -93,21 +93,32 @@ def test_hysteresis_keeps_a_contact_between_the_release_and_onset_thresholds():
     assert [ev.kind for ev in block.events] == [ONSET, OFFSET]
 
 
-@pytest.mark.parametrize("relearn", [True, False])
-def test_a_contact_that_never_ends(relearn):
-    settings = ContactSettings(min_torque=0.1, max_s=0.5, relearn=relearn)
-    det, t_end, _ = warmed(settings)
-    t, e = free_motion(2000, seed=3, t0=t_end + 1 / RATE)
+def test_a_contact_that_never_ends_stays_one_until_accepted():
+    det, t_end, _ = warmed(ContactSettings(min_torque=0.1, max_s=0.5))
+    t, e = free_motion(3000, seed=3, t0=t_end + 1 / RATE)
     e[:, 4] += 3.0  # a tool resting on a fixture from here on
-    block = det.update_block(t, e)
+    block = det.update_block(t[:1000], e[:1000])
     kinds = [ev.kind for ev in block.events]
-    assert kinds == [ONSET, TOO_LONG] and det.too_long == 1
+    assert kinds == [ONSET, TOO_LONG] and det.too_long == 1 and det.beyond_max
     after = int(np.searchsorted(t, block.events[1].t)) + 1
-    if relearn:  # the new residuals are the new steady state: learned, and the thresholds taken from them
-        assert det.relearned == 1 and not block.contact[after:].any() and block.learn[after:].all()
-        assert det.threshold is None or det.scale[4] > 1.5  # warming up anew, then scaled on 3 N m
-    else:  # still a contact, never learned, warned once
-        assert det.relearned == 0 and block.contact[after:].all() and not block.learn[after:].any()
+    # still a contact, never learned, reported once
+    assert block.contact[after:].all() and not block.learn[after:].any() and det.relearned == 0
+    # the caller takes it as the new steady state: learned, and the thresholds taken from it anew
+    det.accept(t[999])
+    block = det.update_block(t[1000:], e[1000:])
+    assert det.relearned == 1 and not block.contact.any() and block.learn.all()
+    assert det.scale is not None and det.scale[4] > 1.5  # scaled on the 3 N m
+
+
+def test_samples_not_recorded_are_judged_but_leave_the_thresholds_alone():
+    det, t_end, _ = warmed()
+    count, threshold = det._count, det.threshold.copy()
+    t, e = free_motion(200, seed=4, t0=t_end + 1 / RATE)
+    block = det.update_block(t, e, record=np.zeros(200, dtype=bool))
+    assert block.learn.all() and det._count == count
+    np.testing.assert_array_equal(det.threshold, threshold)
+    e[100:, 2] += 50.0  # still judged: a contact
+    assert det.update_block(t + 1.0, e, record=np.zeros(200, dtype=bool)).contact[110:].all()
 
 
 def test_stamps_going_back_restart_the_durations():

@@ -1,12 +1,13 @@
 """forgetting="auto" (learners/auto_forgetting.py): the factor of the prequentially best proxy serves
-the one full engine."""
+the one full engine, a factor below 1 only while the stream is mostly what a memory predicts."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lifelong_learning.learners.auto_forgetting import AutoForgettingRLS
+from lifelong_learning.core.model_file import ModelFile, load_model_file, save_model_file
+from lifelong_learning.learners.auto_forgetting import DEFAULT_MAX_UNEXPLAINED, AutoForgettingRLS
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 
 D, C = 20, 2
@@ -26,15 +27,28 @@ def stream(n: int, drift: bool, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def features_stream(n: int, change: bool, seed: int, d: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """Random Fourier features of a 4-d input and a nonlinear target that changes a third of the way
-    in (``change``: a payload grasped) or not: the proxies learn a quarter of the features only."""
+    """Random Fourier features of a 4-d input in [-1, 1]⁴ and a nonlinear target that changes a third
+    of the way in (``change``: a payload grasped) or not: the proxies learn a quarter of the features
+    only (and explain the changed target to about 1 % of its variance)."""
     rng = np.random.default_rng(seed)
-    X = rng.uniform(-2, 2, size=(n, 4))
+    X = rng.uniform(-1, 1, size=(n, 4))
     omega, phase = rng.normal(size=(4, d)), rng.uniform(0, 2 * np.pi, d)
     Z = np.sqrt(2.0 / d) * np.cos(X @ omega + phase)
     gain = (np.arange(n) >= n // 3).astype(float) if change else np.zeros(n)
     U = np.stack([np.sin(X[:, 0]) + gain * X[:, 1] * X[:, 2], np.cos(X[:, 3]) - gain * X[:, 0]], axis=1)
     return Z, U + 0.05 * rng.normal(size=U.shape)
+
+
+def offsets_stream(n: int, seed: int, period: int = 200) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A stationary linear system with a constant feature whose measured targets carry ±1.5 on each
+    output, the sign drawn anew every ``period`` rows (offsets no input predicts: a sensor's bias
+    jumping, a hand on and off the arm). Returns the rows, the measured targets and the weights."""
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, D))
+    Z[:, 0] = 1.0
+    w = 0.3 * rng.normal(size=(D, C))
+    signs = rng.choice([-1.0, 1.0], size=(n // period + 1, C))
+    return Z, Z @ w + 1.5 * signs[np.arange(n) // period] + 0.1 * rng.normal(size=(n, C)), w
 
 
 def prequential_mse(engine, Z: np.ndarray, U: np.ndarray, block: int = 10, start: int = 0) -> float:
@@ -74,7 +88,8 @@ def test_on_a_stationary_stream_it_keeps_1_or_loses_nothing_measurable() -> None
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_proxies_of_a_quarter_of_the_features_choose_for_the_full_engine(seed: int) -> None:
     """256 features, proxies of 64: after a change the serving engine forgets (a factor below 1 from
-    the proxies) and beats no forgetting; on the same stream without the change it keeps 1.0."""
+    the proxies) and beats no forgetting; on the same stream without the change it loses nothing
+    measurable (it keeps 1.0, or a factor chosen by chance costs at most 3 %)."""
     for change in (True, False):
         Z, U = features_stream(6000, change, seed)
         auto, fixed = AutoForgettingRLS(256, 2, lam=0.01), RecursiveRLS(256, 2, lam=0.01)
@@ -83,9 +98,53 @@ def test_proxies_of_a_quarter_of_the_features_choose_for_the_full_engine(seed: i
         fixed_error = prequential_mse(fixed, Z, U, start=2000)
         assert auto.engine.forgetting == auto.forgetting
         if change:
-            assert auto.forgetting < 1.0 and auto_error < 0.7 * fixed_error, (auto_error, fixed_error)
+            assert auto.forgetting < 1.0 and auto_error < 0.95 * fixed_error, (auto_error, fixed_error)
         else:
-            assert auto.forgetting == 1.0 and auto_error <= 1.01 * fixed_error, (auto_error, fixed_error)
+            assert auto_error <= 1.03 * fixed_error, (auto.forgetting, auto_error, fixed_error)
+
+
+def test_offsets_that_no_input_predicts_trade_no_memory() -> None:
+    """Switching offsets: a shorter memory follows them and wins prequentially (the rule off,
+    ``max_unexplained=inf``, serves 0.998), but the best factor leaves 40 % of the variance
+    unexplained: 1.0 keeps serving, and what was learned of the system is kept (its noise-free
+    targets on new rows: 0.998 puts the last offsets into them)."""
+    Z, U, w = offsets_stream(4000, seed=0)
+    Zt = np.random.default_rng(1).normal(size=(500, D))
+    Zt[:, 0] = 1.0
+    rmse = {}
+    for max_unexplained in (DEFAULT_MAX_UNEXPLAINED, np.inf):
+        auto = AutoForgettingRLS(D, C, max_unexplained=max_unexplained)
+        prequential_mse(auto, Z, U)
+        assert min(auto.errors().values()) > 2 * DEFAULT_MAX_UNEXPLAINED
+        rmse[max_unexplained] = float(np.sqrt(np.mean((auto.predict(Zt) - Zt @ w) ** 2)))
+        if max_unexplained == DEFAULT_MAX_UNEXPLAINED:
+            assert (auto.forgetting, auto.switches, auto.explained()) == (1.0, 0, False)
+        else:
+            assert auto.forgetting < 1.0
+    assert rmse[DEFAULT_MAX_UNEXPLAINED] < 0.75 * rmse[np.inf], rmse
+
+
+def test_a_factor_below_1_waits_until_the_newest_samples_are_explained_too() -> None:
+    """A step change: right after it the window is still mostly the old, explained stream, but its
+    newest quarter is not, so 1.0 serves; once the proxies explain the new regime over the window
+    too, a factor below 1 serves and beats no forgetting."""
+    rng = np.random.default_rng(6)
+    Z = rng.normal(size=(6000, D))
+    w0 = rng.normal(size=(D, C))
+    w1 = w0 + rng.normal(size=(D, C))
+    U = np.where(np.arange(6000)[:, None] < 3000, Z @ w0, Z @ w1) + 0.1 * rng.normal(size=(6000, C))
+    auto, fixed = AutoForgettingRLS(D, C), RecursiveRLS(D, C)
+    prequential_mse(auto, Z[:3050], U[:3050])
+    window = auto.errors()
+    assert min(window.values()) <= DEFAULT_MAX_UNEXPLAINED < min(auto.recent_errors().values()), window
+    assert not auto.explained() and auto.forgetting == 1.0
+    auto_error = prequential_mse(auto, Z[3050:], U[3050:], start=2000)  # the last 950 rows
+    prequential_mse(fixed, Z[:3050], U[:3050])
+    fixed_error = prequential_mse(fixed, Z[3050:], U[3050:], start=2000)
+    assert auto.explained() and auto.forgetting < 1.0 and auto_error < 0.9 * fixed_error, (
+        auto_error,
+        fixed_error,
+    )
 
 
 def test_the_update_costs_one_engine_and_small_proxies() -> None:
@@ -129,6 +188,28 @@ def test_state_round_trip_and_bad_input_leave_it_unchanged() -> None:
         AutoForgettingRLS.from_state({**meta, "candidates": [1.0, 0.5]}, arrays)
     with pytest.raises(ValueError):
         AutoForgettingRLS(D, C, candidates=(1.0, 1.0))
+    for bad in (-0.1, np.nan):
+        with pytest.raises(ValueError):
+            AutoForgettingRLS(D, C, max_unexplained=bad)
+
+
+def test_a_model_file_of_the_present_format_loads_with_the_limit_on_unexplained_variance(tmp_path) -> None:
+    """The state keeps ``max_unexplained``; a model file written before it existed (the same format
+    without the key, read without pickle) loads with the default, serves the factor it saved, and
+    learns on under the limit."""
+    Z, U = stream(2500, drift=True, seed=7)
+    auto = AutoForgettingRLS(D, C, max_unexplained=0.5)
+    prequential_mse(auto, Z, U)
+    meta, arrays = auto.to_state(packed=True)
+    assert AutoForgettingRLS.from_state(meta, arrays).max_unexplained == 0.5
+    del meta["max_unexplained"]
+    save_model_file(tmp_path / "auto.npz", ModelFile(kind="auto_forgetting_rls", meta=meta, arrays=arrays))
+    loaded = load_model_file(tmp_path / "auto.npz", kind="auto_forgetting_rls")
+    back = AutoForgettingRLS.from_state(loaded.meta, loaded.arrays)
+    assert back.max_unexplained == DEFAULT_MAX_UNEXPLAINED and back.forgetting == auto.forgetting < 1.0
+    np.testing.assert_array_equal(back.predict(Z[:3]), auto.predict(Z[:3]))
+    back.update(Z[:10], U[:10])
+    assert back.n_samples == auto.n_samples + 10
 
 
 def old_format_state(auto_candidates: tuple[float, ...], Z: np.ndarray, U: np.ndarray, serving: int):

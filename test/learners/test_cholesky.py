@@ -112,7 +112,9 @@ def test_rlsc_learns_a_block_as_it_learns_sample_by_sample(max_validation: int) 
     Xv_one, yv_one = one.validation_samples()
     Xv_block, yv_block = block.validation_samples()
     assert np.array_equal(Xv_one, Xv_block) and yv_one == yv_block
-    for S_one, S_block in zip(one._val_S, block._val_S, strict=True):  # the kept validation scores
+    for S_one, S_block in zip(
+        one._validation_scores(), block._validation_scores(), strict=True
+    ):  # the kept validation scores
         assert relative(S_block, S_one) < 1e-9
     assert (one.lambda_, one.alpha_) == (block.lambda_, block.alpha_)
     T = rng.normal(size=(30, d))

@@ -320,3 +320,32 @@ def test_the_targets_range_follows_every_row_learned():
     summed = RecursiveRLS(5, 2, lam=1.0)
     summed.add_sums(Z.T @ Z, Z.T @ U, 40)
     assert summed.target_range() is None
+
+
+def test_rows_wait_for_the_factor_and_are_swept_in_one_pass_bit_for_bit():
+    """Rows wait (QUEUE_ROWS at most) and are swept in one pass when enough came or anything reads the
+    factor: the factor is the one of sweeping each row as it came, bit for bit; a draft of an engine
+    with waiting rows learns after them, and dropping it leaves the engine and its rows as they were."""
+    from lifelong_learning.learners.cholesky import chol_update_rows
+    from lifelong_learning.learners.recursive_rls import QUEUE_ROWS
+
+    rng = np.random.default_rng(11)
+    d, n = 24, 3 * QUEUE_ROWS + 3
+    Z, U = rng.normal(size=(n, d)), rng.normal(size=(n, 2))
+    rls = RecursiveRLS(d, 2, lam=0.5)
+    reference = np.sqrt(0.5) * np.eye(d)
+    for i in range(n):
+        rls.update(Z[i], U[i])
+        chol_update_rows(reference, Z[i : i + 1].copy())
+        assert (rls._pending is None) == ((i + 1) % QUEUE_ROWS == 0)  # swept every QUEUE_ROWS rows
+    assert rls._pending is not None and rls._pending.shape[0] == 3
+    draft = rls.draft()
+    draft.update(Z[:2], U[:2])
+    drafted = draft.cholesky_factor  # read: swept into a factor of its own
+    assert rls._pending is not None and rls._pending.shape[0] == 3  # the engine's rows still wait
+    assert np.array_equal(rls.cholesky_factor, reference)  # read: swept, bit for bit
+    with_two = reference.copy()
+    chol_update_rows(with_two, Z[:2].copy())
+    assert np.array_equal(drafted, with_two)
+    W = np.linalg.solve(Z.T @ Z + 0.5 * np.eye(d), Z.T @ U)
+    np.testing.assert_allclose(rls.weights, W, rtol=1e-9, atol=1e-12)

@@ -568,3 +568,25 @@ def test_learn_sums_equals_partial_fit_of_the_rows():
     with pytest.raises(ValueError, match="cross has shape"):
         sums.learn_sums(order, X.T @ X, np.zeros((6, 2)), [1, 1, 1], 6)
     assert sums.n_samples == 200  # unchanged
+
+
+@pytest.mark.parametrize("max_validation", [300, 5])  # 5: held-out rows replace older ones
+def test_validation_scores_brought_up_to_date_lazily_equal_the_current_models(max_validation: int) -> None:
+    """Rows are only remembered when learned; when a selection needs the scores, every λ's are those of
+    its current model, X_val A⁻¹ B, whether few rows (Woodbury) or many (the weights again) came since."""
+    rng = np.random.default_rng(8)
+    d = 30
+    centers = rng.normal(size=(6, d))
+    y = rng.integers(0, 6, size=400)
+    X = centers[y] + 0.5 * rng.normal(size=(400, d))
+    clf = IncrementalRLSC(lambdas=[0.01, 1.0, 100.0], alpha="auto", max_validation=max_validation)
+    for start, stop in ((0, 50), (50, 53), (53, 54), (54, 300), (300, 400)):  # 246 rows: recomputed
+        for x, label in zip(X[start:stop], y[start:stop], strict=True):
+            clf.partial_fit(x, label)
+        assert clf.lambda_ > 0  # a selection: the scores are brought up to date
+        X_val, _ = clf.validation_samples()
+        order = np.argsort(clf._val_age, kind="stable")
+        for S, engine in zip(clf._val_S, clf._engines, strict=True):
+            exact = clf._val_X @ engine.weights
+            np.testing.assert_allclose(S, exact, rtol=0, atol=1e-9 * np.abs(exact).max())
+        assert np.array_equal(clf._val_X[order], X_val)

@@ -17,11 +17,17 @@ Frames lost in transport (issue 29, item 11): a camera process started WITHOUT t
 middleware reports them lost to the node's reader, and the node says so at WARN within seconds,
 in its log and its diagnostics, with the remedy (the profile on the sender, or compressed
 frames), and counts them (``images lost in transport``). With the profile, no frame is lost.
+
+The count is at most the frames sent (test/nodes/lossy_camera_peer.py): a camera without the
+profile sends large frames between small ones that arrive; Fast DDS then reports each lost large
+frame, and also miscounts 2^31 - 1 lost at once when a large frame's fragments overtake a pending
+one's. The node counts the real ones.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -37,6 +43,8 @@ pytestmark = pytest.mark.graph
 
 FRAMES, RATE_HZ = 20, 5.0
 PEER = REPO / "test" / "nodes" / "camera_peer.py"
+LOSSY_PEER = REPO / "test" / "nodes" / "lossy_camera_peer.py"
+PAIRS = 6
 NODE = "feature_extractor"
 LOST = "images lost in transport"
 
@@ -149,6 +157,37 @@ def test_frames_lost_in_transport_are_said_at_warn_with_the_remedy_and_counted(c
         f"WARN {delay:.1f} s after the camera process started"
     )
     assert delay <= 15.0, delay
+
+
+def test_frames_lost_in_transport_are_counted_no_more_than_were_sent(camera_graph):
+    """A camera process without the profile sends 640x480 frames, each followed by a small one that
+    arrives (test/nodes/lossy_camera_peer.py). Fast DDS reports each large frame lost when the next
+    small one is delivered, and miscounts (2^31 - 1 at once) when the next large frame's fragments
+    overtake the last one's: the node's count of frames lost in transport stays at most the frames
+    sent, and is above 0 when a large frame never arrived while the small one after it did."""
+    camera_graph.use("raw")
+    before = camera_graph.lost_in_transport()
+    case = "rgb8_640x480_between_small_frames"
+    peer = camera_graph.start([sys.executable, str(LOSSY_PEER), case, str(PAIRS)], "lossy_camera_peer")
+    assert spin_until(camera_graph.executor, lambda: not peer.alive(), 90), peer.log()
+    assert peer.wait() == 0, peer.log()
+    sent = int(re.search(r"sent (\d+) frames in all", peer.log()).group(1))
+    answered = {stamp for frame_id, stamp in camera_graph.answers if frame_id == case}
+    # a large frame that never arrived while the small one after it did was lost on the way (the
+    # node's queue holds at most these two), and reported when the small one was delivered
+    lost_large = [i for i in range(PAIRS) if 2 * i not in answered and 2 * i + 1 in answered]
+    if lost_large:
+        assert spin_until(camera_graph.executor, lambda: camera_graph.diag.count(NODE, LOST) > before, 10), (
+            camera_graph.diag.values(NODE)
+        )
+    lost = camera_graph.lost_in_transport() - before
+    refused = camera_graph.diag.count(NODE, "images loss reports refused")
+    print(
+        f"{peer.log().strip()}; large frames lost: {len(lost_large)}; {lost} counted lost in transport, "
+        f"{refused} middleware loss reports refused in all"
+    )
+    assert 0 <= lost <= sent, (lost, sent, camera_graph.diag.values(NODE))
+    assert lost >= 1 or not lost_large, (lost_large, camera_graph.diag.values(NODE))
 
 
 @pytest.mark.parametrize(

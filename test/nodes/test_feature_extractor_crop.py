@@ -27,6 +27,13 @@ def region(x, y, w, h):
     return RegionOfInterest(x_offset=x, y_offset=y, width=w, height=h)
 
 
+def published(node, pictures):
+    """The features the node publishes for ``pictures``: the CNN's, normalised as the node does."""
+    from lifelong_learning.vision.normalisation import normalised
+
+    return normalised(node.extractor.extract_batch(pictures), node.normalisation)
+
+
 def features_of(node, peer, executor, spin, stamp):
     assert spin(executor, lambda: any(m.header.stamp.sec == stamp for m in peer.features), 20)
     return next(np.asarray(m.data) for m in peer.features if m.header.stamp.sec == stamp)
@@ -40,9 +47,9 @@ def test_a_region_of_interest_cuts_the_frame_and_a_bad_or_stale_one_leaves_it_wh
     executor.add_node(node)
     executor.add_node(peer.node)
     assert spin(executor, lambda: peer.connected() and peer.rois.get_subscription_count() > 0, 10)
-    whole = node.extractor.extract_batch([PICTURE])[0]
+    whole = published(node, [PICTURE])[0]
     box = Box(150, 40, 80, 60)
-    cropped = node.extractor.extract_batch([cut(PICTURE, square_box(box, PICTURE.shape, 0.1))])[0]
+    cropped = published(node, [cut(PICTURE, square_box(box, PICTURE.shape, 0.1))])[0]
 
     peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=1))  # no box yet: the whole frame
     np.testing.assert_allclose(features_of(node, peer, executor, spin, 1), whole, atol=1e-5)
@@ -84,9 +91,7 @@ def test_motion_cuts_to_what_moves_against_the_still_background(executor, spin, 
         frames.append(frame)
     local = MotionCrop()  # what the node does, frame after frame
     expected = [
-        node.extractor.extract_batch(
-            [cut(f, None if (b := local.box(f)) is None else square_box(b, f.shape, 0.2))]
-        )[0]
+        published(node, [cut(f, None if (b := local.box(f)) is None else square_box(b, f.shape, 0.2))])[0]
         for f in frames
     ]
     for k, frame in enumerate(frames):
@@ -100,3 +105,45 @@ def test_motion_cuts_to_what_moves_against_the_still_background(executor, spin, 
 def test_an_unknown_crop_mode_is_refused_at_start(rclpy_context):
     with pytest.raises(ValueError, match="crop must be one of"):
         make_node(rclpy_context, crop="edges")
+
+
+def test_the_annotated_image_shows_the_box_and_the_answer_only_while_someone_subscribes(
+    executor, spin, rclpy_context
+):
+    from lifelong_learning.msg import ShowingAnswer
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image
+
+    from lifelong_learning.vision.annotate import KNOWN, annotated
+    from lifelong_learning.vision.image_conversion import image_to_numpy
+
+    node = make_node(rclpy_context, crop="roi", crop_margin=0.1, queue_size=10, annotate=True)
+    peer = roi_peer(rclpy_context)
+    answers = peer.node.create_publisher(ShowingAnswer, "showing", 10)
+    executor.add_node(node)
+    executor.add_node(peer.node)
+    assert spin(executor, lambda: peer.connected() and answers.get_subscription_count() > 0, 10)
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=1))  # nobody subscribes: nothing drawn
+    assert spin(executor, lambda: len(peer.features) >= 1, 20)
+    assert "annotate p50 [ms]" not in node.stats.summary()
+
+    pictures = []
+    peer.node.create_subscription(
+        Image, "/feature_extractor/annotated", pictures.append, qos_profile_sensor_data
+    )
+    assert spin(executor, lambda: node.annotated_pub.get_subscription_count() > 0, 10)
+    answers.publish(ShowingAnswer(showing_id=1, label="mug", confidence=0.9))
+    assert spin(executor, lambda: node._answer is not None, 10)
+    peer.rois.publish(region(150, 40, 80, 60))
+    assert spin(executor, lambda: node._roi is not None, 10)
+    stamp = 2
+    while not pictures and stamp < 40:  # best effort: frames until one annotated frame comes back
+        peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=stamp))
+        spin(executor, lambda: bool(pictures), 1.0)
+        stamp += 1
+    assert pictures, "no annotated image"
+    got = image_to_numpy(pictures[0])
+    box = square_box(Box(150, 40, 80, 60), PICTURE.shape, 0.1)
+    np.testing.assert_array_equal(got, annotated(PICTURE, box, "mug", 0.9))
+    assert "annotate p50 [ms]" in node.stats.summary()
+    assert tuple(got[box.y + box.height // 2, box.x]) == KNOWN

@@ -126,9 +126,11 @@ def test_forgeries_start_nothing_and_the_learners_own_drift_retrains_from_the_re
         )
     )
     tuner = start_process(tuner_argv(models, bags, urdf))
-    free = list(joint_states(PandaSimulation().run(20.0, seed=4, log_every=5), rate_hz=100.0))
-    loaded = PandaSimulation().run(30.0, seed=5, log_every=5, initial_payload=3.0)
-    peer = Peer(executor, free)
+    # one motion: 20 s free, then 3 kg grasped (streamed once the forgeries are done)
+    motion = PandaSimulation().run(45.0, seed=4, log_every=5, payload_mass=3.0, payload_at=20.0)
+    states = list(joint_states(motion, rate_hz=100.0))
+    grasp = next(k for k, s in enumerate(states) if s["stamp"] >= 20.0)
+    peer = Peer(executor, states[:grasp])
     logs = lambda: "\n".join(p.log()[-3000:] for p in (learner, recorder, tuner))  # noqa: E731
 
     # The learner answers and files close; without its alarm the tuner sends nothing.
@@ -157,7 +159,7 @@ def test_forgeries_start_nothing_and_the_learners_own_drift_retrains_from_the_re
 
     # The robot grasps 3 kg: the learner's own alarm; a job on the recorder's files begun after it.
     before = set(peer.closed)
-    peer.stream.switch(list(joint_states(loaded, rate_hz=100.0)))
+    peer.stream.switch(states[grasp:])
     assert peer.stream.until(lambda: bool(peer.goals()), 90), logs()
     goal = peer.goals()[0]
     assert goal["learner"] == "inverse_dynamics" and goal["reason"].startswith("drift: "), goal

@@ -78,7 +78,9 @@ def test_object_recognition_bounds_its_scores_and_keeps_its_answer(rclpy_context
             values = node.diagnostic_values()
         finally:
             node.destroy_node()
-    (label, top, _, names, raw), (label2, top2, _, names2, bounded) = answers[False], answers[True]
-    assert (label, top, names) == (label2, top2, names2) == ("b", "b", ["a", "b"])
-    assert raw != bounded and min(bounded) >= 0.0 and max(raw) > max(bounded)
+    plain, bounded = answers[False], answers[True]
+    assert (plain.label, plain.top_label, plain.labels) == (bounded.label, bounded.top_label, bounded.labels)
+    assert (plain.top_label, plain.labels) == ("b", ["a", "b"])
+    assert plain.scores != bounded.scores and min(bounded.scores) >= 0.0
+    assert max(plain.scores) > max(bounded.scores) and bounded.confidence < plain.confidence
     assert int(values["scores truncated"]) >= 1

@@ -299,7 +299,8 @@ def test_nothing_to_roll_back_to_says_why(tmp_path):
     unconfigured.release()
     ok, message = unconfigured.rollback()
     assert not ok and "no model serves yet" in message, message
-    assert len(unconfigured.history.files()) == 1
+    kept = unconfigured.history.files()  # the model reset replaced, and the one cleanup released
+    assert len(kept) == 2 and ".before-cleanup." in kept[-1].name, kept
 
 
 def test_an_unreadable_previous_model_is_moved_aside_and_the_next_rollback_goes_further(tmp_path):

@@ -1,0 +1,252 @@
+"""The object_recognition node's showings and questions: the ROS side of
+:mod:`~lifelong_learning.learners.showings` and :mod:`~lifelong_learning.learners.showing`.
+
+Every classified frame joins a showing (:class:`~lifelong_learning.learners.showings.ShowingTracker`);
+after each, the showing's answer (:func:`~lifelong_learning.learners.showing.answer_showing` over its
+kept frames) is published on ``showing`` (lifelong_learning/ShowingAnswer). A labeled frame names its
+showing: the showing's kept frames not learned yet are learned with the label too (the teacher's
+label applies to every frame of the showing it was given in). When a showing's answer stays unknown
+or ambiguous, the node asks on ``~/query`` (lifelong_learning/Query, rate-limited,
+:class:`~lifelong_learning.learners.showings.QuestionPolicy`); the answer comes on ``~/answer``
+(lifelong_learning/AnswerQuery, naming the showing) or on ``teacher_label`` (std_msgs/String, while
+the showing asked about is still the current one: after it, a name on ``teacher_label`` is the
+teacher naming the next object), and teaches the showing's kept frames. Refused and counted
+(``answer refused``), nothing learned: an unknown showing, one ended more than ``answer_window_s``
+ago, one already taught, a bad label.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from std_msgs.msg import String
+
+from lifelong_learning.learners.novelty import DEFAULT_SCORE, SCORES
+from lifelong_learning.learners.recognition_gate import label_problem
+from lifelong_learning.learners.showing import DEFAULT_RULE, RULES, answer_showing, best_guesses
+from lifelong_learning.learners.showings import QuestionPolicy, Showing, ShowingTracker
+from lifelong_learning.msg import Query, ShowingAnswer
+from lifelong_learning.nodes.base import ParamSpec
+from lifelong_learning.srv import AnswerQuery
+
+#: the novelty threshold of the default score (``confidence``, scaled to [0, 1]) at which 95 % of the
+#: taught objects' showings are answered in docs/benchmarks/recognition-showing.md (0.63 at 15
+#: objects, 0.66 at 50)
+NOVELTY_THRESHOLD = 0.65
+
+SHOWING_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("showing_topic", "showing", "lifelong_learning/ShowingAnswer output: one answer per showing."),
+    ParamSpec(
+        "teacher_label_topic",
+        "teacher_label",
+        "std_msgs/String: an answer to the last question asked (~/query) while it is open; '' disables.",
+    ),
+    ParamSpec(
+        "novelty_threshold",
+        NOVELTY_THRESHOLD,
+        "Answers (per frame and per showing) whose novelty score is above this get label '' (never "
+        "taught); the default answers 95 % of taught objects' showings "
+        "(docs/benchmarks/recognition-showing.md).",
+        bounds=(0.0, 1e12),
+    ),
+    ParamSpec("novelty_score", DEFAULT_SCORE, f"Novelty score: one of {', '.join(SCORES)}."),
+    ParamSpec(
+        "showing_rule", DEFAULT_RULE, f"How a showing's frames are accumulated: one of {', '.join(RULES)}."
+    ),
+    ParamSpec(
+        "showing_gap_s", 1.0, "A showing ends when no frame came for this long [s].", bounds=(0.01, 3600.0)
+    ),
+    ParamSpec(
+        "showing_change",
+        0.2,
+        "A showing ends when a frame's cosine distance to the mean of its last frames exceeds this "
+        "(sqrt_l2 features: 95 % of changes of object caught, 13 % of frames split off; "
+        "docs/benchmarks/recognition-showing.md).",
+        bounds=(0.01, 2.0),
+    ),
+    ParamSpec("max_showing_frames", 60, "Frames a showing keeps (its last ones).", bounds=(1, 10000)),
+    ParamSpec(
+        "ask_after_s",
+        2.0,
+        "Ask about a showing unknown or ambiguous for this long [s].",
+        bounds=(0.0, 3600.0),
+    ),
+    ParamSpec(
+        "question_interval_s", 10.0, "At most one question per this many seconds [s].", bounds=(0.0, 86400.0)
+    ),
+    ParamSpec(
+        "ambiguity_margin",
+        0.3,
+        "A showing is ambiguous when its best two classes' accumulated probabilities differ by less "
+        "(0.3: the fewest labels for the accuracy measured in docs/benchmarks/recognition-showing.md).",
+        bounds=(0.0, 1.0),
+    ),
+    ParamSpec(
+        "answer_window_s",
+        60.0,
+        "An answer for a showing ended longer ago is refused [s].",
+        bounds=(0.0, 86400.0),
+    ),
+)
+
+
+def _stamp(header: Any) -> tuple[int, int]:
+    return int(header.stamp.sec), int(header.stamp.nanosec)
+
+
+class ShowingDesk:
+    """Showings, their answers and the questions of an object_recognition ``node`` (module docstring)."""
+
+    def __init__(self, node: Any) -> None:
+        p = node.params
+        self.node = node
+        self.rule, self.score = str(p["showing_rule"]), str(p["novelty_score"])
+        if self.rule not in RULES or self.score not in SCORES:
+            raise ValueError(f"showing_rule must be one of {RULES} and novelty_score one of {SCORES}")
+        self.novelty_threshold = float(p["novelty_threshold"])
+        self.tracker = ShowingTracker(
+            gap_s=float(p["showing_gap_s"]),
+            change=float(p["showing_change"]),
+            max_frames=int(p["max_showing_frames"]),
+            answer_window_s=float(p["answer_window_s"]),
+        )
+        self.policy = QuestionPolicy(
+            float(p["ask_after_s"]), float(p["question_interval_s"]), float(p["ambiguity_margin"])
+        )
+        self.lock = threading.Lock()
+        self.asked: int | None = None  # the last showing asked about
+        self.answers_taken = 0
+        self.showing_pub = node.create_overridable_publisher(ShowingAnswer, p["showing_topic"], 10)
+        self.query_pub = node.create_overridable_publisher(Query, "~/query", 10)
+        if p["teacher_label_topic"]:
+            node.create_counted_subscription(
+                String, p["teacher_label_topic"], self.on_teacher_label, 10, stream="teacher_label"
+            )
+
+    def create_services(self) -> None:
+        self.node.create_configured_service(AnswerQuery, "~/answer", self.on_answer)
+
+    # ---------------------------------------------------------------- frames
+    def on_frame(self, header: Any, x: np.ndarray) -> None:
+        """A classified frame: into its showing; the showing's answer published; maybe a question."""
+        now = time.monotonic()
+        with self.lock:
+            showing = self.tracker.add(x, _stamp(header), now)
+            frames = showing.features()
+            label = showing.label
+        with self.node.model_lock:
+            model = self.node.model
+            try:
+                answer = answer_showing(model, frames, 0.0, self.novelty_threshold, self.rule, self.score)
+                guesses = best_guesses(model, frames, 3, self.rule)
+            except ValueError as error:
+                self.node.reject("bad features", f"showing {showing.id}: {error}")
+                return
+        top = guesses[0][0] if guesses else ""
+        self.showing_pub.publish(
+            ShowingAnswer(
+                header=header,
+                showing_id=showing.id,
+                label=answer.label,
+                top_label=top,
+                confidence=answer.confidence,
+                novelty=answer.novelty,
+                frames=len(frames),
+                taught_label=label,
+            )
+        )
+        with self.lock:
+            reason = self.policy.doubt(answer.label, guesses, answer.novelty > self.novelty_threshold)
+            ask = self.policy.ask(showing, reason, now)
+            if ask:
+                self.asked = showing.id
+        if ask:
+            self.query_pub.publish(
+                Query(
+                    header=header,
+                    showing_id=showing.id,
+                    reason=reason,
+                    guesses=[g for g, _ in guesses],
+                    confidences=[c for _, c in guesses],
+                    novelty=answer.novelty,
+                    frames=len(frames),
+                )
+            )
+
+    def on_labeled(self, header: Any, x: np.ndarray, label: str) -> None:
+        """A labeled frame was learned: it joins its showing, which takes the label, and the showing's
+        kept frames not learned yet are learned with it."""
+        now = time.monotonic()
+        with self.lock:
+            self.tracker.labeled(label, now)
+            showing = self.tracker.add(x, _stamp(header), now)
+            showing.label = label
+            showing.taught.add(_stamp(header))
+        self._teach(showing, label, like=x)
+
+    def taught(self, header: Any) -> bool:
+        """Whether the frame of ``header`` was learned already (its showing was answered or labeled
+        before its labeled copy came): it is not learned twice."""
+        stamp = _stamp(header)
+        with self.lock:
+            showings = [self.tracker.current, *self.tracker.ended]
+            return stamp != (0, 0) and any(s is not None and stamp in s.taught for s in showings)
+
+    def _teach(self, showing: Showing, label: str, like: np.ndarray | None = None) -> int:
+        """Learn ``showing``'s kept frames not learned yet with ``label`` (with ``like``: those like it,
+        :meth:`Showing.untaught`); returns how many were."""
+        with self.lock:
+            frames = showing.untaught(like, self.tracker.change)
+            showing.taught.update(stamp for stamp, _ in frames)
+        return sum(self.node.learn(x, label) for _, x in frames)
+
+    # ---------------------------------------------------------------- answers
+    def answer(self, showing_id: int, label: str, source: str) -> tuple[bool, str, int]:
+        """Teach the kept frames of ``showing_id`` with ``label``; (success, message, frames learned)."""
+        label = label.strip()
+        with self.lock:
+            showing, why = self.tracker.find(int(showing_id), time.monotonic())
+            if showing is not None and showing.label:
+                showing, why = None, f"showing {showing_id} was taught as {showing.label!r} already"
+        problem = why or label_problem(label, self.node.gate.max_label_length)
+        if problem:
+            self.node.reject("answer refused", f"{source}: {problem}")
+            return False, f"refused: {problem}", 0
+        with self.lock:
+            showing.label = label
+        learned = self._teach(showing, label)
+        self.answers_taken += 1
+        return True, f"showing {showing.id}: {learned} frames learned as {label!r}", learned
+
+    def on_answer(self, request: AnswerQuery.Request, response: AnswerQuery.Response) -> AnswerQuery.Response:
+        response.success, response.message, response.frames_learned = self.answer(
+            request.showing_id, request.label, "~/answer"
+        )
+        return response
+
+    def on_teacher_label(self, msg: String) -> None:
+        """The teacher speaks: an answer to the last question while it is open (else nothing here: the
+        feature_extractor labels the frames that follow)."""
+        asked = self.asked
+        if asked is None or not msg.data.strip():
+            return
+        with self.lock:  # only while the object asked about is still in view: else it names the next one
+            showing = self.tracker.current
+            open_question = showing is not None and showing.id == asked and not showing.label
+        if open_question:
+            self.answer(asked, msg.data, "teacher_label")
+
+    def diagnostic_values(self) -> dict[str, str]:
+        with self.lock:
+            current = self.tracker.current
+            return {
+                "showings": str(self.tracker.started_count),
+                "current showing": "none"
+                if current is None
+                else f"{current.id} ({len(current.frames)} frames)",
+                "questions asked": str(self.policy.asked_count),
+                "answers taken": str(self.answers_taken),
+            }

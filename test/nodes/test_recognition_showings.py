@@ -1,0 +1,178 @@
+"""object_recognition over a real DDS graph: one answer per showing, "I don't know" and a question
+for a new object, and the answer that teaches the showing's frames.
+
+One node process serves the module (taught three classes of small synthetic feature vectors; the
+CNN is not what is tested here); each test shows one object.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import first_call, new_context, new_executor, node_argv, spin_until
+
+from lifelong_learning.nodes.supervisor import NodeProcess
+
+pytestmark = pytest.mark.graph
+
+DIM = 24
+CLASSES = ("mug", "duck", "teddy")  # directions 0, 1, 2; directions 3, 4 and 5 are never taught
+
+
+def sample(rng: np.random.Generator, direction: int, n: int = 1) -> np.ndarray:
+    centre = np.zeros(DIM)
+    centre[4 * direction : 4 * direction + 4] = 3.0
+    return (centre + rng.normal(scale=0.3, size=(n, DIM))).astype(np.float32)
+
+
+class Peer:
+    """The test's node: publishes features and labeled features, reads answers and questions."""
+
+    def __init__(self, context: Any) -> None:
+        from lifelong_learning.msg import Features, LabeledFeatures, Query, ShowingAnswer
+        from lifelong_learning.srv import AnswerQuery, GetClassifierInfo, Predict
+        from rclpy.node import Node
+        from rclpy.qos import QoSProfile, qos_profile_sensor_data
+        from std_msgs.msg import String
+
+        self.node = Node("showings_test_peer", context=context)
+        self.features = self.node.create_publisher(Features, "features", qos_profile_sensor_data)
+        self.labeled = self.node.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=200))
+        self.teacher = self.node.create_publisher(String, "teacher_label", 10)
+        self.showings: list[Any] = []
+        self.queries: list[Any] = []
+        self.node.create_subscription(ShowingAnswer, "showing", self.showings.append, 50)
+        self.node.create_subscription(Query, "/object_recognition/query", self.queries.append, 10)
+        self.answer = self.node.create_client(AnswerQuery, "/object_recognition/answer")
+        self.info = self.node.create_client(GetClassifierInfo, "/object_recognition/info")
+        self.predict = self.node.create_client(Predict, "/object_recognition/predict")
+        self.frame = 0
+
+
+@pytest.fixture(scope="module")
+def graph(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Peer]]:
+    """The node, taught 30 samples of each class, and the peer."""
+    from lifelong_learning.msg import LabeledFeatures
+    from lifelong_learning.srv import GetClassifierInfo
+
+    folder = tmp_path_factory.mktemp("showings")
+    params = (f"checkpoint_path:={folder / 'model.llm'}", f"model_directory:={folder}", "showing_gap_s:=5.0")
+    params += ("novelty_threshold:=0.5", "ask_after_s:=0.0", "question_interval_s:=0.0")
+    argv = node_argv("object_recognition", *(a for p in params for a in ("-p", p)))
+    rng = np.random.default_rng(0)
+    with new_context() as context, new_executor(context) as executor:
+        peer = Peer(context)
+        executor.add_node(peer.node)
+        proc = NodeProcess(argv, log_path=folder / "object_recognition.log")
+        try:
+            first_call(executor, peer.info, GetClassifierInfo.Request())
+            assert spin_until(executor, lambda: peer.labeled.get_subscription_count() > 0, 20)
+            for direction, label in enumerate(CLASSES):
+                for x in sample(rng, direction, 30):
+                    peer.labeled.publish(LabeledFeatures(data=x.tolist(), label=label))
+            taught = lambda: first_call(executor, peer.info, GetClassifierInfo.Request()).samples_seen == 90  # noqa: E731
+            assert spin_until(executor, taught, 20), proc.log()
+            yield executor, peer, rng, proc
+        finally:
+            proc.stop()
+
+
+def asked(peer: Peer, answers: list[Any]) -> bool:
+    """Whether the robot asked about the showing of the last answer."""
+    return bool(answers) and any(q.showing_id == answers[-1].showing_id for q in peer.queries)
+
+
+def show(graph: Any, direction: int, until: Any, timeout: float = 10.0) -> list[Any]:
+    """Publish frames of one object (a new stamp each, 20 per second) until ``until(answers)`` holds
+    for the showing answers received since; returns them."""
+    from lifelong_learning.msg import Features
+
+    executor, peer, rng, _ = graph
+    start = len(peer.showings)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not until(peer.showings[start:]):
+        peer.frame += 1
+        msg = Features(data=sample(rng, direction)[0].tolist())
+        msg.header.stamp.sec, msg.header.frame_id = peer.frame, f"frame{peer.frame}"
+        peer.features.publish(msg)
+        spin_until(executor, lambda: False, 0.05)
+    return peer.showings[start:]
+
+
+def test_a_showing_of_a_taught_object_gets_one_answer_naming_it(graph):
+    answers = show(graph, 1, lambda a: len(a) >= 8 and a[-1].frames >= 8)
+    assert len(answers) >= 8, graph[3].log()
+    assert len({a.showing_id for a in answers}) == 1  # one showing, its answer updated frame by frame
+    assert all(a.label == "duck" and a.top_label == "duck" for a in answers)
+    assert answers[-1].frames >= 8 and 0.5 < answers[-1].confidence <= 1.0
+    assert not any(q.showing_id == answers[0].showing_id for q in graph[1].queries)  # known: no question
+
+
+def test_a_new_object_gets_unknown_and_a_question_and_the_answer_teaches_it(graph):
+    from lifelong_learning.srv import AnswerQuery, Predict
+
+    executor, peer, rng, proc = graph
+    answers = show(
+        graph, 3, lambda a: len(a) >= 5 and any(q.showing_id == a[-1].showing_id for q in peer.queries)
+    )
+    assert answers and all(a.label == "" for a in answers), proc.log()
+    showing = answers[-1].showing_id
+    questions = [q for q in peer.queries if q.showing_id == showing]
+    assert len(questions) == 1 and questions[0].reason == "unknown" and questions[0].frames >= 1
+    assert list(questions[0].guesses) and set(questions[0].guesses) <= set(CLASSES)
+
+    bad = first_call(executor, peer.answer, AnswerQuery.Request(showing_id=showing + 1000, label="ball"))
+    assert not bad.success and "no showing" in bad.message
+    empty = first_call(executor, peer.answer, AnswerQuery.Request(showing_id=showing, label="  "))
+    assert not empty.success and empty.frames_learned == 0
+
+    kept = answers[-1].frames
+    res = first_call(executor, peer.answer, AnswerQuery.Request(showing_id=showing, label="ball"))
+    assert res.success and res.frames_learned >= min(kept, 5), res.message
+    again = first_call(executor, peer.answer, AnswerQuery.Request(showing_id=showing, label="ball"))
+    assert not again.success and "already" in again.message  # taught once only
+
+    x = sample(rng, 3)[0].tolist()
+    assert first_call(executor, peer.predict, Predict.Request(data=x)).top_label == "ball"
+
+
+def test_the_teacher_answers_a_question_by_voice_on_teacher_label(graph):
+    from lifelong_learning.srv import Predict
+    from std_msgs.msg import String
+
+    executor, peer, rng, proc = graph
+    answers = show(
+        graph, 4, lambda a: bool(a) and any(q.showing_id == a[-1].showing_id for q in peer.queries)
+    )
+    assert answers and answers[-1].label == "", proc.log()
+    assert spin_until(executor, lambda: peer.teacher.get_subscription_count() > 0, 10)
+    peer.teacher.publish(String(data="cup"))
+    x = sample(rng, 4)[0].tolist()
+    named = lambda: first_call(executor, peer.predict, Predict.Request(data=x)).top_label == "cup"  # noqa: E731
+    assert spin_until(executor, named, 10), proc.log()
+
+
+def test_a_label_given_during_a_showing_teaches_its_earlier_frames_too(graph):
+    from lifelong_learning.msg import LabeledFeatures
+    from lifelong_learning.srv import GetClassifierInfo
+
+    executor, peer, rng, proc = graph
+    answers = show(graph, 5, lambda a: len(a) >= 6)  # six frames, nobody names the object yet
+    assert len({a.showing_id for a in answers}) == 1 and answers[-1].frames >= 6
+    for x in sample(rng, 5, 2):  # then the teacher names it: two labeled frames of the same showing
+        peer.frame += 1
+        msg = LabeledFeatures(data=x.tolist(), label="pen")
+        msg.header.stamp.sec = peer.frame
+        peer.labeled.publish(msg)
+
+    def pen_count() -> int:
+        info = first_call(executor, peer.info, GetClassifierInfo.Request())
+        return dict(zip(info.classes, info.counts, strict=True)).get("pen", 0)
+
+    kept = answers[-1].frames
+    assert spin_until(executor, lambda: pen_count() >= kept + 2, 10), (pen_count(), kept, proc.log())
+    assert pen_count() == kept + 2  # each frame learned once
