@@ -209,6 +209,27 @@ def make_dynamics_node(context: Any, urdf: bool = True, **params: Any) -> Any:
     return InverseDynamicsNode(context=context, parameter_overrides=overrides)
 
 
+def offset_dynamics_model() -> tuple[Any, dict, Any]:
+    """A nonparametric model (the residual alone) that learned torques offset by 100 N·m (its targets'
+    range away from 0) on a Gaussian map, whose prediction falls to 0 far from the learned states."""
+    import numpy as np
+
+    from lifelong_learning.dynamics import SemiparametricInverseDynamics
+    from lifelong_learning.learners.slkl_features import SLKLFeatureMap
+    from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, panda_urdf_text
+
+    log = PandaSimulation().run(1.0, seed=1, log_every=5)
+    qdd = np.gradient(log["qd"], log["t"], axis=0)
+    probe = SemiparametricInverseDynamics(panda_urdf_text(), JOINT_NAMES, mode="nonparametric", n_features=5)
+    inputs = probe.normalized_state(log["q"], log["qd"], qdd)
+    fmap = SLKLFeatureMap(inputs[::4], 1.0, np.ones(inputs[::4].shape[0]))
+    model = SemiparametricInverseDynamics(
+        panda_urdf_text(), JOINT_NAMES, mode="nonparametric", feature_map=fmap
+    )
+    model.update(log["q"], log["qd"], qdd, log["tau"] + 100.0)
+    return model, log, qdd
+
+
 def model_file_message(model: Any, folder: Path, name: str) -> Any:
     """A lifelong_learning/ModelFile carrying ``model``'s file (written in ``folder``, outside any
     node's model directory, and deleted: only the message has it), with its SHA-256."""

@@ -67,10 +67,11 @@ MESSAGE_DEFINITIONS: dict[str, str] = {
         "uint8[] data                   # the model file's bytes\n"
     ),
     "LearningMetrics": (
-        "# How a learner node does on its live stream: the prequential error (each sample predicted before\n"
-        "# it was learned) over the last window_s seconds, published on ~/learning_metrics every\n"
-        "# metrics_period_s (docs/metrics.md). Errors are never negative: -1 marks an error the window\n"
-        "# cannot define (no sample of a class, targets that did not vary), and `undefined` says why.\n"
+        "# How a learner node does on its live stream: the prequential error (each sample predicted\n"
+        "# before it was learned) over the last window_s seconds, and the batch objective of everything\n"
+        "# it learned, published on ~/learning_metrics every metrics_period_s (docs/metrics.md). Errors\n"
+        "# are never negative: -1 marks an error the window cannot define (no sample of a class, targets\n"
+        "# that did not vary), and `undefined` says why.\n"
         "std_msgs/Header header          # stamp: when the window ends (the node's clock)\n"
         "uint64 model_version            # the serving model's version (bumped on every swap)\n"
         "uint64 samples_learned          # samples the serving model has learned\n"
@@ -83,6 +84,14 @@ MESSAGE_DEFINITIONS: dict[str, str] = {
         "float64 mean_baseline_error     # the mean of the defined baseline_error entries (-1: none)\n"
         "float64 forgetting              # the forgetting factor that serves (dynamics; 1 = none; else 0)\n"
         'string undefined                # why an error is -1 ("name: reason; ..."); "" when none is\n'
+        "float64[] batch_objective       # per name: the serving model's batch objective over all it\n"
+        "                                # learned, min_w lambda |w|^2 + sum_t (w'z_t - u_t)^2 (= its\n"
+        "                                # online errors, each divided by 1 + its leverage: Zhdanov-\n"
+        "                                # Kalnishkan), over its targets' spread: an nMSE of the model\n"
+        "                                # fitted on all of it at once (recognition: of each class's 0/1\n"
+        "                                # indicator; dynamics: of the residual's target); -1: undefined\n"
+        "float64 mean_batch_objective    # the mean of the defined batch_objective entries, or the one\n"
+        "                                # figure of a model that has one for every name (-1: none)\n"
     ),
     "ShowingAnswer": (
         "# The recognizer's answer for one showing: the frames of one object held up to the "

@@ -22,6 +22,15 @@ Exponential forgetting (thesis §8.4.3, future work there): with factor ``β ∈
 regularizer ``β^k λ`` (applied without an O(d²) rescale per sample, docs/design.md). Forgetting
 also forgets the regularizer: a direction no recent sample excites becomes weakly regularized.
 
+The batch objective (Zhdanov & Kalnishkan; :mod:`~lifelong_learning.learners.prequential_identity`):
+the engine also keeps the (forgetting-weighted) count, sum and sum of squares of its targets, O(c) a
+row, so that ``J = min_W λ‖W‖² + Σ_t ‖Wᵀz_t − u_t‖² = Σ_t ‖u_t‖² − tr(BᵀA⁻¹B)`` (per output: ``u_jᵀu_j
+− b_jᵀA⁻¹b_j``, at its minimiser ``W = A⁻¹B``) is read off the state in O(dc) once ``W`` is solved
+(:meth:`RecursiveRLS.batch_objective`): by the identity it equals the sum of the engine's online
+errors, each divided by ``1 + z_tᵀA_{t−1}⁻¹z_t``, without computing a leverage per row. With
+forgetting, ``J_t = βJ_{t−1} + ‖e_t‖²/(1 + z_tᵀA_{t−1}⁻¹z_t/β)``: the objective
+``min_W β^t λ‖W‖² + Σ_s β^{t−s}‖Wᵀz_s − u_s‖²`` of the rows' weights, which the same formula gives.
+
 Nothing half-applied: :meth:`RecursiveRLS.draft` gives a working engine that never writes this
 one's arrays and :meth:`RecursiveRLS.commit` adopts its state in O(1), so a caller that updates
 several engines commits all or none. Compact storage: ``packed=True`` stores the factor's upper
@@ -86,6 +95,33 @@ def _add_product(B: np.ndarray, Z: np.ndarray, U: np.ndarray) -> None:
     blas.dgemm(1.0, U, Z, beta=1.0, c=B.T, trans_a=1, overwrite_c=1)
 
 
+def _moments_of(arrays: dict[str, np.ndarray], c: int) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """The targets' moments of a saved state (None when it has none, as states saved before the
+    engine kept them, or they do not fit ``c`` outputs)."""
+    try:
+        w = np.asarray(arrays["target_weight"], dtype=np.float64).reshape(-1)
+        s1 = np.asarray(arrays["target_sum"], dtype=np.float64).reshape(-1)
+        s2 = np.asarray(arrays["target_sq"], dtype=np.float64).reshape(-1)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if w.shape != (1,) or s1.shape != (c,) or s2.shape != (c,):
+        raise ValueError(f"RecursiveRLS state: targets' moments of shapes {w.shape}, {s1.shape}, {s2.shape}")
+    if not (np.all(np.isfinite(s1)) and np.all(np.isfinite(s2)) and np.isfinite(w[0])):
+        raise ValueError("RecursiveRLS state holds non-finite targets' moments")
+    return float(w[0]), s1, s2
+
+
+def _range_of(arrays: dict[str, np.ndarray], c: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The targets' range of a saved state (None when it has none)."""
+    if "target_low" not in arrays or "target_high" not in arrays:
+        return None
+    low = np.asarray(arrays["target_low"], dtype=np.float64).reshape(-1)
+    high = np.asarray(arrays["target_high"], dtype=np.float64).reshape(-1)
+    if low.shape != (c,) or high.shape != (c,) or np.any(np.isnan(low)) or np.any(np.isnan(high)):
+        raise ValueError(f"RecursiveRLS state: a targets' range of shapes {low.shape}, {high.shape}")
+    return low, high
+
+
 class RecursiveRLS(Stateful):
     """Multi-output recursive ridge regression with Cholesky rank-1 updates.
 
@@ -127,6 +163,18 @@ class RecursiveRLS(Stateful):
         self._shares_R = self._shares_B = False  # a draft's arrays still belong to its engine
         self._pending: np.ndarray | None = None  # rows not yet swept into the factor (QUEUE_ROWS at most)
         self._pending_rhs: tuple[np.ndarray, np.ndarray] | None = None  # rows and targets not yet in B
+        # the targets' weighted count, sum and sum of squares (scaled as B̃); None: not known (rows
+        # added by their sums alone, or a state saved without them)
+        # the targets' range per output over every row learned (+inf, -inf before any); None: not known
+        self._range: tuple[np.ndarray, np.ndarray] | None = (
+            np.full(n_outputs, np.inf),
+            np.full(n_outputs, -np.inf),
+        )
+        self._moments: tuple[float, np.ndarray, np.ndarray] | None = (
+            0.0,
+            np.zeros(n_outputs),
+            np.zeros(n_outputs),
+        )
 
     # ------------------------------------------------------------------ properties
     @property
@@ -156,6 +204,11 @@ class RecursiveRLS(Stateful):
             view.flags.writeable = False
             return view
         return self._scale2 * self._B
+
+    @property
+    def weights_solved(self) -> bool:
+        """Whether :attr:`weights` are solved (reading them costs nothing until the next update)."""
+        return self._W is not None
 
     @property
     def weights(self) -> np.ndarray:
@@ -190,6 +243,8 @@ class RecursiveRLS(Stateful):
         same_rows({"Z": Z2, "U": U2})
         if self.forgetting == 1.0:
             self._add_rows(Z2, U2, gram)
+            self._add_moments(U2, np.full(U2.shape[0], 1.0 / self._scale2))
+            self._add_range(U2)
         else:
             self._own_arrays()
             start = 0
@@ -201,16 +256,25 @@ class RecursiveRLS(Stateful):
                 scale2 = self._scale2 * self.forgetting ** np.arange(1, stop - start + 1)
                 weighted = Z2[start:stop] / np.sqrt(scale2)[:, None]
                 self._add_rows(weighted, U2[start:stop] / np.sqrt(scale2)[:, None], None)
+                self._add_moments(U2[start:stop], 1.0 / scale2)
+                self._add_range(U2[start:stop])
                 self._scale2 = float(scale2[-1])
                 start = stop
         self.n_samples += Z2.shape[0]
         self._W = None
 
-    def add_sums(self, gram: np.ndarray, cross: np.ndarray, n: int) -> None:
+    def add_sums(
+        self,
+        gram: np.ndarray,
+        cross: np.ndarray,
+        n: int,
+        targets: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         """Add ``n`` rows known only by their sums ``ZᵀZ`` (``gram``, ``d × d``) and ``ZᵀU``
         (``cross``, ``d × c``): e.g. rows held by other processes, whose sums were all-reduced.
         The same state as :meth:`update` with the rows, to rounding; without forgetting only (with
-        it the rows' weights depend on their order).
+        it the rows' weights depend on their order). ``targets``: the sums ``ΣU`` and ``ΣU²`` per
+        output, for :meth:`batch_objective` (without them it is not known from here on).
 
         Raises:
             ValueError: forgetting, wrong shapes, non-finite sums or a ``gram`` that is not positive
@@ -225,11 +289,20 @@ class RecursiveRLS(Stateful):
             raise ValueError(f"sums of shapes {np.shape(gram)} and {np.shape(cross)} for d = {d}, c = {c}")
         if not (np.all(np.isfinite(G)) and np.all(np.isfinite(C))) or int(n) < 0:
             raise ValueError("the sums must be finite and n >= 0")
+        sums = None if targets is None else [np.asarray(t, dtype=np.float64).reshape(-1) for t in targets]
+        if sums is not None and (any(t.shape != (c,) or not np.all(np.isfinite(t)) for t in sums)):
+            raise ValueError(f"the targets' sums must be {c} finite numbers each")
         self._own_arrays()
         self._R = chol_update_block(self._R, np.empty((0, d)), np.triu(G))
         self._B = self._B + C
         self.n_samples += int(n)
         self._W = None
+        self._range = None  # sums say nothing of the targets' range
+        if sums is None or self._moments is None:
+            self._moments = None
+        else:
+            w, s1, s2 = self._moments
+            self._moments = (w + int(n), s1 + sums[0], s2 + sums[1])
 
     def _rows_before_fold(self, n: int) -> int:
         """How many of ``n`` rows can be weighted before ``s²β^i`` falls below the fold threshold."""
@@ -237,6 +310,26 @@ class RecursiveRLS(Stateful):
             return n
         room = np.log(_RESCALE_BELOW / self._scale2) / np.log(self.forgetting)
         return int(min(n, max(1, np.floor(room))))
+
+    def _add_moments(self, U: np.ndarray, inverse_scale2: np.ndarray) -> None:
+        """The targets' count, sum and sum of squares, each row weighted ``1/s_i²`` (as ``B̃`` learns
+        it); new arrays, never written in place (a draft shares its engine's)."""
+        if self._moments is None or not U.shape[0]:
+            return
+        w, s1, s2 = self._moments
+        self._moments = (
+            w + float(inverse_scale2.sum()),
+            s1 + inverse_scale2 @ U,
+            s2 + inverse_scale2 @ (U * U),
+        )
+
+    def _add_range(self, U: np.ndarray) -> None:
+        """The targets' range with the rows ``U`` (new arrays: a draft shares its engine's)."""
+        if self._range is not None and U.shape[0] and U.shape[1]:
+            self._range = (
+                np.minimum(self._range[0], U.min(axis=0)),
+                np.maximum(self._range[1], U.max(axis=0)),
+            )
 
     def _add_rows(self, Z: np.ndarray, U: np.ndarray, gram: np.ndarray | None) -> None:
         """``R ← chol(RᵀR + ZᵀZ)`` (Givens or BLAS-3) and ``B ← B + ZᵀU``."""
@@ -340,6 +433,7 @@ class RecursiveRLS(Stateful):
             draft._B, draft._pending_rhs = self._B, None
         self._R, self._B, self._W = draft._R, draft._B, draft._W
         self._scale2, self.n_samples, self.forgetting = draft._scale2, draft.n_samples, draft.forgetting
+        self._moments, self._range = draft._moments, draft._range
         # The draft is spent: its arrays are now this engine's; any later write of it copies first.
         draft._draft_of, draft._shares_R, draft._shares_B = None, True, True
 
@@ -376,7 +470,8 @@ class RecursiveRLS(Stateful):
         sub = type(self)(p, self.n_outputs, lam=self.lam, forgetting=self.forgetting)
         sub._R = np.ascontiguousarray(self._R[:p, :p])
         sub._B = np.ascontiguousarray(self._B[:p])
-        sub._scale2, sub.n_samples = self._scale2, self.n_samples
+        sub._scale2, sub.n_samples, sub._moments = self._scale2, self.n_samples, self._moments
+        sub._range = self._range
         return sub
 
     def _fold_scale(self) -> None:
@@ -384,6 +479,8 @@ class RecursiveRLS(Stateful):
         s = np.sqrt(self._scale2)
         self._R *= s
         self._B *= self._scale2
+        if self._moments is not None:
+            self._moments = tuple(m * self._scale2 for m in self._moments)  # type: ignore[assignment]
         self._scale2 = 1.0
 
     def add_outputs(self, n: int = 1) -> None:
@@ -391,6 +488,17 @@ class RecursiveRLS(Stateful):
         self._settle_rhs()
         self._B = np.concatenate([self._B, np.zeros((self.n_features, int(n)))], axis=1)
         self._shares_B = False
+        if self._range is not None:  # the new outputs' targets were 0 for every row so far
+            low, high = self._range
+            seen = np.zeros(int(n)) if self.n_samples else np.full(int(n), np.inf)
+            self._range = (np.concatenate([low, seen]), np.concatenate([high, -seen]))
+        if self._moments is not None:
+            w, s1, s2 = self._moments
+            self._moments = (
+                w,
+                np.concatenate([s1, np.zeros(int(n))]),
+                np.concatenate([s2, np.zeros(int(n))]),
+            )
         if self._W is not None:
             self._W = np.concatenate([self._W, np.zeros((self.n_features, int(n)))], axis=1)
 
@@ -435,6 +543,40 @@ class RecursiveRLS(Stateful):
             return V.T @ self._B
         return Z2 @ self.weights
 
+    # ------------------------------------------------------------------ batch objective
+    def target_moments(self) -> tuple[float, np.ndarray, np.ndarray] | None:
+        """The (forgetting-weighted) count of the rows learned, and the sum and sum of squares of their
+        targets per output; None when not known (module docstring)."""
+        if self._moments is None:
+            return None
+        w, s1, s2 = self._moments
+        return self._scale2 * w, self._scale2 * s1, self._scale2 * s2
+
+    def target_range(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The least and the largest target of each output over every row learned (forgetting
+        aside); None before any row, or when not known (rows added by their sums, an older file)."""
+        if self._range is None or not self.n_samples:
+            return None
+        return self._range[0].copy(), self._range[1].copy()
+
+    def batch_objective(self, target_sq: np.ndarray | None = None) -> np.ndarray:
+        """Per output, ``min_w λ‖w‖² + Σ_t (wᵀz_t − u_t)²`` over the rows learned (forgetting-weighted,
+        module docstring): ``Σu² − bᵀA⁻¹b``, ``(c,)``, clipped at 0 against rounding; NaN where the
+        targets' squares are not known. ``target_sq``: ``Σ_t u_t²`` per output given by the caller
+        (e.g. 0/1 targets: the rows of each class) instead of the moments kept. O(dc) with the
+        weights solved (else their solve, O(d²c))."""
+        if target_sq is None:
+            moments = self.target_moments()
+            if moments is None:
+                return np.full(self.n_outputs, np.nan)
+            target_sq = moments[2]
+        squares = np.asarray(target_sq, dtype=np.float64)
+        if squares.shape != (self.n_outputs,):
+            raise ValueError(f"target_sq must have {self.n_outputs} entries, got {squares.shape}")
+        W = self.weights  # Ã⁻¹B̃ = A⁻¹B
+        fitted = self._scale2 * np.einsum("ij,ij->j", self._B, W)  # bᵀA⁻¹b = s² b̃ᵀÃ⁻¹b̃
+        return np.maximum(squares - fitted, 0.0)
+
     # ------------------------------------------------------------------ persistence
     def scalar_state(self) -> dict[str, Any]:
         """The scalars of :meth:`to_state` (dimensions, λ, β, samples, scale), without the arrays."""
@@ -453,7 +595,13 @@ class RecursiveRLS(Stateful):
         meta = self.scalar_state()
         self._settle()
         factor = {"R_upper": pack_upper(self._R)} if packed else {"R": self._R.copy()}
-        return meta, {**factor, "B": self._B.copy()}
+        arrays = {**factor, "B": self._B.copy()}
+        if self._moments is not None:  # scaled as B̃
+            w, s1, s2 = self._moments
+            arrays.update(target_weight=np.array([w]), target_sum=s1.copy(), target_sq=s2.copy())
+        if self._range is not None:
+            arrays.update(target_low=self._range[0].copy(), target_high=self._range[1].copy())
+        return meta, arrays
 
     @classmethod
     def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> RecursiveRLS:
@@ -478,6 +626,8 @@ class RecursiveRLS(Stateful):
         if np.any(np.diag(R) <= 0) or np.any(np.tril(R, -1) != 0):
             raise ValueError("RecursiveRLS state: R is not an upper-triangular Cholesky factor")
         rls._R, rls._B, rls._scale2, rls.n_samples = R.copy(), B.copy(), scale2, n_samples
+        rls._moments = _moments_of(arrays, c)
+        rls._range = _range_of(arrays, c)
         return rls
 
     # ------------------------------------------------------------------ other regularizations
@@ -532,7 +682,8 @@ class RecursiveRLS(Stateful):
                     out.append(None)
                     continue
                 raise ValueError(f"refactoring for λ = {lam:g} gave a non-finite factor")
-            rls._R, rls._B, rls.n_samples = R, self._B.copy(), self.n_samples
+            rls._R, rls._B, rls.n_samples, rls._moments = R, self._B.copy(), self.n_samples, self._moments
+            rls._range = self._range
             out.append(rls)
         return out
 

@@ -21,6 +21,7 @@ best class is still named by the guesses (:func:`best_guesses`), which is what t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -78,8 +79,11 @@ def answer_frame(
     unknown_threshold: float = 0.0,
     novelty_threshold: float = np.inf,
     score: str = DEFAULT_SCORE,
+    bound: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> FrameAnswer:
-    """The answer for one feature vector ``x`` (already checked by the caller's gate).
+    """The answer for one feature vector ``x`` (already checked by the caller's gate); ``bound``:
+    applied to the scores before the confidence is computed from them (the class is that of the
+    scores before it: :mod:`~lifelong_learning.learners.truncation`).
 
     Raises:
         ValueError: the model's own checks (dimension, a feature map's output).
@@ -87,10 +91,13 @@ def answer_frame(
     if len(model.classes_) == 0:
         return FrameAnswer("", "", 0.0, 0.0, [], [])
     scores = model.decision_function(x)[0]
-    confidence = float(model.proba_from_scores(scores).max())
+    best = int(np.argmax(scores))
+    if bound is not None:
+        scores = bound(scores)
+    confidence = float(model.proba_from_scores(scores)[best])
     novelty = float(model.novelty_score(x, score)[0])
     labels = [str(c) for c in model.classes_.tolist()]
-    top = labels[int(np.argmax(scores))]
+    top = labels[best]
     label = _known(model, top, confidence, novelty, unknown_threshold, novelty_threshold)
     return FrameAnswer(label, top, confidence, novelty, labels, scores.tolist())
 

@@ -63,6 +63,7 @@ from lifelong_learning.dynamics.joint_order import JointPicker
 from lifelong_learning.dynamics.plausibility import JointLimits
 from lifelong_learning.dynamics.regressor import kinematic_difference, moving_joints
 from lifelong_learning.dynamics.semiparametric import PreparedSamples
+from lifelong_learning.dynamics.truncation import AnswerBounds
 from lifelong_learning.msg import LearningMetrics
 from lifelong_learning.nodes.block_worker import BlockWorker
 from lifelong_learning.nodes.contact_monitor import ContactMonitor, Detection
@@ -114,6 +115,7 @@ class InverseDynamicsNode(LearnerNode):
     model_class = SemiparametricInverseDynamics
     retraining_task = "inverse-dynamics"
     MAIN_STREAMS = ("joint_states",)
+    batch_objective_solves = False  # the learning thread solves the weights (stage(solve_weights=True))
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("inverse_dynamics", PARAMS, **kwargs)
@@ -130,6 +132,7 @@ class InverseDynamicsNode(LearnerNode):
         self._urdf = urdf_from_parameters(p)
         self._accelerations: dict[str, float] = {}
         self.not_learned: dict[str, int] = {}
+        self.bounds = AnswerBounds(bool(p["truncate_predictions"]), float(p["limit_margin"]))  # KTR3's
         self.other_joints = 0  # messages that carry none of the modelled joints (another source's)
         self._learned_since = 0  # samples learned and outliers since the last diagnostics
         self._outliers_since = 0
@@ -424,6 +427,7 @@ class InverseDynamicsNode(LearnerNode):
             except ValueError as exc:  # the model validates again; should not happen here
                 self.reject("model rejected input", str(exc))
                 return
+            prepared = self.bounds.prepared(model, prepared)
         # answer first; a message nobody subscribes to is not built (a publish costs 50-110 µs here)
         as_states = self.torque_pub.get_subscription_count() > 0
         arrays = self.torque_array_pub
@@ -628,6 +632,7 @@ class InverseDynamicsNode(LearnerNode):
             with self.model_lock:
                 self.guard.check_request(q, qd, qdd)
                 parts = self.model.predict(q, qd, qdd, return_parts=True)
+                parts = self.bounds.parts(self.model, parts)
             if not all(np.all(np.isfinite(part)) for part in parts.values()):
                 raise RefusedSampleError("prediction not finite", "the model's torques overflow")
         except RefusedSampleError as exc:
@@ -687,6 +692,7 @@ class InverseDynamicsNode(LearnerNode):
                 values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
                 values["forgetting"] = forgetting_text(self.model)
                 values["joint states missed (stamp gaps)"] = str(self.guard.missed)
+                values.update(self.bounds.diagnostics())
                 for cause, n in sorted(self.guard.restarts.items()):
                     values[f"acceleration filter restarts: {cause}"] = str(n)
             for reason, n in sorted(self.not_learned.items()):

@@ -250,6 +250,13 @@ PARAMS: tuple[ParamSpec, ...] = (
         bounds=(0.0, 100.0),
     ),
     ParamSpec(
+        "truncate_predictions",
+        True,
+        "Bound each answer as KTR3 bounds its predictor: the residual's prediction to the range of the "
+        "residual targets it learned, the torque to (1 + limit_margin) x the URDF's effort limits; the "
+        "entries clipped are counted in diagnostics ('predictions truncated').",
+    ),
+    ParamSpec(
         "outlier_k",
         6.0,
         "A sample whose prediction error exceeds this many robust standard deviations (1.4826 x the "

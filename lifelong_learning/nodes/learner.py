@@ -28,7 +28,12 @@ from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.core.realtime import normal_policy_here
 from lifelong_learning.msg import LearningMetrics
 from lifelong_learning.nodes.base import NodeBase, ParamSpec, directory_or_default
-from lifelong_learning.nodes.learning_metrics import METRICS_PARAMS, LearningMetricsPublisher
+from lifelong_learning.nodes.learning_metrics import (
+    METRICS_PARAMS,
+    BatchObjectiveCache,
+    LearningMetricsPublisher,
+    add_batch_objective,
+)
 from lifelong_learning.nodes.lifecycle import LifecycleStateMixin
 from lifelong_learning.nodes.model_data import ModelDataReceiver, ModelFileHeader
 from lifelong_learning.serving import DEFAULT_MAX_RECEIVED_MODEL_BYTES, Outcome, RefusedError, ServingCore
@@ -170,6 +175,9 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
     retraining_task: ClassVar[str] = ""
     #: the node's shadow evaluation, canary and drift alarm (set by a subclass that has them)
     shadow: Any = None
+    #: whether ~/learning_metrics may solve the model's weights for its batch objective under the model
+    #: lock (a node that answers at control rates says no: it reports once learning has solved them)
+    batch_objective_solves: ClassVar[bool] = True
 
     LEARNER_PARAMS: tuple[ParamSpec, ...] = LEARNER_PARAMS
 
@@ -211,6 +219,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         self.metrics = LearningMetricsPublisher(
             self, self._metrics_message, float(p["metrics_period_s"]), self.service_group
         )
+        self._batch_objective = BatchObjectiveCache(self.batch_objective_solves)
         LifecycleStateMixin.__init__(self, callback_group=self.service_group)
 
     # ---------------------------------------------------------------- the serving core's state
@@ -437,6 +446,8 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
                 msg.model_version = int(self.serving.version)
                 model = self.serving.model
                 msg.samples_learned = int(getattr(model, "n_samples", 0) or 0)
+                batch = self._batch_objective.of(model) if self.metrics.listened else None
+            add_batch_objective(msg, batch)
         return msg
 
     # ---------------------------------------------------------------- the model

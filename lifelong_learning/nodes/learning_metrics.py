@@ -1,20 +1,24 @@
 """``~/learning_metrics`` of a learner node: the live prequential error, published on a timer.
 
-The numerics are ROS-free (:mod:`lifelong_learning.core.prequential`); this module holds the
-accumulator of a node under a lock of its own (the learning path adds, the timer reports: neither
-waits for the model lock), the two parameters every learner node has, and the conversion of a
+The numerics are ROS-free (:mod:`lifelong_learning.core.prequential`,
+:mod:`lifelong_learning.learners.batch_objective`); this module holds the accumulator of a node under
+a lock of its own (the learning path adds, the timer reports: neither waits for the model lock), the
+two parameters every learner node has, the conversion of a
 :class:`~lifelong_learning.core.prequential.PrequentialReport` into a
-``lifelong_learning/LearningMetrics`` message (docs/metrics.md).
+``lifelong_learning/LearningMetrics`` message, and the batch objective of the serving model beside it,
+computed when the timer reports and kept until the model learns again (docs/metrics.md).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from lifelong_learning.core.prequential import UNDEFINED, PrequentialReport
+from lifelong_learning.learners.batch_objective import BatchObjective, model_objective
 from lifelong_learning.msg import LearningMetrics
 from lifelong_learning.nodes.base import ParamSpec
 
@@ -69,6 +73,54 @@ def message_from_report(
     return msg
 
 
+def add_batch_objective(msg: LearningMetrics, batch: BatchObjective | None) -> None:
+    """The batch objective's fields of ``msg`` (``-1`` where undefined, the reasons added to
+    ``undefined`` by the message's names); none: empty, ``-1``."""
+    if batch is None:
+        msg.batch_objective, msg.mean_batch_objective = [], UNDEFINED
+        return
+    msg.batch_objective = [UNDEFINED if math.isnan(v) else float(v) for v in batch.values]
+    msg.mean_batch_objective = UNDEFINED if math.isnan(batch.mean) else float(batch.mean)
+    names = list(msg.names)
+    which: dict[str, list[str]] = {}
+    for j, why in batch.undefined:
+        which.setdefault(why, []).append(names[j] if j < len(names) else str(j))
+    parts = [f"batch objective of {', '.join(labels)}: {why}" for why, labels in which.items()]
+    msg.undefined = "; ".join([p for p in (msg.undefined, *parts) if p])
+
+
+class BatchObjectiveCache:
+    """The serving model's batch objective
+    (:func:`~lifelong_learning.learners.batch_objective.model_objective`), computed again only when
+    the model changed or learned (read with the model lock held).
+
+    Args:
+        solve: whether the weights may be solved here (O(d²c) under the model lock); False: a model
+            whose weights are not solved reports none until its learning thread has solved them (the
+            answering path of inverse_dynamics never waits for a solve).
+    """
+
+    def __init__(self, solve: bool = True) -> None:
+        self.solve = solve
+        self._key: tuple[int, int, bool] | None = None
+        self._value: BatchObjective | None = None
+
+    def of(self, model: Any) -> BatchObjective | None:
+        """The batch objective of ``model`` (None: the model has none)."""
+        if model is None:
+            return None
+        key = (id(model), int(getattr(model, "n_samples", 0) or 0), self._solved(model))
+        if key != self._key:
+            self._value, self._key = model_objective(model, self.solve), key
+        return self._value
+
+    @staticmethod
+    def _solved(model: Any) -> bool:
+        engine = getattr(model, "residual", None) or getattr(model, "parametric", None)
+        engine = getattr(engine, "engine", engine)
+        return bool(getattr(engine, "weights_solved", True))
+
+
 class LearningMetricsPublisher:
     """The accumulator of a node (any object with ``report``), its lock and the publishing timer;
     ``names`` (the outputs) and ``forgetting`` go with the accumulator, set under the same lock.
@@ -100,6 +152,11 @@ class LearningMetricsPublisher:
         self.published = 0
         self.publisher = node.create_publisher(LearningMetrics, TOPIC, 10)
         self.set_period(period_s)
+
+    @property
+    def listened(self) -> bool:
+        """Whether anything subscribes to the topic (what only a reader needs is not computed)."""
+        return self.publisher.get_subscription_count() > 0
 
     def set_period(self, period_s: float) -> None:
         """Publish every ``period_s`` seconds from now on (0: stop)."""

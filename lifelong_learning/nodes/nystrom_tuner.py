@@ -350,6 +350,7 @@ class NystromTunerNode(NodeBase):
             )
         values.update(
             # none named: the task's default (retraining.job.DEFAULT_OBJECTIVES)
+            method=goal.method or values["method"],
             objectives=options["objectives"].from_node(goal.objective or p["default_objective"]),
             centers=int(goal.centers) or values["centers"],
             epochs=int(goal.epochs) or values["epochs"],
@@ -529,12 +530,12 @@ class NystromTunerNode(NodeBase):
             handle.abort()
             return result
         t0 = time.monotonic()
-        steps_total = len(job.objectives) * job.epochs
+        steps_total = len(job.runs) * job.epochs
         last_sent = [-math.inf]
         held: list[tuple[str, int, float] | None] = [None]  # the latest epoch not sent (throttled)
 
         def send(objective: str, epoch: int, value: float) -> None:
-            steps = list(job.objectives).index(objective) * job.epochs + epoch
+            steps = list(job.runs).index(objective) * job.epochs + min(epoch, job.epochs)
             eta = (time.monotonic() - t0) / steps * (steps_total - steps) if steps else NAN
             handle.publish_feedback(
                 self._feedback(

@@ -49,6 +49,7 @@ from lifelong_learning.core.prequential import PrequentialClassification
 from lifelong_learning.learners.recognition_gate import RecognitionGate, Refusal, label_problem
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.learners.showing import FrameAnswer, answer_frame
+from lifelong_learning.learners.truncation import ScoreBounds
 from lifelong_learning.msg import Features, LabeledFeatures, LearningMetrics, Prediction
 from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.nodes.learner import LearnerNode
@@ -151,6 +152,13 @@ PARAMS: tuple[ParamSpec, ...] = (
         bounds=(1, 4096),
     ),
     ParamSpec(
+        "truncate_scores",
+        False,
+        "Bound the published scores and the confidence as KTR3 bounds its predictor: each class's score "
+        "to what its 0/1 targets allow, [0, its recoding weight]; the answer's class is unchanged; the "
+        "scores clipped are counted in diagnostics ('scores truncated').",
+    ),
+    ParamSpec(
         "unknown_threshold",
         0.0,
         "Answers whose calibrated confidence is below this get label '' (unknown; top_label still names "
@@ -207,6 +215,7 @@ class ObjectRecognitionNode(LearnerNode):
         }
         IncrementalRLSC(**self._model_kwargs)  # fail at start on bad parameters
         self.unknown_threshold = float(p["unknown_threshold"])
+        self.bounds = ScoreBounds(bool(p["truncate_scores"]))
         if not 0.0 <= self.unknown_threshold <= 1.0:
             raise ValueError(f"unknown_threshold must be in [0, 1], got {self.unknown_threshold}")
         self.gate = RecognitionGate(
@@ -292,7 +301,10 @@ class ObjectRecognitionNode(LearnerNode):
                 return refusal
             try:
                 desk = self.desk
-                return answer_frame(model, x, self.unknown_threshold, desk.novelty_threshold, desk.score)
+                bound = self.bounds.bound(model) if self.bounds.enabled else None
+                return answer_frame(
+                    model, x, self.unknown_threshold, desk.novelty_threshold, desk.score, bound
+                )
             except ValueError as exc:  # the model's own checks (e.g. a feature map's output)
                 return Refusal("bad features", str(exc))
 
@@ -504,6 +516,7 @@ class ObjectRecognitionNode(LearnerNode):
                 values["model size [kB]"] = f"{self.model.nbytes / 1e3:.1f}"
                 values["confidence calibration"] = _calibration_text(self.model)
         values["unknown threshold"] = f"{self.unknown_threshold:g}"
+        values.update(self.bounds.diagnostics())
         values.update(self.shadow.diagnostic_values())
         values.update(self.desk.diagnostic_values())
         return values

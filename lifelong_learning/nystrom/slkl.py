@@ -42,6 +42,13 @@ side is ≤ 0); the test used is ``F(μᵏ⁻ᴹ) − F(μᵏ) < εF(μᵏ⁻ᴹ
 
 Kernel columns are computed once and kept (``n × M``) when they fit ``memory_budget``, otherwise
 on the fly (only the ``m₀`` active ones kept, §4.2). Targets are not centred (as in the paper).
+
+**Choosing ν.** The paper fixes ``ν``. With several values (``nu=[…]``) one is chosen on held-out
+rows (:func:`~lifelong_learning.nystrom.estimator.holdout_split`: the most recent recordings, or
+random rows) by the validation mean squared error, and the model refitted with it on every row.
+``relative_nu=True`` gives ``ν`` as fractions of ``ν_max = max_m ‖Yᵀc_m‖²/λ``,
+the smallest ``ν`` at which ``μ = 0`` meets the first-order conditions (at ``μ = 0``, ``Q = I/λ``
+and ``∂F/∂μ_m = ν − ‖Yᵀc_m‖²/λ``): a grid that does not depend on the targets' scale or ``n``.
 """
 
 from __future__ import annotations
@@ -56,12 +63,13 @@ import torch
 
 from lifelong_learning.core.checks import as_rows
 from lifelong_learning.learners.slkl_features import SLKLFeatureMap
-from lifelong_learning.nystrom.estimator import OfflineMethod, Progress, training_rows
+from lifelong_learning.nystrom.estimator import OfflineMethod, Progress, holdout_split, training_rows
 from lifelong_learning.nystrom.kernels import (
     DEFAULT_MEMORY_BUDGET,
     VANISHING_KERNEL,
     gaussian_kernel,
     knm_matmul,
+    knm_t_matmul,
     reaches_other_rows,
     resolve_device,
 )
@@ -212,8 +220,8 @@ def _coordinate_step(mu_m: float, a2: float, b: float, lam: float, nu: float) ->
 class _Descent:
     """One run of the coordinate descent (module docstring) on the columns of ``M`` candidates."""
 
-    def __init__(self, est: SLKL, cols: _Columns, Y: torch.Tensor, rng: np.random.Generator):
-        self.lam, self.nu, self.tol, self.max_epochs = est.lam, est.nu, est.tol, est.max_epochs
+    def __init__(self, est: SLKL, cols: _Columns, Y: torch.Tensor, rng: np.random.Generator, nu: float):
+        self.lam, self.nu, self.tol, self.max_epochs = est.lam, nu, est.tol, est.max_epochs
         self.cols, self.Y, self.rng = cols, Y, rng
         self.M = cols.picked.size
         self.refresh_every = max(1, -(-_REFRESH_STEPS // self.M))
@@ -285,6 +293,14 @@ class _Descent:
         return (sqrt_mu[:, None] * (C.T @ QY)).cpu().numpy()
 
 
+def _nu_max(
+    X: torch.Tensor, Y: torch.Tensor, picked: np.ndarray, ls: torch.Tensor, lam: float, budget: int
+) -> float:
+    """``ν_max = max_m ‖Yᵀc_m‖²/λ`` over the candidates (module docstring): ``K_nMᵀY`` in blocks."""
+    KtY = knm_t_matmul(X, X[picked], ls, Y, budget)
+    return float((KtY * KtY).sum(1).max()) / lam
+
+
 class SLKL(OfflineMethod):
     """Stochastic low-rank kernel learning (module docstring), multi-output, with a Gaussian kernel.
 
@@ -294,7 +310,10 @@ class SLKL(OfflineMethod):
         lengthscale: Gaussian length-scale ``ℓ`` (scalar or one per input), ``k = exp(−½‖(x−z)/ℓ‖²)``
             (the paper's ``σ``: its Table 1 gives ``σ²``).
         lam: ``λ > 0`` of eq. 6 (not multiplied by ``n``; only ``λν`` matters).
-        nu: ``ν > 0``, the weight of ``Σμ``: larger, fewer active centres.
+        nu: ``ν > 0``, the weight of ``Σμ``: larger, fewer active centres; or several, one chosen
+            on held-out rows (module docstring).
+        relative_nu: ``nu`` as fractions of ``ν_max`` in ``(0, 1)`` (module docstring).
+        holdout_fraction: with several ``nu``, the share of rows held out to choose one.
         tol: ``ε`` of the stopping test (module docstring); 0: run ``max_epochs``.
         seed: for the candidates and the coordinates.
         max_epochs: at most this many epochs of ``M`` steps (``converged_`` False if reached).
@@ -306,7 +325,8 @@ class SLKL(OfflineMethod):
         candidates with ``μ_m > 0``. n_active_: ``m₀``. coef_: ``W`` ``(m₀, p)`` on the map of the
         active centres. objective_: ``F(μᵏ)`` at every step ``k = 0, 1, …`` (``F(0) = ‖Y‖²``).
         n_active_history_: ``m₀`` at every step. n_iter_: steps run. converged_: the stopping
-        test was met.
+        test was met. nu: the ``ν`` of the fitted model (absolute). validation_errors_: with
+        several ``nu``, the validation mean squared error of each (None otherwise).
 
     Example:
         >>> X = np.random.default_rng(0).uniform(-3, 3, (200, 1)); Y = np.sin(X)
@@ -322,28 +342,37 @@ class SLKL(OfflineMethod):
         n_candidates: int = 256,
         lengthscale: float | Any = 1.0,
         lam: float = 1.0,
-        nu: float = 0.01,
+        nu: float | Sequence[float] = 0.01,
         tol: float = 1e-4,
         seed: int = 0,
         max_epochs: int = 200,
         device: str = "auto",
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        relative_nu: bool = False,
+        holdout_fraction: float = 0.2,
     ):
         if int(n_candidates) < 1:
             raise ValueError(f"n_candidates must be >= 1, got {n_candidates!r}")
-        for label, value in (("lam", lam), ("nu", nu)):
+        nus = tuple(float(v) for v in np.atleast_1d(np.asarray(nu, dtype=np.float64)))
+        for label, value in (("lam", lam), *(("nu", v) for v in nus or (math.nan,))):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{label} must be a positive number, got {value!r}")
+        if relative_nu and max(nus) >= 1.0:
+            raise ValueError(f"relative nu must be fractions of nu_max in (0, 1), got {nu!r}")
+        if not 0.0 < float(holdout_fraction) < 1.0:
+            raise ValueError(f"holdout_fraction must be in (0, 1), got {holdout_fraction!r}")
         if not (math.isfinite(tol) and tol >= 0) or int(max_epochs) < 1:
             raise ValueError(f"tol must be >= 0 and max_epochs >= 1, got {tol!r}, {max_epochs!r}")
         ls = np.asarray(lengthscale, dtype=np.float64)
         if ls.ndim > 1 or not np.all(np.isfinite(ls)) or np.any(ls <= 0):
             raise ValueError(f"lengthscale must be positive (scalar or vector), got {lengthscale!r}")
         self.n_candidates, self.lengthscale = int(n_candidates), lengthscale
-        self.lam, self.nu, self.tol, self.seed = float(lam), float(nu), float(tol), int(seed)
-        self.max_epochs, self.memory_budget = int(max_epochs), int(memory_budget)
+        self.lam, self.nus, self.nu, self.tol = float(lam), nus, nus[0], float(tol)
+        self.relative_nu, self.holdout_fraction = bool(relative_nu), float(holdout_fraction)
+        self.seed, self.max_epochs, self.memory_budget = int(seed), int(max_epochs), int(memory_budget)
         self.device = resolve_device(device)
         self.centers_: np.ndarray | None = None
+        self.validation_errors_: np.ndarray | None = None
         self.n_samples = 0
 
     @property
@@ -359,27 +388,75 @@ class SLKL(OfflineMethod):
     def fit(
         self, X: Any, Y: Any, groups: Sequence[int] | None = None, progress: Progress | None = None
     ) -> SLKL:
-        """Minimise ``F`` on rows ``X``, targets ``Y`` (``groups`` unused: nothing is held out);
-        ``progress(epoch, {"objective", "n_active", "steps"})`` after every epoch of ``M`` steps.
+        """Minimise ``F`` on rows ``X``, targets ``Y``; with several ``nu``, each on the training part
+        of a hold-out split (``groups``: the first row of each recording, the most recent held out),
+        the one of least validation error then on every row. ``progress(epoch, {"objective",
+        "n_active", "steps", "nu"})`` after every epoch of ``M`` steps.
 
         Raises:
             ValueError: bad rows (fewer than 2, NaN/Inf, shapes) or a length-scale so small that every
                 candidate's kernel column is zero off its own row; the model is then unchanged.
         """
         X2, Y2 = training_rows(X, Y)
-        n, d = X2.shape
-        ls = np.broadcast_to(np.asarray(self.lengthscale, dtype=np.float64), (d,)).copy()
+        ls = np.broadcast_to(np.asarray(self.lengthscale, dtype=np.float64), (X2.shape[1],)).copy()
+        errors = None
+        nu = self.nus[0]
+        if len(self.nus) > 1:
+            train, val = holdout_split(
+                X2.shape[0], self.holdout_fraction, groups, np.random.default_rng(self.seed)
+            )
+            errors = np.full(len(self.nus), np.inf)
+            for i, value in enumerate(self.nus):
+                trial = self._clone(value)._fit_rows(X2[train], Y2[train], ls, value, progress)
+                if trial.n_active_:
+                    errors[i] = float(np.mean((trial.predict(X2[val]) - Y2[val]) ** 2))
+            nu = self.nus[int(np.argmin(errors))]  # the first of equal errors: the larger ν if sorted so
+        self._fit_rows(X2, Y2, ls, nu, progress)
+        self.validation_errors_ = errors
+        return self
+
+    def _clone(self, nu: float) -> SLKL:
+        """An unfitted SLKL of these settings with the one ``nu``."""
+        return SLKL(
+            n_candidates=self.n_candidates,
+            lengthscale=self.lengthscale,
+            lam=self.lam,
+            nu=nu,
+            tol=self.tol,
+            seed=self.seed,
+            max_epochs=self.max_epochs,
+            device=str(self.device),
+            memory_budget=self.memory_budget,
+            relative_nu=self.relative_nu,
+            holdout_fraction=self.holdout_fraction,
+        )
+
+    def _fit_rows(
+        self, X2: np.ndarray, Y2: np.ndarray, ls: np.ndarray, nu: float, progress: Progress | None
+    ) -> SLKL:
+        """One descent with ``nu`` (a fraction of ``ν_max`` if :attr:`relative_nu`) on checked rows."""
+        n = X2.shape[0]
         rng = np.random.default_rng(self.seed)
         picked = np.sort(rng.choice(n, size=min(self.n_candidates, n), replace=False))
         Xt = torch.as_tensor(X2, dtype=_F64, device=self.device)
         Yt = torch.as_tensor(Y2, dtype=_F64, device=self.device)
         lst = torch.as_tensor(ls, device=self.device)
+
+        def report(epoch: int, info: dict[str, Any]) -> None:
+            if progress is not None:
+                progress(epoch, {**info, "nu": absolute})
+
         with torch.no_grad():
-            run = _Descent(self, _Columns(Xt, picked, lst, self.memory_budget), Yt, rng)
-            run.minimise(progress)
+            absolute = (
+                nu * _nu_max(Xt, Yt, picked, lst, self.lam, self.memory_budget) if self.relative_nu else nu
+            )
+            if not absolute > 0:  # ν_max = 0: targets orthogonal to every column (all zero, say)
+                absolute = nu
+            run = _Descent(self, _Columns(Xt, picked, lst, self.memory_budget), Yt, rng, absolute)
+            run.minimise(report)
             W = run.weights()
         order = np.argsort(run.act.members)
-        self.lengthscale_, self.centers_ = ls, X2[picked].copy()
+        self.lengthscale_, self.centers_, self.nu = ls, X2[picked].copy(), float(absolute)
         self.weights_, self.coef_ = run.mu.copy(), W[order]
         self.active_ = np.asarray(run.act.members, dtype=np.int64)[order]
         self.objective_ = np.asarray(run.history)
@@ -387,7 +464,7 @@ class SLKL(OfflineMethod):
         self.n_iter_, self.converged_, self.n_samples = len(run.history) - 1, run.converged, n
         if not self.converged_:
             warnings.warn(
-                f"SLKL stopped after max_epochs={self.max_epochs} epochs without meeting tol", stacklevel=2
+                f"SLKL stopped after max_epochs={self.max_epochs} epochs without meeting tol", stacklevel=3
             )
         return self
 
@@ -425,7 +502,8 @@ class SLKL(OfflineMethod):
         return self.lam * (1.0 if n_samples is None else int(n_samples) / self.n_samples)
 
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """The settings, the candidates, ``μ``, the active set, ``W`` and the histories (numbers only)."""
+        """The settings (``nu``: the fitted model's, absolute; ``nus``: as given), the candidates,
+        ``μ``, the active set, ``W``, the histories and the validation errors (numbers only)."""
         self._check_fitted()
         meta = {
             "n_candidates": self.n_candidates,
@@ -437,6 +515,9 @@ class SLKL(OfflineMethod):
             "memory_budget": self.memory_budget,
             "n_samples": self.n_samples,
             "converged": bool(self.converged_),
+            "nus": list(self.nus),
+            "relative_nu": self.relative_nu,
+            "holdout_fraction": self.holdout_fraction,
         }
         arrays = {
             "lengthscale": self.lengthscale_.copy(),
@@ -447,6 +528,8 @@ class SLKL(OfflineMethod):
             "objective": self.objective_.copy(),
             "n_active_history": self.n_active_history_.copy(),
         }
+        if self.validation_errors_ is not None:
+            arrays["validation_errors"] = self.validation_errors_.copy()
         return meta, arrays
 
     @classmethod
@@ -457,13 +540,18 @@ class SLKL(OfflineMethod):
             n_candidates=int(meta["n_candidates"]),
             lengthscale=ls,
             lam=float(meta["lam"]),
-            nu=float(meta["nu"]),
+            nu=[float(v) for v in meta.get("nus", [meta["nu"]])],
             tol=float(meta["tol"]),
             seed=int(meta["seed"]),
             max_epochs=int(meta["max_epochs"]),
             device="cpu",
             memory_budget=int(meta["memory_budget"]),
+            relative_nu=bool(meta.get("relative_nu", False)),
+            holdout_fraction=float(meta.get("holdout_fraction", 0.2)),
         )
+        est.nu = float(meta["nu"])
+        if "validation_errors" in arrays:
+            est.validation_errors_ = np.asarray(arrays["validation_errors"], dtype=np.float64)
         centers = as_rows(arrays["centers"], ls.shape[0], "centers")
         mu = np.asarray(arrays["weights"], dtype=np.float64)
         active = np.asarray(arrays["active"], dtype=np.int64)

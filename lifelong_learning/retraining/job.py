@@ -82,6 +82,11 @@ DEFAULT_OBJECTIVES = {"classification": "proposed", "inverse-dynamics": "holdout
 #: times the cost of the O(n M²) objectives)
 DEFAULT_CENTERS = 100
 
+#: the offline methods a job may retrain with (:mod:`~lifelong_learning.retraining.methods` makes
+#: each from the job): Meanti et al.'s tuning of a Nyström model, SLKL's learned low-rank kernel,
+#: NYTRO's iterations and the incremental Nyström path over the number of centres
+METHODS = ("nystrom", "slkl", "nytro", "path")
+
 _OBJECTIVE_NAMES = (
     "proposed, proposed-stochastic, gcv, creg, sgpr, holdout, holdout-bags, holdout-recent (validates on "
     "the most recent rows: for time-ordered logs)"
@@ -154,6 +159,18 @@ class TuningJob:
         cli="--task",
     )
     out: str = option(help="model file to write (never over a non-model file)", cli="--out")
+    method: str = option(
+        "nystrom",
+        help="offline method: nystrom (λ, length-scales and the M centres tuned by the objectives, Meanti "
+        "et al.), slkl (a learned conical combination of rank-1 Nyström kernels of M candidate centres, ν "
+        "chosen on held-out rows: m₀ ≤ M features), nytro (gradient iterations on the span of M centres, "
+        "their number chosen on held-out rows) or path (the number of centres m ≤ M and λ chosen on "
+        "held-out rows); the objectives are the nystrom method's; docs/retraining.md says when to pick which",
+        choices=METHODS,
+        cli="--method",
+        node="default_method",
+        node_note="used when a goal gives none ('')",
+    )
     # None (the default) is filled in at construction: a job's objectives are always named
     objectives: Sequence[str] = option(
         None,
@@ -356,6 +373,12 @@ class TuningJob:
         if self.objectives is None:  # the task's default (DEFAULT_OBJECTIVES)
             self.objectives = (DEFAULT_OBJECTIVES.get(self.task, "proposed"),)
 
+    @property
+    def runs(self) -> tuple[str, ...]:
+        """What the job fits, in order, each scored and reported under its name: the objectives for
+        the method nystrom (the first one's model is exported), else the one method."""
+        return tuple(self.objectives) if self.method == "nystrom" else (self.method,)
+
     def validate(self, group: Group | None = None) -> None:
         """ValueError on an unknown task/objective, an option out of its range, a bag that is not a
         directory or does not open, a file that is not a regular file within its bound, and, for a
@@ -443,6 +466,8 @@ class TuningJob:
         from lifelong_learning.nystrom.objectives import SUMS_OBJECTIVES
 
         info = TASKS[self.task]
+        if self.method != "nystrom":
+            raise ValueError(f"the method {self.method} runs in one process; run it without torchrun")
         if not info.distributed:
             raise ValueError(
                 f"an {self.task} job runs in one process ({info.why_one_process}); run it without torchrun"

@@ -4,11 +4,12 @@ The one implementation behind ``lifelong-learning tune`` (:mod:`lifelong_learnin
 and the ``nystrom_tuner`` node: bags → (X, Y) for the task (a
 :class:`~lifelong_learning.retraining.task.Task`: :mod:`~lifelong_learning.retraining.classification`
 or :mod:`~lifelong_learning.retraining.inverse_dynamics`, where ``q̈`` comes from the online node's
-filter, restarted at each bag) → hyperparameters tuned by each requested objective (Meanti et al.;
-:func:`lifelong_learning.nystrom.tune`) on a training split → test metrics
-(:func:`lifelong_learning.core.metrics.normalized_mse`) → the first objective's model exported to
-the online learners' model file (IncrementalRLSC or SemiparametricInverseDynamics, see
-:mod:`lifelong_learning.nystrom.export`) → the promotion gate
+filter, restarted at each bag) → the job's offline method fitted on a training split
+(:mod:`~lifelong_learning.retraining.methods`: for ``nystrom``, hyperparameters tuned by each
+requested objective, Meanti et al.) → test metrics
+(:func:`lifelong_learning.core.metrics.normalized_mse`) → the first run's model exported to
+the online learners' model file (IncrementalRLSC or SemiparametricInverseDynamics on the method's
+feature map, see :mod:`lifelong_learning.nystrom.export`) → the promotion gate
 (:mod:`~lifelong_learning.retraining.promotion`) → a markdown + JSON report next to it
 (:mod:`~lifelong_learning.retraining.report`).
 
@@ -33,10 +34,10 @@ from typing import Any
 import numpy as np
 
 from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group
-from lifelong_learning.nystrom.tuning import tune
 from lifelong_learning.retraining.classification import Classification
 from lifelong_learning.retraining.inverse_dynamics import InverseDynamics
 from lifelong_learning.retraining.job import TASKS, JobCancelledError, TuningJob, check_outputs
+from lifelong_learning.retraining.methods import fit_run
 from lifelong_learning.retraining.report import (
     add_peak_memory,
     new_report,
@@ -46,7 +47,9 @@ from lifelong_learning.retraining.report import (
 from lifelong_learning.retraining.task import Task
 
 Callback = Callable[[str, int, dict[str, Any]], None]
-"""``callback(objective, epoch, info)``, called after every tuning epoch."""
+"""``callback(run, epoch, info)``, called after every tuning epoch (of the method nystrom; a step of
+the others: an SLKL epoch, a NYTRO iteration, a λ of the path); ``info["objective"]`` is the
+run's figure of merit then (the tuning objective, SLKL's objective, the validation error)."""
 
 #: each task of :data:`~lifelong_learning.retraining.job.TASKS`, made from the job, its random
 #: generator, the stop check and the processes: ``IMPLEMENTATIONS[job.task](job, rng, check, group)``
@@ -120,18 +123,18 @@ def _run_task(
     step: Callable[[str], None],
     group: Group = ONE_PROCESS,
 ) -> dict[str, Any]:
-    """Tune with each objective, score, export the first one's model, gate it, write the reports
-    (the gate and the files: the main process)."""
+    """Fit each run (:attr:`TuningJob.runs`), score, export the first one's model, gate it, write
+    the reports (the gate and the files: the main process)."""
     check()
     report = new_report(job, task, group)
     exported: tuple[Any, dict[str, Any]] | None = None
-    for objective in job.objectives:
+    for run in job.runs:
         step("tuning")
-        model, seconds = _tune(job, task, objective, check, callback, group)
+        model, seconds = _tune(job, task, run, check, callback, group)
         check()
         step("fitting")
         value, choice = task.score(model)
-        report["objectives"][objective] = objective_result(task.metric, value, seconds, model, choice)
+        report["objectives"][run] = objective_result(task.metric, value, seconds, model, choice)
         exported = exported or (model, choice)
     assert exported is not None
     # The test split only measured the tuned hyperparameters: the exported model is refitted
@@ -154,37 +157,30 @@ def _run_task(
 def _tune(
     job: TuningJob,
     task: Task,
-    objective: str,
+    run: str,
     check: Callable[[], None],
     callback: Callback | None,
     group: Group,
 ) -> tuple[Any, float]:
-    """The model tuned with ``objective`` on the task's tuning rows, and the seconds it took."""
+    """The model of ``run`` fitted on the task's tuning rows, and the seconds it took."""
     t0 = time.perf_counter()
 
-    def on_epoch(epoch: int, info: dict[str, Any]) -> None:
+    def on_step(step: int, info: dict[str, Any]) -> None:
         if callback is not None:
-            callback(objective, epoch, {**info, "epochs": job.epochs})
+            callback(run, step, {**info, "objective": _merit(info), "epochs": job.epochs})
         check()
 
-    model = tune(
-        task.X_tr,
-        task.Y_tr,
-        centers=job.centers,
-        objective=objective,
-        epochs=job.epochs,
-        patience=job.patience,
-        lr=job.lr,
-        dtype=job.dtype,
-        device=job.device,
-        progress=job.progress and group.is_main,
-        seed=job.seed,
-        callback=on_epoch,
-        lengthscale_range=job.lengthscale_range,
-        groups=task.groups,
-        group=group,
-    )
+    time_ordered = job.task == "inverse-dynamics"
+    model = fit_run(job, run, task.X_tr, task.Y_tr, task.groups, time_ordered, group, on_step)
     return model, time.perf_counter() - t0
+
+
+def _merit(info: dict[str, Any]) -> float:
+    """A step's figure of merit: the objective (Meanti's, SLKL's), else the validation error."""
+    for key in ("objective", "validation_rmse", "validation_error"):
+        if key in info:
+            return float(info[key])
+    return float("nan")
 
 
 def _check_outputs_again(job: TuningJob, group: Group) -> None:

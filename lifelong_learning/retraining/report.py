@@ -34,7 +34,8 @@ def new_report(job: TuningJob, task: Task, group: Group) -> dict[str, Any]:
         "epochs_asked": job.epochs,  # each objective's "epochs": how many ran (early stopping)
         "patience": job.patience,
         "model": str(job.out),
-        "exported_objective": job.objectives[0],
+        "method": job.method,
+        "exported_objective": job.runs[0],
         "n_train": task.n_train,
         "n_test": task.n_test,
         "tuning_rows": int(sum(group.all_gather(len(task.X_tr)))),  # the sample the tuning saw
@@ -48,19 +49,12 @@ def new_report(job: TuningJob, task: Task, group: Group) -> dict[str, Any]:
 def objective_result(
     metric: str, value: float, seconds: float, model: Any, choice: dict[str, Any]
 ) -> dict[str, Any]:
-    """One objective's entry: the test metric of its model, the tuning's time, epochs and
-    hyperparameters (``model.tuning_``), and the task's choices (forgetting, λ multiplier)."""
-    info = model.tuning_
-    return {
-        "metric": metric,
-        "value": value,
-        "seconds": seconds,
-        "epochs": info.epochs,
-        "lam": info.lam,
-        "lengthscale": info.lengthscale,
-        "final_objective": info.history[-1] if info.history else None,
-        **choice,
-    }
+    """One run's entry: the test metric of its model, the fit's time, what it chose
+    (:func:`~lifelong_learning.retraining.methods.chosen`: λ, length-scales, epochs, the online
+    map's size, ...), and the task's choices (forgetting, λ multiplier)."""
+    from lifelong_learning.retraining.methods import chosen
+
+    return {"metric": metric, "value": value, "seconds": seconds, **chosen(model), **choice}
 
 
 def add_peak_memory(report: dict[str, Any], group: Group) -> None:
@@ -87,7 +81,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"- samples: {report['n_train']} train, {report['n_test']} test "
         f"({'the most recent part' if report['task'] == 'inverse-dynamics' else 'a random part'}); "
         f"centres: {report['centers']}; tuned on {report['tuning_rows']} of the training samples",
-        f"- exported: `{report['model']}` (objective `{report['exported_objective']}`, refitted on all "
+        f"- exported: `{report['model']}` ({_exported(report)}, refitted on all "
         f"{report['exported_samples']} samples)",
     ]
     skipped = ", ".join(f"{n} {reason}" for reason, n in report["skipped"].items())
@@ -111,6 +105,15 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {r['epochs']} | {r['lam']:.3g} | {ls} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _exported(report: dict[str, Any]) -> str:
+    """Which run's model was exported, in words."""
+    method = report.get("method", "nystrom")
+    if method == "nystrom":
+        return f"objective `{report['exported_objective']}`"
+    run = report["objectives"].get(method, {})
+    return f"method `{method}`, {run.get('features', '?')} features"
 
 
 def _gate_line(gate: dict[str, Any]) -> str:

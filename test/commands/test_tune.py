@@ -94,6 +94,53 @@ def test_tune_inverse_dynamics_from_bag(tmp_path):
     assert pred.shape == (5, 7) and np.all(np.isfinite(pred))
 
 
+@pytest.mark.parametrize("method", ["slkl", "nytro", "path"])
+def test_tune_with_another_method_exports_its_map_for_the_learner_to_continue_from(tmp_path, method):
+    """``--method``: the exported classifier holds the method's feature map (SLKL's m₀ ≤ M active
+    centres, the Nyström map of NYTRO's and the path's centres) and the engine state of every sample;
+    loaded, it predicts the digits and keeps learning."""
+    from sklearn.datasets import load_digits
+
+    from lifelong_learning.learners.rlsc import IncrementalRLSC
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:300] / 16.0, [f"digit{v}" for v in y[:300]]
+    write_labeled_features(tmp_path / "a", X, y)
+    out = tmp_path / "model.npz"
+    argv = ["tune", str(tmp_path / "a"), "--task", "classification", "--method", method, "--centers", "40"]
+    assert main([*argv, "--device", "cpu", "--out", str(out), "--no-progress"]) == 0
+    report = json.loads((tmp_path / "model.npz.report.json").read_text())
+    assert report["method"] == method and report["exported_objective"] == method
+    run = report["objectives"][method]
+    clf = IncrementalRLSC.load(out)
+    assert clf.feature_map.kind == ("slkl" if method == "slkl" else "nystrom")
+    assert clf.feature_map.n_features == run["features"] <= 40 and clf.n_samples == 300
+    assert run["value"] < 30.0 and np.mean(clf.predict(X) == np.array(y, dtype=object)) > 0.8
+    clf.partial_fit(X[:1], y[:1])
+    assert clf.n_samples == 301
+
+
+def test_tune_inverse_dynamics_with_slkl(tmp_path):
+    from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynamics
+    from lifelong_learning.sim.panda import PandaSimulation, panda_urdf_path
+
+    log = PandaSimulation().run(3.0, seed=1, log_every=5)
+    write_joint_states(
+        tmp_path / "js", log["t"], PandaSimulation.joint_names, log["q"], log["qd"], log["tau"]
+    )
+    out = tmp_path / "dyn.npz"
+    argv = ["tune", str(tmp_path / "js"), "--task", "inverse-dynamics", "--urdf", panda_urdf_path()]
+    assert main([*argv, "--method", "slkl", "--centers", "40", "--device", "cpu", "--out", str(out)]) == 0
+    model = SemiparametricInverseDynamics.load(out)
+    report = json.loads((tmp_path / "dyn.npz.report.json").read_text())
+    assert model.feature_map.kind == "slkl"
+    assert model.feature_map.n_features == report["objectives"]["slkl"]["features"] <= 40
+    before = model.predict(log["q"][:5], log["qd"][:5], log["qdd"][:5])
+    model.update(log["q"][:5], log["qd"][:5], log["qdd"][:5], log["tau"][:5])  # it keeps learning
+    after = model.predict(log["q"][:5], log["qd"][:5], log["qdd"][:5])
+    assert np.all(np.isfinite(after)) and not np.array_equal(before, after)
+
+
 def test_tune_reports_bad_input(tmp_path, capsys):
     assert (
         main(["tune", str(tmp_path / "none"), "--task", "classification", "--out", str(tmp_path / "m")]) == 2

@@ -220,6 +220,108 @@ def test_the_leading_block_is_the_engine_of_the_first_columns():
             full.leading(bad)
 
 
+def _weighted_batch_objective(Z, U, lam, betas):
+    """min_W (Π β) λ‖W‖² + Σ_i (Π_{j>i} β_j) ‖Wᵀz_i − u_i‖², per output, from scratch."""
+    later = np.concatenate([np.cumprod(betas[::-1])[::-1][1:], [1.0]])
+    reg = np.prod(betas) * lam
+    W = np.linalg.solve((Z * later[:, None]).T @ Z + reg * np.eye(Z.shape[1]), (Z * later[:, None]).T @ U)
+    return reg * (W * W).sum(0) + (later[:, None] * (Z @ W - U) ** 2).sum(0)
+
+
+@pytest.mark.parametrize("batch", [1, 5, 200])
+def test_the_batch_objective_is_the_identity_of_the_online_errors(batch):
+    """Without forgetting: Σ_t e_t²/(1 + z_tᵀA_{t−1}⁻¹z_t) (the identity's left side, row by row)
+    equals the engine's batch objective read off its state, per output, to 1e-10 relative; rows
+    learned one by one, in small blocks and in one BLAS-3 block alike."""
+    from lifelong_learning.learners.prequential_identity import predict_then_learn
+
+    rng = np.random.default_rng(21)
+    Z, U = rng.standard_normal((400, 15)), rng.standard_normal((400, 3)) + 2.0
+    rls = RecursiveRLS(15, 3, lam=0.7)
+    for i in range(0, 400, batch):
+        rls.update(Z[i : i + batch], U[i : i + batch])
+    weighted = np.zeros(3)
+    for t, prediction, leverage in predict_then_learn(RecursiveRLS(15, 3, lam=0.7), Z, U):
+        weighted += (prediction - U[t - 1]) ** 2 / (1.0 + leverage)
+    np.testing.assert_allclose(rls.batch_objective(), weighted, rtol=1e-10)
+    np.testing.assert_allclose(
+        rls.batch_objective(), _weighted_batch_objective(Z, U, 0.7, np.ones(400)), rtol=1e-9
+    )
+    n, total, squares = rls.target_moments()
+    assert n == 400 and np.allclose(total, U.sum(0)) and np.allclose(squares, (U * U).sum(0))
+
+
+def test_with_forgetting_the_batch_objective_is_that_of_the_weighted_rows():
+    """Forgetting factors changed mid-stream (through drafts): the objective of the rows' weights, and
+    the recursion J_t = βJ_{t−1} + e_t²/(1 + z_tᵀA_{t−1}⁻¹z_t/β) of the online errors."""
+    rng = np.random.default_rng(22)
+    Z, U = rng.standard_normal((360, 10)), rng.standard_normal((360, 2))
+    betas = np.repeat([1.0, 0.97, 1.0, 0.9, 0.99, 0.999], 60)
+    rls, online = RecursiveRLS(10, 2, lam=0.4), RecursiveRLS(10, 2, lam=0.4)
+    J = np.zeros(2)
+    for i in range(0, 360, 6):
+        draft = rls.draft()
+        draft.set_forgetting(betas[i])
+        draft.update(Z[i : i + 6], U[i : i + 6])
+        rls.commit(draft)
+        online.set_forgetting(betas[i])
+        for t in range(i, i + 6):  # one row at a time, its error and leverage before learning it
+            z = Z[t : t + 1]
+            e, leverage = online.predict(z)[0] - U[t], float(z[0] @ online.solve(z)[:, 0])
+            J = betas[t] * J + e**2 / (1.0 + leverage / betas[t])
+            online.update(z, U[t : t + 1])
+    expected = _weighted_batch_objective(Z, U, 0.4, betas)
+    np.testing.assert_allclose(rls.batch_objective(), expected, rtol=1e-8)
+    np.testing.assert_allclose(J, expected, rtol=1e-8)
+
+
+def test_the_targets_moments_follow_the_state_or_are_said_unknown():
+    rng = np.random.default_rng(23)
+    Z, U = rng.standard_normal((50, 6)), rng.standard_normal((50, 2))
+    rls = RecursiveRLS(6, 2, lam=1.0)
+    rls.update(Z[:30], U[:30])
+    draft = rls.draft()
+    draft.update(Z[30:], U[30:])
+    assert rls.target_moments()[0] == 30  # a draft never writes its engine
+    again = RecursiveRLS.from_state(*rls.to_state(packed=True))
+    np.testing.assert_array_equal(again.batch_objective(), rls.batch_objective())
+    meta, arrays = rls.to_state()
+    older = RecursiveRLS.from_state(meta, {"R": arrays["R"], "B": arrays["B"]})  # saved without them
+    assert older.target_moments() is None and np.isnan(older.batch_objective()).all()
+    np.testing.assert_allclose(older.batch_objective((U[:30] ** 2).sum(0)), rls.batch_objective(), rtol=1e-12)
+    rls.add_outputs(1)
+    assert rls.batch_objective()[2] == 0.0 and rls.target_moments()[2].shape == (3,)
+    summed = RecursiveRLS(6, 2, lam=1.0)
+    summed.add_sums(Z.T @ Z, Z.T @ U, 50, targets=(U.sum(0), (U * U).sum(0)))
+    whole = RecursiveRLS(6, 2, lam=1.0)
+    whole.update(Z, U)
+    np.testing.assert_allclose(summed.batch_objective(), whole.batch_objective(), rtol=1e-9)
+    summed.add_sums(Z.T @ Z, Z.T @ U, 50)  # rows by their sums alone: their targets are not known
+    assert summed.target_moments() is None
+
+
+def test_the_targets_range_follows_every_row_learned():
+    rng = np.random.default_rng(24)
+    Z, U = rng.standard_normal((40, 5)), rng.standard_normal((40, 2))
+    rls = RecursiveRLS(5, 2, lam=1.0, forgetting=0.9)
+    assert rls.target_range() is None  # nothing learned
+    rls.update(Z[:20], U[:20])
+    draft = rls.draft()
+    draft.update(Z[20:], U[20:])
+    np.testing.assert_array_equal(rls.target_range()[1], U[:20].max(0))  # a draft never writes its engine
+    rls.commit(draft)
+    low, high = rls.target_range()
+    np.testing.assert_array_equal(low, U.min(0))
+    np.testing.assert_array_equal(high, U.max(0))
+    again = RecursiveRLS.from_state(*rls.to_state(packed=True))
+    np.testing.assert_array_equal(again.target_range()[0], low)
+    rls.add_outputs(1)  # a new class: its targets were 0 so far
+    assert rls.target_range()[0][2] == rls.target_range()[1][2] == 0.0
+    summed = RecursiveRLS(5, 2, lam=1.0)
+    summed.add_sums(Z.T @ Z, Z.T @ U, 40)
+    assert summed.target_range() is None
+
+
 def test_rows_wait_for_the_factor_and_are_swept_in_one_pass_bit_for_bit():
     """Rows wait (QUEUE_ROWS at most) and are swept in one pass when enough came or anything reads the
     factor: the factor is the one of sweeping each row as it came, bit for bit; a draft of an engine

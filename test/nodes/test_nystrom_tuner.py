@@ -1,7 +1,9 @@
 """The nystrom_tuner node's ~/tune action across processes (issue 13): goals checked before they are
 accepted, feedback, a queue, cancel at any time without a file left behind, the URDF from
 robot_description, and the promotion gate: a better model reaches an object_recognition node in
-another process as bytes (no shared path, no path announcement), a worse one never does.
+another process as bytes (no shared path, no path announcement), a worse one never does. A model
+of another offline method (SLKL's learned map), from a goal or from ``lifelong-learning tune``, is
+hot-reloaded by that node, which keeps learning on top of it.
 
 One tuner process and one object_recognition process serve the module; the tests run in file order.
 """
@@ -20,7 +22,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import IMMEDIATE_SWAP, DiagnosticsReader, new_context, new_executor, node_argv, spin_until
+from conftest import (
+    IMMEDIATE_SWAP,
+    DiagnosticsReader,
+    call_service,
+    new_context,
+    new_executor,
+    node_argv,
+    spin_until,
+)
 
 from lifelong_learning.io.bags import write_joint_states, write_labeled_features
 from lifelong_learning.nodes.supervisor import NodeProcess
@@ -216,6 +226,76 @@ def test_a_worse_candidate_is_not_announced_and_the_learner_keeps_serving(graph)
     assert status == SUCCEEDED and result.promoted and "forced" in result.message, result.message
     report = json.loads(Path(result.report_path).read_text())
     assert report["promotion"]["forced"] is True
+
+
+def _keeps_learning(graph: Graph, before: int) -> None:
+    """The object_recognition process, after a reload to a model of ``before`` samples, learns a
+    taught sample on top of it (its ~/info counts it)."""
+    from lifelong_learning.msg import LabeledFeatures
+    from lifelong_learning.srv import GetClassifierInfo
+
+    teacher = graph.peer.create_publisher(LabeledFeatures, "labeled_features", 10)
+    info = graph.peer.create_client(GetClassifierInfo, "/object_recognition/info")
+    try:
+        assert call_service(graph.executor, info, GetClassifierInfo.Request()).samples_seen == before
+        assert spin_until(graph.executor, lambda: teacher.get_subscription_count() > 0, 10)
+        teacher.publish(LabeledFeatures(data=X[0].tolist(), label=LABELS[0]))
+
+        def learned() -> bool:
+            return call_service(graph.executor, info, GetClassifierInfo.Request()).samples_seen == before + 1
+
+        assert spin_until(graph.executor, learned, 10), graph.learner.log()[-2000:]
+    finally:
+        graph.peer.destroy_publisher(teacher)
+        graph.peer.destroy_client(info)
+
+
+def test_a_goal_with_method_slkl_makes_a_model_the_learner_reloads_and_keeps_learning(graph):
+    from lifelong_learning.learners.rlsc import IncrementalRLSC
+
+    version = graph.diag.count("object_recognition", "model version")
+    handle = graph.send(bags=[str(graph.root / "good")], method="slkl", centers=20)
+    assert handle.accepted
+    status, result = graph.result(handle)
+    assert status == SUCCEEDED and result.promoted, result.message
+    report = json.loads(Path(result.report_path).read_text())
+    assert report["method"] == "slkl" and list(report["objectives"]) == ["slkl"]
+    model = IncrementalRLSC.load(result.out_path)
+    assert model.feature_map.kind == "slkl"
+    assert model.feature_map.n_features == report["objectives"]["slkl"]["features"] <= 20
+    assert spin_until(
+        graph.executor, lambda: graph.diag.count("object_recognition", "model version") > version, 20
+    ), graph.learner.log()[-2000:]
+    _keeps_learning(graph, model.n_samples)
+    assert "method must be one of" in graph.rejected(
+        "invalid goal", bags=[str(graph.root / "good")], method="svm"
+    )
+
+
+def test_the_cli_with_method_slkl_makes_a_model_the_learner_reloads_and_keeps_learning(graph):
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+
+    from lifelong_learning.cli import main
+    from lifelong_learning.learners.rlsc import IncrementalRLSC
+
+    out = graph.root / "robot_models" / "cli-slkl.npz"  # inside the learner's model_directory
+    argv = ["tune", str(graph.root / "good"), "--task", "classification", "--method", "slkl"]
+    # other candidates than the goal's (the same file would be the serving model already)
+    assert main([*argv, "--centers", "15", "--device", "cpu", "--out", str(out), "--no-progress"]) == 0
+    model = IncrementalRLSC.load(out)
+    assert model.feature_map.kind == "slkl"
+    version = graph.diag.count("object_recognition", "model version")
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    announce = graph.peer.create_publisher(String, "tuned_model", latched)
+    try:
+        announce.publish(String(data=str(out)))
+        assert spin_until(
+            graph.executor, lambda: graph.diag.count("object_recognition", "model version") > version, 20
+        ), graph.learner.log()[-2000:]
+    finally:
+        graph.peer.destroy_publisher(announce)
+    _keeps_learning(graph, model.n_samples)
 
 
 def test_goals_queue_and_cancel_at_any_time_leaves_no_file(graph):

@@ -129,3 +129,48 @@ def test_the_documented_limits():
     assert huge.n_active_ == 0 and not np.any(huge.predict(X))
     with pytest.raises(ValueError, match="no active centre"):
         huge.feature_map()
+
+
+def test_nu_max_is_where_the_first_centre_enters():
+    """ν_max = max_m ‖Yᵀc_m‖²/λ: just above it μ = 0 is optimal, just below it a centre is active."""
+    X, Y = _data(n=50)
+    kw = dict(n_candidates=12, lengthscale=1.0, lam=0.5, tol=1e-10, device="cpu", seed=3)
+    probe = SLKL(nu=1.0, **kw).fit(X, Y)
+    C = _columns(probe, X)
+    nu_max = ((Y.T @ C) ** 2).sum(0).max() / probe.lam
+    assert SLKL(nu=1.001 * nu_max, **kw).fit(X, Y).n_active_ == 0
+    assert SLKL(nu=0.999 * nu_max, **kw).fit(X, Y).n_active_ >= 1
+    relative = SLKL(nu=0.3, relative_nu=True, **kw).fit(X, Y)
+    assert relative.nu == pytest.approx(0.3 * nu_max, rel=1e-12)
+    with pytest.raises(ValueError, match="fractions"):
+        SLKL(nu=[0.5, 1.0], relative_nu=True)
+
+
+def test_several_nu_choose_on_held_out_rows_and_refit_on_every_row():
+    """With several ν: each fitted on the training part of the split, the least validation error
+    kept (the most recent recording held out with ``groups``), then that ν on every row."""
+    from lifelong_learning.nystrom.estimator import holdout_split
+
+    X, Y = _data(n=90)
+    kw = dict(n_candidates=25, lengthscale=1.0, tol=1e-8, device="cpu", seed=2)
+    nus = [1e-1, 1e-3, 1e-5]
+    seen = []
+    chosen = SLKL(nu=nus, relative_nu=True, **kw).fit(
+        X, Y, groups=[0, 70], progress=lambda k, i: seen.append(i)
+    )
+    train, val = holdout_split(90, 0.2, [0, 70], np.random.default_rng(2))
+    assert val.tolist() == list(range(70, 90))
+    errors = [
+        np.mean((SLKL(nu=v, relative_nu=True, **kw).fit(X[train], Y[train]).predict(X[val]) - Y[val]) ** 2)
+        for v in nus
+    ]
+    np.testing.assert_allclose(chosen.validation_errors_, errors, rtol=1e-10)
+    best = nus[int(np.argmin(errors))]
+    alone = SLKL(nu=best, relative_nu=True, **kw).fit(X, Y)
+    assert chosen.nu == alone.nu and chosen.n_active_ == alone.n_active_
+    np.testing.assert_array_equal(chosen.predict(X), alone.predict(X))
+    assert {i["nu"] for i in seen} >= {chosen.nu}
+    again = SLKL.from_state(*chosen.to_state())
+    assert again.nu == chosen.nu and again.nus == tuple(nus) and again.relative_nu
+    np.testing.assert_array_equal(again.validation_errors_, chosen.validation_errors_)
+    np.testing.assert_array_equal(again.predict(X), chosen.predict(X))

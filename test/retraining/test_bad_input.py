@@ -60,13 +60,13 @@ def test_bags_that_one_rigid_body_model_cannot_fit_are_warned_about(tmp_path, mo
     import lifelong_learning.retraining.pipeline as pipeline
 
     groups = []
-    tune = pipeline.tune
+    fit_run = pipeline.fit_run
 
-    def spy(*args, **kwargs):
-        groups.append(kwargs["groups"])
-        return tune(*args, **kwargs)
+    def spy(job, run, X, Y, bags, *args, **kwargs):
+        groups.append(bags)
+        return fit_run(job, run, X, Y, bags, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "tune", spy)
+    monkeypatch.setattr(pipeline, "fit_run", spy)
     for name, seed, scale in (("a", 1, 1.0), ("b", 2, 1.0), ("heavy", 2, 1.2)):
         _bag(tmp_path / name, _panda(6.0, seed, scale))
     same = _run(make_job, "a", "b")

@@ -41,18 +41,18 @@ def test_peak_memory_does_not_grow_with_the_bag(tmp_path, monkeypatch, make_job)
     assert peaks[3200] < 1.25 * peaks[800], peaks
 
     rows = {"tune": 0, "update": 0, "predict": 0}
-    tune = pipeline.tune
+    fit_run = pipeline.fit_run
     update, predict = SemiparametricInverseDynamics.update, SemiparametricInverseDynamics.predict
 
     def spy(name, f):
         def wrapped(*args, **kwargs):
-            first = args[1] if name != "tune" else args[0]
+            first = args[2] if name == "tune" else args[1]  # fit_run(job, run, X, ...); method(self, q, ...)
             rows[name] = max(rows[name], np.shape(first)[0])
             return f(*args, **kwargs)
 
         return wrapped
 
-    monkeypatch.setattr(pipeline, "tune", spy("tune", tune))
+    monkeypatch.setattr(pipeline, "fit_run", spy("tune", fit_run))
     monkeypatch.setattr(SemiparametricInverseDynamics, "update", spy("update", update))
     monkeypatch.setattr(SemiparametricInverseDynamics, "predict", spy("predict", predict))
     report = run_job(_job(make_job, "b3200", **limits))
@@ -110,7 +110,7 @@ def test_a_classification_job_streams_its_bags_too(tmp_path, monkeypatch, make_j
     assert IncrementalRLSC.load(tmp_path / "f3200.llm").n_samples == report["exported_samples"] == 3200
 
     rows = {"tune": 0, "transform": 0}
-    tune, transform = pipeline.tune, NystromFeatureMap.transform
+    fit_run, transform = pipeline.fit_run, NystromFeatureMap.transform
 
     def spy(name, f, at):
         def wrapped(*args, **kwargs):
@@ -119,7 +119,7 @@ def test_a_classification_job_streams_its_bags_too(tmp_path, monkeypatch, make_j
 
         return wrapped
 
-    monkeypatch.setattr(pipeline, "tune", spy("tune", tune, 0))
+    monkeypatch.setattr(pipeline, "fit_run", spy("tune", fit_run, 2))  # fit_run(job, run, X, ...)
     monkeypatch.setattr(NystromFeatureMap, "transform", spy("transform", transform, 1))
     run_job(job(3200))
     assert rows["tune"] == 200 and 100 < rows["transform"] <= 200, rows  # blocks of the file, sparse rows

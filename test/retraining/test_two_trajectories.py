@@ -59,13 +59,13 @@ def test_tuning_on_two_trajectories_predicts_a_third_better_than_tuning_on_one(
     for name, log in (("A", A), ("B", B)):
         write_joint_states(tmp_path / name, log["t"], UR5_JOINT_NAMES, log["q"], log["qd"], log["tau"])
     groups = []
-    tune = pipeline.tune
+    fit_run = pipeline.fit_run
 
-    def spy(*args, **kwargs):
-        groups.append(kwargs["groups"])
-        return tune(*args, **kwargs)
+    def spy(job, run, X, Y, bags, *args, **kwargs):
+        groups.append(bags)
+        return fit_run(job, run, X, Y, bags, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "tune", spy)
+    monkeypatch.setattr(pipeline, "fit_run", spy)
     errors, exported = {}, {}
     for label, bags, objectives in (
         ("one", ["A"], None),
