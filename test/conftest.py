@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import random
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +37,9 @@ from lifelong_learning.retraining.job import TuningJob
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(0, 101)))
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+# the session's ROS home (model files, checkpoints, bags, logs by default), never the user's ~/.ros;
+# each test gets one of its own (fixture ros_home)
+os.environ["ROS_HOME"] = tempfile.mkdtemp(prefix="lifelong-learning-tests-ros-home-")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,11 +65,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def ros_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def ros_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Each test's ROS home (``ROS_HOME``: the nodes' model files, checkpoints and bags by default,
-    and ROS logs) in a directory of its own, for the test and the processes it starts: a node run
-    with the shipped defaults never finds another test's checkpoint, nor the user's."""
-    home = tmp_path / "ros_home"
+    and ROS logs) in a directory of its own beside the test's ``tmp_path``, for the test and the
+    processes it starts: a node run with the shipped defaults never finds another test's
+    checkpoint, nor the user's (a fixture of a wider scope gets the session's, below)."""
+    home = tmp_path_factory.mktemp("ros_home")
     monkeypatch.setenv("ROS_HOME", str(home))
     return home
 

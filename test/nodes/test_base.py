@@ -107,6 +107,7 @@ def test_after_cleanup_and_configure_a_latched_model_is_loaded_again(executor, s
     node = make_node(
         executor.context,
         model_directory=str(tmp_path),
+        checkpoint_path="",  # no checkpoint: configure builds a fresh model
         model_topic="",
         model_data_topic=topic,
         diagnostics_period_s=0.0,
