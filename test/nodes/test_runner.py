@@ -143,7 +143,11 @@ def test_a_node_blocked_in_a_callback_does_not_hold_up_the_others(built_interfac
                 return
             blocked.set()
             start = learners[0].ticks
-            time.sleep(1.0)  # the learner's timer (50 Hz) must go on meanwhile
+            # this callback holds its executor until the learner's timer (50 Hz) ticked 10 times
+            # (20 s at most): it goes on meanwhile, however loaded the machine
+            deadline = time.monotonic() + 20.0
+            while learners[0].ticks - start < 10 and time.monotonic() < deadline:
+                time.sleep(0.01)
             self.ticks_while_blocked = learners[0].ticks - start
 
     def make_learner():
@@ -154,7 +158,7 @@ def test_a_node_blocked_in_a_callback_does_not_hold_up_the_others(built_interfac
     assert status == 0
     slow, learner = made
     assert slow.ticks_while_blocked is not None, "the slow callback never ran"
-    assert slow.ticks_while_blocked >= 10, f"the learner ticked {slow.ticks_while_blocked} times in 1 s"
+    assert slow.ticks_while_blocked >= 10, f"the learner ticked {slow.ticks_while_blocked} times in 20 s"
     saved = load_model_file(checkpoint, kind="test_rls")
     assert RecursiveRLS.from_state(saved.meta, saved.arrays).n_samples == learner.ticks
 
@@ -190,7 +194,10 @@ def test_a_node_that_needs_more_threads_gets_them_beside_the_others(built_interf
                 return
             self.blocked.set()
             start = self.ticks
-            time.sleep(1.0)  # its own other timer must go on meanwhile
+            # held until its own other timer ticked 10 times beside it (20 s at most)
+            deadline = time.monotonic() + 20.0
+            while self.ticks - start < 10 and time.monotonic() < deadline:
+                time.sleep(0.01)
             self.ticks_while_blocked = self.ticks - start
 
     status, made = run_until([Busy, Learner], lambda made: made[0].ticks_while_blocked is not None)
