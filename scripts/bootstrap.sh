@@ -33,6 +33,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   python -m pip install --quiet -r requirements/ros-pypi.txt -r requirements/base.txt -r requirements/test.txt
   python -m pip install --quiet --no-deps -r requirements/no-deps.txt
   echo "$want" > "$stamp"
+  say "Python packages installed in $((SECONDS - t0)) s"
 else
   say "Python packages up to date (.venv)"
 fi
@@ -48,13 +49,18 @@ for site in install/lifelong_learning/lib/python3*/site-packages/lifelong_learni
 done
 
 say "colcon build -> install/"
+t_build=$SECONDS
 mkdir -p log
 # One build at a time in this tree (two shells, or tests and a benchmark, may bootstrap at once).
 if command -v flock >/dev/null; then exec 9>log/.bootstrap.lock; flock 9; fi
 export AMENT_PREFIX_PATH="$VIRTUAL_ENV" CMAKE_PREFIX_PATH="$VIRTUAL_ENV"
+# make's jobs: one per core, and no load limit. colcon's default adds -l<cores>: make then starts no
+# second job while the machine's load average is above the core count, which on a shared machine
+# (or with the tests of another tree running) made the first build a serial one.
+export MAKEFLAGS="${MAKEFLAGS:--j$(nproc 2>/dev/null || echo 2)}"
 colcon --log-base log build --paths "$root" --build-base build --install-base install \
   --event-handlers console_cohesion- summary+ status- \
   --cmake-args -DPython3_EXECUTABLE="$VIRTUAL_ENV/bin/python3" -DBUILD_TESTING=OFF \
   -Wno-dev --no-warn-unused-cli > log/bootstrap-colcon.txt 2>&1 \
   || { cat log/bootstrap-colcon.txt >&2; echo "colcon build failed" >&2; exit 1; }
-say "ready in $((SECONDS - t0)) s (enter it by hand with: source scripts/env.sh)"
+say "ready in $((SECONDS - t0)) s (colcon $((SECONDS - t_build)) s; enter it by hand with: source scripts/env.sh)"
