@@ -1,11 +1,13 @@
 """The launch files run by the real launch system (``launch.LaunchService``), as ``ros2 launch`` would.
 
-Each test runs one launch file in a process of its own (test/run_launch_file.py: the file
-included with ``IncludeLaunchDescription`` and launch arguments) and checks, in that one run,
-that its nodes come up in the namespace given, with the parameters and remappings the
-arguments set, that they answer, and that the whole launch stops cleanly on SIGINT: exit
-status 0, every node's process finished cleanly, no traceback and no "exception was never
-retrieved" in the output. The static checks of the same files are test/test_launch_files.py.
+A launch runs in a process of its own (test/run_launch_file.py: each file included with
+``IncludeLaunchDescription`` and its launch arguments): the bring-up alone, and the four
+single-purpose files together, each in a namespace of its own (one start and one stop of their
+five nodes instead of four). Each test checks, in that one run, that the nodes of every file come
+up in the namespace given, with the parameters and remappings the arguments set, that they answer,
+and that the whole launch stops cleanly on SIGINT: exit status 0, every node's process finished
+cleanly, no traceback and no "exception was never retrieved" in the output. The static checks of
+the same files are test/test_launch_files.py.
 
 ``launch`` and ``launch_ros`` have no wheels: their upstream sources are in
 ../shared/vendor/ros2-launch, and scripts/bootstrap.sh (scripts/install_launch.sh) installs
@@ -59,17 +61,21 @@ def launch(
     """``launch(file, name=value, ...)``: the launch file running in its own process."""
 
     def start(file: str, **arguments: Any) -> NodeProcess:
-        argv = [sys.executable, str(RUNNER), file, *(f"{k}:={v}" for k, v in arguments.items())]
-        return start_process(argv)
+        return start_process([sys.executable, str(RUNNER), *launch_argv(file, arguments)])
 
     yield start
 
 
-def params_file(folder: Path, parameters: dict[str, dict[str, Any]]) -> Path:
+def launch_argv(file: str, arguments: dict[str, Any]) -> list[str]:
+    """``file`` and its launch arguments as test/run_launch_file.py takes them."""
+    return [file, *(f"{k}:={v}" for k, v in arguments.items())]
+
+
+def params_file(folder: Path, parameters: dict[str, dict[str, Any]], name: str = "params") -> Path:
     """A ROS 2 params file setting ``parameters`` of each node (keyed ``/**/<node>``)."""
     import yaml
 
-    path = folder / "params.yaml"
+    path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump({f"/**/{node}": {"ros__parameters": p} for node, p in parameters.items()}))
     return path
 
@@ -200,23 +206,87 @@ def object_recognition_answers(peer: Peer, namespace: str) -> bool:
     return bool(info.success) and list(info.classes) == []
 
 
-def test_object_recognition_launch_file(launch, peer, tmp_path):
-    """Both nodes in /robot2; compressed images from <image>/compressed; the params file applies."""
-    params = params_file(
+@pytest.fixture
+def launches(
+    launch_system: None, start_process: Callable[..., NodeProcess]
+) -> Iterator[Callable[..., NodeProcess]]:
+    """``launches((file, {name: value, ...}), ...)``: the launch files together in one launch process."""
+
+    def start(*files: tuple[str, dict[str, Any]]) -> NodeProcess:
+        argv = [sys.executable, str(RUNNER)]
+        for k, (file, arguments) in enumerate(files):
+            argv += [*(["--"] if k else []), *launch_argv(file, arguments)]
+        return start_process(argv)
+
+    yield start
+
+
+def test_the_single_purpose_launch_files_each_in_a_namespace_of_their_own(launches, peer, tmp_path):
+    """One launch of four files, each with its own arguments and namespace:
+
+    - object_recognition.launch.py: both nodes in /robot2; compressed images from <image>/compressed;
+      the params file applies;
+    - inverse_dynamics.launch.py: /robot3/inverse_dynamics answers joint states on the topic given,
+      with the URDF given; log_level:=warn leaves nothing at INFO from it;
+    - nystrom_tuner.launch.py: /robot4/nystrom_tuner runs a small classification goal to its end, then
+      stops cleanly (before, it printed "The following exception was never retrieved" at shutdown);
+    - bag_recorder.launch.py: /robot5/bag_recorder records into the bag given, and closes it on SIGINT.
+    """
+    from lifelong_learning.action import TuneModel
+    from rclpy.action import ActionClient
+
+    from lifelong_learning.io.bags import write_labeled_features
+    from lifelong_learning.sim.panda import panda_urdf_path
+
+    recognition = params_file(
         tmp_path,
         {
             "feature_extractor": {"num_threads": 1},
             "object_recognition": {"max_classes": 5, "model_directory": str(tmp_path)},
         },
+        name="recognition",
     )
-    process = launch(
-        "object_recognition.launch.py",
-        namespace="robot2",
-        params_file=params,
-        image="/cam2/image_raw",
-        image_transport="compressed",
+    dynamics = params_file(
+        tmp_path, {"inverse_dynamics": {"n_features": 50, "model_directory": str(tmp_path)}}, name="dynamics"
+    )
+    rng = np.random.default_rng(0)
+    features = np.vstack([rng.normal(0, 1, (20, 4)), rng.normal(3, 1, (20, 4))])
+    write_labeled_features(tmp_path / "tuner_bag", features, ["a"] * 20 + ["b"] * 20)
+    # diagnostics every 20 ms: callbacks on the executor's threads at almost any moment of the stop
+    tuner = params_file(
+        tmp_path,
+        {"nystrom_tuner": {"output_dir": str(tmp_path / "models"), "diagnostics_period_s": 0.02}},
+        name="tuner",
+    )
+    process = launches(
+        (
+            "object_recognition.launch.py",
+            {
+                "namespace": "robot2",
+                "params_file": recognition,
+                "image": "/cam2/image_raw",
+                "image_transport": "compressed",
+            },
+        ),
+        (
+            "inverse_dynamics.launch.py",
+            {
+                "namespace": "robot3",
+                "params_file": dynamics,
+                "joint_states": "/arm3/joint_states",
+                "urdf_path": panda_urdf_path(),
+                "log_level": "warn",
+            },
+        ),
+        ("nystrom_tuner.launch.py", {"namespace": "robot4", "params_file": tuner}),
+        ("bag_recorder.launch.py", {"namespace": "robot5", "output": tmp_path / "bag"}),
     )
     peer.wait_for_nodes("/robot2", {"feature_extractor", "object_recognition"}, process)
+    peer.wait_for_nodes("/robot3", {"inverse_dynamics"}, process)
+    peer.wait_for_nodes("/robot4", {"nystrom_tuner"}, process)
+    peer.wait_for_nodes("/robot5", {"bag_recorder"}, process)
+
+    # object_recognition.launch.py
     assert peer.parameter("/robot2/object_recognition", "max_classes") == 5
     assert peer.parameter("/robot2/feature_extractor", "num_threads") == 1
     assert spin_until(
@@ -225,65 +295,29 @@ def test_object_recognition_launch_file(launch, peer, tmp_path):
         20,
     ), process.log()
     assert object_recognition_answers(peer, "/robot2")
-    stops_cleanly(process, nodes=2)
 
-
-def test_inverse_dynamics_launch_file(launch, peer, tmp_path):
-    """/robot3/inverse_dynamics answers joint states on the topic given, with the URDF given."""
-    from lifelong_learning.sim.panda import panda_urdf_path
-
-    params = params_file(tmp_path, {"inverse_dynamics": {"n_features": 50, "model_directory": str(tmp_path)}})
-    process = launch(
-        "inverse_dynamics.launch.py",
-        namespace="robot3",
-        params_file=params,
-        joint_states="/arm3/joint_states",
-        urdf_path=panda_urdf_path(),
-        log_level="warn",
-    )
-    peer.wait_for_nodes("/robot3", {"inverse_dynamics"}, process)
+    # inverse_dynamics.launch.py
     assert peer.parameter("/robot3/inverse_dynamics", "n_features") == 50
     assert peer.parameter("/robot3/inverse_dynamics", "urdf_path") == panda_urdf_path()
     peer.answers_joint_states("/arm3/joint_states", "/robot3/predicted_torque", process)
-    stops_cleanly(process, nodes=1)
-    lines = process.log().splitlines()  # log_level:=warn: nothing at INFO from the node
-    assert [line for line in lines if "[INFO] [" in line and "[robot3.inverse" in line] == []
 
-
-def test_nystrom_tuner_launch_file_serves_a_goal(launch, peer, tmp_path):
-    """/robot4/nystrom_tuner runs a small classification goal to its end, then stops cleanly (before,
-    it printed "The following exception was never retrieved" at shutdown)."""
-    from lifelong_learning.action import TuneModel
-    from rclpy.action import ActionClient
-
-    from lifelong_learning.io.bags import write_labeled_features
-
-    rng = np.random.default_rng(0)
-    features = np.vstack([rng.normal(0, 1, (20, 4)), rng.normal(3, 1, (20, 4))])
-    write_labeled_features(tmp_path / "bag", features, ["a"] * 20 + ["b"] * 20)
-    # diagnostics every 20 ms: callbacks on the executor's threads at almost any moment of the stop
-    tuner = {"output_dir": str(tmp_path / "models"), "diagnostics_period_s": 0.02}
-    params = params_file(tmp_path, {"nystrom_tuner": tuner})
-    process = launch("nystrom_tuner.launch.py", namespace="robot4", params_file=params)
-    peer.wait_for_nodes("/robot4", {"nystrom_tuner"}, process)
+    # nystrom_tuner.launch.py
     assert peer.parameter("/robot4/nystrom_tuner", "output_dir") == str(tmp_path / "models")
     client = ActionClient(peer.node, TuneModel, "/robot4/nystrom_tuner/tune")
     assert spin_until(peer.executor, client.server_is_ready, 60), process.log()
-    goal = TuneModel.Goal(task="classification", bags=[str(tmp_path / "bag")], centers=8, epochs=3)
+    goal = TuneModel.Goal(task="classification", bags=[str(tmp_path / "tuner_bag")], centers=8, epochs=3)
     sent = client.send_goal_async(goal)
     assert spin_until(peer.executor, sent.done, 60) and sent.result().accepted, process.log()
     result = sent.result().get_result_async()
     assert spin_until(peer.executor, result.done, 120), process.log()
     assert result.result().result.success, result.result().result.message
     assert Path(result.result().result.out_path).parent == tmp_path / "models"
-    stops_cleanly(process, nodes=1)
 
-
-def test_bag_recorder_launch_file(launch, peer, tmp_path):
-    """/robot5/bag_recorder records into the bag given, and closes it on SIGINT."""
-    process = launch("bag_recorder.launch.py", namespace="robot5", output=tmp_path / "bag")
-    peer.wait_for_nodes("/robot5", {"bag_recorder"}, process)
+    # bag_recorder.launch.py
     assert peer.parameter("/robot5/bag_recorder", "output") == str(tmp_path / "bag")
     assert spin_until(peer.executor, lambda: (tmp_path / "bag").is_dir(), 20), process.log()
-    stops_cleanly(process, nodes=1)
-    assert (tmp_path / "bag" / "metadata.yaml").is_file()
+
+    stops_cleanly(process, nodes=5)
+    lines = process.log().splitlines()  # log_level:=warn: nothing at INFO from inverse_dynamics
+    assert [line for line in lines if "[INFO] [" in line and "[robot3.inverse" in line] == []
+    assert (tmp_path / "bag" / "metadata.yaml").is_file()  # the recorder closed its bag

@@ -68,6 +68,7 @@ class DemoDriver(Node):
         # stamp ns → (effort, receive time here, the time inverse_dynamics published it: DDS source time)
         self.torques: dict[int, tuple[np.ndarray, float, float]] = {}
         self.diagnostics: dict[str, dict[str, str]] = {}  # node → its last diagnostic values
+        self.diagnostics_received: dict[str, int] = {}  # node → statuses received
         self.announced: list[str] = []  # tuned_model paths
         # external_torque (stamp ns, effort) and contact (flag, external_torque messages received
         # before it), in arrival order: Bool has no header (demo/contact.py pairs them)
@@ -146,7 +147,9 @@ class DemoDriver(Node):
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         with self.lock:
             for status in msg.status:
-                self.diagnostics[status_node(status.name)] = {kv.key: kv.value for kv in status.values}
+                node = status_node(status.name)
+                self.diagnostics[node] = {kv.key: kv.value for kv in status.values}
+                self.diagnostics_received[node] = self.diagnostics_received.get(node, 0) + 1
 
     def _on_feedback(self, msg: Any) -> None:
         feedback = msg.feedback
@@ -169,6 +172,19 @@ class DemoDriver(Node):
         """A copy of the last diagnostics of every node."""
         with self.lock:
             return dict(self.diagnostics)
+
+    def fresh_diagnostics(self, nodes: Sequence[str], timeout: float = 10.0) -> dict[str, dict[str, str]]:
+        """:meth:`diagnostics_now` once each of ``nodes`` has published a status after this call (or
+        ``timeout`` s passed): what they say now, not what they said a period ago."""
+        with self.lock:
+            before = {n: self.diagnostics_received.get(n, 0) for n in nodes}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(self.diagnostics_received.get(n, 0) > k for n, k in before.items()):
+                    break
+            time.sleep(0.05)
+        return self.diagnostics_now()
 
     def model_version(self, name: str) -> int:
         """The model version node ``name`` last reported in its diagnostics (-1: none yet)."""

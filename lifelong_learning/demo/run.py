@@ -41,6 +41,7 @@ import random
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ from rosbags.highlevel import AnyReader
 from lifelong_learning.demo import scenarios
 from lifelong_learning.demo.config import DemoConfig
 from lifelong_learning.demo.driver import LABELED_FEATURES, DemoDriver, running_driver
-from lifelong_learning.demo.lifelong_loop import LoopWatcher, autonomous_cycle
+from lifelong_learning.demo.lifelong_loop import LoopWatcher, autonomous_cycle, cycle_log
 from lifelong_learning.demo.live_metrics import read_live_metrics
 from lifelong_learning.demo.report import write_report
 from lifelong_learning.demo.scenarios import Stage
@@ -257,6 +258,10 @@ class DemoRun:
             online_eval = scenarios.drive(stage, evaluation, "evaluation, online model")
             # 4. retrain from the bag; the nodes hot-reload the announced models
             scenarios.retrain(stage, results)
+            # the robot's motion for phase 6, computed while phase 5 drives and shows in real time
+            simulating = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cycle-log")
+            motion = simulating.submit(cycle_log, self.cfg, scenarios.stride(self.cfg))
+            simulating.shutdown(wait=False)
             # 5. the same evaluation trajectory and every object, retrained models
             retrained_eval = scenarios.drive(stage, evaluation, "evaluation, retrained model")
             scenarios.recognition_after_retraining(stage, renderer, results)
@@ -274,8 +279,5 @@ class DemoRun:
         # 6. the lifelong loop closes by itself: a heavier payload, drift, a job the tuner sends
         # itself, the candidate in shadow, swapped in
         flag = functools.partial(scenarios.set_flag, stage)
-        results["dynamics"]["lifelong_loop"] = autonomous_cycle(
-            stage, watcher, flag, scenarios.stride(self.cfg)
-        )
-        time.sleep(1.5)  # last diagnostics
-        results["diagnostics"] = stage.driver.diagnostics_now()
+        results["dynamics"]["lifelong_loop"] = autonomous_cycle(stage, watcher, flag, motion.result())
+        results["diagnostics"] = stage.driver.fresh_diagnostics(NODES)

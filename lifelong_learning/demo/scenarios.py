@@ -233,11 +233,14 @@ def stride(cfg: DemoConfig) -> int:
     return max(1, round(1.0 / (cfg.joint_state_hz * SIM_TIMESTEP_S)))
 
 
-def drive(stage: Stage, log: dict[str, np.ndarray], what: str) -> dict[str, Any]:
+def drive(
+    stage: Stage, log: dict[str, np.ndarray], what: str, until: Callable[[], bool] | None = None
+) -> dict[str, Any]:
     """Publish ``log`` as joint_states in real time; collect the torques answered.
 
     Each message is stamped with its sample's simulation time (offset to now), so the
     node's acceleration estimate sees the true sample spacing even when the machine is busy.
+    ``until``: asked every 0.1 s of the log; once true the robot stops there (the log is cut).
     """
     names = list(JOINT_NAMES)
     t = log["t"] - log["t"][0]
@@ -245,7 +248,11 @@ def drive(stage: Stage, log: dict[str, np.ndarray], what: str) -> dict[str, Any]
     sent = np.zeros(t.size)  # wall time of each publish (the stamp is the sample's time)
     t_start = time.monotonic()
     stage.say(f"robot ({what}): {t[-1]:.0f} s at {stage.cfg.joint_state_hz:.0f} Hz")
+    every = max(1, round(0.1 * stage.cfg.joint_state_hz))
     for i in range(t.size):
+        if until is not None and i % every == 0 and i > 0 and until():
+            t, stamps, sent = t[:i], stamps[:i], sent[:i]
+            break
         delay = t_start + t[i] - time.monotonic()
         if delay > 0:
             time.sleep(delay)
@@ -459,11 +466,12 @@ def _wait_for_reload(stage: Stage, learner: str, version: int, model: str) -> di
     return reload
 
 
-def _drive_learning(stage: Stage, log: dict[str, np.ndarray]) -> None:
-    """Publish ``log`` as joint states with inverse_dynamics learning (frozen again after)."""
+def _drive_learning(stage: Stage, log: dict[str, np.ndarray], until: Callable[[], bool]) -> None:
+    """Publish ``log`` as joint states with inverse_dynamics learning (frozen again after), until
+    ``until()`` says the node has what it needs."""
     set_learning(stage, True)
     try:
-        drive(stage, log, "shadow window, learning on")
+        drive(stage, log, "shadow window, learning on", until)
     finally:
         set_learning(stage, False)
 

@@ -24,8 +24,11 @@ from std_msgs.msg import String
 from lifelong_learning.sim.panda import PandaSimulation
 
 SHADOW_EVENTS = "/inverse_dynamics/shadow"
-#: robot seconds driven beyond the shadow window (the verdict comes with the first block after it)
+#: robot seconds the log holds beyond the shadow window (the verdict comes with the first block after
+#: it); the robot stops as soon as the verdict is in
 MARGIN_S = 2.0
+#: outcomes that end a shadow trial
+VERDICTS = ("promoted", "dropped", "failed")
 
 
 class ShadowEvents:
@@ -42,6 +45,11 @@ class ShadowEvents:
     def _on_event(self, msg: String) -> None:
         with self.lock:
             self.events.append(json.loads(msg.data))
+
+    def seen(self, outcomes: tuple[str, ...], after: int) -> bool:
+        """Whether an event from index ``after`` on has one of ``outcomes``."""
+        with self.lock:
+            return any(e["outcome"] in outcomes for e in self.events[after:])
 
     def wait(self, outcomes: tuple[str, ...], after: int, timeout: float) -> dict[str, Any] | None:
         """The first event from index ``after`` on whose outcome is one of ``outcomes`` (≤ ``timeout`` s)."""
@@ -64,13 +72,13 @@ def shadow_window(
     events: ShadowEvents,
     after: int,
     results: dict[str, Any],
-    drive_learning: Callable[[dict[str, Any]], None],
+    drive_learning: Callable[[dict[str, Any], Callable[[], bool]], None],
     log_every: int,
 ) -> dict[str, Any]:
     """Drive the robot (learning on) through the shadow window of the model the tuner announced
-    (its ``started`` event at or after index ``after``); ``results["dynamics"]["shadow"]``.
-    ``drive_learning(log)`` publishes a simulation log as joint states with learning on;
-    ``log_every``: simulation steps per joint state.
+    (its ``started`` event at or after index ``after``) until the node's verdict;
+    ``results["dynamics"]["shadow"]``. ``drive_learning(log, until)`` publishes a simulation log as
+    joint states with learning on until ``until()``; ``log_every``: simulation steps per joint state.
 
     Raises:
         RuntimeError: the model did not enter shadow, or no verdict came.
@@ -86,8 +94,8 @@ def shadow_window(
         payload_mass=1.0,
         payload_at=0.0,
     )
-    drive_learning(log)
-    verdict = events.wait(("promoted", "dropped", "failed"), after, 15.0)
+    drive_learning(log, lambda: events.seen(VERDICTS, after))
+    verdict = events.wait(VERDICTS, after, 15.0)
     if verdict is None:
         raise RuntimeError("no shadow verdict from inverse_dynamics after its window")
     shadow = {

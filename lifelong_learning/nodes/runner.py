@@ -22,19 +22,32 @@ and works for a single node as well:
   spinning, every :class:`~lifelong_learning.nodes.learner.LearnerNode` writes its final
   checkpoint (:meth:`shutdown`) while the context is still valid, then the nodes are destroyed.
   Further signals while this happens are ignored (``ros2 launch`` and a terminal both send
-  SIGINT on Ctrl-C); the checkpoint writes are atomic, so even SIGKILL cannot corrupt a file.
+  SIGINT on Ctrl-C); the checkpoint writes are atomic, so even SIGKILL cannot corrupt a file;
+- a node executable (:func:`run_node`) leaves as soon as its nodes are destroyed and the
+  middleware is shut down: the interpreter's own finalization (collecting the modules of torch,
+  scipy, numba...) is skipped. It did nothing for the node, and under load it was most of the
+  stop: 1-2.5 s of a feature_extractor's on a loaded 2-core machine, where ``ros2 launch``
+  escalates to SIGTERM after 5 s. The phases of its stop that wait on other threads or on the
+  middleware have deadlines kept by a watchdog that needs no Python lock (``faulthandler``'s):
+  a phase that hangs, even inside the middleware with the interpreter's lock held (where no
+  Python signal handler can run), ends the process with the stack of every thread on stderr and
+  status 1, instead of a process that ignores Ctrl-C until it is killed.
 """
 
 from __future__ import annotations
 
+import ctypes
+import faulthandler
 import os
 import sys
 import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from types import TracebackType
+from typing import NoReturn
 
 import rclpy
 from rclpy.context import Context
@@ -52,7 +65,10 @@ from lifelong_learning.nodes.supervisor import STOP_SIGNALS, StopSignals, stop_s
 
 __all__ = [
     "EXECUTOR_VARIABLE",
+    "FINISH_CALLBACKS_S",
     "STOP_SIGNALS",
+    "TEARDOWN_S",
+    "leave",
     "make_executor",
     "make_executors",
     "owner_of",
@@ -177,8 +193,35 @@ def _apply_realtime(nodes: Sequence[Node], executor: Executor) -> None:
         logger.info(f"real-time scheduling: {node.realtime}")
 
 
+#: seconds the callbacks running when a stop begins get to end (then the checkpoints are written anyway)
+FINISH_CALLBACKS_S = 10.0
+#: seconds that destroying the nodes and shutting the middleware down may take in a node executable
+#: (the nodes' own waits are shorter: a learning thread 10 s, the CNN's batch 5 s)
+TEARDOWN_S = 12.0
+
+
+@contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    """While in the block (``seconds`` not None): past ``seconds``, the stack of every thread is
+    written to stderr and the process ends with status 1. ``faulthandler``'s watchdog is a thread
+    that takes no Python lock, so it acts also when this thread is stuck in C code holding the
+    interpreter's lock. Without a stderr that has a file descriptor: no deadline."""
+    armed = False
+    if seconds is not None:
+        try:
+            faulthandler.dump_traceback_later(seconds, exit=True, file=sys.__stderr__)
+            armed = True
+        except (AttributeError, ValueError, OSError):  # no sys.__stderr__, or no descriptor behind it
+            pass
+    try:
+        yield
+    finally:
+        if armed:
+            faulthandler.cancel_dump_traceback_later()
+
+
 def _finish_callbacks(
-    executors: Sequence[Executor], spinners: Sequence[threading.Thread], timeout_s: float = 10.0
+    executors: Sequence[Executor], spinners: Sequence[threading.Thread], timeout_s: float = FINISH_CALLBACKS_S
 ) -> None:
     """Let callbacks already running finish before the final checkpoints.
 
@@ -296,6 +339,8 @@ def run_nodes(
     factories: Sequence[Callable[[], Node]],
     args: Sequence[str] | None = None,
     threads: int | None = None,
+    *,
+    deadlines: bool = False,
 ) -> int:
     """Create the nodes and spin them in one process until SIGINT/SIGTERM; returns the exit status.
 
@@ -310,6 +355,10 @@ def run_nodes(
             (at 100 Hz joint states the inverse_dynamics node answered >= 90 % in every run of
             test/nodes/test_robot_ready.py on a SingleThreadedExecutor, on a 2-thread
             MultiThreadedExecutor 236 and 414 of 500 in two runs).
+        deadlines: this call owns its process (a node executable): the stop's waits for the
+            callbacks and its teardown get :data:`FINISH_CALLBACKS_S` and :data:`TEARDOWN_S`
+            (with some slack) before the process is ended with every thread's stack (status 1;
+            the module docstring says why). Off in a process that runs other things (tests).
 
     Returns 0 after a clean stop, 1 when a node's spinning thread failed (outside any callback:
     the others are stopped, with their final checkpoints), 2 when a node cannot start because of
@@ -358,12 +407,14 @@ def run_nodes(
             if isinstance(node, NodeBase):
                 node.stopping()
         if executors:
-            _finish_callbacks(executors, spinners)
+            with _deadline(FINISH_CALLBACKS_S + 2.0 if deadlines else None):
+                _finish_callbacks(executors, spinners)
         if started:
-            _final_checkpoints(nodes)
-        for node in nodes:
-            node.destroy_node()
-        rclpy.try_shutdown()
+            _final_checkpoints(nodes)  # as long as the disk takes: no deadline
+        with _deadline(TEARDOWN_S if deadlines else None):
+            for node in nodes:
+                node.destroy_node()
+            rclpy.try_shutdown()
         stop.restore()
     return 1 if failures else 0
 
@@ -380,12 +431,31 @@ def _middleware_refusal(exc: BaseException) -> str:
     return text
 
 
+def leave(status: int) -> NoReturn:
+    """End the process now with ``status``, its output flushed (Python's and C's stdio), without
+    the interpreter's finalization: for a process whose work is done and whose resources are
+    released (files closed, the middleware shut down)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # closed, or a broken pipe: nothing more can be said there
+            pass
+    try:
+        ctypes.CDLL(None).fflush(None)  # what the middleware's C code printed
+    except (OSError, AttributeError):
+        pass
+    os._exit(status)
+
+
 def run_node(
     factory: Callable[..., Node], args: Sequence[str] | None = None, threads: int | None = None
-) -> int:
+) -> NoReturn:
     """Run one node until Ctrl-C/SIGTERM; learner nodes write a final checkpoint on the way out.
 
-    The ``main()`` of every node executable: :func:`run_nodes` with one node (signals, callback
-    failures and the final checkpoint are handled there).
+    The ``main()`` of every node executable: :func:`run_nodes` with one node and its stop's
+    deadlines (signals, callback failures and the final checkpoint are handled there), then the
+    process ends with its exit status (:func:`leave`: no interpreter finalization, which under
+    load took most of a stop's time).
     """
-    return run_nodes([factory], args, threads)
+    leave(run_nodes([factory], args, threads, deadlines=True))

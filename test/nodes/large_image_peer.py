@@ -13,40 +13,50 @@ this process's shared-memory segment.
 
 Run: python large_image_peer.py [SIDE [PERIOD [LIMIT]]] (inherits ROS_DOMAIN_ID and the Fast DDS
 profile).
+
+SIGINT and SIGTERM only set a flag that the loop reads (rclpy's own handlers are not installed):
+rclpy's would shut the context down at once, and a signal that came while a frame was being
+published (a 100 MB publish takes a while) failed that publish ("publisher's context is
+invalid") and the process with it, once in a fresh-clone run.
 """
 
+import signal
 import sys
+import threading
 import time
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Image
 
 
 def main(side: int, period: float, limit: float) -> int:
-    rclpy.init()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = Node("large_image_peer")
     pub = node.create_publisher(Image, "image", qos_profile_sensor_data)
     deadline = time.monotonic() + limit
     try:
-        while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+        while not stop.is_set() and pub.get_subscription_count() == 0 and time.monotonic() < deadline:
             rclpy.spin_once(node, timeout_sec=0.1)
         image = Image(height=side, width=side, encoding="mono8", step=side)
         image.data = bytes(side * side)
         sent = 0
-        while pub.get_subscription_count() > 0 and time.monotonic() < deadline:
+        while not stop.is_set() and pub.get_subscription_count() > 0 and time.monotonic() < deadline:
             pub.publish(image)
             sent += 1
             print(f"published {side}x{side} mono8 ({sent})", flush=True)
             end = time.monotonic() + period
-            while time.monotonic() < end:
+            while not stop.is_set() and time.monotonic() < end:
                 rclpy.spin_once(node, timeout_sec=0.1)
+        if stop.is_set():
+            return 0
         print(f"stopped after {sent} frames: no subscriber or {limit:g} s passed", flush=True)
         return 1
-    except (KeyboardInterrupt, ExternalShutdownException):
-        return 0
     finally:
         node.destroy_node()
         rclpy.try_shutdown()

@@ -109,16 +109,21 @@ def test_flood_drops_oldest_frames_and_counts_them(executor, spin, rclpy_context
     node, peer = setup_graph(executor, spin, rclpy_context, queue_size=2, max_batch=1)
     frame = np.ascontiguousarray(np.repeat(np.repeat(PICTURE, 2, axis=0), 2, axis=1)[:480, :640])
     sent = 40
-    for index in range(sent):
-        peer.images.publish(image_message(frame, "rgb8", stamp_sec=index))
-        executor.spin_once(timeout_sec=0.0)
-    last = sent - 1
-    assert spin(executor, lambda: any(m.header.stamp.sec == last for m in peer.features), 30)
-    spin(executor, lambda: node.queue_length == 0, 5)
-    received = node.stats.counts["image"]
-    assert node.dropped > 0
-    assert node.queue_length <= 2
-    assert node.processed + node.dropped == received
+    # The worker waits for the queue's lock, held here while the frames arrive (the callbacks run on
+    # this thread, the lock is reentrant): the CNN falls behind by every frame, however fast it is.
+    with node._condition:
+        for index in range(sent):
+            arrived = node.stats.counts.get("image", 0)
+            peer.images.publish(image_message(frame, "rgb8", stamp_sec=index))
+            spin(executor, lambda arrived=arrived: node.stats.counts.get("image", 0) > arrived, 2.0)
+        received = node.stats.counts["image"]
+        kept = [queued.msg.header.stamp.sec for queued in node._queue]
+        assert received > 2 and node.queue_length == 2 and node.dropped == received - 2, (received, kept)
+        assert kept == sorted(kept) and kept[-1] >= received - 1  # the newest frames, in order
+    # the two kept frames are processed; every frame that arrived is processed or counted as dropped
+    assert spin(executor, lambda: node.processed + node.dropped == received and len(peer.features) == 2, 30)
+    assert node.queue_length == 0
+    assert sorted(m.header.stamp.sec for m in peer.features) == kept
     assert len(peer.features) <= sent - node.dropped
 
 

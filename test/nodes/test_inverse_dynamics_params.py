@@ -39,8 +39,8 @@ def test_a_urdf_path_that_is_not_a_regular_file_is_refused_at_once(tmp_path, spe
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    reader.join(1.0)
+    reader.join(10.0)  # at once: a loaded machine may still take a while to run the thread
     if reader.is_alive() and special == "fifo":  # the bug: let the open go on
         os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-    assert not reader.is_alive() and failed, "not refused within 1 s"
+    assert not reader.is_alive() and failed, "not refused within 10 s"
     assert "not a regular file" in str(failed[0])

@@ -85,9 +85,11 @@ def test_inverse_dynamics_prequential_error_falls_below_the_urdf_alone(
     assert last.samples_learned > 500 and last.window_samples > 50 and last.model_version == 0
     assert last.forgetting == 1.0
     ratio = [m.mean_prequential_error / m.mean_baseline_error for m in scored]
-    # the model starts as the URDF: the first samples score about as the URDF alone does
-    assert first.mean_prequential_error >= 0.5 * first.mean_baseline_error > 0, first
-    # then it learns: every joint below the URDF alone, the mean a fraction of it
+    # How much of the burst was answered before the first blocks were learned depends on how fast
+    # this machine learns, and so does the first window's error (it was 0.18 of the URDF's on one
+    # run); that the model starts as the URDF is checked in-process below, where the block is known.
+    assert first.mean_prequential_error > 0 and first.mean_baseline_error > 0, first
+    # it learns: every joint below the URDF alone, the mean a fraction of it
     assert max(ratio[-5:]) < 0.2, ratio[-5:]
     assert all(p < b for p, b in zip(last.prequential_error, last.baseline_error, strict=True))
     # the residual's batch objective of everything learned, per joint (its weights solved by learning)
@@ -95,6 +97,30 @@ def test_inverse_dynamics_prequential_error_falls_below_the_urdf_alone(
     assert last.mean_batch_objective == pytest.approx(np.mean(last.batch_objective))
     assert "batch objective" not in last.undefined, last.undefined
     assert process.stop() == 0, process.log()
+
+
+def test_the_first_block_is_answered_by_the_urdf_alone_and_scored_as_it(rclpy_context):
+    """The model starts as the URDF: a block answered before anything was learned scores exactly as
+    the URDF alone (the node in this process, the block handed to its callback whole)."""
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes.inverse_dynamics import InverseDynamicsNode
+
+    params = {"urdf_path": panda_urdf_path(), "joint_names": JOINT_NAMES, "n_features": 50}
+    params.update(diagnostics_period_s=0.0, metrics_period_s=0.0, metrics_window_s=60.0)
+    overrides = [Parameter(k, value=v) for k, v in params.items()]
+    node = InverseDynamicsNode(context=rclpy_context, parameter_overrides=overrides)
+    try:
+        states = list(joint_states(PandaSimulation().run(1.0, seed=11), rate_hz=100.0))[:62]
+        node._on_joint_states([(joint_state_message(state), {}) for state in states])
+        assert node.learner.wait_idle(timeout=20.0)
+        msg = node._metrics_message()
+        assert msg is not None and msg.window_samples >= 50 and msg.samples_learned == msg.window_samples
+        assert msg.mean_baseline_error > 0, msg
+        assert msg.mean_prequential_error == pytest.approx(msg.mean_baseline_error, rel=1e-9), msg
+        np.testing.assert_allclose(msg.prequential_error, msg.baseline_error, rtol=1e-9)
+    finally:
+        node.destroy_node()
 
 
 def test_object_recognition_reports_per_class_errors_on_taught_samples(

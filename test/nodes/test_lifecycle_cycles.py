@@ -170,8 +170,9 @@ def test_inverse_dynamics_learns_after_five_cycles_and_serves_nothing_finalized(
     predict = node.client(PredictTorques, "predict")
     sent = iter(range(len(states)))
 
-    def feed(n: int) -> None:
-        """Publish ``n`` joint states, each once its predecessor was answered (best effort)."""
+    def feed(n: int, wait_for_answers: bool = True) -> None:
+        """Publish ``n`` joint states, each once its predecessor was answered (best effort; without
+        ``wait_for_answers``: at once, then 2 s for answers that must not come)."""
         for _ in range(n):
             k = next(sent)
             state = states[k]
@@ -181,7 +182,10 @@ def test_inverse_dynamics_learns_after_five_cycles_and_serves_nothing_finalized(
             msg.header.stamp.nanosec = round((state["stamp"] % 1.0) * 1e9)
             answered = len(torques)
             publisher.publish(msg)
-            spin_until(executor, lambda answered=answered: len(torques) > answered, 1.0)
+            if wait_for_answers:
+                spin_until(executor, lambda answered=answered: len(torques) > answered, 1.0)
+        if not wait_for_answers:
+            spin_until(executor, lambda: False, 2.0)
 
     assert first_call(executor, predict, PredictTorques.Request()) is not None  # a refusal, once matched
     assert spin_until(executor, lambda: publisher.get_subscription_count() > 0, 30), proc.log()
@@ -215,7 +219,7 @@ def test_inverse_dynamics_learns_after_five_cycles_and_serves_nothing_finalized(
     node.finalized_refuses({**calls, "predict": (predict, probe)})
     assert not (models / "after.model").exists()
     answered = len(torques)
-    feed(5)
+    feed(5, wait_for_answers=False)
     assert len(torques) == answered  # finalized: inputs not answered
 
 

@@ -78,8 +78,11 @@ def test_absurd_periods_and_rates_are_refused_at_run_time_and_the_diagnostics_ke
             statuses.clear()
             start = time.monotonic()
             spin_until(executor, lambda: False, 2.0)
+            # at most one status per 0.5 s (2 Hz, not the old 4 Hz, not thousands), and they go on: a
+            # loaded machine may publish fewer in the window, never more
             rate = len(statuses) / (time.monotonic() - start)
-            assert 1.0 <= rate <= 3.0, (rate, proc.log()[-2000:])  # 2 Hz, not thousands
+            assert rate <= 3.0, (rate, proc.log()[-2000:])
+            assert spin_until(executor, lambda: len(statuses) >= 2, 30), proc.log()[-2000:]
             assert proc.alive(), proc.log()
         finally:
             proc.stop()

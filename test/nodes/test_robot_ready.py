@@ -84,8 +84,21 @@ class Robot:
             due = start + (i + 1) / RATE_HZ
             while time.monotonic() < due:
                 self.executor.spin_once(timeout_sec=max(0.0, due - time.monotonic()))
-        spin_until(self.executor, lambda: False, 0.5)  # the last answers
+        self.settle(sent)
         return sent
+
+    def settle(self, sent: list[float], quiet_s: float = 0.5, cap_s: float = 10.0) -> None:
+        """Spin until every state of ``sent`` is answered, or no answer came for ``quiet_s`` (best
+        effort: some may be lost), or ``cap_s`` passed: the last answers are in, however loaded."""
+        deadline = time.monotonic() + cap_s
+        count, changed = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            now = len(self.torques)
+            if now != count:
+                count, changed = now, time.monotonic()
+            if self.answered(sent) == len(sent) or time.monotonic() - changed >= quiet_s:
+                return
+            self.executor.spin_once(timeout_sec=0.05)
 
     def answered(self, stamps: list[float]) -> int:
         got = {round(m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec, 6) for m in self.torques}

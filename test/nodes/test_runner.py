@@ -143,7 +143,11 @@ def test_a_node_blocked_in_a_callback_does_not_hold_up_the_others(built_interfac
                 return
             blocked.set()
             start = learners[0].ticks
-            time.sleep(1.0)  # the learner's timer (50 Hz) must go on meanwhile
+            # this callback holds its executor until the learner's timer (50 Hz) ticked 10 times
+            # (20 s at most): it goes on meanwhile, however loaded the machine
+            deadline = time.monotonic() + 20.0
+            while learners[0].ticks - start < 10 and time.monotonic() < deadline:
+                time.sleep(0.01)
             self.ticks_while_blocked = learners[0].ticks - start
 
     def make_learner():
@@ -154,7 +158,7 @@ def test_a_node_blocked_in_a_callback_does_not_hold_up_the_others(built_interfac
     assert status == 0
     slow, learner = made
     assert slow.ticks_while_blocked is not None, "the slow callback never ran"
-    assert slow.ticks_while_blocked >= 10, f"the learner ticked {slow.ticks_while_blocked} times in 1 s"
+    assert slow.ticks_while_blocked >= 10, f"the learner ticked {slow.ticks_while_blocked} times in 20 s"
     saved = load_model_file(checkpoint, kind="test_rls")
     assert RecursiveRLS.from_state(saved.meta, saved.arrays).n_samples == learner.ticks
 
@@ -190,7 +194,10 @@ def test_a_node_that_needs_more_threads_gets_them_beside_the_others(built_interf
                 return
             self.blocked.set()
             start = self.ticks
-            time.sleep(1.0)  # its own other timer must go on meanwhile
+            # held until its own other timer ticked 10 times beside it (20 s at most)
+            deadline = time.monotonic() + 20.0
+            while self.ticks - start < 10 and time.monotonic() < deadline:
+                time.sleep(0.01)
             self.ticks_while_blocked = self.ticks - start
 
     status, made = run_until([Busy, Learner], lambda made: made[0].ticks_while_blocked is not None)
@@ -345,3 +352,103 @@ def test_realtime_is_not_applied_where_the_spinning_thread_serves_more(built_int
         finally:
             asking.destroy_node()
             other.destroy_node()
+
+
+#: a node executable (``run_node``) whose learner learned 3 samples; ``TEARDOWN`` is "hang" (its
+#: destroy_node blocks in a C call that keeps the interpreter's lock, as a middleware call that never
+#: returns would) or "atexit" (an atexit handler would say that the interpreter's finalization ran)
+EXECUTABLE = """
+import atexit, ctypes, sys
+from rclpy.parameter import Parameter
+from lifelong_learning.core.persistence import PersistentModel
+from lifelong_learning.learners import RecursiveRLS
+from lifelong_learning.nodes import runner
+from lifelong_learning.nodes.learner import LearnerNode
+
+CHECKPOINT, TEARDOWN = sys.argv[1], sys.argv[2]
+runner.TEARDOWN_S = 2.0
+
+
+class RLSModel(RecursiveRLS, PersistentModel):
+    kind = "test_rls"
+
+
+class Learner(LearnerNode):
+    model_class = RLSModel
+
+    def __init__(self):
+        quiet = Parameter("diagnostics_period_s", value=0.0)
+        checkpoint = Parameter("checkpoint_path", value=CHECKPOINT)
+        super().__init__("stopping", parameter_overrides=[quiet, checkpoint])
+        self.start_learner()
+        with self.model_lock:
+            for k in range(3):
+                self.model.update([1.0, float(k)], [2.0])
+                self.serving.count_updates()
+        print("learned 3", flush=True)
+
+    def new_model(self):
+        return RLSModel(2, 1)
+
+    def destroy_node(self):
+        print("destroying", flush=True)
+        if TEARDOWN == "hang":
+            ctypes.PyDLL(None).sleep(3600)
+        super().destroy_node()
+        print("destroyed")  # not flushed here: the process's exit must flush it
+
+
+if TEARDOWN == "atexit":
+    atexit.register(lambda: print("interpreter finalization ran", flush=True))
+runner.run_node(Learner, ["stopping", "--ros-args"])
+"""
+
+
+def run_executable(tmp_path, teardown):
+    """The node executable above in its own process: SIGINT once it learned; (status, its output)."""
+    import sys
+
+    from lifelong_learning.nodes.supervisor import NodeProcess
+
+    script = tmp_path / "executable.py"
+    script.write_text(EXECUTABLE)
+    checkpoint = tmp_path / "stopping.llm"
+    process = NodeProcess(
+        [sys.executable, str(script), str(checkpoint), teardown], log_path=tmp_path / f"{teardown}.log"
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while "learned 3" not in process.log() and process.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "learned 3" in process.log(), process.log()
+        process.send_signal(signal.SIGINT)
+        return process.wait(30), process.log()
+    finally:
+        process.stop(signal.SIGKILL, timeout=5)
+
+
+def test_a_teardown_that_hangs_in_the_middleware_ends_the_process_with_every_stack(
+    built_interfaces, tmp_path
+):
+    """Ctrl-C while a node's teardown hangs in a C call holding the interpreter's lock (no signal
+    handler can run; a launch's SIGTERM is ignored as well): the final checkpoint is written first,
+    then the teardown's deadline ends the process with status 1 and the stack of every thread."""
+    status, log = run_executable(tmp_path, "hang")
+    assert status == 1, log  # None before: the process never ended
+    assert "destroying" in log and "Timeout" in log and "in destroy_node" in log, log
+    saved = load_model_file(tmp_path / "stopping.llm", kind="test_rls")
+    assert RecursiveRLS.from_state(saved.meta, saved.arrays).n_samples == 3
+
+
+def test_a_node_executable_ends_after_its_teardown_without_the_interpreter_finalization(
+    built_interfaces, tmp_path
+):
+    """The stop of a node executable: the final checkpoint, the teardown, its output flushed, status 0;
+    the interpreter's finalization (seconds of collecting torch's and scipy's modules under load) is
+    not run."""
+    status, log = run_executable(tmp_path, "atexit")
+    assert status == 0, log
+    assert "destroying" in log and "destroyed" in log, log
+    assert "interpreter finalization ran" not in log, log
+    saved = load_model_file(tmp_path / "stopping.llm", kind="test_rls")
+    assert RecursiveRLS.from_state(saved.meta, saved.arrays).n_samples == 3
