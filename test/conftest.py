@@ -276,34 +276,72 @@ def latched_qos(depth: int = 10) -> Any:
 
 class JointStateStream:
     """Publish recorded joint states (``sim.panda.joint_states`` dicts, cycled with increasing
-    stamps) at about 200 a second of wall time, spinning ``executor`` between messages."""
+    stamps) at about 200 a second of wall time, spinning ``executor`` between messages.
 
-    def __init__(self, executor: Any, publisher: Any, states: list[dict]) -> None:
+    ``answered`` (optional): how many of them the node has answered so far. Then no more than
+    ``max_behind`` are on their way at a time: a node flooded faster than it answers drops joint
+    states from its subscription's queue and learns late, and what it judges (drift, contacts) would
+    depend on the machine's speed. Messages that get no answer within 0.5 s count as lost."""
+
+    def __init__(
+        self,
+        executor: Any,
+        publisher: Any,
+        states: list[dict],
+        answered: Callable[[], int] | None = None,
+        max_behind: int = 20,
+    ) -> None:
         self.executor, self.publisher, self.states, self.next = executor, publisher, states, 0
         self.offset, self.stamp = 0.0, -1.0  # added to the states' stamps; the last stamp sent
+        self.answered, self.max_behind = answered, max_behind
+        self.sent = self.lost = 0
+        self._waiting_since: float | None = None
 
     def switch(self, states: list[dict]) -> None:
         """Go on with ``states`` (a robot that changed: another payload), stamps still increasing."""
         self.states, self.next = states, 0
         self.offset = self.stamp + 0.01 - states[0]["stamp"]
 
+    def _wait(self) -> bool:
+        """Whether to wait for answers before the next message (``answered`` given and too many on
+        their way); after 0.5 s without enough answers, the missing ones count as lost."""
+        if self.answered is None:
+            return False
+        behind = self.sent - self.answered() - self.lost
+        if behind <= self.max_behind:
+            self._waiting_since = None
+            return False
+        now = time.monotonic()
+        if self._waiting_since is None:
+            self._waiting_since = now
+        if now - self._waiting_since < 0.5:
+            return True
+        self.lost += behind
+        self._waiting_since = None
+        return False
+
     def until(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Stream until ``predicate()`` is true (or ``timeout`` seconds pass); its last value."""
         from sensor_msgs.msg import JointState
 
         deadline = time.monotonic() + timeout
+        first, last = self.states[0]["stamp"], self.states[-1]["stamp"]
         while time.monotonic() < deadline:
             if predicate():
                 return True
+            if self._wait():
+                self.executor.spin_once(timeout_sec=0.01)
+                continue
             state = self.states[self.next % len(self.states)]
             lap = self.next // len(self.states)  # stamps keep increasing over laps
-            stamp = self.offset + state["stamp"] + lap * (self.states[-1]["stamp"] + 0.01)
+            stamp = self.offset + state["stamp"] + lap * (last - first + 0.01)
             self.stamp = stamp
             msg = JointState(name=state["name"], position=state["position"], velocity=state["velocity"])
             msg.effort = state["effort"]
             msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp), round((stamp - int(stamp)) * 1e9)
             self.publisher.publish(msg)
             self.next += 1
+            self.sent += 1
             self.executor.spin_once(timeout_sec=0.005)
         return predicate()
 

@@ -26,6 +26,7 @@ NODE = "inverse_dynamics"
 RATE = 50.0  # joint states per second of stamps
 BURST = 25  # joint states published before waiting for their answers
 JOINT = 1  # panda_joint2
+MAX_BEHIND = 10  # answered blocks not learned yet before the next burst is sent
 
 
 class Peer:
@@ -62,7 +63,8 @@ class Peer:
 
     def stream(self, states: list[dict], bias) -> None:
         """Publish ``states`` (``bias(stamp)`` N m added to JOINT's effort) in bursts, each answered
-        before the next (best effort: one lost on the way is not waited for long)."""
+        (best effort: one lost on the way is not waited for long) and nearly learned before the
+        next."""
         from sensor_msgs.msg import JointState
 
         for i in range(0, len(states), BURST):
@@ -75,6 +77,9 @@ class Peer:
                 self.pub.publish(msg)
                 self.sent += 1
             spin_until(self.executor, lambda: self.answers >= self.sent, 5.0)
+            # the learner kept within MAX_BEHIND answered blocks: the model that answers (and so
+            # the residuals judged) is the same on a slow machine as on a fast one
+            spin_until(self.executor, lambda: self.diag.count(NODE, "learning queue") <= MAX_BEHIND, 30.0)
 
     def settle(self):
         """Wait until the node has learned what it answered, then for a status published after

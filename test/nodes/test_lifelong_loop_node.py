@@ -1,5 +1,7 @@
 """The tuner's lifelong loop on a real DDS graph: nystrom_tuner (auto_retrain), bag_recorder and
-inverse_dynamics each in its own process, a simulated Panda's joint states streamed by the test.
+inverse_dynamics each in its own process, a simulated Panda's joint states streamed by the test
+(never more than 20 unanswered at a time, so that the node judges the same stream on a slow machine
+as on a fast one; contact detection off, so that the payload is learned, and its drift seen, at once).
 
 A peer first tries what got a poisoned model served before: a forged drift alarm and a forged
 trial on the learner's own topics (``{"outcome": "started", "window_s": 1e308}``), and forged
@@ -44,8 +46,13 @@ class Peer:
         self.node = Node("loop_test_peer", context=executor.context)
         executor.add_node(self.node)
         latched, files = latched_qos(), latched_qos(100)
+        self.answers = 0  # predicted torques received: the stream waits for them
+        self.node.create_subscription(JointState, "/predicted_torque", self._answered, 1000)
         self.stream = JointStateStream(
-            executor, self.node.create_publisher(JointState, "joint_states", 100), states
+            executor,
+            self.node.create_publisher(JointState, "joint_states", 100),
+            states,
+            answered=lambda: self.answers,
         )
         self.drift_pub = self.node.create_publisher(DiagnosticStatus, "/inverse_dynamics/drift", latched)
         self.shadow_pub = self.node.create_publisher(String, "/inverse_dynamics/shadow", latched)
@@ -63,6 +70,9 @@ class Peer:
             BagFileClosed, "/bag_recorder/file_closed", lambda m: self.closed.append(m.closed_file), files
         )
         self.diag = DiagnosticsReader(self.node)
+
+    def _answered(self, _msg: Any) -> None:
+        self.answers += 1
 
     def forge(self, files: list[Path]) -> None:
         """What a hostile peer publishes: a drift alarm, a trial, announcements of its own files."""
@@ -116,6 +126,9 @@ def test_forgeries_start_nothing_and_the_learners_own_drift_retrains_from_the_re
             *("-p", f"urdf_path:={urdf}", "-p", joints, "-p", "n_features:=30"),
             *("-p", f"model_directory:={models}", "-p", "shadow_window_s:=1.0", "-p", "canary_window_s:=0.0"),
             *("-p", "metrics_window_s:=2.0", "-p", "drift_window_s:=0.5", "-p", "forgetting:=1.0"),
+            # the loop is what is judged here: no contact detection, so that the payload is learned
+            # (and the drift seen) at once (loads the thresholds hold: test_contact_loads.py)
+            *("-p", "contact_detection:=false"),
         )
     )
     recorder = start_process(
