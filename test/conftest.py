@@ -22,6 +22,7 @@ import os
 import random
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -410,7 +411,8 @@ def start_process(tmp_path: Path, built_interfaces: None) -> Iterator[Callable[.
         return p
 
     yield start
-    stop_all(procs, timeout=15.0)
+    for proc in stop_all(procs, timeout=15.0):  # a node that ignored Ctrl-C for 15 s: said, with its log
+        warnings.warn(f"killed after 15 s of SIGINT: {proc.argv[:4]}\n{proc.log()[-2000:]}", stacklevel=1)
 
 
 def node_argv(node: str, *ros_args: str, params_file: bool = True) -> list[str]:
