@@ -5,10 +5,14 @@ its settings and why are in that module): the learning thread judges the samples
 (those it learns, and those the answering thread held for a slow load, so that a hold can end)
 against a frozen copy of the serving model, at most :data:`JUDGE_HZ` of them per second of
 stamps, together once they span :data:`JUDGE_EVERY_S`; it freezes the model again when the
-detector asks, right after a block was learned. The answering thread reads
-:attr:`SlowLoadMonitor.holding`: while it is true the samples are held (not learned, flagged in
-contact) as for a contact; the learning thread holds those of a block stamped from a hold's onset
-on (:mod:`~lifelong_learning.nodes.learning_queue`).
+detector asks, right after a block was learned. A model that starts from nothing (a fresh node,
+``~/reset``) gets its first reference once it has learned for ``contact_reference_s`` of stamps: a
+young model is wrong wherever it has not been yet, and a reference frozen from it takes the robot's
+next motions for a load and starves learning (docs/robot.md). Until then a slow load is learned;
+contacts are detected from the start. The answering thread reads :attr:`SlowLoadMonitor.holding`:
+while it is true the samples are held (not learned, flagged in contact) as for a contact; the
+learning thread holds those of a block stamped from a hold's onset on
+(:mod:`~lifelong_learning.nodes.learning_queue`).
 
 Judging costs the learning thread one feature map and one triangular solve with the residual's
 ``d × d`` factor per judged sample (docs/benchmarks/contact.md); the answers pay nothing.
@@ -54,6 +58,7 @@ class SlowLoadMonitor:
         self._reference: FrozenModel | None = None
         self._next_judged = -np.inf  # the stamp from which the next sample is judged
         self._picked: list[tuple[np.ndarray, PreparedSamples, np.ndarray]] = []  # not judged yet
+        self._learning_from = -np.inf  # the first stamp a young model learned (-inf: not young)
 
     def take_joints(self, names: list[str]) -> None:
         """A fresh detector for the node's joints (lock held)."""
@@ -149,11 +154,22 @@ class SlowLoadMonitor:
             detector = self.detector
             if detector is None:
                 return
+            if not stamps:
+                return
             if model is not self._model:  # another model serves: its own reference, from scratch
                 detector.reset()
                 self._model, self._reference, self._picked = model, None, []
-            if detector.wants_reference is None or not stamps:
+                # a model that learned nothing before this block is young (fresh, or reset); one
+                # loaded or restored has learned before
+                young = model.n_samples <= len(prepared.tau_parametric)
+                self._learning_from = float(min(t.min() for t in stamps)) if young else -np.inf
+            if detector.wants_reference is None:
                 return
+            if (
+                detector.wants_reference == "first"
+                and float(max(t.max() for t in stamps)) - self._learning_from < self.settings.reference_s
+            ):
+                return  # a young model's first reference_s: where it has not been yet it is wrong
         t0 = time.perf_counter()
         frozen = model.freeze()  # (the learning thread is the only one that changes the model)
         _, leverage = model.predict_frozen(frozen, prepared)
