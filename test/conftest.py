@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import random
+import signal
 import tempfile
 import time
 import warnings
@@ -38,6 +39,7 @@ from lifelong_learning.retraining.job import TuningJob
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(0, 101)))
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+os.environ["PYTHONFAULTHANDLER"] = "1"  # a node process that hangs can be asked for its stacks (SIGABRT)
 # the session's ROS home (model files, checkpoints, bags, logs by default), never the user's ~/.ros;
 # each test gets one of its own (fixture ros_home)
 os.environ["ROS_HOME"] = tempfile.mkdtemp(prefix="lifelong-learning-tests-ros-home-")
@@ -411,8 +413,17 @@ def start_process(tmp_path: Path, built_interfaces: None) -> Iterator[Callable[.
         return p
 
     yield start
-    for proc in stop_all(procs, timeout=15.0):  # a node that ignored Ctrl-C for 15 s: said, with its log
-        warnings.warn(f"killed after 15 s of SIGINT: {proc.argv[:4]}\n{proc.log()[-2000:]}", stacklevel=1)
+    for proc in procs:
+        proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + 15.0
+    for proc in procs:
+        if proc.wait(max(0.0, deadline - time.monotonic())) is None:
+            # a node that ignored Ctrl-C for 15 s: its threads' stacks (PYTHONFAULTHANDLER, on
+            # SIGABRT) and its log are said before it is killed
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(3.0)
+            warnings.warn(f"killed after 15 s of SIGINT: {proc.argv[:4]}\n{proc.log()[-6000:]}", stacklevel=1)
+    stop_all(procs, timeout=0.0)
 
 
 def node_argv(node: str, *ros_args: str, params_file: bool = True) -> list[str]:
