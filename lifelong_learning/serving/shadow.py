@@ -271,7 +271,9 @@ class Trial:
             outcome, why = (
                 (ROLLED_BACK, "the new model is worse by the margin") if wins else (KEPT, "no worse")
             )
-        if math.isnan(other) or math.isnan(serving):
+        if samples < 2:  # nothing learned in the window (learning off, or held)
+            why = f"unjudged, {samples} sample(s) scored"
+        elif math.isnan(other) or math.isnan(serving):
             why = f"an error is undefined ({undefined or 'no samples'})"
         return self._end(outcome, f"{why}: {figures}", other, serving, samples)
 
