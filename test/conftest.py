@@ -277,6 +277,26 @@ def latched_qos(depth: int = 10) -> Any:
     )
 
 
+def predict_torques(executor: Any, client: Any, states: list[dict]) -> Any:
+    """The torques ``client`` (an inverse_dynamics ``~/predict``) answers for joint states (dicts of
+    ``sim.panda.joint_states``) at an acceleration of 0.5 rad/s² per joint, one row each."""
+    import numpy as np
+    from lifelong_learning.srv import PredictTorques
+
+    out = []
+    for state in states:
+        req = PredictTorques.Request(
+            name=list(state["name"]),
+            position=list(state["position"]),
+            velocity=list(state["velocity"]),
+            acceleration=[0.5] * len(state["name"]),
+        )
+        res = call_service(executor, client, req, 20.0)
+        assert res.success, res.message
+        out.append(res.effort)
+    return np.array(out)
+
+
 class JointStateStream:
     """Publish recorded joint states (``sim.panda.joint_states`` dicts, cycled with increasing
     stamps) at about 200 a second of wall time, spinning ``executor`` between messages.

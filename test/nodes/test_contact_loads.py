@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, call_service, first_call, node_argv, spin_until
+from conftest import DiagnosticsReader, first_call, node_argv, predict_torques, spin_until
 
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
 
@@ -105,20 +105,7 @@ class Peer:
 
     def probes(self, states: list[dict]) -> np.ndarray:
         """``~/predict`` on free-motion states."""
-        from lifelong_learning.srv import PredictTorques
-
-        out = []
-        for state in states:
-            req = PredictTorques.Request(
-                name=list(state["name"]),
-                position=list(state["position"]),
-                velocity=list(state["velocity"]),
-                acceleration=[0.5] * len(state["name"]),
-            )
-            res = call_service(self.executor, self.predict, req, 20.0)
-            assert res.success, res.message
-            out.append(res.effort)
-        return np.array(out)
+        return predict_torques(self.executor, self.predict, states)
 
 
 def start(executor, rclpy_context, start_process, *params: str):
