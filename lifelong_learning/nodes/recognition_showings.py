@@ -207,16 +207,17 @@ class ShowingDesk:
     def answer(self, showing_id: int, label: str, source: str) -> tuple[bool, str, int]:
         """Teach the kept frames of ``showing_id`` with ``label``; (success, message, frames learned)."""
         label = label.strip()
-        with self.lock:
+        problem = label_problem(label, self.node.gate.max_label_length)
+        with self.lock:  # found, checked and labelled at once: two answers never both teach it
             showing, why = self.tracker.find(int(showing_id), time.monotonic())
             if showing is not None and showing.label:
                 showing, why = None, f"showing {showing_id} was taught as {showing.label!r} already"
-        problem = why or label_problem(label, self.node.gate.max_label_length)
+            problem = why or problem
+            if not problem:
+                showing.label = label
         if problem:
             self.node.reject("answer refused", f"{source}: {problem}")
             return False, f"refused: {problem}", 0
-        with self.lock:
-            showing.label = label
         learned = self._teach(showing, label)
         self.answers_taken += 1
         return True, f"showing {showing.id}: {learned} frames learned as {label!r}", learned
