@@ -232,14 +232,18 @@ class LifelongLoopMonitor:
             return
         try:
             states = json.loads(text)["learners"]
-            for name, learner in self.learners.items():
-                if name in states:
-                    learner.loop.restore(states[name], now)
+            read = {
+                name: learner.loop.read_state(states[name], now)
+                for name, learner in self.learners.items()
+                if name in states
+            }
         except (ValueError, KeyError, TypeError) as exc:
             aside = aside_path(self.state_path, "unreadable")
             self.state_path.replace(aside)
             self.node.reject("lifelong loop state unreadable", f"{self.state_path} moved to {aside}: {exc}")
             return
+        for name, fields in read.items():  # every learner's state was read whole: none is half-restored
+            self.learners[name].loop.take_state(fields, now)
         self.node.get_logger().info(f"lifelong loop: state restored from {self.state_path}")
 
     def _save(self) -> None:

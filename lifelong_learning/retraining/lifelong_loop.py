@@ -64,6 +64,14 @@ MAX_JOBS = 50
 STATE_VERSION = 1
 
 
+def _finite(value: Any, name: str) -> float:
+    """``value`` as a finite float (ValueError: not one)."""
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be finite, got {out}")
+    return out
+
+
 class Phase(str, Enum):
     """Where the loop is (see the module docstring)."""
 
@@ -340,22 +348,51 @@ class LifelongLoop:
         }
 
     def restore(self, state: dict[str, Any], now: float) -> None:
-        """Continue from :meth:`to_state`'s ``state`` (ValueError: not one). A job that ran when the
-        tuner stopped is over (its outcome unknown); a last start in the future (the clock went
-        back) counts as now."""
+        """Continue from :meth:`to_state`'s ``state`` (:meth:`read_state` reads it, then the loop
+        takes it whole: a state that fails leaves the loop as it was).
+
+        Raises:
+            ValueError: not such a state (:meth:`read_state`).
+        """
+        self.take_state(self.read_state(state, now), now)
+
+    @staticmethod
+    def read_state(state: dict[str, Any], now: float) -> dict[str, Any]:
+        """The fields of :meth:`to_state`'s ``state`` as the loop takes them, checked. A job that ran
+        when the tuner stopped is over (its outcome unknown); a last start in the future (the clock
+        went back) counts as now.
+
+        Raises:
+            ValueError: not such a state, a field of the wrong type or a time that is not finite.
+        """
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise ValueError(f"not a lifelong loop state of version {STATE_VERSION}")
-        pending = state.get("pending")
-        if pending is not None:
-            self.pending = (float(pending["since"]), str(pending["text"]))
-        self._retry = bool(state.get("retry", False)) and self.pending is not None
-        last = state.get("last_start")
-        self.last_start = -math.inf if last is None else min(float(last), now)
-        self.jobs_started = int(state.get("jobs_started", 0))
-        self.last_outcome = str(state.get("last_outcome", "none"))
-        jobs = [j for j in state.get("jobs", []) if isinstance(j, dict)]
-        self.jobs = deque(jobs[-MAX_JOBS:], maxlen=MAX_JOBS)
-        if self.jobs and "outcome" not in self.jobs[-1]:
-            self.jobs[-1]["outcome"] = "unknown: the tuner stopped while it ran"
+        try:
+            pending = state.get("pending")
+            if pending is not None:
+                pending = (_finite(pending["since"], "pending.since"), str(pending["text"]))
+            last = state.get("last_start")
+            out = {
+                "pending": pending,
+                "retry": bool(state.get("retry", False)) and pending is not None,
+                "last_start": -math.inf if last is None else min(_finite(last, "last_start"), now),
+                "jobs_started": int(state.get("jobs_started", 0)),
+                "last_outcome": str(state.get("last_outcome", "none")),
+                "jobs": [dict(j) for j in state.get("jobs", []) if isinstance(j, dict)][-MAX_JOBS:],
+            }
+        except (KeyError, TypeError, ValueError, OverflowError) as error:
+            raise ValueError(f"not a readable lifelong loop state: {error!r}") from None
+        if out["jobs_started"] < 0:
+            raise ValueError(f"not a readable lifelong loop state: jobs_started {out['jobs_started']}")
+        if out["jobs"] and "outcome" not in out["jobs"][-1]:
+            out["jobs"][-1]["outcome"] = "unknown: the tuner stopped while it ran"
+        return out
+
+    def take_state(self, fields: dict[str, Any], now: float) -> None:
+        """Continue, at ``now``, from the fields :meth:`read_state` read (nothing here can fail)."""
+        self.pending, self._retry = fields["pending"], fields["retry"]
+        self.last_start, self.jobs_started = fields["last_start"], fields["jobs_started"]
+        self.last_outcome = fields["last_outcome"]
+        self.jobs = deque(fields["jobs"], maxlen=MAX_JOBS)
         self.phase = Phase.IDLE
         self._settle(now)

@@ -252,6 +252,34 @@ def test_the_state_survives_a_restart_and_a_restarted_loop_starts_no_job_at_once
         later.restore({"version": 99}, now=1.0)
 
 
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"pending": {"since": float("nan"), "text": "d"}},
+        {"pending": {"text": "d"}},
+        {"last_start": "soon"},
+        {"last_start": float("inf")},
+        {"jobs_started": -1},
+        {"jobs_started": [1]},
+    ],
+)
+def test_a_state_that_fails_halfway_leaves_the_loop_as_it_was(broken: dict) -> None:
+    settings = LoopSettings(bag_files=2, min_period_s=300.0)
+    loop = LifelongLoop(settings, TOPIC)
+    learner(loop, 0.0, "d")
+    closed(loop, 1, 2)
+    learner(loop, 3.0, "d")
+    loop.next_job(3.0)
+    good = json.loads(json.dumps(loop.to_state()))
+
+    other = LifelongLoop(settings, TOPIC)
+    learner(other, 0.0, "e")
+    before = json.dumps(other.to_state())
+    with pytest.raises(ValueError, match="lifelong loop state"):
+        other.restore({**good, "jobs": [{"reason": "x"}], **broken}, now=10.0)
+    assert json.dumps(other.to_state()) == before
+
+
 def test_the_jobs_remembered_are_bounded() -> None:
     loop = LifelongLoop(LoopSettings(on_drift=False, after_bag_files=1, bag_files=2, min_period_s=0), TOPIC)
     for k in range(MAX_JOBS + 5):
