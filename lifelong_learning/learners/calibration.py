@@ -12,11 +12,15 @@ accuracy is unchanged. ``t`` minimises the mean negative log-likelihood of held-
 a convex function of ``t`` (its second derivative is the mean variance of the scores under ``p``),
 minimised by a safeguarded Newton iteration (:func:`fit_inverse_temperature`).
 
-The targets ``q_i`` are the one-hot labels smoothed as in Platt (1999, §2.2) so that a small
-held-out set with no error does not drive ``t`` to infinity (confidence 1 everywhere): the true
-class gets ``1 − ε`` with ``ε = 1/(n + 2)`` (Laplace's rule: after ``n`` answers, all correct, the
-estimate of an error is ``1/(n + 2)``), the other classes share ``ε``. ``t`` is also kept in
-``[T_MIN, T_MAX]``.
+The targets ``q_i`` are the one-hot labels smoothed as in Platt (1999, §2.2) so that a held-out
+set with no error does not drive ``t`` to infinity (confidence 1 everywhere): the true class gets
+``1 − ε`` with ``ε = 1/(k + 2)`` (Laplace's rule: after ``k`` independent answers, all correct, the
+estimate of an error is ``1/(k + 2)``), the other classes share ``ε``. ``k`` is the ``n`` held-out
+samples when they are independent draws; a robot's held-out frames are not: those of one class
+are cut from the same few showings, near copies of each other and of the frames learned from, and
+``k`` is better the number of classes held out (``calibration_evidence`` of
+:class:`~lifelong_learning.learners.IncrementalRLSC`, measured in
+docs/benchmarks/recognition-showing.md). ``t`` is also kept in ``[T_MIN, T_MAX]``.
 
 :func:`expected_calibration_error` is the measure of calibration (Guo et al., eq. 3: the
 answers binned by confidence into ``M`` equal-width bins, ``Σ_m |B_m|/n · |acc(B_m) − conf(B_m)|``).
@@ -53,9 +57,12 @@ def _nll_derivatives(t: float, S: np.ndarray, target_score: np.ndarray) -> tuple
     return nll, float(np.mean(mean_s - target_score)), float(np.mean(var_s))
 
 
-def fit_inverse_temperature(scores: np.ndarray, labels: np.ndarray, start: float | None = None) -> float:
+def fit_inverse_temperature(
+    scores: np.ndarray, labels: np.ndarray, start: float | None = None, answers: int | None = None
+) -> float:
     """The inverse temperature ``t`` minimising the smoothed NLL of held-out ``scores`` ``(n, T)``
-    with true columns ``labels`` ``(n,)`` (module docstring), in ``[T_MIN, T_MAX]``.
+    with true columns ``labels`` ``(n,)`` (module docstring), in ``[T_MIN, T_MAX]``; ``answers``:
+    the independent answers ``k`` of the smoothing (None: the ``n`` samples).
 
     Newton steps on ``log t`` inside a bracket that shrinks with the sign of the derivative
     (bisection when a step leaves it); ``start`` (e.g. the previous fit) is the first guess.
@@ -70,7 +77,9 @@ def fit_inverse_temperature(scores: np.ndarray, labels: np.ndarray, start: float
     if not np.all(np.isfinite(S)) or np.any((y < 0) | (y >= S.shape[1])):
         raise ValueError("scores must be finite and labels in range")
     n, T = S.shape
-    eps = 1.0 / (n + 2)
+    if answers is not None and answers < 1:
+        raise ValueError(f"answers must be >= 1, got {answers}")
+    eps = 1.0 / ((n if answers is None else answers) + 2)
     true_score = S[np.arange(n), y]
     target_score = (1.0 - eps) * true_score + eps * (S.sum(axis=1) - true_score) / (T - 1)
     lo, hi = np.log(T_MIN), np.log(T_MAX)

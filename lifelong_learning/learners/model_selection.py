@@ -61,15 +61,27 @@ def recoding(train_counts: np.ndarray, alpha: float) -> np.ndarray:
     return (k / counts) ** alpha if alpha != 0.0 else np.ones(counts.size)
 
 
+#: what counts as one independent answer in the calibration's smoothing (learners/calibration.py)
+CALIBRATION_EVIDENCE = ("samples", "classes")
+
+
 def calibrate(
-    scores: np.ndarray | None, alpha: float, val_y: np.ndarray, train_counts: np.ndarray
+    scores: np.ndarray | None,
+    alpha: float,
+    val_y: np.ndarray,
+    train_counts: np.ndarray,
+    evidence: str = "samples",
 ) -> tuple[float, int]:
     """Inverse temperature fitted on the validation ``scores`` of a λ, recoded at α, and the number
-    of samples; ``(T_DEFAULT, 0)`` with fewer than :data:`MIN_CALIBRATION_SAMPLES` or one class."""
+    of samples; ``(T_DEFAULT, 0)`` with fewer than :data:`MIN_CALIBRATION_SAMPLES` or one class.
+    ``evidence``: each validation sample (``"samples"``) or each class among them (``"classes"``)
+    counts as one answer of the smoothing."""
     V = int(val_y.size)
     if scores is None or V < MIN_CALIBRATION_SAMPLES or train_counts.size < 2:
         return T_DEFAULT, 0
-    return fit_inverse_temperature(scores * recoding(train_counts, alpha)[None, :], val_y), V
+    answers = V if evidence == "samples" else int(np.unique(val_y).size)
+    recoded = scores * recoding(train_counts, alpha)[None, :]
+    return fit_inverse_temperature(recoded, val_y, answers=answers), V
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,7 @@ class SelectionRule:
     alpha_grid: np.ndarray
     min_class_count: int
     alpha_init: float
+    calibration_evidence: str = "samples"
 
     def best_lambda(self, acc: np.ndarray) -> int:
         """Highest validation accuracy; ties go to the larger λ. No data: the middle candidate."""
@@ -159,4 +172,5 @@ class SelectionRule:
             lam_idx = next(j for j, S in enumerate(scores) if S is not None)
             chosen = scores[lam_idx]
         per_lambda = self.accuracy_at(alpha, scores, val_y, train_counts)
-        return Selection(lam_idx, alpha, per_lambda, *calibrate(chosen, alpha, val_y, train_counts))
+        calibration = calibrate(chosen, alpha, val_y, train_counts, self.calibration_evidence)
+        return Selection(lam_idx, alpha, per_lambda, *calibration)

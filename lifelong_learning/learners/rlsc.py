@@ -43,7 +43,12 @@ from lifelong_learning.learners.calibration import softmax
 from lifelong_learning.learners.cholesky import block_pays, gram
 from lifelong_learning.learners.feature_map import FeatureMap
 from lifelong_learning.learners.labels import Label, check_label, label_key, labels_of
-from lifelong_learning.learners.model_selection import Selection, SelectionRule, recoding
+from lifelong_learning.learners.model_selection import (
+    CALIBRATION_EVIDENCE,
+    Selection,
+    SelectionRule,
+    recoding,
+)
 from lifelong_learning.learners.novelty import DEFAULT_SCORE, novelty_scores
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 from lifelong_learning.learners.unlearning import SampleStore, Unlearning
@@ -84,6 +89,20 @@ _STATE = (
 )
 
 
+def _check_counts(
+    validation_every: int, min_class_count: int, max_validation: int, selection_every: int, keep_samples: int
+) -> None:
+    """ValueError for a count of :class:`IncrementalRLSC` out of its range."""
+    if int(validation_every) < 2:
+        raise ValueError("validation_every must be ≥ 2")
+    if int(min_class_count) < 1 or int(max_validation) < 1:
+        raise ValueError("min_class_count and max_validation must be ≥ 1")
+    if isinstance(selection_every, bool) or int(selection_every) < 0:
+        raise ValueError(f"selection_every must be an integer ≥ 0, got {selection_every!r}")
+    if isinstance(keep_samples, bool) or int(keep_samples) < 0:
+        raise ValueError(f"keep_samples must be an integer ≥ 0, got {keep_samples!r}")
+
+
 class IncrementalRLSC(Unlearning, PersistentModel):
     """Incremental RLSC with class extension and recoding (thesis Algorithm 2), sklearn style.
 
@@ -108,6 +127,10 @@ class IncrementalRLSC(Unlearning, PersistentModel):
             samples (sooner while the model is young) the other candidates are rebuilt from it
             and λ, α and the calibration chosen again (:meth:`select_model`; the shared-factor
             mode in docs/design.md).
+        calibration_evidence: what one independent answer is in the smoothing of the confidence's
+            calibration (:mod:`~lifelong_learning.learners.calibration`): each held-out sample
+            (``"samples"``, for independent draws) or each class held out (``"classes"``, for
+            frames of showings, near copies of each other).
         keep_samples: the last training samples kept for exact unlearning (:meth:`forget_class`,
             :meth:`unlearn`, :meth:`rename_class`; :mod:`~lifelong_learning.learners.unlearning`);
             0 keeps none (no sample can be unlearned), ``keep_samples · d`` floats kept.
@@ -142,6 +165,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         n_features: int | None = None,
         selection_every: int = 0,
         keep_samples: int = 0,
+        calibration_evidence: str = "samples",
     ):
         lams = np.atleast_1d(np.asarray(lambdas, dtype=np.float64)).ravel()
         if lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams <= 0):
@@ -157,20 +181,17 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         grid = np.unique(grid.ravel())
         if grid.size == 0 or grid[0] != 0.0 or grid[-1] > 1.0 or not np.all(np.isfinite(grid)):
             raise ValueError("alpha_grid must hold values in [0, 1] including 0")
-        if int(validation_every) < 2:
-            raise ValueError("validation_every must be ≥ 2")
-        if int(min_class_count) < 1 or int(max_validation) < 1:
-            raise ValueError("min_class_count and max_validation must be ≥ 1")
+        _check_counts(validation_every, min_class_count, max_validation, selection_every, keep_samples)
         if not 0.0 <= float(alpha_init) <= 1.0:
             raise ValueError("alpha_init must be in [0, 1]")
         if feature_map is not None and not isinstance(feature_map, FeatureMap):
             raise ValueError("feature_map must follow the FeatureMap protocol")
-        if isinstance(selection_every, bool) or int(selection_every) < 0:
-            raise ValueError(f"selection_every must be an integer ≥ 0, got {selection_every!r}")
-        self.selection_every = int(selection_every)
-        if isinstance(keep_samples, bool) or int(keep_samples) < 0:
-            raise ValueError(f"keep_samples must be an integer ≥ 0, got {keep_samples!r}")
-        self.keep_samples = int(keep_samples)
+        if calibration_evidence not in CALIBRATION_EVIDENCE:
+            raise ValueError(
+                f"calibration_evidence must be one of {CALIBRATION_EVIDENCE}, got {calibration_evidence!r}"
+            )
+        self.selection_every, self.keep_samples = int(selection_every), int(keep_samples)
+        self.calibration_evidence = str(calibration_evidence)
         self.lambdas = lams
         self.alpha = alpha if isinstance(alpha, str) else float(alpha)
         self.validation_every = int(validation_every)
@@ -239,12 +260,12 @@ class IncrementalRLSC(Unlearning, PersistentModel):
 
     def set_params(self, **params: Any) -> IncrementalRLSC:
         """Change selection-only hyperparameters (``alpha``, ``alpha_grid``, ``min_class_count``,
-        ``alpha_init``) without retraining: the learned state serves every α.
+        ``alpha_init``, ``calibration_evidence``) without retraining: the learned state serves every α.
 
         Raises:
             ValueError: another parameter, or a bad value (nothing changes then).
         """
-        allowed = {"alpha", "alpha_grid", "min_class_count", "alpha_init"}
+        allowed = {"alpha", "alpha_grid", "min_class_count", "alpha_init", "calibration_evidence"}
         unknown = set(params) - allowed
         if unknown:
             raise ValueError(f"only {sorted(allowed)} can change after construction, got {sorted(unknown)}")
@@ -253,10 +274,12 @@ class IncrementalRLSC(Unlearning, PersistentModel):
             "alpha_grid": self.alpha_grid,
             "min_class_count": self.min_class_count,
             "alpha_init": self.alpha_init,
+            "calibration_evidence": self.calibration_evidence,
         }
         checked = IncrementalRLSC(lambdas=self.lambdas, **{**current, **params})  # validates
         self.alpha, self.alpha_grid = checked.alpha, checked.alpha_grid
         self.min_class_count, self.alpha_init = checked.min_class_count, checked.alpha_init
+        self.calibration_evidence = checked.calibration_evidence
         self._selection = None
         if self.shares_factor:
             self.select_model()
@@ -608,7 +631,14 @@ class IncrementalRLSC(Unlearning, PersistentModel):
     # ------------------------------------------------------------------ model selection
     def _rule(self) -> SelectionRule:
         """The hyperparameters of the choice of λ and α, as they are now."""
-        return SelectionRule(self.lambdas, self.alpha, self.alpha_grid, self.min_class_count, self.alpha_init)
+        return SelectionRule(
+            self.lambdas,
+            self.alpha,
+            self.alpha_grid,
+            self.min_class_count,
+            self.alpha_init,
+            self.calibration_evidence,
+        )
 
     def _select(self) -> Selection:
         """The selection in use, cached until the next update (in the shared-factor mode: until

@@ -244,6 +244,7 @@ def state_of(clf: Any, tolerance: float) -> tuple[dict[str, Any], dict[str, np.n
         t, n = clf.calibration_
         meta["calibration"] = {"method": "temperature", "inverse_temperature": t, "validation_samples": n}
     meta["selection_every"] = clf.selection_every
+    meta["calibration_evidence"] = clf.calibration_evidence
     if clf.keep_samples or clf._clock != clf.n_samples:  # exact unlearning (learners/unlearning.py)
         meta.update(clf._kept.store_into(arrays, clf._clock))
     if clf.shares_factor:  # one engine, of λ = lambdas[serving]; the selection as made
@@ -268,6 +269,7 @@ def restored(cls: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> A
         n_features=None if n_features is None else int(n_features),
         selection_every=int(meta.get("selection_every", 0)),
         keep_samples=int(meta.get("keep_samples", 0)),
+        calibration_evidence=str(meta.get("calibration_evidence", "samples")),
     )
     if clf.shares_factor:
         clf._serving, clf._since_selection, selection = saved_shared_factor(

@@ -159,6 +159,13 @@ PARAMS: tuple[ParamSpec, ...] = (
         "scores clipped are counted in diagnostics ('scores truncated').",
     ),
     ParamSpec(
+        "calibration_evidence",
+        "classes",
+        "What one independent answer is in the smoothing of the confidence's calibration: 'classes' "
+        "(each class held out: its held-out frames are near copies from the same showings) or "
+        "'samples' (each held-out sample, for independent views); docs/benchmarks/recognition-showing.md.",
+    ),
+    ParamSpec(
         "unknown_threshold",
         0.0,
         "Answers whose calibrated confidence is below this get label '' (unknown; top_label still names "
@@ -212,6 +219,7 @@ class ObjectRecognitionNode(LearnerNode):
             "n_features": int(p["n_features"]) or None,
             "selection_every": int(p["selection_every"]),
             "keep_samples": int(p["keep_samples"]),
+            "calibration_evidence": str(p["calibration_evidence"]),
         }
         IncrementalRLSC(**self._model_kwargs)  # fail at start on bad parameters
         self.unknown_threshold = float(p["unknown_threshold"])
@@ -251,6 +259,8 @@ class ObjectRecognitionNode(LearnerNode):
         with self.model_lock:
             self.gate.seed(self.model)
             self.model.set_keep_samples(self._model_kwargs["keep_samples"])  # a checkpoint's own bound too
+            # selection only (nothing learned changes): a checkpoint's own calibration evidence too
+            self.model.set_params(calibration_evidence=self._model_kwargs["calibration_evidence"])
             n = len(self.model.classes_)
         self.create_configured_service(Predict, "~/predict", self._on_predict)
         self.create_configured_service(GetClassifierInfo, "~/info", self._on_info)

@@ -113,3 +113,37 @@ def test_calibration_is_saved_and_restored(tmp_path):
     np.testing.assert_allclose(
         loaded.predict_proba(X[700:]), clf.predict_proba(X[700:]), rtol=1e-9, atol=1e-12
     )
+
+
+def test_counted_by_classes_near_copies_of_the_held_out_frames_do_not_raise_the_confidence():
+    """A longer showing gives more held-out frames of the same classes, near copies of each other:
+    counted by classes (the node's ``calibration_evidence``) they leave ε, hence the confidence, as
+    it was; counted by samples, ten times the copies make the answers more confident."""
+    rng = np.random.default_rng(1)
+    S = np.eye(4)[np.arange(40) % 4] + rng.normal(scale=0.05, size=(40, 4))
+    y = np.arange(40) % 4
+    copies = np.tile(S, (10, 1)) + rng.normal(scale=1e-3, size=(400, 4))
+    by_class = [fit_inverse_temperature(A, b, answers=4) for A, b in ((S, y), (copies, np.tile(y, 10)))]
+    assert by_class[1] == pytest.approx(by_class[0], rel=0.05)
+    assert softmax(S, by_class[0]).max(axis=1).mean() == pytest.approx(1 - 1 / 6, abs=0.03)  # ε = 1/(4 + 2)
+    by_sample = [fit_inverse_temperature(S, y), fit_inverse_temperature(copies, np.tile(y, 10))]
+    assert by_sample[1] > 1.3 * by_sample[0]  # 4.9 → 7.2
+    with pytest.raises(ValueError):
+        fit_inverse_temperature(S, y, answers=0)
+
+
+def test_calibration_evidence_is_a_setting_saved_with_the_model(tmp_path):
+    X, y = overlapping_classes(2, n=900)
+    kwargs = {"lambdas": [0.1, 10.0], "alpha": "auto"}
+    by_class = IncrementalRLSC(calibration_evidence="classes", **kwargs).partial_fit(X[:700], y[:700])
+    by_sample = IncrementalRLSC(**kwargs).partial_fit(X[:700], y[:700])
+    np.testing.assert_allclose(by_class.decision_function(X[700:]), by_sample.decision_function(X[700:]))
+    assert by_class.calibration_[0] < by_sample.calibration_[0]  # ε = 1/32 against 1/(n + 2): less sure
+    by_class.save(tmp_path / "m.llm")
+    loaded = IncrementalRLSC.load(tmp_path / "m.llm")
+    assert loaded.calibration_evidence == "classes"
+    np.testing.assert_allclose(loaded.predict_proba(X[700:]), by_class.predict_proba(X[700:]), rtol=1e-9)
+    by_sample.set_params(calibration_evidence="classes")  # selection only: the same calibration
+    assert by_sample.calibration_ == pytest.approx(by_class.calibration_, rel=1e-9)
+    with pytest.raises(ValueError, match="calibration_evidence"):
+        IncrementalRLSC(calibration_evidence="frames")
