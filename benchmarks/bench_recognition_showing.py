@@ -317,7 +317,10 @@ def backbones(seed: int, order: np.ndarray, taught: int) -> dict[str, dict[str, 
 #: frames taught per showing (table 5): the first n of a showing, or n spread over it (every k-th)
 FRAMES_TAUGHT = {
     **{f"the first {n}": slice(0, n) for n in (3, 12, 36, 75, 150)},
-    **{f"{-(-150 // k)} spread over 10 s (every {k}th)": slice(0, 150, k) for k in (12, 4, 2)},
+    **{
+        f"{-(-150 // k)} spread over 10 s (every {k}{suffix})": slice(0, 150, k)
+        for k, suffix in ((12, "th"), (4, "th"), (2, "nd"))
+    },
 }
 AUGMENTATIONS = ("none", "mirror", "scale and shift", "colour", "all")
 #: the feature_extractor node's default normalisation of the features it publishes
@@ -531,7 +534,7 @@ def summary(results: list[dict], args: argparse.Namespace) -> list[str]:
         if "questions" in results[0]["asking"][name]
     ]
     within = [r for r in rules if r[2] <= half] or rules
-    ask_name, ask_acc, ask_labels = max(within, key=lambda r: r[1])
+    ask_name, ask_acc, ask_labels = max(within, key=lambda r: (r[1], -r[2]))  # ties: the fewest labels
     cost = {n: _mean(results, "update cost", n, "amortized") for n in results[0]["update cost"]}
     floor = _mean(results, "update cost", next(iter(cost)), "dsyr")
     one, five = cost.values()
