@@ -52,7 +52,8 @@ SHOWING_PARAMS: tuple[ParamSpec, ...] = (
         NOVELTY_THRESHOLD,
         "Answers (per frame and per showing) whose novelty score is above this get label '' (never "
         "taught); the default: the threshold answering 95 % of taught objects' showings, a mean over "
-        "the benchmark's seeds (per seed 87-91 % are answered at it; docs/benchmarks/recognition-showing.md).",
+        "the benchmark's seeds (per seed 87-91 % are answered at it; "
+        "docs/benchmarks/recognition-showing.md).",
         bounds=(0.0, 1e12),
     ),
     ParamSpec(
