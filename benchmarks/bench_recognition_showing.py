@@ -42,10 +42,10 @@ from lifelong_learning.learners.model_selection import CALIBRATION_EVIDENCE
 from lifelong_learning.learners.novelty import SCORES
 from lifelong_learning.learners.recursive_rls import QUEUE_ROWS
 from lifelong_learning.learners.showing import DEFAULT_RULE, RULES, answer_showing, best_guesses, evidence
-from lifelong_learning.learners.showings import QuestionPolicy
+from lifelong_learning.learners.showings import QUESTION_NOVELTY, QuestionPolicy
 from lifelong_learning.nodes.feature_extractor import PARAMS as EXTRACTOR_PARAMS
 from lifelong_learning.nodes.object_recognition import PARAMS
-from lifelong_learning.nodes.recognition_showings import NOVELTY_THRESHOLD, QUESTION_NOVELTY
+from lifelong_learning.nodes.recognition_showings import NOVELTY_THRESHOLD
 from lifelong_learning.vision.normalisation import NORMALISATIONS, normalised
 
 ONLINE_PARAMS = (
@@ -189,10 +189,10 @@ def robot_asks(
     (:class:`~lifelong_learning.learners.showings.QuestionPolicy`, question novelty ``unsure``) and
     learns a showing's frames from each answer: labels given, questions, per-showing accuracy."""
     model, labels, questions = node_learner(**learner), 0, 0
-    policy = QuestionPolicy(margin=margin)
+    policy = QuestionPolicy(margin=margin, unsure=unsure)
     for _, o, frames in _three_showings(X, objects):
         answer = answer_showing(model, frames, novelty_threshold=NOVELTY_THRESHOLD)
-        if policy.doubt(answer.label, best_guesses(model, frames, 2), answer.novelty > unsure):
+        if policy.doubt(answer.label, best_guesses(model, frames, 2), answer.novelty):
             model.partial_fit(frames, [str(o)] * len(frames))
             labels, questions = labels + len(frames), questions + 1
     return {"labels": labels, "questions": questions, **_showing_accuracy(model, X, objects)}

@@ -27,7 +27,7 @@ from std_msgs.msg import String
 from lifelong_learning.learners.novelty import DEFAULT_SCORE, SCORES
 from lifelong_learning.learners.recognition_gate import label_problem
 from lifelong_learning.learners.showing import DEFAULT_RULE, RULES, answer_showing, best_guesses
-from lifelong_learning.learners.showings import QuestionPolicy, Showing, ShowingTracker
+from lifelong_learning.learners.showings import QUESTION_NOVELTY, QuestionPolicy, Showing, ShowingTracker
 from lifelong_learning.msg import Query, ShowingAnswer
 from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.srv import AnswerQuery
@@ -36,9 +36,6 @@ from lifelong_learning.srv import AnswerQuery
 #: taught objects' showings are answered in docs/benchmarks/recognition-showing.md, a mean over its
 #: seeds (0.77 at 15 objects, 0.75 at 50)
 NOVELTY_THRESHOLD = 0.76
-#: the novelty above which the robot asks: the fewest labels for the accuracy of a teacher who
-#: labels everything in docs/benchmarks/recognition-showing.md
-QUESTION_NOVELTY = 0.3
 
 SHOWING_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("showing_topic", "showing", "lifelong_learning/ShowingAnswer output: one answer per showing."),
@@ -119,7 +116,6 @@ class ShowingDesk:
         if self.rule not in RULES or self.score not in SCORES:
             raise ValueError(f"showing_rule must be one of {RULES} and novelty_score one of {SCORES}")
         self.novelty_threshold = float(p["novelty_threshold"])
-        self.question_novelty = float(p["question_novelty"])
         self.tracker = ShowingTracker(
             gap_s=float(p["showing_gap_s"]),
             change=float(p["showing_change"]),
@@ -127,7 +123,10 @@ class ShowingDesk:
             answer_window_s=float(p["answer_window_s"]),
         )
         self.policy = QuestionPolicy(
-            float(p["ask_after_s"]), float(p["question_interval_s"]), float(p["ambiguity_margin"])
+            float(p["ask_after_s"]),
+            float(p["question_interval_s"]),
+            float(p["ambiguity_margin"]),
+            float(p["question_novelty"]),
         )
         self.lock = threading.Lock()
         self.asked: int | None = None  # the last showing asked about
@@ -172,7 +171,7 @@ class ShowingDesk:
             )
         )
         with self.lock:
-            reason = self.policy.doubt(answer.label, guesses, answer.novelty > self.question_novelty)
+            reason = self.policy.doubt(answer.label, guesses, answer.novelty)
             ask = self.policy.ask(showing, reason, now)
             if ask:
                 self.asked = showing.id

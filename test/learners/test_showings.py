@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lifelong_learning.learners.showings import QuestionPolicy, ShowingTracker
+from lifelong_learning.learners.showings import QUESTION_NOVELTY, QuestionPolicy, ShowingTracker
 
 
 def frame(direction, rng, d=8):
@@ -68,6 +68,10 @@ def test_the_robot_asks_once_per_showing_after_a_while_and_at_most_once_per_inte
     assert policy.doubt("mug", [("mug", 1.0)]) == "unknown"  # one class known: it cannot tell
     assert policy.doubt("mug", [("mug", 0.5), ("duck", 0.45)]) == "ambiguous"
     assert policy.doubt("mug", [("mug", 0.9), ("duck", 0.05)]) == ""
+    # named, but more novel than ``unsure``: the robot asks about what it is unsure of
+    assert policy.unsure == QUESTION_NOVELTY
+    assert policy.doubt("mug", [("mug", 0.9), ("duck", 0.05)], novelty=QUESTION_NOVELTY + 0.01) == "unknown"
+    assert policy.doubt("mug", [("mug", 0.9), ("duck", 0.05)], novelty=QUESTION_NOVELTY) == ""
     wall = tracker.add(frame(0, rng), (1, 0), 0.0)
     asked = [t for t in np.arange(0.0, 30.0, 1 / 15) if policy.ask(wall, "unknown", t)]
     assert len(asked) == 1 and asked[0] >= 2.0  # at frame rate for 30 s: one question
