@@ -258,9 +258,7 @@ class ObjectRecognitionNode(LearnerNode):
         self.build_model()
         with self.model_lock:
             self.gate.seed(self.model)
-            self.model.set_keep_samples(self._model_kwargs["keep_samples"])  # a checkpoint's own bound too
-            # selection only (nothing learned changes): a checkpoint's own calibration evidence too
-            self.model.set_params(calibration_evidence=self._model_kwargs["calibration_evidence"])
+            self._adopt(self.model)  # a checkpoint's own bound and calibration evidence too
             n = len(self.model.classes_)
         self.create_configured_service(Predict, "~/predict", self._on_predict)
         self.create_configured_service(GetClassifierInfo, "~/info", self._on_info)
@@ -502,13 +500,20 @@ class ObjectRecognitionNode(LearnerNode):
 
     def model_swapped(self, model: IncrementalRLSC) -> None:
         """An empty norm window is filled from the new model's samples, the model keeps the node's
-        ``keep_samples`` from now on, and the learning metrics name its classes (model lock held); a
-        trial not of this swap ends, the drift alarm takes a new reference."""
+        ``keep_samples`` and ``calibration_evidence`` from now on, and the learning metrics name its
+        classes (model lock held); a trial not of this swap ends, the drift alarm takes a new
+        reference."""
         self.shadow.swapped()
         self.gate.seed(model)
-        model.set_keep_samples(self._model_kwargs["keep_samples"])
+        self._adopt(model)
         with self.metrics.lock:
             self.metrics.names = [str(c) for c in model.classes_.tolist()]
+
+    def _adopt(self, model: IncrementalRLSC) -> None:
+        """The node's ``keep_samples`` and ``calibration_evidence`` for a model it serves, whatever
+        its file said (neither changes what the model learned)."""
+        model.set_keep_samples(self._model_kwargs["keep_samples"])
+        model.set_params(calibration_evidence=self._model_kwargs["calibration_evidence"])
 
     def forget_inputs(self) -> None:
         """``~/reset`` (model lock held): forget the norm statistics too, not only the model."""

@@ -52,6 +52,8 @@ def test_object_recognition_loads_an_slkl_classifier_keeps_learning_and_refuses_
     )
     try:
         assert node.reload(tmp_path / "slkl.npz").ok
+        assert model.calibration_evidence == "samples"  # the file's; the node serves it with its own
+        assert node.serving.model.calibration_evidence == node.params["calibration_evidence"] == "classes"
         assert node.learn(X[0], "a")  # on top of the reloaded model
         assert node.serving.model.n_samples == model.n_samples + 1
         outcome = node.reload(tmp_path / "wide.npz")  # a model of 6 features for a node fed 4
