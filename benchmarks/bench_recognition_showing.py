@@ -18,8 +18,9 @@ Tables:
    95 % of the taught are answered (that threshold's value: median over seeds);
 4. asking: each object is shown three times (its teaching frames in three showings of a third); a
    teacher who labels every frame, against one who labels a showing only when the robot asks
-   (answer unknown, or confidence below the question threshold): accuracy on the test showings
-   against the labels given;
+   (answer unknown, novelty above the question threshold, or the best two classes close):
+   accuracy on the test showings against the labels given; 4b. the calibration's smoothing counted
+   by samples or by classes (``calibration_evidence``);
 5. pipeline choices at 15 objects: frames taught per showing (the first n, or n spread over the
    showing), feature normalisation, augmentation
    of the taught frames (mirror, crop scale and shift, colour; extra samples at teaching only) and
@@ -316,9 +317,9 @@ def backbones(seed: int, order: np.ndarray, taught: int) -> dict[str, dict[str, 
 
 #: frames taught per showing (table 5): the first n of a showing, or n spread over it (every k-th)
 FRAMES_TAUGHT = {
-    **{f"the first {n}": slice(0, n) for n in (3, 12, 36, 75, 150)},
+    **{f"the first {n}": slice(0, n) for n in (3, 12, 36, TEACH // 2, TEACH)},
     **{
-        f"{-(-150 // k)} spread over 10 s (every {k}{suffix})": slice(0, 150, k)
+        f"{-(-TEACH // k)} spread over {TEACH / 15:.0f} s (every {k}{suffix})": slice(0, TEACH, k)
         for k, suffix in ((12, "th"), (4, "th"), (2, "nd"))
     },
 }

@@ -33,8 +33,8 @@ from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.srv import AnswerQuery
 
 #: the novelty threshold of the default score (``confidence``, scaled to [0, 1]) at which 95 % of the
-#: taught objects' showings are answered in docs/benchmarks/recognition-showing.md, a mean over its
-#: seeds (0.77 at 15 objects, 0.75 at 50)
+#: taught objects' showings are answered in docs/benchmarks/recognition-showing.md (the median over
+#: its seeds: 0.77 at 15 objects, 0.75 at 50)
 NOVELTY_THRESHOLD = 0.76
 
 SHOWING_PARAMS: tuple[ParamSpec, ...] = (
@@ -48,8 +48,8 @@ SHOWING_PARAMS: tuple[ParamSpec, ...] = (
         "novelty_threshold",
         NOVELTY_THRESHOLD,
         "Answers (per frame and per showing) whose novelty score is above this get label '' (never "
-        "taught); the default: the threshold answering 95 % of taught objects' showings, a mean over "
-        "the benchmark's seeds (per seed 87-91 % are answered at it; "
+        "taught); the default: the threshold answering 95 % of taught objects' showings, between the "
+        "benchmark's 15 and 50 objects (per seed 87-93 % of them answered at 15 objects; "
         "docs/benchmarks/recognition-showing.md).",
         bounds=(0.0, 1e12),
     ),
