@@ -6,7 +6,9 @@ taught shown in a test room; 320×240 frames cut by the motion crop (the feature
 ``crop: motion``), EfficientNet-Lite0 int8 features (the node's default), cached under
 ``runs/bench_cache/``. Objects are taught one at a time (a random order per seed) to the
 object_recognition node's learner (its default parameters) with ``--taught`` frames each (all 150: a
-person holding an object up for 10 s; the demo teaches 12); a showing is one session's frames.
+person holding an object up for 10 s; the demo teaches 12), each frame with its copy pasted onto the
+empty room of an earlier teaching session (the node's ``paste_copies: 1``, lifelong_learning/vision/paste.py;
+``showing_world.pasted_world``); a showing is one session's frames.
 
 Tables:
 
@@ -22,9 +24,10 @@ Tables:
    accuracy on the test showings against the labels given; 4b. the calibration's smoothing counted
    by samples or by classes (``calibration_evidence``);
 5. pipeline choices at 15 objects: frames taught per showing (the first n, or n spread over the
-   showing), feature normalisation, augmentation
-   of the taught frames (mirror, crop scale and shift, colour; extra samples at teaching only) and
-   the backbones (EfficientNet-Lite0/1/2, fp32 and int8, images/s at 640×480 measured here).
+   showing), feature normalisation, augmentation of the taught frames (pasted onto rooms seen
+   before, against the frames alone and mirror, crop scale and shift, colour on the frames alone;
+   extra samples at teaching only) and the backbones (EfficientNet-Lite0/1/2, fp32 and int8, taught
+   with the frames alone; images/s at 640×480 measured here).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_recognition_showing.py [--seeds 0 1 2] [--quick]
 """
@@ -36,7 +39,7 @@ import time
 
 import numpy as np
 from harness import cpu_model, provenance_line, run_seeds  # benchmarks/harness (sys.path[0] is benchmarks/)
-from showing_world import ROOT, world
+from showing_world import ROOT, pasted_world, world
 
 from lifelong_learning.learners import IncrementalRLSC
 from lifelong_learning.learners.model_selection import CALIBRATION_EVIDENCE
@@ -97,14 +100,52 @@ def features(
         return {k: f[k].astype(np.float64) for k in f.files}
 
 
+def pasted_features(seed: int) -> dict[str, np.ndarray]:
+    """``{"pasted": (objects, frames, d) float64, "copied": (objects, frames) bool}``: the features of
+    each teaching frame pasted onto a room seen before (showing_world.pasted_world, the node's
+    ``paste_copies: 1``), and whether the node pastes that frame at all (cached)."""
+    name = f"showing-pasted-features-efficientnet-lite0-int8-{TAUGHT}+{NEW}x{TEACH}-seed{seed}.npz"
+    cache = ROOT / "runs" / "bench_cache" / name
+    if not cache.is_file():
+        from lifelong_learning.vision import FeatureExtractor
+
+        crops = pasted_world(seed, TAUGHT, NEW, TEACH)
+        copied = np.any(crops != world(seed, TAUGHT, NEW, TEACH, TEST).teach, axis=(2, 3, 4))
+        extractor = FeatureExtractor(backend="onnxruntime", num_threads=1, precision="int8")
+        X = extractor.extract_batch(crops.reshape(-1, *crops.shape[2:])).reshape(*crops.shape[:2], -1)
+        np.savez(cache, pasted=X, copied=copied)
+    with np.load(cache) as f:
+        return {"pasted": f["pasted"].astype(np.float64), "copied": f["copied"]}
+
+
+def rows(X: dict[str, np.ndarray], o: int, frames: slice) -> np.ndarray:
+    """Object ``o``'s teaching ``frames`` as the node learns them: each frame, then its pasted copy
+    when ``X`` has them (``"pasted"``) and the node pastes that frame."""
+    taught = X["teach"][o, frames]
+    if "pasted" not in X:
+        return taught
+    copied = X["copied"][o, frames]
+    out = []
+    for x, copy, has in zip(taught, X["pasted"][o, frames], copied, strict=True):
+        out += [x, copy] if has else [x]
+    return np.asarray(out)
+
+
 def teach(
-    model: IncrementalRLSC, X: np.ndarray, order: np.ndarray, frames: dict[int, int]
+    model: IncrementalRLSC, X: dict[str, np.ndarray], order: np.ndarray, frames: dict[int, int]
 ) -> IncrementalRLSC:
-    """Teach ``frames[o]`` (default: all) teaching frames of each object of ``order``, one at a time."""
+    """Teach ``frames[o]`` (default: all) teaching frames of each object of ``order`` (:func:`rows`:
+    with their pasted copies), one at a time."""
     for o in order:
-        for x in X[o, : frames.get(int(o), X.shape[1])]:
+        for x in rows(X, int(o), slice(0, frames.get(int(o), X["teach"].shape[1]))):
             model.partial_fit(x, [str(o)])
     return model
+
+
+def first(X: dict[str, np.ndarray], n: int | slice) -> dict[str, np.ndarray]:
+    """``X`` with the first ``n`` (or the slice of) teaching frames of each object (and their copies)."""
+    frames = slice(0, n) if isinstance(n, int) else n
+    return {k: v[:, frames] if k in ("teach", "pasted", "copied") else v for k, v in X.items()}
 
 
 def accuracy(model: IncrementalRLSC, X_test: np.ndarray, objects: np.ndarray) -> dict[str, float]:
@@ -128,7 +169,7 @@ def rare_object(X: dict[str, np.ndarray], order: np.ndarray, taught: int, alphas
     for alpha in alphas:
         rare_hits, other_hits = [], []
         for rare in objects[-5:]:  # the rare object comes late, when the others are well known
-            model = teach(node_learner(alpha=alpha), X["teach"], objects, {int(rare): 3})
+            model = teach(node_learner(alpha=alpha), X, objects, {int(rare): 3})
             classes = model.classes_.astype(str)
             for o in objects:
                 hit = classes[int(np.argmax(evidence(model, X["test"][o])))] == str(o)
@@ -143,7 +184,7 @@ def novelty(X: dict[str, np.ndarray], order: np.ndarray, n_taught: int, taught: 
     from sklearn.metrics import roc_auc_score
 
     objects = order[:n_taught]
-    model = teach(node_learner(), X["teach"][:, :taught], objects, {})
+    model = teach(node_learner(), first(X, taught), objects, {})
     known, new = X["test"][objects], X["new"]
     out = {}
     for score in SCORES:
@@ -174,11 +215,23 @@ QUESTION_RULES = {
 }
 
 
-def _three_showings(X: dict[str, np.ndarray], objects: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
-    """``(showing, object, frames)``: each object's teaching frames as three showings of a third,
-    object after object."""
+def _three_showings(
+    X: dict[str, np.ndarray], objects: np.ndarray
+) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+    """``(showing, object, frames, learned)``: each object's teaching frames as three showings of a
+    third, object after object; ``learned``: the rows a label teaches (the frames and their pasted
+    copies, :func:`rows`)."""
     size = X["teach"].shape[1] // 3
-    showings = [(s, int(o), X["teach"][o, size * s : size * (s + 1)]) for s in range(3) for o in objects]
+    showings = [
+        (
+            s,
+            int(o),
+            X["teach"][o, size * s : size * (s + 1)],
+            rows(X, int(o), slice(size * s, size * (s + 1))),
+        )
+        for s in range(3)
+        for o in objects
+    ]
     showings.sort(key=lambda item: (list(objects).index(item[1]), item[0]))
     return showings
 
@@ -191,10 +244,10 @@ def robot_asks(
     learns a showing's frames from each answer: labels given, questions, per-showing accuracy."""
     model, labels, questions = node_learner(**learner), 0, 0
     policy = QuestionPolicy(margin=margin, unsure=unsure)
-    for _, o, frames in _three_showings(X, objects):
+    for _, o, frames, learned in _three_showings(X, objects):
         answer = answer_showing(model, frames, novelty_threshold=NOVELTY_THRESHOLD)
         if policy.doubt(answer.label, best_guesses(model, frames, 2), answer.novelty):
-            model.partial_fit(frames, [str(o)] * len(frames))
+            model.partial_fit(learned, [str(o)] * len(learned))
             labels, questions = labels + len(frames), questions + 1
     return {"labels": labels, "questions": questions, **_showing_accuracy(model, X, objects)}
 
@@ -207,9 +260,9 @@ def asking(X: dict[str, np.ndarray], order: np.ndarray) -> dict[str, dict]:
     out = {}
     for shown in (1, 2, 3):
         model = node_learner()
-        for s, o, frames in showings:
+        for s, o, _, learned in showings:
             if s < shown:
-                model.partial_fit(frames, [str(o)] * len(frames))
+                model.partial_fit(learned, [str(o)] * len(learned))
         out[f"labels every frame of {shown} showing(s)"] = {
             "labels": len(showings[0][2]) * shown * len(objects),
             **_showing_accuracy(model, X, objects),
@@ -231,8 +284,8 @@ def evidence_counted(X: dict[str, np.ndarray], order: np.ndarray) -> dict[str, d
     out = {}
     for counted in CALIBRATION_EVIDENCE:
         for frames in (36, X["teach"].shape[1]):
-            part = {**X, "teach": X["teach"][:, :frames]}
-            model = teach(node_learner(calibration_evidence=counted), part["teach"], objects, {})
+            part = first(X, frames)
+            model = teach(node_learner(calibration_evidence=counted), part, objects, {})
             known = np.array([model.novelty_score(f).mean() for f in X["test"][objects]])
             new = np.array([model.novelty_score(f).mean() for f in X["new"]])
             threshold = float(np.quantile(known, ANSWERED))
@@ -302,7 +355,7 @@ def backbones(seed: int, order: np.ndarray, taught: int) -> dict[str, dict[str, 
                 np.float64
             )
             feats[key] = F.reshape(*part.shape[:2], -1)
-        model = teach(node_learner(), feats["teach"], np.arange(15), {})
+        model = teach(node_learner(), feats, np.arange(15), {})  # no pasted copies: frames only
         row = accuracy(model, feats["test"], np.arange(15))
         known = [model.novelty_score(f).mean() for f in feats["test"]]
         new = [model.novelty_score(f).mean() for f in feats["new"]]
@@ -326,11 +379,14 @@ FRAMES_TAUGHT = {
 AUGMENTATIONS = ("none", "mirror", "scale and shift", "colour", "all")
 #: the feature_extractor node's default normalisation of the features it publishes
 PUBLISHED = next(spec.default for spec in EXTRACTOR_PARAMS if spec.name == "feature_normalisation")
+#: the feature_extractor node's default copies of a frame pasted onto rooms seen before (0 or 1 here)
+PASTE = next(spec.default for spec in EXTRACTOR_PARAMS if spec.name == "paste_copies")
 
 
 def published(X: dict[str, np.ndarray], kind: str = PUBLISHED) -> dict[str, np.ndarray]:
-    """Features as the feature_extractor node publishes them (normalised by ``kind``), float64."""
-    return {k: normalised(v, kind).astype(np.float64) for k, v in X.items()}
+    """Features as the feature_extractor node publishes them (normalised by ``kind``), float64; the
+    ``"copied"`` flags as they are."""
+    return {k: v if k == "copied" else normalised(v, kind).astype(np.float64) for k, v in X.items()}
 
 
 def augmented(crop: np.ndarray, kind: str, rng: np.random.Generator) -> list[np.ndarray]:
@@ -367,24 +423,27 @@ def choices(seed: int, raw: dict[str, np.ndarray], order: np.ndarray, taught: in
     objects = order[:15]
     X = published(raw)
     out: dict[str, dict] = {"frames": {}, "normalisation": {}, "augmentation": {}}
+    out["augmentation"]["pasted onto a room seen before (the node's default)"] = accuracy(
+        teach(node_learner(), first(X, taught), objects, {}), X["test"], objects
+    )
     for name, frames in FRAMES_TAUGHT.items():
-        model = teach(node_learner(), X["teach"][:, frames], objects, {})
+        model = teach(node_learner(), first(X, frames), objects, {})
         out["frames"][name] = accuracy(model, X["test"], objects)
     for kind in NORMALISATIONS:
         Y = published(raw, kind)
-        model = teach(node_learner(), Y["teach"][:, :taught], objects, {})
+        model = teach(node_learner(), first(Y, taught), objects, {})
         out["normalisation"][kind] = accuracy(model, Y["test"], objects)
     crops = world(seed, TAUGHT, NEW, TEACH, TEST).teach
     extractor = FeatureExtractor(num_threads=1, precision="int8")
-    for kind in AUGMENTATIONS:
+    for kind in AUGMENTATIONS:  # on the frames alone (no pasted copies)
         rng = np.random.default_rng([seed, 17])
         model = node_learner()
         for o in objects:
             extra = [picture for i in range(taught) for picture in augmented(crops[o, i], kind, rng)]
-            rows = list(X["teach"][o, :taught])
+            taught_rows = list(X["teach"][o, :taught])
             if extra:
-                rows += list(normalised(extractor.extract_batch(extra), PUBLISHED).astype(np.float64))
-            model.partial_fit(np.asarray(rows), [str(o)] * len(rows))
+                taught_rows += list(normalised(extractor.extract_batch(extra), PUBLISHED).astype(np.float64))
+            model.partial_fit(np.asarray(taught_rows), [str(o)] * len(taught_rows))
         out["augmentation"][kind] = accuracy(model, X["test"], objects)
     print(f"seed {seed}, choices: {out}", flush=True)
     return out
@@ -482,19 +541,19 @@ def annotate_cost(repeats: int = 50) -> dict[str, float]:
 
 def one_seed(seed: int, args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
-    raw = features(seed)
+    raw = {**features(seed), **(pasted_features(seed) if PASTE else {})}
     X = published(raw)  # as the feature_extractor node publishes them
     order = np.random.default_rng([seed, 31]).permutation(TAUGHT)
     out: dict = {"seed": seed, "accuracy": {}}
     for n in args.objects:
-        model = teach(node_learner(), X["teach"][:, : args.taught], order[:n], {})
+        model = teach(node_learner(), first(X, args.taught), order[:n], {})
         out["accuracy"][str(n)] = accuracy(model, X["test"], order[:n])
         print(f"seed {seed}, {n} objects: {out['accuracy'][str(n)]}", flush=True)
     out["rare"] = rare_object(X, order, args.taught, ["auto", 0.5, 1.0])
     print(f"seed {seed}, rare: {out['rare']}", flush=True)
     out["novelty"] = {str(n): novelty(X, order, n, args.taught) for n in args.objects}
     print(f"seed {seed}, novelty: {out['novelty']}", flush=True)
-    out["asking"] = asking({**X, "teach": X["teach"][:, : args.taught]}, order)
+    out["asking"] = asking(first(X, args.taught), order)
     print(f"seed {seed}, asking: {out['asking']}", flush=True)
     out["evidence"] = evidence_counted(X, order)
     print(f"seed {seed}, calibration evidence: {out['evidence']}", flush=True)
@@ -581,8 +640,14 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
         f"in a test room, and {NEW} objects never taught shown in a test room "
         "(lifelong_learning/sim/showing.py); every frame cut by the motion crop; EfficientNet-Lite0 int8 "
         f"features, normalised `{PUBLISHED}` as the feature_extractor node publishes them. Objects taught "
-        f"one at a time with {args.taught} frames each ({args.taught / 15:.1f} s of a showing at 15 Hz) "
-        "to the "
+        f"one at a time with {args.taught} frames each ({args.taught / 15:.1f} s of a showing at 15 Hz), "
+        + (
+            "each with its copy pasted onto the empty room of an earlier teaching session (the "
+            "feature_extractor's `paste_copies: 1`), "
+            if PASTE
+            else ""
+        )
+        + "to the "
         f"object_recognition node's learner (default parameters); mean over {len(results)} seed(s).",
         "",
         *summary(results, args),
@@ -688,7 +753,11 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
     for section, title in (
         ("frames", "Frames taught per showing"),
         ("normalisation", "Feature normalisation"),
-        ("augmentation", "Augmentation of the taught frames (extra samples at teaching only)"),
+        (
+            "augmentation",
+            "Augmentation of the taught frames (extra samples at teaching only; mirror, scale and shift, "
+            "colour on the frames alone)",
+        ),
     ):
         lines += [
             "",
@@ -706,8 +775,9 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
             "",
             "## 5. Backbones (15 objects; the world's crops at 160×160, then the network's input size)",
             "",
-            "images/s: the feature_extractor node's path (preprocessing and CNN, 2 threads, batches of 4) "
-            "on 640×480 frames, measured in the same run (the machine is shared: compare within the column).",
+            "Taught with the frames alone (no pasted copies). images/s: the feature_extractor node's path "
+            "(preprocessing and CNN, 2 threads, batches of 4) on 640×480 frames, measured in the same run "
+            "(the machine is shared: compare within the column).",
             "",
             "| backbone | per frame % | per showing % | AUROC never taught, per showing | "
             "images/s at 640×480 |",

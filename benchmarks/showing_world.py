@@ -7,6 +7,10 @@ room (never taught). Every frame is cut by the motion crop (a fresh background p
 ``lead_in`` frames of the empty room) as the feature_extractor node cuts it, and the square crop kept
 resized to ``CROP_SIZE`` pixels (the CNN sees 224×224 of a centre square of it anyway), so that every
 backbone and every augmentation of the benchmarks starts from the same pictures.
+
+:func:`pasted_world`: each teaching frame of the taught objects pasted onto the empty room of an
+earlier teaching session (the feature_extractor node's ``paste_taught``: lifelong_learning/vision/paste.py
+with the motion crop's foreground and rooms), cut by the same box as the frame.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 from lifelong_learning.sim.objects import ObjectRenderer
 from lifelong_learning.sim.showing import show_object
 from lifelong_learning.vision.crop import MotionCrop, cut, square_box
+from lifelong_learning.vision.paste import RoomPaster
 
 ROOT = Path(__file__).resolve().parents[1]
 #: side of the stored square crops (pixels)
@@ -36,19 +41,31 @@ class World:
     new: np.ndarray  # the never-taught objects in their (test) rooms
 
 
-def motion_crops(frames: list, lead_in: int) -> np.ndarray:
-    """The motion crop of each frame after the ``lead_in`` frames of the room, resized square."""
+def _stored(picture: np.ndarray) -> np.ndarray:
+    """The centre square of a cut picture (the whole frame when no box was found), resized."""
+    side = min(picture.shape[:2])
+    top, left = (picture.shape[0] - side) // 2, (picture.shape[1] - side) // 2
+    square = picture[top : top + side, left : left + side]
+    return cv2.resize(square, (CROP_SIZE, CROP_SIZE), interpolation=cv2.INTER_AREA)
+
+
+def motion_crops(frames: list, lead_in: int, paster: RoomPaster | None = None, scene: int = 0) -> np.ndarray:
+    """The motion crop of each frame after the ``lead_in`` frames of the room, resized square; with
+    ``paster``: instead, each frame pasted onto a room of another scene (the frame itself where the
+    node pastes nothing), and this session's room kept as scene ``scene``'s."""
     motion = MotionCrop()
     for frame in frames[:lead_in]:
         motion.box(frame.image)
     out = []
     for frame in frames[lead_in:]:
         box = motion.box(frame.image)
-        picture = cut(frame.image, None if box is None else square_box(box, frame.image.shape))
-        side = min(picture.shape[:2])  # the centre square (the whole frame when no box was found)
-        top, left = (picture.shape[0] - side) // 2, (picture.shape[1] - side) // 2
-        square = picture[top : top + side, left : left + side]
-        out.append(cv2.resize(square, (CROP_SIZE, CROP_SIZE), interpolation=cv2.INTER_AREA))
+        square = None if box is None else square_box(box, frame.image.shape)
+        picture = frame.image
+        if paster is not None:
+            paster.saw(scene, motion.room)
+            copies = paster.paste(frame.image, motion.foreground, scene) if square is not None else []
+            picture = copies[0] if copies else picture
+        out.append(_stored(cut(picture, square)))
     return np.stack(out)
 
 
@@ -72,4 +89,27 @@ def world(seed: int, taught: int, new: int, teach: int, test: int, lead_in: int 
     print(f"seed {seed}: world rendered and cut in {time.perf_counter() - t0:.0f} s")
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.savez(cache, teach=out.teach, test=out.test, new=out.new)
+    return out
+
+
+def pasted_world(seed: int, taught: int, new: int, teach: int, lead_in: int = 5) -> np.ndarray:
+    """uint8 ``(taught, teach, CROP_SIZE, CROP_SIZE, 3)``: each teaching frame pasted onto the room of an
+    earlier teaching session (of the last ``vision.paste.ROOMS`` ones; object 0's frames and those without a
+    foreground stay as they are), cached."""
+    name = f"showing-pasted-{taught}+{new}x{teach}-lead{lead_in}-seed{seed}.npz"
+    cache = ROOT / "runs" / "bench_cache" / name
+    if cache.is_file():
+        with np.load(cache) as f:
+            return f["teach"]
+    t0 = time.perf_counter()
+    paster = RoomPaster(seed=seed)
+    parts = []
+    with ObjectRenderer(taught + new, seed) as renderer:  # the catalogue of world()
+        for index in range(taught):
+            frames = show_object(renderer, index, "teach", teach, seed=seed, lead_in=lead_in)
+            parts.append(motion_crops(frames, lead_in, paster, scene=index))
+    out = np.stack(parts)
+    print(f"seed {seed}: teaching frames pasted in {time.perf_counter() - t0:.0f} s")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(cache, teach=out)
     return out

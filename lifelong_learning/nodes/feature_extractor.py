@@ -30,6 +30,11 @@ Publishes:
 - ``labeled_features`` (lifelong_learning/LabeledFeatures): the same, while a teacher label
   is set (the label current when the image arrived): the training stream of
   object_recognition.
+- ``pasted_features`` (lifelong_learning/Features), with ``crop: motion``: for each frame in which
+  something moves, ``paste_copies`` more: what moves pasted onto the empty rooms of scenes seen
+  before (:mod:`lifelong_learning.vision.paste`), with the frame's header. object_recognition learns
+  them with the frame when the frame is taught (labelled, or its showing answered): they teach the
+  object apart from its room; they are never classified.
 
 Images wait in a bounded queue (``queue_size``) between the subscription callback and a
 worker thread that runs the CNN; when the CNN falls behind, the OLDEST frames are dropped
@@ -64,6 +69,7 @@ from lifelong_learning.vision.crop import CROP_MODES, Box, MotionCrop, cut, roi_
 from lifelong_learning.vision.feature_extractor import BACKBONES, DEFAULT_MODEL
 from lifelong_learning.vision.image_conversion import ImageTooLargeError, check_image_fields, numpy_to_image
 from lifelong_learning.vision.normalisation import NORMALISATIONS, normalised
+from lifelong_learning.vision.paste import RoomPaster
 from lifelong_learning.vision.quantization import PRECISIONS
 
 #: default of ``max_image_pixels``: 4096 x 4096 = 16.8 Mpx, above common robot cameras (4K UHD is 8.3 Mpx)
@@ -122,6 +128,20 @@ PARAMS: tuple[ParamSpec, ...] = (
         "labeled_features",
         "lifelong_learning/LabeledFeatures output while a teacher label is set "
         "(object_recognition's training input).",
+    ),
+    ParamSpec(
+        "pasted_features_topic",
+        "pasted_features",
+        "lifelong_learning/Features output, with crop 'motion' and paste_copies > 0: frames pasted onto "
+        "rooms seen before, with the frame's header (object_recognition learns them with the frame).",
+    ),
+    ParamSpec(
+        "paste_copies",
+        1,
+        "With crop 'motion': what moves in a frame is also pasted onto this many empty rooms of scenes seen "
+        "before, to be taught with the frame (vision/paste.py; one more CNN pass each); 0: off. "
+        "docs/benchmarks/recognition-showing.md measures it.",
+        bounds=(0, 8),
     ),
     ParamSpec("backend", "onnxruntime", "CNN backend: 'onnxruntime' or 'torch'."),
     ParamSpec(
@@ -257,6 +277,9 @@ class FeatureExtractorNode(NodeBase):
         self._queue: deque[_Frame] = deque()
         self.crop = str(p["crop"])
         self._motion = MotionCrop()  # the worker's alone: frames in their order
+        self._paster = RoomPaster()  # the worker's alone too
+        self._paste_copies = int(p["paste_copies"]) if self.crop == "motion" else 0
+        self.pasted = 0
         self._roi: tuple[RegionOfInterest, float] | None = None  # the latest box, when it arrived
         self.cropped = self.whole_frames = 0
         self._queue_size = int(p["queue_size"])
@@ -269,6 +292,9 @@ class FeatureExtractorNode(NodeBase):
         self.labeled_pub = self.create_overridable_publisher(
             LabeledFeatures, p["labeled_features_topic"], 100
         )
+        self.pasted_pub = None
+        if self._paste_copies:
+            self.pasted_pub = self.create_overridable_publisher(Features, p["pasted_features_topic"], 100)
         self._create_inputs()
         self.annotated_pub = None
         self._answer: tuple[str, float] | None = None  # the latest per-showing answer (label, confidence)
@@ -379,7 +405,7 @@ class FeatureExtractorNode(NodeBase):
                 self.reject("extraction failed", repr(error))
 
     def _process(self, batch: list[_Frame]) -> None:
-        pictures, kept = [], []
+        pictures, kept, pasted = [], [], []
         for frame in batch:
             msg = frame.msg
             try:
@@ -396,17 +422,27 @@ class FeatureExtractorNode(NodeBase):
             cut_picture, box = self._cut(picture, frame.roi)
             pictures.append(cut_picture)
             kept.append((msg, frame.label, frame.arrived))
+            if self._paste_copies and box is not None:
+                copies = self._paster.paste(
+                    picture, self._motion.foreground, self._motion.scene, self._paste_copies
+                )
+                pasted += [(msg.header, cut(copy, box)) for copy in copies]
         if not pictures:
             return
         self._annotate(picture, box, kept[-1][0].header)
-        features = normalised(self.extractor.extract_batch(pictures), self.normalisation)
-        for (msg, label, arrived), vector in zip(kept, features, strict=True):
+        features = normalised(
+            self.extractor.extract_batch(pictures + [p for _, p in pasted]), self.normalisation
+        )
+        for (msg, label, arrived), vector in zip(kept, features, strict=False):
             out = Features(header=msg.header, data=vector)
             self.features_pub.publish(out)
             if label:
                 self.labeled_pub.publish(LabeledFeatures(header=msg.header, data=vector, label=label))
             self.stats.timed("image to features", time.monotonic() - arrived)
             self.processed += 1
+        for (header, _), vector in zip(pasted, features[len(kept) :], strict=True):
+            self.pasted_pub.publish(Features(header=header, data=vector))
+            self.pasted += 1
 
     def _annotate(self, picture: np.ndarray, box: Box | None, header: Any) -> None:
         """The last frame of a batch with its box and the latest answer on ~/annotated, when asked for
@@ -426,6 +462,7 @@ class FeatureExtractorNode(NodeBase):
         box: Box | None = None
         if self.crop == "motion":
             box = self._motion.box(picture)
+            self._paster.saw(self._motion.scene, self._motion.room)
         elif self.crop == "saliency":
             box = saliency_box(picture)
         elif self.crop == "roi" and roi is not None:
@@ -453,6 +490,8 @@ class FeatureExtractorNode(NodeBase):
         values["queue length"] = str(self.queue_length)
         values["teacher label"] = self._label
         values["crop"] = f"{self.crop}: {self.cropped} frames cut, {self.whole_frames} whole"
+        if self._paste_copies:
+            values["pasted"] = f"{self.pasted} copies onto {len(self._paster)} rooms seen before"
         values["network"] = f"{self.network} ({self.extractor.precision})"
         return values
 

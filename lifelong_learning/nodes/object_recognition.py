@@ -5,6 +5,10 @@ Subscribes (topic names relative, remappable):
   answered on ``prediction`` with the same header.
 - ``labeled_features`` (lifelong_learning/LabeledFeatures, reliable): training samples; a
   label never seen before adds a class at once, without retraining.
+- ``pasted_features`` (lifelong_learning/Features, reliable): frames pasted onto other rooms by the
+  feature_extractor (``paste_copies``), with their frame's header: learned with their frame when it is
+  taught (labelled, or its showing answered; whichever comes first), never classified, not scored,
+  not fed to a model in trial.
 
 Publishes ``prediction`` (lifelong_learning/Prediction): the highest-scoring class
 (``top_label``), its calibrated confidence (the probability that it is right: temperature scaling
@@ -71,6 +75,12 @@ PARAMS: tuple[ParamSpec, ...] = (
         "labeled_features_topic",
         "labeled_features",
         "lifelong_learning/LabeledFeatures to learn from (reliable).",
+    ),
+    ParamSpec(
+        "pasted_features_topic",
+        "pasted_features",
+        "lifelong_learning/Features in (reliable): frames pasted onto other rooms (feature_extractor's "
+        "paste_copies), learned with their frame (same stamp) when it is taught; '' disables.",
     ),
     ParamSpec("prediction_topic", "prediction", "lifelong_learning/Prediction output."),
     ParamSpec(
@@ -247,6 +257,14 @@ class ObjectRecognitionNode(LearnerNode):
             stream="labeled_features",
             keep_bytes=True,
         )
+        if p["pasted_features_topic"]:
+            self.create_counted_subscription(
+                Features,
+                p["pasted_features_topic"],
+                self._on_pasted,
+                QoSProfile(depth=100),
+                stream="pasted_features",
+            )
         self.metrics.accumulator = PrequentialClassification(float(p["metrics_window_s"]))
         # models in shadow and canary, the drift alarm: fed where taught samples are learned
         self.shadow = ShadowMonitor(self, RecognitionOps(self.gate))
@@ -346,15 +364,22 @@ class ObjectRecognitionNode(LearnerNode):
         if not self.desk.taught(msg.header) and self.learn(x, label):
             self.desk.on_labeled(msg.header, x, label)
 
-    def learn(self, x: np.ndarray, label: str) -> bool:
-        """Learn one labeled sample unless the gate or the model refuses it (counted); True if learned."""
+    def _on_pasted(self, msg: Features) -> None:
+        """A frame pasted onto another room: learned with its frame (recognition_showings.py)."""
+        self.stats.arrived("pasted_features")
+        self.desk.on_pasted(msg.header, np.asarray(msg.data, dtype=np.float64))
+
+    def learn(self, x: np.ndarray, label: str, observed: bool = True) -> bool:
+        """Learn one labeled sample unless the gate or the model refuses it (counted); True if learned.
+        ``observed``: a frame of the world (scored prequentially and fed to a model in trial), not a
+        pasted copy."""
         t = time.perf_counter()
         serving = self.serving
         with self.model_lock:
             model = serving.model
             refusal = self.gate.check_labeled(x, label, model)
             if refusal is None:
-                before = self._predicted_before_learning(model, x)
+                before = self._predicted_before_learning(model, x) if observed else None
                 try:
                     model.partial_fit(x, [label])
                 except ValueError as exc:
@@ -366,8 +391,9 @@ class ObjectRecognitionNode(LearnerNode):
             serving.count_updates()
             classes = [str(c) for c in model.classes_.tolist()]
         self.stats.timed("update", time.perf_counter() - t)
-        self._score_taught(label, before, classes)
-        self.shadow.feed_sample(model, x, label, before)  # the model in a trial predicts, then learns
+        if observed:
+            self._score_taught(label, before, classes)
+            self.shadow.feed_sample(model, x, label, before)  # the model in a trial predicts, then learns
         return True
 
     # ---------------------------------------------------------------- ~/learning_metrics

@@ -13,12 +13,18 @@ the showing asked about is still the current one: after it, a name on ``teacher_
 teacher naming the next object), and teaches the showing's kept frames. Refused and counted
 (``answer refused``), nothing learned: an unknown showing, one ended more than ``answer_window_s``
 ago, one already taught, a bad label.
+
+Pasted copies of a frame (``pasted_features``, the frame's stamp: the feature_extractor's
+``paste_copies``) wait until their frame is taught and are learned with it, with its label; one that
+comes after its frame was taught is learned at once. Those of frames never taught are dropped, the
+oldest first, beyond what the kept showings hold; a copy without a stamp (0) is never learned.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -129,6 +135,9 @@ class ShowingDesk:
             float(p["question_novelty"]),
         )
         self.lock = threading.Lock()
+        #: pasted copies waiting for their frame to be taught, by stamp (the oldest dropped first)
+        self.pasted: OrderedDict[tuple[int, int], list[np.ndarray]] = OrderedDict()
+        self.max_pasted = (int(self.tracker.ended.maxlen or 0) + 1) * self.tracker.max_frames
         self.asked: int | None = None  # the last showing asked about
         self.answers_taken = 0
         self.showing_pub = node.create_overridable_publisher(ShowingAnswer, p["showing_topic"], 10)
@@ -191,21 +200,42 @@ class ShowingDesk:
     def on_labeled(self, header: Any, x: np.ndarray, label: str) -> None:
         """A labeled frame was learned: it joins its showing, which takes the label, and the showing's
         kept frames not learned yet are learned with it."""
-        now = time.monotonic()
+        now, stamp = time.monotonic(), _stamp(header)
         with self.lock:
             self.tracker.labeled(label, now)
-            showing = self.tracker.add(x, _stamp(header), now)
+            showing = self.tracker.add(x, stamp, now)
             showing.label = label
-            showing.taught.add(_stamp(header))
+            showing.taught.add(stamp)
+            copies = self.pasted.pop(stamp, [])
+        for copy in copies:
+            self.node.learn(copy, label, observed=False)
         self._teach(showing, label, like=x)
+
+    def on_pasted(self, header: Any, x: np.ndarray) -> None:
+        """A pasted copy of the frame of ``header``: learned now if that frame was taught, else kept
+        until it is (module docstring)."""
+        stamp = _stamp(header)
+        if stamp == (0, 0):
+            return
+        with self.lock:
+            label = next((s.label for s in self._showings() if stamp in s.taught), "")
+            if not label:
+                self.pasted.setdefault(stamp, []).append(x)
+                while len(self.pasted) > self.max_pasted:
+                    self.pasted.popitem(last=False)
+        if label:
+            self.node.learn(x, label, observed=False)
+
+    def _showings(self) -> list[Showing]:
+        """The current showing and the ended ones kept (under the lock)."""
+        return [s for s in (self.tracker.current, *self.tracker.ended) if s is not None]
 
     def taught(self, header: Any) -> bool:
         """Whether the frame of ``header`` was learned already (its showing was answered or labeled
         before its labeled copy came): it is not learned twice."""
         stamp = _stamp(header)
         with self.lock:
-            showings = [self.tracker.current, *self.tracker.ended]
-            return stamp != (0, 0) and any(s is not None and stamp in s.taught for s in showings)
+            return stamp != (0, 0) and any(stamp in s.taught for s in self._showings())
 
     def _teach(self, showing: Showing, label: str, like: np.ndarray | None = None) -> int:
         """Learn ``showing``'s kept frames not learned yet with ``label`` (with ``like``: those like it,
@@ -213,7 +243,13 @@ class ShowingDesk:
         with self.lock:
             frames = showing.untaught(like, self.tracker.change)
             showing.taught.update(stamp for stamp, _ in frames)
-        return sum(self.node.learn(x, label) for _, x in frames)
+            copies = [self.pasted.pop(stamp, []) for stamp, _ in frames]
+        learned = 0
+        for (_, x), pasted in zip(frames, copies, strict=True):
+            learned += self.node.learn(x, label)
+            for copy in pasted:
+                self.node.learn(copy, label, observed=False)
+        return learned
 
     # ---------------------------------------------------------------- answers
     def answer(self, showing_id: int, label: str, source: str) -> tuple[bool, str, int]:

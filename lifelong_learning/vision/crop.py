@@ -16,7 +16,11 @@ Where the box comes from (``crop`` of the feature_extractor node):
   2nd to 98th percentiles of the foreground pixels' coordinates. No box until ``min_history`` frames
   were seen, when too little moves (the object held still: the last box is kept for ``hold`` frames)
   or when most of the frame changes by more than ``k × min_difference`` (the camera moved, another
-  scene: its background is learned afresh).
+  scene: its background is learned afresh). Besides the box it keeps, for
+  :mod:`~lifelong_learning.vision.paste`, each frame's ``foreground`` (the mask, shrunk), the
+  ``scene`` (a count of backgrounds learned afresh) and the scene's ``room``: its first frame in
+  colour, when that frame proves to be the background (nothing moved in it against the median of
+  the first ``min_history`` frames).
 - ``saliency`` (:func:`saliency_box`): what stands out from the background, by the spectral residual
   (Hou and Zhang, CVPR 2007) of each colour channel of a 64×64 picture, summed: with ``F`` a
   channel's Fourier transform, ``R = log|F| − h₃ ∗ log|F|`` (``h₃`` a 3×3 mean filter) and
@@ -144,11 +148,21 @@ class MotionCrop:
         self.min_history = int(min_history)
         self._last: Box | None = None
         self._held = 0
+        #: the last frame's foreground (bool, the frame shrunk by ``shrink``) when its box was found in
+        #: it (None: no background yet, too little moved, a held box)
+        self.foreground: np.ndarray | None = None
+        #: backgrounds learned afresh so far (a new camera or scene starts the next one)
+        self.scene = 0
+        #: the scene's empty room (uint8 H×W×3, its first frame), once that frame proved to be background
+        self.room: np.ndarray | None = None
+        self._first: np.ndarray | None = None  # the scene's first frame, until it is judged
 
     def reset(self) -> None:
         """Forget the background (a new camera, a new scene)."""
         self._frames.clear()
         self._last, self._held = None, 0
+        self.scene += 1
+        self.room = self._first = None
 
     def box(self, image: np.ndarray) -> Box | None:
         """The moving object's box in ``image`` (uint8 H×W×3), or None (the whole frame); ``image``
@@ -159,16 +173,21 @@ class MotionCrop:
         if self._frames and self._frames[0].shape != grey.shape:
             self.reset()  # another camera: another background
         ready = len(self._frames) >= self.min_history
-        found = None
+        found, self.foreground = None, None
         if ready:
-            difference = np.abs(grey - np.median(np.stack(self._frames), axis=0))
+            background = np.median(np.stack(self._frames), axis=0)
+            difference = np.abs(grey - background)
             if np.mean(difference > self.k * self.min_difference) > self.max_fraction:
                 self.reset()  # another scene (the camera moved): learn its background afresh
             else:
                 noise = max(self.min_difference, 1.4826 * float(np.median(difference)))
-                ys, xs = np.nonzero(difference > self.k * noise)
+                moving = difference > self.k * noise
+                ys, xs = np.nonzero(moving)
                 if ys.size >= self.min_fraction * difference.size:
-                    found = _spread(ys, xs, height / small_shape[0])
+                    found, self.foreground = _spread(ys, xs, height / small_shape[0]), moving
+                self._judge_room(background, noise)
+        if not self._frames:
+            self._first = image.copy()
         self._frames.append(grey)
         if found is not None:
             self._last, self._held = found, 0
@@ -177,6 +196,15 @@ class MotionCrop:
             self._held += 1
             return self._last
         return None
+
+    def _judge_room(self, background: np.ndarray, noise: float) -> None:
+        """The scene's first frame becomes its ``room`` if nothing in it moved against ``background``."""
+        colour, self._first = self._first, None
+        if (
+            colour is not None
+            and np.mean(np.abs(self._frames[0] - background) > self.k * noise) < self.min_fraction
+        ):
+            self.room = colour
 
 
 #: the side of the picture the spectral residual is computed on (Hou and Zhang use 64)

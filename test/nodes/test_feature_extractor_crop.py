@@ -147,3 +147,49 @@ def test_the_annotated_image_shows_the_box_and_the_answer_only_while_someone_sub
     np.testing.assert_array_equal(got, annotated(PICTURE, box, "mug", 0.9))
     assert "annotate p50 [ms]" in node.stats.summary()
     assert tuple(got[box.y + box.height // 2, box.x]) == KNOWN
+
+
+def test_motion_pastes_what_moves_onto_the_room_of_a_scene_seen_before(executor, spin, rclpy_context):
+    from lifelong_learning.msg import Features
+
+    from lifelong_learning.vision.paste import RoomPaster
+
+    node = make_node(rclpy_context, crop="motion", queue_size=30, max_batch=1)
+    peer = Peer(rclpy_context)
+    pasted: list = []
+    peer.node.create_subscription(Features, "pasted_features", pasted.append, 100)
+    executor.add_node(node)
+    executor.add_node(peer.node)
+    assert spin(executor, lambda: peer.connected() and node.pasted_pub.get_subscription_count() > 0, 10)
+    first = np.ascontiguousarray(PICTURE[:, :, ::-1])
+    second = first // 3  # another room: most of the frame changes
+    frames = []
+    for room in (first, second):
+        frames += [room.copy() for _ in range(3)]  # the empty room, then an object moving in it
+        for k in range(4):
+            frame = room.copy()
+            frame[60 + 4 * k : 100 + 4 * k, 30 + 30 * k : 70 + 30 * k] = (40, 200, 90)
+            frames.append(frame)
+    local, paster = MotionCrop(), RoomPaster()  # what the node does, frame after frame
+    expected = {}
+    for stamp, frame in enumerate(frames):
+        box = local.box(frame)
+        paster.saw(local.scene, local.room)
+        copies = paster.paste(frame, local.foreground, local.scene) if box is not None else []
+        if copies:
+            expected[stamp] = published(node, [cut(copies[0], square_box(box, frame.shape, 0.2))])[0]
+    assert local.scene == 1 and sorted(expected) == [10, 11, 12, 13]  # the second room's moving frames
+    for stamp, frame in enumerate(frames):
+        peer.images.publish(image_message(frame, "rgb8", stamp_sec=stamp))
+        features_of(node, peer, executor, spin, stamp)  # in order: the background's history is a stream
+    assert spin(executor, lambda: len(pasted) >= len(expected), 20)
+    assert sorted(m.header.stamp.sec for m in pasted) == sorted(expected)  # with their frames' stamps
+    for msg in pasted:
+        np.testing.assert_allclose(np.asarray(msg.data), expected[msg.header.stamp.sec], atol=1e-4)
+        assert (
+            np.linalg.norm(
+                np.asarray(msg.data) - features_of(node, peer, executor, spin, msg.header.stamp.sec)
+            )
+            > 1.0
+        )
+    assert node.pasted == 4 and "4 copies onto 2 rooms" in node.diagnostic_values()["pasted"]

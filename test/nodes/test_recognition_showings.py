@@ -24,8 +24,11 @@ CLASSES = ("mug", "duck", "teddy")  # directions 0, 1, 2; directions 3, 4 and 5 
 
 
 def sample(rng: np.random.Generator, direction: int, n: int = 1) -> np.ndarray:
+    """``n`` frames of object ``direction`` (0-5: its four dimensions; 6: all of them)."""
     centre = np.zeros(DIM)
     centre[4 * direction : 4 * direction + 4] = 3.0
+    if direction == 6:
+        centre[:] = 1.5
     return (centre + rng.normal(scale=0.3, size=(n, DIM))).astype(np.float32)
 
 
@@ -43,6 +46,7 @@ class Peer:
         self.features = self.node.create_publisher(Features, "features", qos_profile_sensor_data)
         self.labeled = self.node.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=200))
         self.teacher = self.node.create_publisher(String, "teacher_label", 10)
+        self.pasted = self.node.create_publisher(Features, "pasted_features", QoSProfile(depth=200))
         self.showings: list[Any] = []
         self.queries: list[Any] = []
         self.node.create_subscription(ShowingAnswer, "showing", self.showings.append, 50)
@@ -183,3 +187,39 @@ def test_a_label_given_during_a_showing_teaches_its_earlier_frames_too(graph):
     kept = answers[-1].frames
     assert spin_until(executor, lambda: pen_count() >= kept + 2, 10), (pen_count(), kept, proc.log())
     assert pen_count() == kept + 2  # each frame learned once
+
+
+def test_pasted_copies_are_learned_with_their_frame_once_it_is_taught(graph):
+    from lifelong_learning.msg import Features, LabeledFeatures
+    from lifelong_learning.srv import GetClassifierInfo
+
+    executor, peer, rng, proc = graph
+    start = peer.frame + 1
+    answers = show(graph, 6, lambda a: len(a) >= 4)  # frames of a new object, nobody names it yet
+    shown = list(range(start, peer.frame + 1))
+    assert len({a.showing_id for a in answers}) == 1
+    assert spin_until(executor, lambda: peer.showings[-1].frames == len(shown), 10)
+    assert spin_until(executor, lambda: peer.pasted.get_subscription_count() > 0, 10)
+
+    def copy(stamp: int) -> None:
+        msg = Features(data=(sample(rng, 6)[0] * 0.9).tolist())
+        msg.header.stamp.sec = stamp
+        peer.pasted.publish(msg)
+
+    half = len(shown) // 2
+    for stamp in [*shown[:half], 0, 10**6]:  # before their frames are taught; no stamp; no such frame
+        copy(stamp)
+    peer.frame += 1
+    label = LabeledFeatures(data=sample(rng, 6)[0].tolist(), label="box")  # the teacher names it
+    label.header.stamp.sec = peer.frame
+    peer.labeled.publish(label)
+    for stamp in [*shown[half:], peer.frame]:  # after: learned at once
+        copy(stamp)
+
+    def box_count() -> int:
+        info = first_call(executor, peer.info, GetClassifierInfo.Request())
+        return dict(zip(info.classes, info.counts, strict=True)).get("box", 0)
+
+    taught = len(shown) + 1  # the showing's frames and the labelled one, each with its copy
+    assert spin_until(executor, lambda: box_count() >= 2 * taught, 10), (box_count(), taught, proc.log())
+    assert box_count() == 2 * taught  # each once; the copies without a taught frame not at all
