@@ -17,7 +17,9 @@ ago, one already taught, a bad label.
 Pasted copies of a frame (``pasted_features``, the frame's stamp: the feature_extractor's
 ``paste_copies``) wait until their frame is taught and are learned with it, with its label; one that
 comes after its frame was taught is learned at once. Those of frames never taught are dropped, the
-oldest first, beyond what the kept showings hold; a copy without a stamp (0) is never learned.
+oldest first, beyond what the kept showings hold; a copy without a stamp (0) is never learned; copies
+of one frame beyond :data:`MAX_COPIES` are refused and counted (``pasted copy refused``): a flood of
+copies under a taught frame's stamp cannot outweigh what was taught.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from lifelong_learning.srv import AnswerQuery
 #: taught objects' showings are answered in docs/benchmarks/recognition-showing.md (the median over
 #: its seeds: 0.77 at 15 objects, 0.75 at 50)
 NOVELTY_THRESHOLD = 0.76
+#: most pasted copies learned per frame (the feature_extractor's ``paste_copies`` is at most 8)
+MAX_COPIES = 8
 
 SHOWING_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("showing_topic", "showing", "lifelong_learning/ShowingAnswer output: one answer per showing."),
@@ -137,6 +141,8 @@ class ShowingDesk:
         self.lock = threading.Lock()
         #: pasted copies waiting for their frame to be taught, by stamp (the oldest dropped first)
         self.pasted: OrderedDict[tuple[int, int], list[np.ndarray]] = OrderedDict()
+        #: copies taken per frame, by stamp (the oldest forgotten first)
+        self.copies: OrderedDict[tuple[int, int], int] = OrderedDict()
         self.max_pasted = (int(self.tracker.ended.maxlen or 0) + 1) * self.tracker.max_frames
         self.asked: int | None = None  # the last showing asked about
         self.answers_taken = 0
@@ -218,12 +224,20 @@ class ShowingDesk:
         if stamp == (0, 0):
             return
         with self.lock:
+            taken = self.copies.pop(stamp, 0) + 1
+            self.copies[stamp] = taken
+            while len(self.copies) > self.max_pasted:
+                self.copies.popitem(last=False)
             label = next((s.label for s in self._showings() if stamp in s.taught), "")
-            if not label:
+            if taken <= MAX_COPIES and not label:
                 self.pasted.setdefault(stamp, []).append(x)
                 while len(self.pasted) > self.max_pasted:
                     self.pasted.popitem(last=False)
-        if label:
+        if taken > MAX_COPIES:
+            self.node.reject(
+                "pasted copy refused", f"more than {MAX_COPIES} copies of the frame stamped {stamp}"
+            )
+        elif label:
             self.node.learn(x, label, observed=False)
 
     def _showings(self) -> list[Showing]:

@@ -223,3 +223,8 @@ def test_pasted_copies_are_learned_with_their_frame_once_it_is_taught(graph):
     taught = len(shown) + 1  # the showing's frames and the labelled one, each with its copy
     assert spin_until(executor, lambda: box_count() >= 2 * taught, 10), (box_count(), taught, proc.log())
     assert box_count() == 2 * taught  # each once; the copies without a taught frame not at all
+    for _ in range(9):  # a flood of copies under one taught frame's stamp: 8 copies a frame at most
+        copy(shown[0])
+    assert spin_until(executor, lambda: box_count() >= 2 * taught + 7, 10), (box_count(), proc.log())
+    assert spin_until(executor, lambda: "pasted copy refused" in proc.log(), 10)
+    assert box_count() == 2 * taught + 7
