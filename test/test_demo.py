@@ -31,6 +31,8 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
         taught[0] == 1 and taught[-1] == results["recognition"]["n_objects"] and taught == sorted(set(taught))
     )
     assert results["recognition"]["crop"] == "motion"
+    # moving frames pasted onto rooms seen before (from the second object taught on)
+    assert int(results["recognition"]["pasted"].split()[0]) > 0, results["recognition"]["pasted"]
     assert all(r["n_answered"] > 0 for r in rounds)
     # The first object is recognized once taught (one class known: nothing else to answer).
     assert rounds[0]["accuracy"] == 1.0

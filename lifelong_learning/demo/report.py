@@ -317,8 +317,9 @@ def _recognition_section(results: dict[str, Any], plot: Path | None) -> list[str
         "clutter, light and poses: lifelong_learning/sim/showing.py) and the answers scored: each frame's "
         "`prediction`, and each object's showing by the per-showing answer after its last frame "
         '(`""`, I don\'t know, counts as wrong). '
-        f"feature_extractor's crop: `{rec.get('crop', 'none')}`, network: `{rec.get('network', '?')}` "
-        "(what each crop and network gains: docs/benchmarks/recognition-scale.md, "
+        f"feature_extractor's crop: `{rec.get('crop', 'none')}`, network: `{rec.get('network', '?')}`"
+        + (f", pasted: {rec['pasted']}" if rec.get("pasted") else "")
+        + " (what each crop, network and pasting gains: docs/benchmarks/recognition-scale.md, "
         "docs/benchmarks/recognition-showing.md).",
         "",
         *_recognition_rows(rec),

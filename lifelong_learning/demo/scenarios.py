@@ -201,6 +201,7 @@ def teach_objects(stage: Stage, renderer: ObjectRenderer, results: dict[str, Any
     results["recognition"] = {
         "names": names,
         "network": extractor.get("network", "?"),
+        "pasted": extractor.get("pasted", ""),  # copies of moving frames onto rooms seen before
         "n_objects": cfg.n_objects,
         "labeled_per_object": cfg.labeled_frames,
         "rare_object": names[rare],
