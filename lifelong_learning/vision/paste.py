@@ -25,6 +25,9 @@ import numpy as np
 
 #: rooms kept (the most recent scenes')
 ROOMS = 16
+#: a room is kept at most this wide (pixels; brought back to the frame's size when pasted onto), so
+#: that the rooms of a large camera stay small: 16 of 640×480 are 15 MB
+ROOM_WIDTH = 640
 
 
 class RoomPaster:
@@ -49,10 +52,13 @@ class RoomPaster:
         return len(self._rooms)
 
     def saw(self, scene: int, room: np.ndarray | None) -> None:
-        """Keep ``room`` (uint8 H×W×3, not copied: the caller gives up its copy) as scene ``scene``'s;
-        None: nothing to keep."""
+        """Keep ``room`` (uint8 H×W×3, not copied: the caller gives up its copy; shrunk to
+        :data:`ROOM_WIDTH`) as scene ``scene``'s; None: nothing to keep."""
         if room is None or scene in self._rooms:
             return
+        if room.shape[1] > ROOM_WIDTH:
+            height = max(1, round(room.shape[0] * ROOM_WIDTH / room.shape[1]))
+            room = cv2.resize(room, (ROOM_WIDTH, height), interpolation=cv2.INTER_AREA)
         self._rooms[scene] = room
         while len(self._rooms) > self.max_rooms:
             self._rooms.popitem(last=False)

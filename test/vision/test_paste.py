@@ -90,6 +90,9 @@ def test_the_mask_is_grown_and_softened_and_rooms_are_bounded():
     for scene in range(4):
         paster.saw(scene, np.full((60, 80, 3), 10 * scene, dtype=np.uint8))  # resized to the frame
     assert len(paster) == 2  # the two newest scenes' rooms
+    big = RoomPaster()
+    big.saw(0, np.zeros((2160, 3840, 3), dtype=np.uint8))  # a 4K camera's room is kept small
+    assert big._rooms[0].shape == (360, 640, 3)
     (picture,) = paster.paste(frame, foreground, scene=3)
     assert picture[60, 80].tolist() == [200, 200, 200]  # the object's middle
     assert picture[0, 0].tolist() == [20, 20, 20]  # scene 2's room, the only other one kept
