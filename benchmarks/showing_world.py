@@ -30,6 +30,9 @@ from lifelong_learning.vision.paste import RoomPaster
 ROOT = Path(__file__).resolve().parents[1]
 #: side of the stored square crops (pixels)
 CROP_SIZE = 160
+#: the benchmarks' world per seed: objects taught, objects never taught, frames of a teaching
+#: session (10 s at 15 Hz) and of a test session
+TAUGHT, NEW, TEACH, TEST = 50, 10, 150, 12
 
 
 @dataclass(frozen=True)
