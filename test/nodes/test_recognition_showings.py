@@ -228,3 +228,10 @@ def test_pasted_copies_are_learned_with_their_frame_once_it_is_taught(graph):
     assert spin_until(executor, lambda: box_count() >= 2 * taught + 7, 10), (box_count(), proc.log())
     assert spin_until(executor, lambda: "pasted copy refused" in proc.log(), 10)
     assert box_count() == 2 * taught + 7
+    for bad in (np.full(DIM, np.nan), np.ones(DIM + 3), np.full(DIM, 1e6)):  # copies of a taught frame
+        msg = Features(data=bad.tolist())
+        msg.header.stamp.sec = shown[1]
+        peer.pasted.publish(msg)
+    for reason in ("features not finite", "wrong feature dimension", "feature norm too large"):
+        assert spin_until(executor, lambda r=reason: r in proc.log(), 10), (reason, proc.log())
+    assert box_count() == 2 * taught + 7  # refused, counted, nothing learned
