@@ -430,19 +430,19 @@ class FeatureExtractorNode(NodeBase):
         if not pictures:
             return
         self._annotate(picture, box, kept[-1][0].header)
-        features = normalised(
-            self.extractor.extract_batch(pictures + [p for _, p in pasted]), self.normalisation
-        )
-        for (msg, label, arrived), vector in zip(kept, features, strict=False):
+        features = normalised(self.extractor.extract_batch(pictures), self.normalisation)
+        for (msg, label, arrived), vector in zip(kept, features, strict=True):
             out = Features(header=msg.header, data=vector)
             self.features_pub.publish(out)
             if label:
                 self.labeled_pub.publish(LabeledFeatures(header=msg.header, data=vector, label=label))
             self.stats.timed("image to features", time.monotonic() - arrived)
             self.processed += 1
-        for (header, _), vector in zip(pasted, features[len(kept) :], strict=True):
-            self.pasted_pub.publish(Features(header=header, data=vector))
-            self.pasted += 1
+        if pasted:  # after the frames' own features: the copies add no latency to the answers
+            copies = normalised(self.extractor.extract_batch([p for _, p in pasted]), self.normalisation)
+            for (header, _), vector in zip(pasted, copies, strict=True):
+                self.pasted_pub.publish(Features(header=header, data=vector))
+                self.pasted += 1
 
     def _annotate(self, picture: np.ndarray, box: Box | None, header: Any) -> None:
         """The last frame of a batch with its box and the latest answer on ~/annotated, when asked for

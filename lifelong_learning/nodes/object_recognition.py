@@ -365,9 +365,17 @@ class ObjectRecognitionNode(LearnerNode):
             self.desk.on_labeled(msg.header, x, label)
 
     def _on_pasted(self, msg: Features) -> None:
-        """A frame pasted onto another room: learned with its frame (recognition_showings.py)."""
+        """A frame pasted onto another room: checked as an input (refusals counted), then learned with
+        its frame (recognition_showings.py); ignored while no class is known (no dimension to check)."""
         self.stats.arrived("pasted_features")
-        self.desk.on_pasted(msg.header, np.asarray(msg.data, dtype=np.float64))
+        x = np.asarray(msg.data, dtype=np.float64)
+        with self.model_lock:
+            n_features = self.model.n_features_in_
+            refusal = None if n_features is None else self.gate.check_features(x, n_features)
+        if refusal is not None:
+            self.reject(refusal.reason, f"pasted Features: {refusal.detail}")
+        elif n_features is not None:
+            self.desk.on_pasted(msg.header, x)
 
     def learn(self, x: np.ndarray, label: str, observed: bool = True) -> bool:
         """Learn one labeled sample unless the gate or the model refuses it (counted); True if learned.

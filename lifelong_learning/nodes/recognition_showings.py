@@ -15,11 +15,12 @@ teacher naming the next object), and teaches the showing's kept frames. Refused 
 ago, one already taught, a bad label.
 
 Pasted copies of a frame (``pasted_features``, the frame's stamp: the feature_extractor's
-``paste_copies``) wait until their frame is taught and are learned with it, with its label; one that
-comes after its frame was taught is learned at once. Those of frames never taught are dropped, the
-oldest first, beyond what the kept showings hold; a copy without a stamp (0) is never learned; copies
-of one frame beyond :data:`MAX_COPIES` are refused and counted (``pasted copy refused``): a flood of
-copies under a taught frame's stamp cannot outweigh what was taught.
+``paste_copies``), checked by the node as inputs, wait until their frame is taught and are learned
+with it, with its label; one that comes after its frame was taught is learned at once. Those of
+frames never taught are dropped, the oldest first, beyond as many copies as the kept showings hold
+frames; a copy without a stamp (0) is never learned; copies of one frame beyond :data:`MAX_COPIES`
+are refused and counted (``pasted copy refused``): a flood of copies under a taught frame's stamp
+cannot outweigh what was taught.
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ class ShowingDesk:
         #: copies taken per frame, by stamp (the oldest forgotten first)
         self.copies: OrderedDict[tuple[int, int], int] = OrderedDict()
         self.max_pasted = (int(self.tracker.ended.maxlen or 0) + 1) * self.tracker.max_frames
+        self.waiting = 0  # copies in ``pasted``
         self.asked: int | None = None  # the last showing asked about
         self.answers_taken = 0
         self.showing_pub = node.create_overridable_publisher(ShowingAnswer, p["showing_topic"], 10)
@@ -212,7 +214,7 @@ class ShowingDesk:
             showing = self.tracker.add(x, stamp, now)
             showing.label = label
             showing.taught.add(stamp)
-            copies = self.pasted.pop(stamp, [])
+            copies = self._take_pasted(stamp)
         for copy in copies:
             self.node.learn(copy, label, observed=False)
         self._teach(showing, label, like=x)
@@ -231,14 +233,21 @@ class ShowingDesk:
             label = next((s.label for s in self._showings() if stamp in s.taught), "")
             if taken <= MAX_COPIES and not label:
                 self.pasted.setdefault(stamp, []).append(x)
-                while len(self.pasted) > self.max_pasted:
-                    self.pasted.popitem(last=False)
+                self.waiting += 1
+                while self.waiting > self.max_pasted:  # bounded in copies, whatever their stamps
+                    self.waiting -= len(self.pasted.popitem(last=False)[1])
         if taken > MAX_COPIES:
             self.node.reject(
                 "pasted copy refused", f"more than {MAX_COPIES} copies of the frame stamped {stamp}"
             )
         elif label:
             self.node.learn(x, label, observed=False)
+
+    def _take_pasted(self, stamp: tuple[int, int]) -> list[np.ndarray]:
+        """The copies waiting for the frame of ``stamp``, taken out (under the lock)."""
+        copies = self.pasted.pop(stamp, [])
+        self.waiting -= len(copies)
+        return copies
 
     def _showings(self) -> list[Showing]:
         """The current showing and the ended ones kept (under the lock)."""
@@ -257,12 +266,13 @@ class ShowingDesk:
         with self.lock:
             frames = showing.untaught(like, self.tracker.change)
             showing.taught.update(stamp for stamp, _ in frames)
-            copies = [self.pasted.pop(stamp, []) for stamp, _ in frames]
+            copies = [self._take_pasted(stamp) for stamp, _ in frames]
         learned = 0
         for (_, x), pasted in zip(frames, copies, strict=True):
-            learned += self.node.learn(x, label)
-            for copy in pasted:
-                self.node.learn(copy, label, observed=False)
+            if self.node.learn(x, label):  # a frame refused takes its copies with it
+                learned += 1
+                for copy in pasted:
+                    self.node.learn(copy, label, observed=False)
         return learned
 
     # ---------------------------------------------------------------- answers
