@@ -49,6 +49,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+import cv2
 import numpy as np
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, RegionOfInterest
@@ -250,8 +251,6 @@ class FeatureExtractorNode(NodeBase):
         self.normalisation = str(p["feature_normalisation"])
         if p["precision"] not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {p['precision']!r}")
-        if p["image_transport"] == "compressed":
-            import cv2  # noqa: F401  (fail at start, not on every frame, when OpenCV is missing)
         self._max_pixels = int(p["max_image_pixels"])
         preprocessing = Preprocessing(
             input_size=tuple(int(v) for v in p["input_size"]),
@@ -423,10 +422,7 @@ class FeatureExtractorNode(NodeBase):
             pictures.append(cut_picture)
             kept.append((msg, frame.label, frame.arrived))
             if self._paste_copies and box is not None:
-                copies = self._paster.paste(
-                    picture, self._motion.foreground, self._motion.scene, self._paste_copies
-                )
-                pasted += [(msg.header, cut(copy, box)) for copy in copies]
+                pasted += [(msg.header, copy) for copy in self._pasted(picture, box)]
         if not pictures:
             return
         self._annotate(picture, box, kept[-1][0].header)
@@ -443,6 +439,18 @@ class FeatureExtractorNode(NodeBase):
             for (header, _), vector in zip(pasted, copies, strict=True):
                 self.pasted_pub.publish(Features(header=header, data=vector))
                 self.pasted += 1
+
+    def _pasted(self, picture: np.ndarray, box: Box) -> list[np.ndarray]:
+        """The copies of ``picture``'s moving part pasted onto rooms seen before, cut by ``box`` (none
+        when the paste fails: counted, and the frame itself goes on)."""
+        try:
+            copies = self._paster.paste(
+                picture, self._motion.foreground, self._motion.scene, self._paste_copies
+            )
+        except (ValueError, cv2.error) as error:
+            self.reject("paste failed", repr(error))
+            return []
+        return [cut(copy, box) for copy in copies]
 
     def _annotate(self, picture: np.ndarray, box: Box | None, header: Any) -> None:
         """The last frame of a batch with its box and the latest answer on ~/annotated, when asked for

@@ -193,3 +193,24 @@ def test_motion_pastes_what_moves_onto_the_room_of_a_scene_seen_before(executor,
             > 1.0
         )
     assert node.pasted == 4 and "4 copies onto 2 rooms" in node.diagnostic_values()["pasted"]
+
+
+def test_a_failed_paste_is_counted_and_its_frame_still_answered(executor, spin, rclpy_context):
+    node = make_node(rclpy_context, crop="motion", queue_size=30, max_batch=1)
+
+    def broken(*_args, **_kwargs):
+        raise ValueError("a broken room")
+
+    node._paster.paste = broken
+    peer = Peer(rclpy_context)
+    executor.add_node(node)
+    executor.add_node(peer.node)
+    assert spin(executor, peer.connected, 10)
+    room = np.ascontiguousarray(PICTURE[:, :, ::-1])
+    for stamp in range(6):
+        frame = room.copy()
+        if stamp >= 3:  # something moves: the node tries to paste it
+            frame[60:100, 30 + 30 * stamp : 70 + 30 * stamp] = (40, 200, 90)
+        peer.images.publish(image_message(frame, "rgb8", stamp_sec=stamp))
+        features_of(node, peer, executor, spin, stamp)  # every frame answered
+    assert node.rejections.snapshot().get("paste failed") == 3 and node.pasted == 0
