@@ -7,8 +7,8 @@ Subscribes (topic names relative, remappable):
   label never seen before adds a class at once, without retraining.
 - ``pasted_features`` (lifelong_learning/Features, reliable): frames pasted onto other rooms by the
   feature_extractor (``paste_copies``), with their frame's header: learned with their frame when it is
-  taught (labelled, or its showing answered; whichever comes first), never classified, not scored,
-  not fed to a model in trial.
+  taught (labelled, or its showing answered; whichever comes first), never classified, not scored
+  (a model in trial learns them too, unscored).
 
 Publishes ``prediction`` (lifelong_learning/Prediction): the highest-scoring class
 (``top_label``), its calibrated confidence (the probability that it is right: temperature scaling
@@ -379,8 +379,8 @@ class ObjectRecognitionNode(LearnerNode):
 
     def learn(self, x: np.ndarray, label: str, observed: bool = True) -> bool:
         """Learn one labeled sample unless the gate or the model refuses it (counted); True if learned.
-        ``observed``: a frame of the world (scored prequentially and fed to a model in trial), not a
-        pasted copy."""
+        ``observed``: a frame of the world (scored prequentially, and by a model in trial), not a
+        pasted copy (learned by a model in trial too, unscored)."""
         t = time.perf_counter()
         serving = self.serving
         with self.model_lock:
@@ -402,6 +402,8 @@ class ObjectRecognitionNode(LearnerNode):
         if observed:
             self._score_taught(label, before, classes)
             self.shadow.feed_sample(model, x, label, before)  # the model in a trial predicts, then learns
+        else:
+            self.shadow.feed_unscored(model, x, label)  # the model in a trial learns it too
         return True
 
     # ---------------------------------------------------------------- ~/learning_metrics

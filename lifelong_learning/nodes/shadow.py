@@ -262,6 +262,18 @@ class ShadowMonitor:
                 self._act(trial, verdict, serving_model)
         self._check_drift()
 
+    def feed_unscored(self, serving_model: Any, block: Any, truth: Any) -> None:
+        """Where the node learns a sample it does not score (a pasted copy) after ``serving_model``
+        learned it: the trial's model learns it too, unscored (:meth:`Trial.learn`)."""
+        trial = self.slot.running()
+        if trial is None:
+            return
+        with self.node.model_lock:
+            current = self.node.serving.model is serving_model
+        verdict = trial.learn(block, truth) if current else None
+        if verdict is not None and self.slot.ended(trial, verdict):
+            self._act(trial, verdict, serving_model)
+
     def _act(self, trial: Trial, verdict: Verdict, serving_model: Any) -> None:
         node, log = self.node, self.node.get_logger()
         if verdict.outcome == FAILED:

@@ -251,6 +251,21 @@ class Trial:
             return self.decide(t)
         return None
 
+    def learn(self, block: Any, targets: Any) -> Verdict | None:
+        """Let the other model learn ``block`` without scoring it (a sample that is no observation of
+        the world: a taught frame's pasted copy), as the serving model did.
+
+        Returns:
+            The verdict when the other model failed to learn it, else None (as :meth:`feed`).
+        """
+        if self.verdict is not None:
+            return None
+        try:
+            self._learn(self.other, block, targets)
+        except Exception as exc:
+            return self._end(FAILED, f"the {self._what()} failed: {type(exc).__name__}: {exc}")
+        return None
+
     def _what(self) -> str:
         return "candidate in shadow" if self.role == SHADOW else "replaced model in canary"
 

@@ -134,3 +134,20 @@ def test_drift_reference_floor_takes_an_error_of_zero():
     assert math.isnan(unfloored.reference)  # regression: waits for an error above 0
     with pytest.raises(ValueError, match="floor"):
         DriftAlarm(factor=3.0, window_s=1.0, floor=1.0)
+
+
+def test_a_pasted_copy_is_learned_by_the_model_in_trial_without_being_scored():
+    other = trained(60, 3)
+    t = trial(SHADOW, other)
+    seen = int(other.seen_counts_.sum())
+    x, label = samples(1, 9)[0]
+    before = other.decision_function(x)[0].copy()
+    assert t.learn(x, label) is None
+    assert t.samples == 0  # not scored
+    assert not np.allclose(other.decision_function(x)[0], before)  # learned
+    assert int(other.seen_counts_.sum()) == seen + 1
+    verdict = t.learn(np.ones(D + 1), label)  # a copy the candidate cannot take: the trial fails
+    assert (
+        verdict is not None and verdict.outcome == FAILED and "candidate in shadow failed" in verdict.reason
+    )
+    assert t.learn(x, label) is None  # an ended trial ignores what it is given
