@@ -49,7 +49,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-import cv2
 import numpy as np
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, RegionOfInterest
@@ -404,7 +403,7 @@ class FeatureExtractorNode(NodeBase):
                 self.reject("extraction failed", repr(error))
 
     def _process(self, batch: list[_Frame]) -> None:
-        pictures, kept, pasted = [], [], []
+        pictures, kept, moving = [], [], []
         for frame in batch:
             msg = frame.msg
             try:
@@ -421,8 +420,8 @@ class FeatureExtractorNode(NodeBase):
             cut_picture, box = self._cut(picture, frame.roi)
             pictures.append(cut_picture)
             kept.append((msg, frame.label, frame.arrived))
-            if self._paste_copies and box is not None:
-                pasted += [(msg.header, copy) for copy in self._pasted(picture, box)]
+            if self._paste_copies and box is not None and self._motion.foreground is not None:
+                moving.append((msg.header, picture, self._motion.foreground, self._motion.scene, box))
         if not pictures:
             return
         self._annotate(picture, box, kept[-1][0].header)
@@ -434,23 +433,28 @@ class FeatureExtractorNode(NodeBase):
                 self.labeled_pub.publish(LabeledFeatures(header=msg.header, data=vector, label=label))
             self.stats.timed("image to features", time.monotonic() - arrived)
             self.processed += 1
-        if pasted:  # after the frames' own features: the copies add no latency to the answers
-            copies = normalised(self.extractor.extract_batch([p for _, p in pasted]), self.normalisation)
-            for (header, _), vector in zip(pasted, copies, strict=True):
-                self.pasted_pub.publish(Features(header=header, data=vector))
-                self.pasted += 1
+        if moving:  # after the frames' own features: the copies add no latency to their answers
+            self._publish_pasted(moving)
 
-    def _pasted(self, picture: np.ndarray, box: Box) -> list[np.ndarray]:
-        """The copies of ``picture``'s moving part pasted onto rooms seen before, cut by ``box`` (none
-        when the paste fails: counted, and the frame itself goes on)."""
+    def _publish_pasted(self, moving: list[tuple[Any, np.ndarray, np.ndarray, int, Box]]) -> None:
+        """Paste each moving frame ``(header, picture, foreground, scene, box)`` onto rooms seen before,
+        cut the copies by the frame's box and publish their features; a failure is counted (``paste
+        failed``) and loses only the copies."""
         try:
-            copies = self._paster.paste(
-                picture, self._motion.foreground, self._motion.scene, self._paste_copies
-            )
-        except (ValueError, cv2.error) as error:
+            pasted = [
+                (header, cut(copy, box))
+                for header, picture, foreground, scene, box in moving
+                for copy in self._paster.paste(picture, foreground, scene, self._paste_copies)
+            ]
+            if not pasted:
+                return
+            copies = normalised(self.extractor.extract_batch([p for _, p in pasted]), self.normalisation)
+        except Exception as error:  # the frames were answered: whatever happens here costs the copies only
             self.reject("paste failed", repr(error))
-            return []
-        return [cut(copy, box) for copy in copies]
+            return
+        for (header, _), vector in zip(pasted, copies, strict=True):
+            self.pasted_pub.publish(Features(header=header, data=vector))
+            self.pasted += 1
 
     def _annotate(self, picture: np.ndarray, box: Box | None, header: Any) -> None:
         """The last frame of a batch with its box and the latest answer on ~/annotated, when asked for
