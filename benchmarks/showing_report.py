@@ -225,7 +225,8 @@ def _cost_tables(results: list[dict]) -> list[str]:
             "",
             "## 8. A frame pasted onto a room seen before (feature_extractor `paste_copies: 1`, 640×480)",
             "",
-            f"The paste (mask grown, brought to the frame's size and softened; the room blended in): "
+            f"The paste (mask grown, brought to the frame's size and softened; the room blended in the "
+            f"crop's square): "
             f"{pasted:.2f} ms per moving frame, and the copy's CNN pass, {cnn:.2f} ms: with `crop: motion` "
             f"a moving frame costs about {(2 * cnn + pasted) / cnn:.1f}× the CNN path of a frame alone.",
         ]

@@ -63,12 +63,14 @@ def motion_crops(frames: list, lead_in: int, paster: RoomPaster | None = None, s
     for frame in frames[lead_in:]:
         box = motion.box(frame.image)
         square = None if box is None else square_box(box, frame.image.shape)
-        picture = frame.image
+        picture = cut(frame.image, square)
         if paster is not None:
             paster.saw(scene, motion.room)
-            copies = paster.paste(frame.image, motion.foreground, scene) if square is not None else []
+            copies = (
+                paster.paste(frame.image, motion.foreground, scene, box=square) if square is not None else []
+            )
             picture = copies[0] if copies else picture
-        out.append(_stored(cut(picture, square)))
+        out.append(_stored(picture))
     return np.stack(out)
 
 

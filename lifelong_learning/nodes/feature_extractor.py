@@ -442,9 +442,9 @@ class FeatureExtractorNode(NodeBase):
         failed``) and loses only the copies."""
         try:
             pasted = [
-                (header, cut(copy, box))
+                (header, copy)
                 for header, picture, foreground, scene, box in moving
-                for copy in self._paster.paste(picture, foreground, scene, self._paste_copies)
+                for copy in self._paster.paste(picture, foreground, scene, self._paste_copies, box)
             ]
             if not pasted:
                 return

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -253,24 +254,23 @@ class ShadowMonitor:
         """Where the node learns, after ``serving_model`` learned ``block`` (of true ``truth``; it had
         predicted ``answered`` before): the trial's model predicts then learns it; a verdict is
         acted on; the drift alarm reads the live error."""
-        trial = self.slot.running()
-        if trial is not None:
-            with self.node.model_lock:
-                current = self.node.serving.model is serving_model
-            verdict = trial.feed(time.monotonic(), block, truth, answered) if current else None
-            if verdict is not None and self.slot.ended(trial, verdict):
-                self._act(trial, verdict, serving_model)
+        self._in_trial(serving_model, lambda trial: trial.feed(time.monotonic(), block, truth, answered))
         self._check_drift()
 
     def feed_unscored(self, serving_model: Any, block: Any, truth: Any) -> None:
         """Where the node learns a sample it does not score (a pasted copy) after ``serving_model``
         learned it: the trial's model learns it too, unscored (:meth:`Trial.learn`)."""
+        self._in_trial(serving_model, lambda trial: trial.learn(block, truth))
+
+    def _in_trial(self, serving_model: Any, step: Callable[[Trial], Verdict | None]) -> None:
+        """``step`` on the running trial, if any, while ``serving_model`` still serves; a verdict it
+        gives is acted on."""
         trial = self.slot.running()
         if trial is None:
             return
         with self.node.model_lock:
             current = self.node.serving.model is serving_model
-        verdict = trial.learn(block, truth) if current else None
+        verdict = step(trial) if current else None
         if verdict is not None and self.slot.ended(trial, verdict):
             self._act(trial, verdict, serving_model)
 

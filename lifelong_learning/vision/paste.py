@@ -12,8 +12,8 @@ empty rooms of the scenes the camera saw before (:attr:`MotionCrop.room`), nothi
 
 A pasted frame is ``m · frame + (1 − m) · room``: ``m`` the foreground mask grown by ``grow`` of its
 (shrunk) pixels, brought to the frame's size and softened by a Gaussian of ``soften`` × the shrink
-factor; the room resized to the frame, mirrored at random. The same square box is then cut from it
-as from the frame. Measured on the benchmark's world: docs/benchmarks/recognition-showing.md.
+factor; the room resized to the frame, mirrored at random; only the square box cut from the frame
+is blended. Measured on the benchmark's world: docs/benchmarks/recognition-showing.md.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from collections import OrderedDict
 
 import cv2
 import numpy as np
+
+from lifelong_learning.vision.crop import Box, cut
 
 #: rooms kept (the most recent scenes')
 ROOMS = 16
@@ -64,11 +66,17 @@ class RoomPaster:
             self._rooms.popitem(last=False)
 
     def paste(
-        self, frame: np.ndarray, foreground: np.ndarray | None, scene: int, copies: int = 1
+        self,
+        frame: np.ndarray,
+        foreground: np.ndarray | None,
+        scene: int,
+        copies: int = 1,
+        box: Box | None = None,
     ) -> list[np.ndarray]:
         """``frame`` (uint8 H×W×3) pasted onto ``copies`` rooms of scenes other than ``scene`` (uint8
-        H×W×3 each); ``foreground``: the bool mask of what moves in it, on a frame shrunk by an integer
-        factor. None or an empty mask, or no other scene's room yet: no copy."""
+        each), cut by ``box`` (None: whole): only that part is blended; ``foreground``: the bool mask
+        of what moves in it, on a frame shrunk by an integer factor. None or an empty mask, or no
+        other scene's room yet: no copy."""
         others = [room for key, room in self._rooms.items() if key != scene]
         if foreground is None or not foreground.any() or not others or copies < 1:
             return []
@@ -80,7 +88,8 @@ class RoomPaster:
         shrink = height / foreground.shape[0]
         if self.soften > 0:
             mask = cv2.GaussianBlur(mask, (0, 0), self.soften * shrink)
-        mask = np.clip(mask, 0.0, 1.0)[:, :, None]
+        mask = np.clip(cut(mask, box), 0.0, 1.0)[:, :, None]
+        picture = cut(frame, box)
         out = []
         for index in self._rng.choice(len(others), size=copies, replace=len(others) < copies):
             room = others[int(index)]
@@ -88,5 +97,5 @@ class RoomPaster:
                 room = cv2.resize(room, (width, height), interpolation=cv2.INTER_AREA)
             if self._rng.uniform() < 0.5:
                 room = room[:, ::-1]
-            out.append((mask * frame + (1.0 - mask) * room).round().astype(np.uint8))
+            out.append((mask * picture + (1.0 - mask) * cut(room, box)).round().astype(np.uint8))
         return out

@@ -102,3 +102,19 @@ def test_the_mask_is_grown_and_softened_and_rooms_are_bounded():
         RoomPaster(rooms=0)
     with pytest.raises(ValueError):
         RoomPaster(soften=float("nan"))
+
+
+def test_a_paste_cut_by_a_box_is_that_part_of_the_whole_paste():
+    rng = np.random.default_rng(9)
+    frame, rooms = room(rng), [room(np.random.default_rng(k)) for k in (10, 11)]
+    foreground = np.zeros((30, 40), dtype=bool)  # the frame shrunk by 4
+    foreground[8:20, 12:24] = True
+    whole, part = RoomPaster(seed=5), RoomPaster(seed=5)
+    for scene, picture in enumerate(rooms, start=1):
+        whole.saw(scene, picture)
+        part.saw(scene, picture)
+    box = Box(40, 24, 64, 64)
+    for _ in range(4):  # the same rooms and mirrorings drawn by both
+        expected = [copy[24:88, 40:104] for copy in whole.paste(frame, foreground, scene=0, copies=2)]
+        got = part.paste(frame, foreground, scene=0, copies=2, box=box)
+        assert len(got) == 2 and all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
