@@ -101,7 +101,7 @@ SHOWING_PARAMS: tuple[ParamSpec, ...] = (
         "ambiguity_margin",
         0.3,
         "A showing is ambiguous when its best two classes' accumulated probabilities differ by less "
-        "(0.3: the fewest labels for the accuracy measured in docs/benchmarks/recognition-showing.md).",
+        "(docs/benchmarks/recognition-showing.md, table 4).",
         bounds=(0.0, 1.0),
     ),
     ParamSpec(
@@ -268,11 +268,14 @@ class ShowingDesk:
             showing.taught.update(stamp for stamp, _ in frames)
             copies = [self._take_pasted(stamp) for stamp, _ in frames]
         learned = 0
-        for (_, x), pasted in zip(frames, copies, strict=True):
-            if self.node.learn(x, label):  # a frame refused takes its copies with it
+        for (stamp, x), pasted in zip(frames, copies, strict=True):
+            if self.node.learn(x, label):
                 learned += 1
                 for copy in pasted:
                     self.node.learn(copy, label, observed=False)
+            else:  # refused: not taught, and its copies, waiting or to come, are not learned for it
+                with self.lock:
+                    showing.taught.discard(stamp)
         return learned
 
     # ---------------------------------------------------------------- answers
