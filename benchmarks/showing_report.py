@@ -87,8 +87,7 @@ def summary(results: list[dict], args: argparse.Namespace) -> list[str]:
 
 def _asking_tables(results: list[dict], args: argparse.Namespace) -> list[str]:
     """Tables 4 and 4b: asking, and the calibration's smoothing."""
-    lines: list[str] = []
-    lines += [
+    lines = [
         "",
         "## 4. Asking: labels given against accuracy (15 objects, each shown three times, "
         f"{args.taught // 3} frames each)",
@@ -131,8 +130,7 @@ def _asking_tables(results: list[dict], args: argparse.Namespace) -> list[str]:
 
 def _choice_tables(results: list[dict]) -> list[str]:
     """Tables 5: grouping into showings, the pipeline's choices and the backbones."""
-    lines: list[str] = []
-    lines += [
+    lines = [
         "",
         "## 5. Grouping frames into showings by a scene change in the features",
         "",
@@ -190,8 +188,7 @@ def _choice_tables(results: list[dict]) -> list[str]:
 
 def _cost_tables(results: list[dict]) -> list[str]:
     """Tables 6-8: a taught frame's update, the annotated image and a paste."""
-    lines: list[str] = []
-    lines += [
+    lines = [
         "",
         "## 6. A taught frame's update (d = 1280, 30 classes; each update interleaved with one BLAS `dsyr`)",
         "",
