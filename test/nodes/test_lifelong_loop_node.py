@@ -187,7 +187,9 @@ def test_forgeries_start_nothing_and_the_learners_own_drift_retrains_from_the_re
     done = peer.done()[0]
     assert done["state"] == "done", done
     if done["promotion"]["promoted"]:
-        trials = lambda: [e for e in peer.shadow if e.get("model") == done["out_path"]]  # noqa: E731
+        # the learner names the file it loaded: the tuner's, or its copy received as bytes (models/received/)
+        name = Path(done["out_path"]).name
+        trials = lambda: [e for e in peer.shadow if Path(e.get("model", "")).name == name]  # noqa: E731
         assert peer.stream.until(lambda: any(e["outcome"] != "started" for e in trials()), 30), logs()
     assert peer.stream.until(lambda: "retrain_min_period_s" in peer.loop(), 30), peer.loop()
     values = peer.values()
