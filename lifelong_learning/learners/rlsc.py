@@ -86,6 +86,7 @@ _STATE = (
     "_since_selection",
     "_kept",
     "_clock",
+    "_unscheduled",
 )
 
 
@@ -145,7 +146,8 @@ class IncrementalRLSC(Unlearning, PersistentModel):
             was fitted on (0: uncalibrated, plain softmax).
         validation_accuracy_: per λ candidate, validation accuracy at ``alpha_`` (NaN
             before any validation sample).
-        n_samples: labeled samples seen (held-out ones included).
+        n_samples: labeled samples seen (held-out ones included, and those learned with
+            ``hold_out=False``).
     """
 
     kind = "incremental_rlsc"
@@ -241,6 +243,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._since_selection = 0
         self._young_class_grew = False  # set by an update: a young class reached a power of two
         self._clock = 0  # samples numbered so far (n_samples, but never decreased by unlearning)
+        self._unscheduled = 0  # of n_samples, those learned with hold_out=False (not in the schedule)
         self._kept = SampleStore.empty(self.keep_samples, d or 0)
         if d is not None:
             self._make_engines(d)
@@ -352,12 +355,15 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         return a
 
     # ------------------------------------------------------------------ learning
-    def partial_fit(self, X: Any, y: Any) -> IncrementalRLSC:
+    def partial_fit(self, X: Any, y: Any, hold_out: bool = True) -> IncrementalRLSC:
         """Learn labeled samples ``X`` (``(n, d)`` or ``(d,)``) with labels ``y`` in order.
 
         A new label adds a class (eq. 7.20). With model selection on, every
-        ``validation_every``-th sample (counted over all labeled samples ever seen) of an
-        already known class is held out for validation instead of trained on.
+        ``validation_every``-th sample (counted over the labeled samples seen with ``hold_out``) of
+        an already known class is held out for validation instead of trained on. ``hold_out=False``:
+        every row is trained on and none is counted by that schedule: samples that are no
+        observation of the world (a taught frame's copy pasted onto another room), on which λ, α
+        and the confidence must not be chosen.
 
         Raises:
             ValueError: wrong dimension, NaN/Inf, a row of norm > :data:`MAX_ROW_NORM`, missing,
@@ -369,7 +375,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         if Z.shape[0] == 0:
             return self
         with self._transaction():
-            self._learn(X, Z, labels)
+            self._learn(X, Z, labels, bool(hold_out))
         if self.shares_factor and (self._since_selection >= self._next_selection() or self._young_class_grew):
             self.select_model()
         return self
@@ -462,7 +468,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._young_class_grew = False
         return self
 
-    def _learn(self, X: Any, Z: np.ndarray, labels: list[Label]) -> None:
+    def _learn(self, X: Any, Z: np.ndarray, labels: list[Label], hold_out: bool = True) -> None:
         """The body of :meth:`partial_fit` (inside a transaction: may fail half-way)."""
         counts_before = self._train_counts.copy()
         if not self._engines:  # first sample fixes the dimension
@@ -482,8 +488,9 @@ class IncrementalRLSC(Unlearning, PersistentModel):
                 train_counts.append(0)
             c = known[key]
             cls_idx[i] = c
-            sample_no = self.n_samples + i + 1
-            if self.selects_model and sample_no % self.validation_every == 0 and train_counts[c] > 0:
+            sample_no = self.n_samples - self._unscheduled + i + 1
+            scheduled = hold_out and self.selects_model and sample_no % self.validation_every == 0
+            if scheduled and train_counts[c] > 0:
                 held[i] = True
             else:
                 train_counts[c] += 1
@@ -505,6 +512,8 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._seen_counts = seen
         self.n_samples += len(labels)
         self._clock += len(labels)
+        if not hold_out:
+            self._unscheduled += len(labels)
         if self.shares_factor:  # λ, α and the calibration stay as chosen until select_model
             self._since_selection += int(train.sum())
             before = np.zeros_like(self._train_counts)

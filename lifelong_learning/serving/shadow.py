@@ -251,9 +251,12 @@ class Trial:
             return self.decide(t)
         return None
 
-    def learn(self, block: Any, targets: Any) -> Verdict | None:
+    def learn(
+        self, block: Any, targets: Any, learn: Callable[[Any, Any, Any], None] | None = None
+    ) -> Verdict | None:
         """Let the other model learn ``block`` without scoring it (a sample that is no observation of
-        the world: a taught frame's pasted copy), as the serving model did.
+        the world: a taught frame's pasted copy), as the serving model did: with ``learn(model, block,
+        targets)``, by default the trial's ``learn``.
 
         Returns:
             The verdict when the other model failed to learn it, else None (as :meth:`feed`).
@@ -261,7 +264,7 @@ class Trial:
         if self.verdict is not None:
             return None
         try:
-            self._learn(self.other, block, targets)
+            (learn or self._learn)(self.other, block, targets)
         except Exception as exc:
             return self._end(FAILED, f"the {self._what()} failed: {type(exc).__name__}: {exc}")
         return None

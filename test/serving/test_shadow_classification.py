@@ -151,3 +151,15 @@ def test_a_pasted_copy_is_learned_by_the_model_in_trial_without_being_scored():
         verdict is not None and verdict.outcome == FAILED and "candidate in shadow failed" in verdict.reason
     )
     assert t.learn(x, label) is None  # an ended trial ignores what it is given
+
+
+def test_a_model_in_trial_learns_copies_as_the_serving_model_does_never_holding_one_out():
+    """The node's ops learn a pasted copy with ``hold_out=False`` in the serving model and in the trial:
+    the trial's model holds out the same samples whatever copies it is given."""
+    other = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto")
+    t = trial(SHADOW, other)
+    for k, (x, label) in enumerate(samples(60, 4)):
+        OPS.learn(other, x, label)
+        assert t.learn(x + 0.01 * k, label, OPS.learn_unscored) is None
+    assert other.n_validation_ == 60 // 6  # the copies neither held out nor counted
+    assert int(other.class_counts_.sum()) == 120 - 10
