@@ -209,7 +209,7 @@ def novelty(X: dict[str, np.ndarray], order: np.ndarray, n_taught: int, taught: 
 QUESTION_RULES = {
     **{
         f"asks when unsure (novelty > {q}) or ambiguous (margin 0.3)": (q, 0.3)
-        for q in sorted({NOVELTY_THRESHOLD, 0.5, 0.4, QUESTION_NOVELTY, 0.2})
+        for q in sorted({NOVELTY_THRESHOLD, 0.5, 0.4, 0.3, QUESTION_NOVELTY, 0.2, 0.1})
     },
     f"asks when unsure (novelty > {QUESTION_NOVELTY})": (QUESTION_NOVELTY, 0.0),
 }

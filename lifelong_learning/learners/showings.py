@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-#: the novelty above which the robot asks (docs/benchmarks/recognition-showing.md, table 4: 80.0 % of
-#: test showings with 950 labels; 0.2: 82.2 % with 1,067; neither reaches the 86.7 % of a teacher
-#: who labels all 2,250 frames)
-QUESTION_NOVELTY = 0.3
+#: the novelty above which the robot asks: the most accurate question rule of
+#: docs/benchmarks/recognition-showing.md (table 4) within half the labels of a teacher who labels
+#: every frame
+QUESTION_NOVELTY = 0.2
 
 
 def cosine_distance(a: np.ndarray, b: np.ndarray) -> float:
