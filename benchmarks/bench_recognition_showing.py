@@ -118,17 +118,17 @@ def pasted_features(seed: int) -> dict[str, np.ndarray]:
 
 
 def learn_frames(model: IncrementalRLSC, X: dict[str, np.ndarray], o: int, frames: slice) -> IncrementalRLSC:
-    """Teach object ``o``'s teaching ``frames`` as the node learns them: the frames (each counted by the
-    hold-out schedule), and their pasted copies when ``X`` has them (``"pasted"``) and the node pastes
-    that frame: trained on, never held out (``partial_fit(..., hold_out=False)``). Frames first, then
-    copies: the state of the node's alternating order (the rows trained on are the same; their sums
-    make the state)."""
-    taught = X["teach"][o, frames]
-    model.partial_fit(taught, [str(o)] * len(taught))
-    if "pasted" in X:
-        copies = X["pasted"][o, frames][X["copied"][o, frames]]
-        if len(copies):
-            model.partial_fit(copies, [str(o)] * len(copies), hold_out=False)
+    """Teach object ``o``'s teaching ``frames`` as the node learns them: each frame, then its pasted copy
+    when ``X`` has them (``"pasted"``) and the node pastes that frame, learned as augmented
+    (``partial_fit(..., augmented=True)``: while copies come, they are held out, not the frames)."""
+    label, taught = [str(o)], X["teach"][o, frames]
+    if "pasted" not in X:
+        model.partial_fit(taught, label * len(taught))
+        return model
+    for x, copy, has in zip(taught, X["pasted"][o, frames], X["copied"][o, frames], strict=True):
+        model.partial_fit(x, label)
+        if has:
+            model.partial_fit(copy, label, augmented=True)
     return model
 
 

@@ -192,41 +192,42 @@ def test_sample_by_sample_equals_one_batch(digits):
     assert a.n_validation_ == 25
 
 
-def test_rows_learned_without_hold_out_are_trained_and_leave_the_schedule_to_the_others(tmp_path, digits):
-    """A taught frame's pasted copy (``hold_out=False``) is trained on, never held out, and not counted
-    by the one-in-``validation_every`` schedule: the held-out samples are the frames a model taught
-    the frames alone holds out, however the copies interleave; a model file keeps the count."""
+def test_augmented_rows_take_the_hold_out_schedule_while_they_come(tmp_path, digits):
+    """A taught frame's pasted copy (``augmented=True``): while copies come, they alone are held out
+    (one in ``validation_every``) and every frame is trained on; once none came for
+    ``AUGMENTED_WINDOW`` samples the frames are held out again; a model file keeps the schedule."""
+    from lifelong_learning.learners.rlsc import AUGMENTED_WINDOW
+
     X, y = digits
-    frames, copies = X[:240], X[240:480]
-    alone = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto", max_validation=500)
-    mixed = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto", max_validation=500)
+    frames, copies = X[:300], X[300:600]
+    model = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto", max_validation=500)
     for i in range(120):
-        alone.partial_fit(frames[i], [y[i]])
-        mixed.partial_fit(frames[i], [y[i]])
-        mixed.partial_fit(copies[i], [y[i]], hold_out=False)  # frame, copy, frame, copy
-    held = alone.validation_samples()[0]
-    assert alone.n_validation_ == mixed.n_validation_ >= 120 // 6 - 2  # a new class is never held out
-    np.testing.assert_array_equal(mixed.validation_samples()[0], held)  # frames only, the same ones
-    assert int(mixed.seen_counts_.sum()) == 240 == mixed.n_samples
-    assert int(mixed.class_counts_.sum()) == 240 - mixed.n_validation_  # every copy trained on
-    # a block learned with hold_out=False trains on every row, even at a hold-out position
-    block = IncrementalRLSC(lambdas=[0.1, 1.0], validation_every=2)
-    block.partial_fit(copies[:60], y[240:300], hold_out=False)
-    assert block.n_validation_ == 0 and int(block.class_counts_.sum()) == 60
+        model.partial_fit(frames[i], [y[i]])
+        model.partial_fit(copies[i], [y[i]], augmented=True)  # frame, copy, frame, copy
+    held = model.validation_samples()[0]
+    assert 120 // 6 - 3 <= model.n_validation_ <= 120 // 6 + 1  # a copy of a new class is not held out
+    copy_rows = {row.tobytes() for row in copies[:120].astype(held.dtype)}
+    assert all(row.tobytes() in copy_rows for row in held)  # copies only
+    assert int(model.class_counts_.sum()) == 240 - model.n_validation_  # every frame trained on
     # saved and loaded, the schedule goes on where it was
     path = tmp_path / "mixed.model"
-    mixed.save(path)
+    model.save(path)
     loaded = IncrementalRLSC.load(path)
-    for model in (mixed, loaded):
-        for i in range(120, 240):
-            model.partial_fit(frames[i], [y[i]])
-            model.partial_fit(copies[i], [y[i]], hold_out=False)
-    np.testing.assert_array_equal(loaded.validation_samples()[0], mixed.validation_samples()[0])
-    alone.partial_fit(frames[120:240], y[120:240])
-    np.testing.assert_array_equal(loaded.validation_samples()[0], alone.validation_samples()[0])
-    mf = mixed.to_model_file()
-    assert mf.meta["unscheduled_samples"] == 240
-    mf.meta["unscheduled_samples"] = 10**6  # more copies than samples: a malformed file
+    for m in (model, loaded):
+        for i in range(120, 180):
+            m.partial_fit(frames[i], [y[i]])
+            m.partial_fit(copies[i], [y[i]], augmented=True)
+    np.testing.assert_array_equal(loaded.validation_samples()[0], model.validation_samples()[0])
+    # the copies stop: after AUGMENTED_WINDOW frames, the frames are held out again
+    before = model.n_validation_
+    model.partial_fit(frames[180 : 180 + AUGMENTED_WINDOW], y[180 : 180 + AUGMENTED_WINDOW])
+    assert model.n_validation_ == before
+    model.partial_fit(frames[200:260], y[200:260])
+    assert model.n_validation_ == before + 10
+    # a model file with a schedule beyond its samples is refused
+    mf = loaded.to_model_file()
+    assert mf.meta["unscheduled_samples"] > 0
+    mf.meta["unscheduled_samples"] = 10**6
     bad = tmp_path / "bad.model"
     save_model_file(bad, mf)
     with pytest.raises(ModelFileError, match="unscheduled_samples"):
