@@ -117,28 +117,27 @@ def pasted_features(seed: int) -> dict[str, np.ndarray]:
         return {"pasted": f["pasted"].astype(np.float64), "copied": f["copied"]}
 
 
-def learn_frames(model: IncrementalRLSC, X: dict[str, np.ndarray], o: int, frames: slice) -> IncrementalRLSC:
-    """Teach object ``o``'s teaching ``frames`` as the node learns them: each frame, then its pasted copy
-    when ``X`` has them (``"pasted"``) and the node pastes that frame, learned as augmented
-    (``partial_fit(..., augmented=True)``: while copies come, they are held out, not the frames)."""
-    label, taught = [str(o)], X["teach"][o, frames]
+def rows(X: dict[str, np.ndarray], o: int, frames: slice) -> np.ndarray:
+    """Object ``o``'s teaching ``frames`` as the node learns them: each frame, then its pasted copy
+    when ``X`` has them (``"pasted"``) and the node pastes that frame."""
+    taught = X["teach"][o, frames]
     if "pasted" not in X:
-        model.partial_fit(taught, label * len(taught))
-        return model
-    for x, copy, has in zip(taught, X["pasted"][o, frames], X["copied"][o, frames], strict=True):
-        model.partial_fit(x, label)
-        if has:
-            model.partial_fit(copy, label, augmented=True)
-    return model
+        return taught
+    copied = X["copied"][o, frames]
+    out = []
+    for x, copy, has in zip(taught, X["pasted"][o, frames], copied, strict=True):
+        out += [x, copy] if has else [x]
+    return np.asarray(out)
 
 
 def teach(
     model: IncrementalRLSC, X: dict[str, np.ndarray], order: np.ndarray, frames: dict[int, int]
 ) -> IncrementalRLSC:
-    """Teach ``frames[o]`` (default: all) teaching frames of each object of ``order`` (with their pasted
-    copies, :func:`learn_frames`)."""
+    """Teach ``frames[o]`` (default: all) teaching frames of each object of ``order`` (:func:`rows`:
+    with their pasted copies), one at a time."""
     for o in order:
-        learn_frames(model, X, int(o), slice(0, frames.get(int(o), X["teach"].shape[1])))
+        for x in rows(X, int(o), slice(0, frames.get(int(o), X["teach"].shape[1]))):
+            model.partial_fit(x, [str(o)])
     return model
 
 
@@ -217,13 +216,18 @@ QUESTION_RULES = {
 
 def _three_showings(
     X: dict[str, np.ndarray], objects: np.ndarray
-) -> list[tuple[int, int, np.ndarray, slice]]:
-    """``(showing, object, frames, part)``: each object's teaching frames as three showings of a third,
-    object after object; ``part``: the showing's teaching frames (a label teaches them and their pasted
-    copies, :func:`learn_frames`)."""
+) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+    """``(showing, object, frames, learned)``: each object's teaching frames as three showings of a
+    third, object after object; ``learned``: the rows a label teaches (the frames and their pasted
+    copies, :func:`rows`)."""
     size = X["teach"].shape[1] // 3
     showings = [
-        (s, int(o), X["teach"][o, size * s : size * (s + 1)], slice(size * s, size * (s + 1)))
+        (
+            s,
+            int(o),
+            X["teach"][o, size * s : size * (s + 1)],
+            rows(X, int(o), slice(size * s, size * (s + 1))),
+        )
         for s in range(3)
         for o in objects
     ]
@@ -239,10 +243,10 @@ def robot_asks(
     learns a showing's frames from each answer: labels given, questions, per-showing accuracy."""
     model, labels, questions = node_learner(**learner), 0, 0
     policy = QuestionPolicy(margin=margin, unsure=unsure)
-    for _, o, frames, part in _three_showings(X, objects):
+    for _, o, frames, learned in _three_showings(X, objects):
         answer = answer_showing(model, frames, novelty_threshold=NOVELTY_THRESHOLD)
         if policy.doubt(answer.label, best_guesses(model, frames, 2), answer.novelty):
-            learn_frames(model, X, o, part)
+            model.partial_fit(learned, [str(o)] * len(learned))
             labels, questions = labels + len(frames), questions + 1
     return {"labels": labels, "questions": questions, **_showing_accuracy(model, X, objects)}
 
@@ -255,9 +259,9 @@ def asking(X: dict[str, np.ndarray], order: np.ndarray) -> dict[str, dict]:
     out = {}
     for shown in (1, 2, 3):
         model = node_learner()
-        for s, o, _, part in showings:
+        for s, o, _, learned in showings:
             if s < shown:
-                learn_frames(model, X, o, part)
+                model.partial_fit(learned, [str(o)] * len(learned))
         out[f"labels every frame of {shown} showing(s)"] = {
             "labels": len(showings[0][2]) * shown * len(objects),
             **_showing_accuracy(model, X, objects),

@@ -67,10 +67,6 @@ MAX_ROW_NORM = 1e100
 #: at most this; else its factor is stored
 REBUILD_TOLERANCE = 1e-6
 
-#: augmented rows (:meth:`IncrementalRLSC.partial_fit`) are taken to come while one was among this
-#: many samples learned last: the observed rows are then trained on, not held out
-AUGMENTED_WINDOW = 12
-
 #: the model state that :meth:`IncrementalRLSC._transaction` restores when an update fails
 _STATE = (
     "n_features_in_",
@@ -90,8 +86,6 @@ _STATE = (
     "_since_selection",
     "_kept",
     "_clock",
-    "_unscheduled",
-    "_since_augmented",
 )
 
 
@@ -151,7 +145,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
             was fitted on (0: uncalibrated, plain softmax).
         validation_accuracy_: per λ candidate, validation accuracy at ``alpha_`` (NaN
             before any validation sample).
-        n_samples: labeled samples seen (held-out ones included, augmented ones too).
+        n_samples: labeled samples seen (held-out ones included).
     """
 
     kind = "incremental_rlsc"
@@ -247,8 +241,6 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._since_selection = 0
         self._young_class_grew = False  # set by an update: a young class reached a power of two
         self._clock = 0  # samples numbered so far (n_samples, but never decreased by unlearning)
-        self._unscheduled = 0  # of n_samples, those the hold-out schedule did not count
-        self._since_augmented = AUGMENTED_WINDOW  # samples learned since the last augmented one
         self._kept = SampleStore.empty(self.keep_samples, d or 0)
         if d is not None:
             self._make_engines(d)
@@ -360,17 +352,12 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         return a
 
     # ------------------------------------------------------------------ learning
-    def partial_fit(self, X: Any, y: Any, augmented: bool = False) -> IncrementalRLSC:
+    def partial_fit(self, X: Any, y: Any) -> IncrementalRLSC:
         """Learn labeled samples ``X`` (``(n, d)`` or ``(d,)``) with labels ``y`` in order.
 
         A new label adds a class (eq. 7.20). With model selection on, every
-        ``validation_every``-th scheduled sample of an already known class is held out for
-        validation instead of trained on. ``augmented``: rows made from a taught sample (a taught
-        frame pasted onto another room). While they come (one among the last
-        :data:`AUGMENTED_WINDOW` samples learned), they alone are scheduled and every observed row
-        is trained on; else the observed rows are scheduled. Held-out frames of the showing being
-        taught are near copies of the frames trained beside them (validation accuracy saturates and
-        says nothing about λ); a held-out copy shows the object in a room it was not taught in.
+        ``validation_every``-th sample (counted over all labeled samples ever seen) of an
+        already known class is held out for validation instead of trained on.
 
         Raises:
             ValueError: wrong dimension, NaN/Inf, a row of norm > :data:`MAX_ROW_NORM`, missing,
@@ -382,7 +369,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         if Z.shape[0] == 0:
             return self
         with self._transaction():
-            self._learn(X, Z, labels, bool(augmented))
+            self._learn(X, Z, labels)
         if self.shares_factor and (self._since_selection >= self._next_selection() or self._young_class_grew):
             self.select_model()
         return self
@@ -475,7 +462,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._young_class_grew = False
         return self
 
-    def _learn(self, X: Any, Z: np.ndarray, labels: list[Label], augmented: bool = False) -> None:
+    def _learn(self, X: Any, Z: np.ndarray, labels: list[Label]) -> None:
         """The body of :meth:`partial_fit` (inside a transaction: may fail half-way)."""
         counts_before = self._train_counts.copy()
         if not self._engines:  # first sample fixes the dimension
@@ -487,8 +474,6 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         train_counts = list(self._train_counts)
         cls_idx = np.empty(len(labels), dtype=np.int64)
         held = np.zeros(len(labels), dtype=bool)
-        since_augmented = 0 if augmented else self._since_augmented
-        unscheduled = self._unscheduled
         for i, lab in enumerate(labels):
             key = label_key(lab)
             if key not in known:
@@ -497,12 +482,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
                 train_counts.append(0)
             c = known[key]
             cls_idx[i] = c
-            if not augmented and since_augmented < AUGMENTED_WINDOW:  # augmented rows come: trained
-                since_augmented += 1
-                unscheduled += 1
-                train_counts[c] += 1
-                continue
-            sample_no = self.n_samples - unscheduled + i + 1
+            sample_no = self.n_samples + i + 1
             if self.selects_model and sample_no % self.validation_every == 0 and train_counts[c] > 0:
                 held[i] = True
             else:
@@ -525,7 +505,6 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._seen_counts = seen
         self.n_samples += len(labels)
         self._clock += len(labels)
-        self._unscheduled, self._since_augmented = unscheduled, since_augmented
         if self.shares_factor:  # λ, α and the calibration stay as chosen until select_model
             self._since_selection += int(train.sum())
             before = np.zeros_like(self._train_counts)

@@ -245,9 +245,6 @@ def state_of(clf: Any, tolerance: float) -> tuple[dict[str, Any], dict[str, np.n
         meta["calibration"] = {"method": "temperature", "inverse_temperature": t, "validation_samples": n}
     meta["selection_every"] = clf.selection_every
     meta["calibration_evidence"] = clf.calibration_evidence
-    if clf._unscheduled:  # observed samples trained on while augmented ones took the schedule
-        meta["unscheduled_samples"] = clf._unscheduled
-        meta["since_augmented"] = clf._since_augmented
     if clf.keep_samples or clf._clock != clf.n_samples:  # exact unlearning (learners/unlearning.py)
         meta.update(clf._kept.store_into(arrays, clf._clock))
     if clf.shares_factor:  # one engine, of λ = lambdas[serving]; the selection as made
@@ -305,14 +302,6 @@ def restored(cls: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> A
     clf._index = {label_key(lab): i for i, lab in enumerate(labels)}
     clf._train_counts, clf._seen_counts = train_counts, seen_counts
     clf.n_samples = int(seen_counts.sum())
-    unscheduled = int(meta.get("unscheduled_samples", 0))
-    if not 0 <= unscheduled <= clf.n_samples:
-        raise ValueError(f"unscheduled_samples {unscheduled} is not within 0..{clf.n_samples}")
-    clf._unscheduled = unscheduled
-    since = int(meta.get("since_augmented", clf._since_augmented))  # none: as a new model
-    if since < 0:
-        raise ValueError(f"since_augmented must be ≥ 0, got {since}")
-    clf._since_augmented = since
     clf._val_X, clf._val_y, clf._val_age = val_X, val_y, val_age
     d = val_X.shape[1]
     clf._clock, clf._kept = SampleStore.restore(meta, arrays, clf.keep_samples, d, clf.n_samples)

@@ -454,9 +454,6 @@ class Unlearning:
         self._commit(engines, keep_cls, class_map, train_counts[keep_cls], seen_counts[keep_cls], ~val)
         self._kept = self._kept.kept_where(~train, class_map)
         self.n_samples -= int(train.sum() + val.sum())
-        # which removed rows were learned without the hold-out schedule is not kept: the schedule
-        # goes on from the samples that remain
-        self._unscheduled = min(self._unscheduled, self.n_samples)
         if self.shares_factor:
             self.select_model()
         return self

@@ -380,8 +380,7 @@ class ObjectRecognitionNode(LearnerNode):
     def learn(self, x: np.ndarray, label: str, observed: bool = True) -> bool:
         """Learn one labeled sample unless the gate or the model refuses it (counted); True if learned.
         ``observed``: a frame of the world (scored prequentially, and by a model in trial), not a
-        pasted copy (learned by a model in trial too, unscored; while copies come, they are the
-        samples held out for the model's selection and calibration, the frames all trained on)."""
+        pasted copy (learned by a model in trial too, unscored)."""
         t = time.perf_counter()
         serving = self.serving
         with self.model_lock:
@@ -390,7 +389,7 @@ class ObjectRecognitionNode(LearnerNode):
             if refusal is None:
                 before = self._predicted_before_learning(model, x) if observed else None
                 try:
-                    model.partial_fit(x, [label], augmented=not observed)
+                    model.partial_fit(x, [label])
                 except ValueError as exc:
                     refusal = Refusal("bad labeled features", str(exc))
             if refusal is not None:

@@ -6,9 +6,7 @@ Each taught sample (``labeled_features``, accepted by the node's gate) is predic
 model before it learns it (the node's prequential score, ``~/learning_metrics``) and, right after the
 serving model learned it, by the model in the trial, which then learns it too
 (:meth:`RecognitionOps.predict`, :meth:`RecognitionOps.learn`); both are scored by the error rate
-over the trial's samples (:class:`~lifelong_learning.serving.shadow.ClassificationScores`). A taught
-frame's pasted copy is learned by both, scored by neither, and held out for validation by both
-alike (:meth:`RecognitionOps.learn_unscored`). A model
+over the trial's samples (:class:`~lifelong_learning.serving.shadow.ClassificationScores`). A model
 in a trial that knows no class predicts ``""`` (an error); one that cannot take the sample (another
 feature size, scores NaN/Inf, a label beyond ``max_classes``) raises: the trial fails at once with the
 reason (counted ``model in shadow failed``), the serving model untouched.
@@ -50,14 +48,9 @@ class RecognitionOps:
             raise ValueError("scores NaN or Inf")
         return str(model.classes_[int(np.argmax(scores))])
 
-    def learn(self, model: IncrementalRLSC, x: np.ndarray, label: str, augmented: bool = False) -> None:
+    def learn(self, model: IncrementalRLSC, x: np.ndarray, label: str) -> None:
         """Learn ``x`` as ``label`` unless the node's class rule refuses it for this model."""
         refusal = self.gate.check_label(label, model)
         if refusal is not None:
             raise ValueError(f"{refusal.reason}: {refusal.detail}")
-        model.partial_fit(x, [label], augmented=augmented)
-
-    def learn_unscored(self, model: IncrementalRLSC, x: np.ndarray, label: str) -> None:
-        """Learn a pasted copy as the serving model does (:meth:`IncrementalRLSC.partial_fit` with
-        ``augmented=True``: while copies come, they are held out for validation, not the frames)."""
-        self.learn(model, x, label, augmented=True)
+        model.partial_fit(x, [label])

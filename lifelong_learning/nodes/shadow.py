@@ -149,9 +149,6 @@ class PreparedOps:
             prepared = model.prepare(block.q, block.qd, block.qdd)
         model.commit(model.stage(prepared, tau, solve_weights=True))
 
-    #: every block of joint states is an observation of the robot: one way to learn it
-    learn_unscored = learn
-
 
 class ShadowMonitor:
     """The node's trial (shadow or canary) and drift alarm; see the module docstring. ``ops``:
@@ -262,9 +259,8 @@ class ShadowMonitor:
 
     def feed_unscored(self, serving_model: Any, block: Any, truth: Any) -> None:
         """Where the node learns a sample it does not score (a pasted copy) after ``serving_model``
-        learned it: the trial's model learns it too, unscored (:meth:`Trial.learn`), by the ops'
-        ``learn_unscored``."""
-        self._in_trial(serving_model, lambda trial: trial.learn(block, truth, self.ops.learn_unscored))
+        learned it: the trial's model learns it too, unscored (:meth:`Trial.learn`)."""
+        self._in_trial(serving_model, lambda trial: trial.learn(block, truth))
 
     def _in_trial(self, serving_model: Any, step: Callable[[Trial], Verdict | None]) -> None:
         """``step`` on the running trial, if any, while ``serving_model`` still serves; a verdict it

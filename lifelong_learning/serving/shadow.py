@@ -251,12 +251,9 @@ class Trial:
             return self.decide(t)
         return None
 
-    def learn(
-        self, block: Any, targets: Any, learn: Callable[[Any, Any, Any], None] | None = None
-    ) -> Verdict | None:
+    def learn(self, block: Any, targets: Any) -> Verdict | None:
         """Let the other model learn ``block`` without scoring it (a sample that is no observation of
-        the world: a taught frame's pasted copy), as the serving model did: with ``learn(model, block,
-        targets)``, by default the trial's ``learn``.
+        the world: a taught frame's pasted copy), as the serving model did.
 
         Returns:
             The verdict when the other model failed to learn it, else None (as :meth:`feed`).
@@ -264,7 +261,7 @@ class Trial:
         if self.verdict is not None:
             return None
         try:
-            (learn or self._learn)(self.other, block, targets)
+            self._learn(self.other, block, targets)
         except Exception as exc:
             return self._end(FAILED, f"the {self._what()} failed: {type(exc).__name__}: {exc}")
         return None

@@ -192,48 +192,6 @@ def test_sample_by_sample_equals_one_batch(digits):
     assert a.n_validation_ == 25
 
 
-def test_augmented_rows_take_the_hold_out_schedule_while_they_come(tmp_path, digits):
-    """A taught frame's pasted copy (``augmented=True``): while copies come, they alone are held out
-    (one in ``validation_every``) and every frame is trained on; once none came for
-    ``AUGMENTED_WINDOW`` samples the frames are held out again; a model file keeps the schedule."""
-    from lifelong_learning.learners.rlsc import AUGMENTED_WINDOW
-
-    X, y = digits
-    frames, copies = X[:300], X[300:600]
-    model = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto", max_validation=500)
-    for i in range(120):
-        model.partial_fit(frames[i], [y[i]])
-        model.partial_fit(copies[i], [y[i]], augmented=True)  # frame, copy, frame, copy
-    held = model.validation_samples()[0]
-    assert 120 // 6 - 3 <= model.n_validation_ <= 120 // 6 + 1  # a copy of a new class is not held out
-    copy_rows = {row.tobytes() for row in copies[:120].astype(held.dtype)}
-    assert all(row.tobytes() in copy_rows for row in held)  # copies only
-    assert int(model.class_counts_.sum()) == 240 - model.n_validation_  # every frame trained on
-    # saved and loaded, the schedule goes on where it was
-    path = tmp_path / "mixed.model"
-    model.save(path)
-    loaded = IncrementalRLSC.load(path)
-    for m in (model, loaded):
-        for i in range(120, 180):
-            m.partial_fit(frames[i], [y[i]])
-            m.partial_fit(copies[i], [y[i]], augmented=True)
-    np.testing.assert_array_equal(loaded.validation_samples()[0], model.validation_samples()[0])
-    # the copies stop: after AUGMENTED_WINDOW frames, the frames are held out again
-    before = model.n_validation_
-    model.partial_fit(frames[180 : 180 + AUGMENTED_WINDOW], y[180 : 180 + AUGMENTED_WINDOW])
-    assert model.n_validation_ == before
-    model.partial_fit(frames[200:260], y[200:260])
-    assert model.n_validation_ == before + 10
-    # a model file with a schedule beyond its samples is refused
-    mf = loaded.to_model_file()
-    assert mf.meta["unscheduled_samples"] > 0
-    mf.meta["unscheduled_samples"] = 10**6
-    bad = tmp_path / "bad.model"
-    save_model_file(bad, mf)
-    with pytest.raises(ModelFileError, match="unscheduled_samples"):
-        IncrementalRLSC.load(bad)
-
-
 def test_full_validation_buffer_makes_room_for_new_classes():
     rng = np.random.default_rng(0)
     clf = IncrementalRLSC(lambdas=[0.1, 1.0], validation_every=2, max_validation=6)

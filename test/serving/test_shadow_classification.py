@@ -151,21 +151,3 @@ def test_a_pasted_copy_is_learned_by_the_model_in_trial_without_being_scored():
         verdict is not None and verdict.outcome == FAILED and "candidate in shadow failed" in verdict.reason
     )
     assert t.learn(x, label) is None  # an ended trial ignores what it is given
-
-
-def test_a_model_in_trial_learns_copies_as_the_serving_model_does():
-    """The node's ops learn a pasted copy as augmented in the serving model and in the trial: the
-    trial's model holds out the same samples as a model given the same frames and copies."""
-    other = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto")
-    alike = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto")
-    t = trial(SHADOW, other)
-    for k, (x, label) in enumerate(samples(60, 4)):
-        OPS.learn(other, x, label)
-        assert t.learn(x + 0.01 * k, label, OPS.learn_unscored) is None
-        alike.partial_fit(x, [label])
-        alike.partial_fit(x + 0.01 * k, [label], augmented=True)
-    assert other.n_validation_ == alike.n_validation_ > 0
-    np.testing.assert_array_equal(other.validation_samples()[0], alike.validation_samples()[0])
-    held = other.validation_samples()[0]
-    frames = {x.astype(held.dtype).tobytes() for x, _ in samples(60, 4)}
-    assert not any(row.tobytes() in frames for row in held)  # the copies are held out, not the frames
