@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 #: the novelty above which the robot asks: with the margin rule, the most accurate question rule of
-#: docs/benchmarks/recognition-showing.md (table 4, within half the labels of a teacher who labels
-#: every frame; 0.4 as accurate there with fewer labels, 0.3 less): a robot that asks a little more
+#: docs/benchmarks/recognition-showing.md (table 4) within half the labels of a teacher who labels
+#: every frame (0.3 and 0.4 ask less and miss new objects shown while few are known)
 QUESTION_NOVELTY = 0.2
 
 
