@@ -144,15 +144,14 @@ def test_forgeries_start_nothing_and_the_learners_own_drift_retrains_from_the_re
     states = list(joint_states(motion, rate_hz=100.0))
     grasp = next(k for k, s in enumerate(states) if s["stamp"] >= 20.0)
     peer = Peer(executor, states[:grasp])
-    logs = (
-        lambda: "\n".join(  # noqa: E731
-            [
-                *(p.log()[-3000:] for p in (learner, recorder, tuner)),
-                f"the tuner's loop: {peer.loop()}",
-                f"the learner's diagnostics: {peer.diag.values('inverse_dynamics')}",
-            ]
+
+    def logs() -> str:
+        """The processes' last logs, the tuner's loop status and the learner's diagnostics."""
+        tails = [p.log()[-3000:] for p in (learner, recorder, tuner)]
+        loop, learner_status = peer.loop(), peer.diag.values("inverse_dynamics")
+        return "\n".join(
+            [*tails, f"the tuner's loop: {loop}", f"the learner's diagnostics: {learner_status}"]
         )
-    )
 
     # The learner answers and files close; without its alarm the tuner sends nothing.
     assert peer.stream.until(lambda: len(peer.closed) >= 2 and "no drift alarm" in peer.loop(), 60), logs()
