@@ -36,7 +36,7 @@ import numpy as np
 
 #: the novelty above which the robot asks: with the margin rule, the most accurate question rule of
 #: docs/benchmarks/recognition-showing.md (table 4) within half the labels of a teacher who labels
-#: every frame (0.3 and 0.4 ask less and miss new objects shown while few are known)
+#: every frame (0.3 and 0.4 ask less and name fewer right; docs/recognition.md, "The robot asks")
 QUESTION_NOVELTY = 0.2
 
 
