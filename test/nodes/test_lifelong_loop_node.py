@@ -16,6 +16,7 @@ state from its checkpoint and starts no job at once."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import signal
 from pathlib import Path
@@ -104,6 +105,11 @@ class Peer:
     def loop(self) -> str:
         return self.values().get(LOOP, "")
 
+    def drift_reference(self) -> float:
+        """The learner's drift reference (NaN until its warm-up has ended), from its diagnostics."""
+        drift = self.diag.values("inverse_dynamics").get("drift", "")
+        return float(drift.split()[1]) if drift.startswith("reference ") else math.nan
+
 
 def tuner_argv(models: Path, bags: Path, urdf: str) -> list[str]:
     return node_argv(
@@ -176,6 +182,11 @@ def test_forgeries_start_nothing_and_the_learners_own_drift_retrains_from_the_re
     assert peer.stream.until(refused, 30), peer.values()
     assert peer.stream.until(lambda: "idle: no drift alarm" in peer.loop(), 10), peer.loop()
     assert peer.goals() == [] and peer.values()["bag files refused (lifelong loop)"] == "3"
+
+    # The learner's drift reference is its level on the free motion: its warm-up ends a metrics
+    # window of wall time after its first error, which on a fast machine comes after the above
+    # (a grasp before it would make the payload's error the reference, and no alarm follows).
+    assert peer.stream.until(lambda: math.isfinite(peer.drift_reference()), 60), logs()
 
     # The robot grasps 3 kg: the learner's own alarm; a job on the recorder's files begun after it.
     before = set(peer.closed)
