@@ -209,6 +209,8 @@ class LifelongLoopMonitor:
         self._seen: set[str] = set()
         self.files_refused = 0
         self.state_path = node.output_dir / f"lifelong_loop-{node.get_name()}.json"
+        #: where the loops' state at start came from (diagnostics: ``lifelong loop state``)
+        self.state_origin = f"new: no {self.state_path.name} in {self.state_path.parent}"
         self._restore()
         files = QoSProfile(
             depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
@@ -229,6 +231,7 @@ class LifelongLoopMonitor:
             return
         except (OSError, ValueError) as exc:
             self.node.reject("lifelong loop state unreadable", f"{self.state_path}: {exc}")
+            self.state_origin = f"new: {self.state_path} unreadable"
             return
         try:
             states = json.loads(text)["learners"]
@@ -241,9 +244,15 @@ class LifelongLoopMonitor:
             aside = aside_path(self.state_path, "unreadable")
             self.state_path.replace(aside)
             self.node.reject("lifelong loop state unreadable", f"{self.state_path} moved to {aside}: {exc}")
+            self.state_origin = f"new: {self.state_path} unreadable, moved to {aside}"
             return
         for name, fields in read.items():  # every learner's state was read whole: none is half-restored
             self.learners[name].loop.take_state(fields, now)
+        self.state_origin = (
+            f"restored from {self.state_path}"
+            if read
+            else f"new: {self.state_path} has none of these learners"
+        )
         self.node.get_logger().info(f"lifelong loop: state restored from {self.state_path}")
 
     def _save(self) -> None:
@@ -507,6 +516,7 @@ class LifelongLoopMonitor:
             skipped = ", ".join(f"{n} {why}" for why, n in sorted(loop.files_skipped.items()))
             values[f"{key} bag files"] = f"{loop.files_closed} usable" + (f" ({skipped})" if skipped else "")
         values["bag files refused (lifelong loop)"] = str(self.files_refused)
+        values["lifelong loop state"] = self.state_origin
         return values
 
     def diagnostic_problems(self) -> list[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DiagnosticsReader, JointStateStream, latched_qos, node_argv, spin_until
+from conftest import DiagnosticsReader, JointStateStream, latched_qos, new_context, node_argv, spin_until
 
 from lifelong_learning.retraining.loop_files import check_closed_file
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
@@ -221,6 +221,59 @@ def test_forgeries_start_nothing_and_the_learners_own_drift_retrains_from_the_re
     assert state["inverse_dynamics"]["jobs_started"] == 1, state
     peer.diag.statuses("nystrom_tuner").clear()
     tuner = start_process(tuner_argv(models, bags, urdf))
-    assert peer.stream.until(lambda: "retrain_min_period_s" in peer.loop(), 60), tuner.log()
+
+    def restarted() -> bool:
+        """A status of the restarted tuner (the first one's, still on their way, say "new")."""
+        values = peer.values()
+        return values.get("lifelong loop state", "").startswith(
+            "restored from "
+        ) and "retrain_min_period_s" in (values.get(LOOP, ""))
+
+    assert peer.stream.until(restarted, 60), tuner.log()
     assert peer.values()[f"{LOOP} jobs"] == "1" and len(peer.goals()) == 1
     assert spin_until(executor, lambda: True, 0.1)
+
+
+def test_the_tuner_says_where_the_loops_state_came_from_and_moves_an_unreadable_one_aside(
+    built_interfaces, tmp_path
+):
+    """``lifelong loop state`` in the tuner's diagnostics: new (no file), restored from the file
+    a tuner before it wrote, or new because the file was unreadable (moved aside, counted)."""
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes.nystrom_tuner import NystromTunerNode
+
+    out = tmp_path / "models"
+    state = out / "lifelong_loop-nystrom_tuner.json"
+
+    def origin() -> tuple[str, dict[str, int]]:
+        with new_context() as ctx:
+            node = NystromTunerNode(
+                context=ctx,
+                parameter_overrides=[
+                    Parameter("output_dir", value=str(out)),
+                    Parameter("auto_retrain", value=True),
+                    Parameter("diagnostics_period_s", value=0.0),
+                ],
+            )
+            try:
+                return node.diagnostic_values()["lifelong loop state"], node.rejections.snapshot()
+            finally:
+                node.destroy_node()
+
+    said, refused = origin()
+    assert said == f"new: no {state.name} in {out}" and refused == {}, said
+    state.write_text(json.dumps({"learners": {"inverse_dynamics": {"version": 99}}}))  # unreadable
+    said, refused = origin()
+    aside = [p for p in out.iterdir() if p.name.startswith(state.name) and p != state]
+    assert said.startswith(f"new: {state} unreadable, moved to ") and len(aside) == 1, (said, aside)
+    assert refused == {"lifelong loop state unreadable": 1} and not state.exists()
+    from lifelong_learning.retraining.lifelong_loop import LifelongLoop, LoopSettings
+
+    good = LifelongLoop(LoopSettings(bag_files=2, min_period_s=300.0), "/joint_states").to_state()
+    state.write_text(json.dumps({"learners": {"another_learner": good}}))
+    said, refused = origin()
+    assert said == f"new: {state} has none of these learners" and refused == {}, said
+    state.write_text(json.dumps({"learners": {"inverse_dynamics": good}}))
+    said, refused = origin()
+    assert said == f"restored from {state}" and refused == {}, said
