@@ -59,7 +59,7 @@ from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.learning_metrics import message_from_report
 from lifelong_learning.nodes.recognition_shadow import RecognitionOps
-from lifelong_learning.nodes.recognition_showings import SHOWING_PARAMS, ShowingDesk
+from lifelong_learning.nodes.recognition_showings import COPY_REFUSED, SHOWING_PARAMS, ShowingDesk
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.nodes.shadow import ShadowMonitor, shadow_params
 from lifelong_learning.serving import Outcome
@@ -386,6 +386,12 @@ class ObjectRecognitionNode(LearnerNode):
         with self.model_lock:
             model = serving.model
             refusal = self.gate.check_labeled(x, label, model)
+            if refusal is None and not observed and not model.has_class(label):
+                # a copy of a frame taught under a class forgotten (or renamed) since: it never
+                # brings the class back (checked under the lock the edit swaps the model under)
+                refusal = Refusal(
+                    COPY_REFUSED, f"its class {label!r} is no longer known (forgotten or renamed)"
+                )
             if refusal is None:
                 before = self._predicted_before_learning(model, x) if observed else None
                 try:
@@ -489,6 +495,8 @@ class ObjectRecognitionNode(LearnerNode):
             return f"forgot class {label!r} ({n} samples)"
 
         response.success, response.message = self._edit("~/forget_class", "forget", forget)
+        if response.success:
+            self.desk.relabel(label, "")  # its showings' copies still to come are not learned
         return response
 
     def _on_undo_teaching(self, request: UndoTeaching.Request, response: UndoTeaching.Response) -> Any:
@@ -517,6 +525,8 @@ class ObjectRecognitionNode(LearnerNode):
             return f"renamed class {old!r} to {new!r}" + (" (merged into the known class)" if merged else "")
 
         response.success, response.message = self._edit("~/rename_class", "rename", rename)
+        if response.success:
+            self.desk.relabel(old, new)  # its showings' copies still to come are learned as the new name
         return response
 
     def reload(self, path: Any, digest: str | None = None) -> Outcome:

@@ -20,7 +20,9 @@ with it, with its label; one that comes after its frame was taught is learned at
 frames never taught are dropped, the oldest first, beyond as many copies as the kept showings hold
 frames; a copy without a stamp (0) is never learned; copies of one frame beyond :data:`MAX_COPIES`
 are refused and counted (``pasted copy refused``): a flood of copies under a taught frame's stamp
-cannot outweigh what was taught.
+cannot outweigh what was taught. A copy never adds a class: once its frame's class is forgotten
+(``~/forget_class``) its copies still to come are not learned (refused and counted if they get as
+far as the model); after ``~/rename_class`` they are learned under the new name.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from lifelong_learning.srv import AnswerQuery
 #: taught objects' showings are answered in docs/benchmarks/recognition-showing.md (the median over
 #: its seeds: 0.72 at 15 objects, 0.68 at 50; taught with pasted copies)
 NOVELTY_THRESHOLD = 0.70
+#: the refusal of a pasted copy (too many of one frame; its class no longer known)
+COPY_REFUSED = "pasted copy refused"
 #: most pasted copies learned per frame (the feature_extractor's ``paste_copies`` is at most 8)
 MAX_COPIES = 8
 
@@ -236,11 +240,18 @@ class ShowingDesk:
                 while self.waiting > self.max_pasted:  # bounded in copies, whatever their stamps
                     self.waiting -= len(self.pasted.popitem(last=False)[1])
         if taken > MAX_COPIES:
-            self.node.reject(
-                "pasted copy refused", f"more than {MAX_COPIES} copies of the frame stamped {stamp}"
-            )
+            self.node.reject(COPY_REFUSED, f"more than {MAX_COPIES} copies of the frame stamped {stamp}")
         elif label:
             self.node.learn(x, label, observed=False)
+
+    def relabel(self, old: str, new: str) -> None:
+        """The class ``old`` was renamed ``new`` (forgotten: ``new`` is ""): the kept showings taught as
+        ``old`` take the new name, so that copies of their frames still to come are learned under it
+        (not at all once forgotten: they wait as if their frame had not been taught)."""
+        with self.lock:
+            for showing in self._showings():
+                if showing.label == old:
+                    showing.label = new
 
     def _take_pasted(self, stamp: tuple[int, int]) -> list[np.ndarray]:
         """The copies waiting for the frame of ``stamp``, taken out (under the lock)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import first_call, new_context, new_executor, node_argv, spin_until
+from conftest import DiagnosticsReader, first_call, new_context, new_executor, node_argv, spin_until
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 
@@ -235,3 +235,46 @@ def test_pasted_copies_are_learned_with_their_frame_once_it_is_taught(graph):
     for reason in ("features not finite", "wrong feature dimension", "feature norm too large"):
         assert spin_until(executor, lambda r=reason: r in proc.log(), 10), (reason, proc.log())
     assert box_count() == 2 * taught + 7  # refused, counted, nothing learned
+
+    # Forgotten, the class does not come back with the copies of its frames still to come.
+    from lifelong_learning.srv import ForgetClass
+
+    forget = peer.node.create_client(ForgetClass, "/object_recognition/forget_class")
+    assert first_call(executor, forget, ForgetClass.Request(label="box")).success
+    for stamp in shown[1:4]:
+        copy(stamp)
+    last = Features(data=np.full(DIM, np.nan).tolist())  # refused: taken after the copies before it
+    last.header.stamp.sec = shown[1]
+    peer.pasted.publish(last)
+    diag = DiagnosticsReader(peer.node)  # the second copy refused as not finite (the first: above)
+    refused = lambda: diag.rejected("object_recognition", "features not finite") == 2  # noqa: E731
+    assert spin_until(executor, refused, 10), diag.values("object_recognition")
+    classes = first_call(executor, peer.info, GetClassifierInfo.Request()).classes
+    assert "box" not in classes and "no longer known" not in proc.log(), (classes, proc.log())
+
+
+def test_a_copy_never_brings_back_a_class_forgotten_since_its_frame_was_taught(rclpy_context):
+    """The model's side (a copy looked up before ``~/forget_class``, learned after it): refused and
+    counted under the model lock, whatever the showings say."""
+    from lifelong_learning.srv import ForgetClass
+    from rclpy.parameter import Parameter
+
+    from lifelong_learning.nodes.object_recognition import ObjectRecognitionNode
+
+    rng = np.random.default_rng(3)
+    node = ObjectRecognitionNode(
+        context=rclpy_context, parameter_overrides=[Parameter("diagnostics_period_s", value=0.0)]
+    )
+    try:
+        for label, direction in (("mug", 0), ("duck", 1), ("box", 2)):
+            for x in sample(rng, direction, 6):
+                assert node.learn(x, label)
+        assert node.learn(sample(rng, 2)[0], "box", observed=False)  # a copy while its class is known
+        assert node.model.has_class("box")
+        forgot = node._on_forget_class(ForgetClass.Request(label="box"), ForgetClass.Response())
+        assert forgot.success and not node.model.has_class("box"), forgot.message
+        assert not node.learn(sample(rng, 2)[0], "box", observed=False)
+        assert not node.model.has_class("box") and node.rejections.snapshot()["pasted copy refused"] == 1
+        assert node.learn(sample(rng, 2)[0], "box")  # the teacher teaches it again: a class again
+    finally:
+        node.destroy_node()
