@@ -315,6 +315,11 @@ def test_the_cli_with_method_slkl_makes_a_model_the_learner_reloads_and_keeps_le
     _keeps_learning(graph, model.n_samples)
 
 
+def _rejections(graph: Any, since: int) -> list[dict]:
+    """The tuner's ``rejected`` progress messages received since the ``since``-th."""
+    return [p for p in graph.progress[since:] if p["state"] == "rejected"]
+
+
 def test_goals_queue_and_cancel_at_any_time_leaves_no_file(graph):
     from rclpy.node import Node
     from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -338,12 +343,14 @@ def test_goals_queue_and_cancel_at_any_time_leaves_no_file(graph):
     # the URDF from robot_description: rejected ('no URDF') until the latched message has reached the
     # tuner (discovery is asynchronous), then accepted
     for _ in range(30):
-        sent_at = time.monotonic()
+        sent_at, seen = time.monotonic(), len(graph.progress)  # this goal's rejection, not an earlier test's
         running = graph.send(running_feedback, **long_goal)
         if running.accepted:
             break
-        assert spin_until(graph.executor, lambda: graph.progress[-1]["state"] == "rejected", 10)
-        assert "no URDF" in graph.progress[-1]["message"], graph.progress[-1]
+        assert spin_until(graph.executor, lambda s=seen: bool(_rejections(graph, s)), 10), graph.progress[
+            seen:
+        ]
+        assert "no URDF" in _rejections(graph, seen)[-1]["message"], _rejections(graph, seen)
         spin_until(graph.executor, lambda: False, 1.0)
     assert running.accepted, graph.progress[-1:]
     queued_feedback: list[Any] = []
