@@ -248,12 +248,9 @@ class LifelongLoopMonitor:
             return
         for name, fields in read.items():  # every learner's state was read whole: none is half-restored
             self.learners[name].loop.take_state(fields, now)
-        self.state_origin = (
-            f"restored from {self.state_path}"
-            if read
-            else f"new: {self.state_path} has none of these learners"
-        )
-        self.node.get_logger().info(f"lifelong loop: state restored from {self.state_path}")
+        restored = f"restored from {self.state_path} ({', '.join(sorted(read))})"
+        self.state_origin = restored if read else f"new: {self.state_path} has none of these learners"
+        self.node.get_logger().info(f"lifelong loop: state {self.state_origin}")
 
     def _save(self) -> None:
         states = {name: learner.loop.to_state() for name, learner in self.learners.items()}

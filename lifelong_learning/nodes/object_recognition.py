@@ -269,6 +269,9 @@ class ObjectRecognitionNode(LearnerNode):
         # models in shadow and canary, the drift alarm: fed where taught samples are learned
         self.shadow = ShadowMonitor(self, RecognitionOps(self.gate))
         self.desk = ShowingDesk(self)  # showings, their answers, the questions (recognition_showings.py)
+        #: classes forgotten, renamed away or undone whole by this node's edits (under the model lock):
+        #: a pasted copy never brings one back (:meth:`learn`); a taught frame does
+        self.gone_classes: set[str] = set()
         self.start_learner()
 
     # ---------------------------------------------------------------- LearnerNode hooks
@@ -386,12 +389,10 @@ class ObjectRecognitionNode(LearnerNode):
         with self.model_lock:
             model = serving.model
             refusal = self.gate.check_labeled(x, label, model)
-            if refusal is None and not observed and not model.has_class(label):
-                # a copy of a frame taught under a class forgotten (or renamed) since: it never
-                # brings the class back (checked under the lock the edit swaps the model under)
-                refusal = Refusal(
-                    COPY_REFUSED, f"its class {label!r} is no longer known (forgotten or renamed)"
-                )
+            if refusal is None and not observed and label in self.gone_classes and not model.has_class(label):
+                # a copy of a frame taught before its class was forgotten (renamed, undone): it never
+                # brings the class back (checked under the lock the edits change the model under)
+                refusal = Refusal(COPY_REFUSED, f"its class {label!r} was forgotten, renamed or undone since")
             if refusal is None:
                 before = self._predicted_before_learning(model, x) if observed else None
                 try:
@@ -403,6 +404,8 @@ class ObjectRecognitionNode(LearnerNode):
                 return False
             self.gate.accepted(x)
             serving.count_updates()
+            if observed:
+                self.gone_classes.discard(label)  # taught again
             classes = [str(c) for c in model.classes_.tolist()]
         self.stats.timed("update", time.perf_counter() - t)
         if observed:
@@ -492,11 +495,10 @@ class ObjectRecognitionNode(LearnerNode):
         def forget(model: IncrementalRLSC) -> str:
             n = int(model.seen_counts_[model.classes_.tolist().index(label)]) if model.has_class(label) else 0
             model.forget_class(label)
+            self.gone_classes.add(label)  # under the model lock (ServingCore.edit)
             return f"forgot class {label!r} ({n} samples)"
 
         response.success, response.message = self._edit("~/forget_class", "forget", forget)
-        if response.success:
-            self.desk.relabel(label, "")  # its showings' copies still to come are not learned
         return response
 
     def _on_undo_teaching(self, request: UndoTeaching.Request, response: UndoTeaching.Response) -> Any:
@@ -506,6 +508,7 @@ class ObjectRecognitionNode(LearnerNode):
             numbers = model.teaching_episode(int(request.last_n))
             labels = [str(c) for c in model.labels_of_numbers(numbers)]
             model.unlearn_numbers(numbers)
+            self.gone_classes.update(c for c in labels if not model.has_class(c))
             undone.extend(labels)
             return f"unlearned the last {len(labels)} samples ({', '.join(dict.fromkeys(labels))})"
 
@@ -522,6 +525,8 @@ class ObjectRecognitionNode(LearnerNode):
                 raise ValueError(f"new label refused: {problem}")
             merged = model.has_class(new)
             model.rename_class(old, new)
+            self.gone_classes.add(old)
+            self.gone_classes.discard(new)
             return f"renamed class {old!r} to {new!r}" + (" (merged into the known class)" if merged else "")
 
         response.success, response.message = self._edit("~/rename_class", "rename", rename)

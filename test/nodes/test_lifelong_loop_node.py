@@ -217,21 +217,26 @@ def test_forgeries_start_nothing_and_the_learners_own_drift_retrains_from_the_re
     # A restarted tuner continues from the loop's checkpoint: one job so far, none at once.
     tuner.send_signal(signal.SIGINT)
     assert tuner.wait(30) == 0, tuner.log()
+    restart_continues(peer, start_process, tuner_argv(models, bags, urdf), models)
+    assert spin_until(executor, lambda: True, 0.1)
+
+
+def restart_continues(peer: Peer, start_process: Any, argv: list[str], models: Path) -> None:
+    """A tuner started again (``argv``) after the first stopped restores the loop's state from its
+    checkpoint, with one job so far, and starts none at once."""
     state = json.loads((models / "lifelong_loop-nystrom_tuner.json").read_text())["learners"]
     assert state["inverse_dynamics"]["jobs_started"] == 1, state
     peer.diag.statuses("nystrom_tuner").clear()
-    tuner = start_process(tuner_argv(models, bags, urdf))
+    tuner = start_process(argv)
 
     def restarted() -> bool:
         """A status of the restarted tuner (the first one's, still on their way, say "new")."""
         values = peer.values()
-        return values.get("lifelong loop state", "").startswith(
-            "restored from "
-        ) and "retrain_min_period_s" in (values.get(LOOP, ""))
+        restored = values.get("lifelong loop state", "").startswith("restored from ")
+        return restored and "retrain_min_period_s" in values.get(LOOP, "")
 
     assert peer.stream.until(restarted, 60), tuner.log()
     assert peer.values()[f"{LOOP} jobs"] == "1" and len(peer.goals()) == 1
-    assert spin_until(executor, lambda: True, 0.1)
 
 
 def test_the_tuner_says_where_the_loops_state_came_from_and_moves_an_unreadable_one_aside(
@@ -276,4 +281,4 @@ def test_the_tuner_says_where_the_loops_state_came_from_and_moves_an_unreadable_
     assert said == f"new: {state} has none of these learners" and refused == {}, said
     state.write_text(json.dumps({"learners": {"inverse_dynamics": good}}))
     said, refused = origin()
-    assert said == f"restored from {state}" and refused == {}, said
+    assert said == f"restored from {state} (inverse_dynamics)" and refused == {}, said
