@@ -25,24 +25,24 @@ PUBLISHED = next(spec.default for spec in EXTRACTOR_PARAMS if spec.name == "feat
 PASTE = next(spec.default for spec in EXTRACTOR_PARAMS if spec.name == "paste_copies")
 
 
-def _mean(results: list[dict], *path: str) -> float:
-    values = []
-    for r in results:
-        v = r
-        for p in path:
-            v = v[p]
-        values.append(v)
-    return float(np.mean(values))
-
-
-def _spread(results: list[dict], *path: str) -> str:
-    """The lowest and highest seed's value of ``path``, as ``"seeds a–b"``."""
+def _values(results: list[dict], *path: str) -> list[float]:
+    """Each seed's value at ``path`` (keys into its result)."""
     values = []
     for r in results:
         v = r
         for p in path:
             v = v[p]
         values.append(float(v))
+    return values
+
+
+def _mean(results: list[dict], *path: str) -> float:
+    return float(np.mean(_values(results, *path)))
+
+
+def _spread(results: list[dict], *path: str) -> str:
+    """The lowest and highest seed's value of ``path``, as ``"seeds a–b"``."""
+    values = _values(results, *path)
     return f"seeds {min(values):.3g}–{max(values):.3g}"
 
 
