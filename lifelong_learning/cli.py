@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from lifelong_learning import __version__
+from lifelong_learning.core.process import launched_by_torchrun, leave
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,9 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._run(args) or 0)
+        status = int(args._run(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        status = 130
+    if launched_by_torchrun():  # one process of a job: its group is torn down, its files written
+        leave(status)  # without the interpreter's finalization (lifelong_learning.core.process says why)
+    return status
 
 
 if __name__ == "__main__":

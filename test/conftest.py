@@ -45,6 +45,36 @@ os.environ["PYTHONFAULTHANDLER"] = "1"  # a node process that hangs can be asked
 os.environ["ROS_HOME"] = tempfile.mkdtemp(prefix="lifelong-learning-tests-ros-home-")
 
 REPO = Path(__file__).resolve().parents[1]
+_SHM_CLEANED = pytest.StashKey[str]()
+
+
+def clean_dead_shared_memory() -> str:
+    """Remove the shared-memory files in /dev/shm of Fast DDS participants whose process is gone
+    (killed, or ended without destroying its nodes), with Fast DDS's own ``fastdds shm clean``
+    (its ``tools/fastdds/shm/clean.py``, loaded from beside the ``fastdds`` command: the command
+    itself needs psutil, which the wheels do not bring); what it printed, or why nothing ran.
+
+    Each such process leaves about 18 MB there with this package's profile (its 16 MiB segment
+    and the default one), held in memory until removed: over a test session that starts and
+    kills hundreds of node processes, and over sessions on one machine, that adds up."""
+    import contextlib
+    import importlib.util
+    import io
+    import shutil
+
+    command = shutil.which("fastdds")
+    tool = (
+        Path(command).resolve().parent.parent / "tools" / "fastdds" / "shm" / "clean.py" if command else None
+    )
+    if tool is None or not tool.is_file():
+        return "no fastdds shm clean here"
+    spec = importlib.util.spec_from_file_location("fastdds_shm_clean", tool)
+    module = importlib.util.module_from_spec(spec)
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        spec.loader.exec_module(module)
+        module.Clean().run(False)
+    return " ".join(said.getvalue().split())
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -56,6 +86,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"lifelong_learning imported from {where}, not from a colcon install space: "
             "source install/setup.bash and run the `pytest` executable from the venv"
         )
+    clean_dead_shared_memory()  # what earlier sessions on this machine left
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_SHM_CLEANED] = clean_dead_shared_memory()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    cleaned = config.stash.get(_SHM_CLEANED, None)
+    if cleaned:
+        terminalreporter.write_line(f"Fast DDS shared memory of ended processes: {cleaned}")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -444,6 +485,16 @@ def start_process(tmp_path: Path, built_interfaces: None) -> Iterator[Callable[.
             proc.wait(3.0)
             warnings.warn(f"killed after 15 s of SIGINT: {proc.argv[:4]}\n{proc.log()[-6000:]}", stacklevel=1)
     stop_all(procs, timeout=0.0)
+
+
+def said(res: Any, tail: int = 3000) -> str:
+    """What a finished command (a ``subprocess.CompletedProcess`` with text output) printed, for a
+    failure message: the ends of its stdout and stderr and, when a process of it died of a fatal
+    signal with ``PYTHONFAULTHANDLER`` on (set above), the stacks of its threads from the start of
+    that report (the module list after them would push them out of the end)."""
+    fatal = res.stderr.find("Fatal Python error")
+    stacks = "" if fatal < 0 else "\n--- fatal error report ---\n" + res.stderr[fatal : fatal + 6000]
+    return res.stdout[-tail:] + res.stderr[-tail:] + stacks
 
 
 def node_argv(node: str, *ros_args: str, params_file: bool = True) -> list[str]:

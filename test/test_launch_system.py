@@ -145,12 +145,50 @@ def stops_cleanly(process: NodeProcess, nodes: int) -> None:
     waits, then escalates to SIGTERM. So the signal goes to the launch's process group (its own
     session: :class:`NodeProcess`), which holds the node processes too."""
     os.killpg(process.pid, signal.SIGINT)
-    code = process.wait(60)
-    log = process.log()
+    code = process.wait(LAUNCH_SIGTERM_S - 1.0)
+    stuck = "" if code is not None else still_running(process.pid)  # before launch escalates
+    code = process.wait(60) if code is None else code
+    log = process.log() + stuck
     assert code == 0, log
     assert log.count("process has finished cleanly") == nodes, log
     for text in NEVER_PRINTED:
         assert text not in log, f"{text!r} printed:\n{log}"
+
+
+#: seconds the launch system waits after a SIGINT before it sends its nodes SIGTERM (launch's default)
+LAUNCH_SIGTERM_S = 5.0
+
+
+def still_running(session: int) -> str:
+    """What the processes of ``session`` other than its leader are doing, from /proc: each one's
+    command, state and, per thread, name, state, kernel wait channel and kernel stack (where
+    readable). Said with a stop that was not clean, to tell a process stuck in its own code from
+    one that was not running at all (stopped, or waiting in the kernel)."""
+    lines = []
+    for proc in sorted(Path("/proc").glob("[0-9]*"), key=lambda p: int(p.name)):
+        try:
+            stat = (proc / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[3]) != session or int(proc.name) == session:  # fields[3]: the session id
+                continue
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            lines.append(f"pid {proc.name} state {fields[0]}: {command[:160]}")
+            for task in sorted((proc / "task").iterdir(), key=lambda p: int(p.name)):
+                t = (task / "stat").read_text()
+                name, state = t[t.index("(") + 1 : t.rindex(")")], t[t.rindex(")") + 2]
+                wchan = (task / "wchan").read_text() if (task / "wchan").exists() else "?"
+                try:
+                    stack = " < ".join(
+                        line.split()[-1] for line in (task / "stack").read_text().splitlines()[:6]
+                    )
+                except OSError:
+                    stack = "unreadable"
+                lines.append(f"  thread {task.name} {name!r} {state} wchan {wchan or '-'} stack {stack}")
+        except (OSError, ValueError, IndexError):  # it ended meanwhile
+            continue
+    if not lines:
+        return ""
+    return f"\n--- still running {LAUNCH_SIGTERM_S - 1.0:g} s after SIGINT ---\n" + "\n".join(lines)
 
 
 @pytest.fixture

@@ -36,7 +36,6 @@ and works for a single node as well:
 
 from __future__ import annotations
 
-import ctypes
 import faulthandler
 import os
 import sys
@@ -58,6 +57,7 @@ from rclpy.logging import get_logger
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from lifelong_learning.core.process import leave
 from lifelong_learning.core.realtime import make_realtime
 from lifelong_learning.nodes.base import NodeBase
 from lifelong_learning.nodes.learner import LearnerNode
@@ -429,23 +429,6 @@ def _middleware_refusal(exc: BaseException) -> str:
             "see docs/robot.md#who-may-talk-to-the-nodes"
         )
     return text
-
-
-def leave(status: int) -> NoReturn:
-    """End the process now with ``status``, its output flushed (Python's and C's stdio), without
-    the interpreter's finalization: for a process whose work is done and whose resources are
-    released (files closed, the middleware shut down)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):  # closed, or a broken pipe: nothing more can be said there
-            pass
-    try:
-        ctypes.CDLL(None).fflush(None)  # what the middleware's C code printed
-    except (OSError, AttributeError):
-        pass
-    os._exit(status)
 
 
 def run_node(

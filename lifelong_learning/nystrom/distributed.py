@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from lifelong_learning.core.process import launched_by_torchrun
+
 #: seconds a collective call waits for the other processes before the job fails
 DEFAULT_TIMEOUT_S = 1800.0
 
@@ -148,11 +150,6 @@ class TorchGroup(Group):
         key = f"lifelong_learning/counter/{name}"
         store = self._store
         return lambda k: int(store.add(key, int(k)))
-
-
-def launched_by_torchrun() -> bool:
-    """Whether this process is one of several started by ``torchrun`` (``WORLD_SIZE`` > 1)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 @contextmanager
@@ -388,5 +385,4 @@ __all__ = [
     "TorchGroup",
     "contiguous_shares",
     "joined",
-    "launched_by_torchrun",
 ]

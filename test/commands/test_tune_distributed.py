@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import said
 
 from lifelong_learning.cli import main
 from lifelong_learning.io.bags import write_labeled_features
@@ -59,7 +60,7 @@ def test_two_processes_write_the_one_process_model(bags, tmp_path):
     assert main(["tune", *map(str, paths), *OPTIONS, "--out", str(one)]) == 0
     two = tmp_path / "two.npz"
     res = _torchrun([*map(str, paths), *OPTIONS, "--out", str(two)], tmp_path)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert res.returncode == 0, said(res)
     assert res.stdout.count("model written to") == 1  # rank 0 reports, rank 1 is quiet
     r1 = json.loads((tmp_path / "one.npz.report.json").read_text())
     r2 = json.loads((tmp_path / "two.npz.report.json").read_text())
@@ -119,7 +120,7 @@ def test_two_processes_continue_from_a_serving_model_as_one_does(bags, tmp_path)
     one, two = tmp_path / "one.npz", tmp_path / "two.npz"
     assert main(["tune", *map(str, paths), *OPTIONS, *init, "--out", str(one)]) == 0
     res = _torchrun([*map(str, paths), *OPTIONS, *init, "--out", str(two)], tmp_path)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert res.returncode == 0, said(res)
     a, b = IncrementalRLSC.load(one), IncrementalRLSC.load(two)
     assert a.classes_.tolist() == b.classes_.tolist() and a.classes_.tolist()[:3] == [
         "ten",

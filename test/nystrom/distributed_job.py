@@ -10,10 +10,10 @@ With ``--fail-rank R``, process ``R`` gets a NaN in its rows (a corrupt share).
 from __future__ import annotations
 
 import argparse
-import sys
 
 import numpy as np
 
+from lifelong_learning.core.process import leave
 from lifelong_learning.nystrom import tune
 from lifelong_learning.nystrom.distributed import JobProgress, contiguous_shares, joined
 
@@ -55,4 +55,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())  # as lifelong-learning does under torchrun: no finalization after the group is gone

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import said
 
 from lifelong_learning.nystrom import tune
 from lifelong_learning.nystrom.distributed import (
@@ -47,7 +48,7 @@ def _torchrun(tmp_path: Path, objective: str, *extra: str, nproc: int = 2) -> su
 @pytest.mark.parametrize("objective", ["proposed", "gcv"])
 def test_two_processes_give_the_one_process_model(tmp_path, objective):
     res = _torchrun(tmp_path, objective)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert res.returncode == 0, said(res)
     out = np.load(tmp_path / "out.npz")
     assert int(out["world_size"]) == 2
     data = _data()

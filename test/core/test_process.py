@@ -1,0 +1,34 @@
+"""How a process ends once its work is done (lifelong_learning.core.process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from lifelong_learning.core.process import launched_by_torchrun
+
+LEAVES = """
+import atexit, ctypes
+from lifelong_learning.core.process import leave
+atexit.register(lambda: print("finalized"))
+print("python's", end=" ")
+ctypes.CDLL(None).printf(b"and C's output\\n")
+leave(3)
+"""
+
+
+def test_leave_ends_with_the_status_and_the_output_flushed_without_finalization():
+    res = subprocess.run([sys.executable, "-c", LEAVES], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 3, res.stderr
+    # both buffers reached the pipe (C's stdout is block-buffered on a pipe), and no exit handler ran
+    assert "python's" in res.stdout and "and C's output" in res.stdout
+    assert "finalized" not in res.stdout
+
+
+def test_a_process_of_a_torchrun_job_is_one_of_several(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert not launched_by_torchrun()  # run by hand
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert not launched_by_torchrun()  # torchrun with one process: nothing to tear down
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert launched_by_torchrun()
