@@ -269,7 +269,7 @@ class ObjectRecognitionNode(LearnerNode):
         # models in shadow and canary, the drift alarm: fed where taught samples are learned
         self.shadow = ShadowMonitor(self, RecognitionOps(self.gate))
         self.desk = ShowingDesk(self)  # showings, their answers, the questions (recognition_showings.py)
-        #: classes forgotten, renamed away or undone whole by this node's edits (under the model lock):
+        #: classes forgotten, renamed away, undone whole or reset by this node's edits (model lock held):
         #: a pasted copy never brings one back (:meth:`learn`); a taught frame does
         self.gone_classes: set[str] = set()
         self.start_learner()
@@ -392,7 +392,9 @@ class ObjectRecognitionNode(LearnerNode):
             if refusal is None and not observed and label in self.gone_classes and not model.has_class(label):
                 # a copy of a frame taught before its class was forgotten (renamed, undone): it never
                 # brings the class back (checked under the lock the edits change the model under)
-                refusal = Refusal(COPY_REFUSED, f"its class {label!r} was forgotten, renamed or undone since")
+                refusal = Refusal(
+                    COPY_REFUSED, f"its class {label!r} was forgotten, renamed, undone or reset since"
+                )
             if refusal is None:
                 before = self._predicted_before_learning(model, x) if observed else None
                 try:
@@ -509,6 +511,7 @@ class ObjectRecognitionNode(LearnerNode):
             labels = [str(c) for c in model.labels_of_numbers(numbers)]
             model.unlearn_numbers(numbers)
             self.gone_classes.update(c for c in labels if not model.has_class(c))
+            self.desk.unlearn(set(labels))
             undone.extend(labels)
             return f"unlearned the last {len(labels)} samples ({', '.join(dict.fromkeys(labels))})"
 
@@ -567,8 +570,12 @@ class ObjectRecognitionNode(LearnerNode):
         model.set_params(calibration_evidence=self._model_kwargs["calibration_evidence"])
 
     def forget_inputs(self) -> None:
-        """``~/reset`` (model lock held): forget the norm statistics too, not only the model."""
+        """``~/reset`` (model lock held, the old model still serving): forget the norm statistics
+        too, not only the model; copies of what it knew, still to come, are refused."""
         self.gate.reset()
+        if self.model is not None:
+            self.gone_classes.update(str(c) for c in self.model.classes_.tolist())
+        self.desk.unlearn()
 
     def diagnostic_values(self) -> dict[str, str]:
         values = super().diagnostic_values()

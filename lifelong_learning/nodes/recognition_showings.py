@@ -21,8 +21,10 @@ frames never taught are dropped, the oldest first, beyond as many copies as the 
 frames; a copy without a stamp (0) is never learned; copies of one frame beyond :data:`MAX_COPIES`
 are refused and counted (``pasted copy refused``): a flood of copies under a taught frame's stamp
 cannot outweigh what was taught. A copy never brings back a class forgotten (``~/forget_class``,
-or undone whole by ``~/undo_teaching``) since its frame was taught: refused and counted (the node
-checks it under the model lock); after ``~/rename_class`` copies are learned under the new name.
+undone whole by ``~/undo_teaching``, or known before a ``~/reset``) since its frame was taught:
+refused and counted (the node checks it under the model lock); nor a frame unlearned by
+``~/undo_teaching`` or ``~/reset`` (refused by the frame's stamp); after ``~/rename_class`` copies
+are learned under the new name.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -148,6 +151,8 @@ class ShowingDesk:
         self.pasted: OrderedDict[tuple[int, int], list[np.ndarray]] = OrderedDict()
         #: copies taken per frame, by stamp (the oldest forgotten first)
         self.copies: OrderedDict[tuple[int, int], int] = OrderedDict()
+        #: frames unlearned since they were taught (~/undo_teaching, ~/reset): their copies are refused
+        self.unlearned: OrderedDict[tuple[int, int], None] = OrderedDict()
         self.max_pasted = (int(self.tracker.ended.maxlen or 0) + 1) * self.tracker.max_frames
         self.waiting = 0  # copies in ``pasted``
         self.asked: int | None = None  # the last showing asked about
@@ -218,6 +223,7 @@ class ShowingDesk:
             showing = self.tracker.add(x, stamp, now)
             showing.label = label
             showing.taught.add(stamp)
+            self.unlearned.pop(stamp, None)  # taught again: its copies with it
             copies = self._take_pasted(stamp)
         for copy in copies:
             self.node.learn(copy, label, observed=False)
@@ -235,13 +241,16 @@ class ShowingDesk:
             while len(self.copies) > self.max_pasted:
                 self.copies.popitem(last=False)
             label = next((s.label for s in self._showings() if stamp in s.taught), "")
-            if taken <= MAX_COPIES and not label:
+            unlearned = stamp in self.unlearned
+            if taken <= MAX_COPIES and not label and not unlearned:
                 self.pasted.setdefault(stamp, []).append(x)
                 self.waiting += 1
                 while self.waiting > self.max_pasted:  # bounded in copies, whatever their stamps
                     self.waiting -= len(self.pasted.popitem(last=False)[1])
         if taken > MAX_COPIES:
             self.node.reject(COPY_REFUSED, f"more than {MAX_COPIES} copies of the frame stamped {stamp}")
+        elif unlearned:
+            self.node.reject(COPY_REFUSED, f"the frame stamped {stamp} was unlearned since (undo, reset)")
         elif label:
             self.node.learn(x, label, observed=False)
 
@@ -252,6 +261,18 @@ class ShowingDesk:
             for showing in self._showings():
                 if showing.label == old:
                     showing.label = new
+
+    def unlearn(self, labels: Collection[str] | None = None) -> None:
+        """The frames taught in the kept showings of ``labels`` (None: of every label) were unlearned
+        (``~/undo_teaching``, ``~/reset``): their copies still to come are refused. Those of a label's
+        frames an undo kept are refused too (a copy comes within a few frames of its own: the few
+        refused are copies of the last frames taught)."""
+        with self.lock:
+            for showing in self._showings():
+                if labels is None or showing.label in labels:
+                    self.unlearned.update(dict.fromkeys(showing.taught))
+            while len(self.unlearned) > self.max_pasted:
+                self.unlearned.popitem(last=False)
 
     def _take_pasted(self, stamp: tuple[int, int]) -> list[np.ndarray]:
         """The copies waiting for the frame of ``stamp``, taken out (under the lock)."""

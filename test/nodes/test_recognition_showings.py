@@ -300,3 +300,57 @@ def test_a_copy_never_brings_back_a_class_forgotten_or_renamed_since_its_frame_w
         assert node.learn(sample(rng, 2)[0], "box", observed=False)  # and its copies with it
     finally:
         node.destroy_node()
+
+
+def test_a_copy_of_a_frame_unlearned_by_undo_or_reset_is_refused(rclpy_context):
+    """In process: after ``~/undo_teaching`` the copies still to come of the frames it unlearned are
+    refused and counted; after ``~/reset`` those of every frame taught and of every class known
+    before it; a frame taught again takes its copies with it."""
+    from lifelong_learning.srv import UndoTeaching
+    from rclpy.parameter import Parameter
+    from std_msgs.msg import Header
+    from std_srvs.srv import Trigger
+
+    from lifelong_learning.nodes.object_recognition import ObjectRecognitionNode
+
+    rng = np.random.default_rng(4)
+    node = ObjectRecognitionNode(
+        context=rclpy_context, parameter_overrides=[Parameter("diagnostics_period_s", value=0.0)]
+    )
+
+    def header(sec: int) -> Header:
+        h = Header()
+        h.stamp.sec = sec
+        return h
+
+    def refused() -> int:
+        return node.rejections.snapshot().get("pasted copy refused", 0)
+
+    def teach(sec: int, x: np.ndarray, label: str) -> None:  # as a labeled frame is: learned, then shown
+        assert node.learn(x, label)
+        node.desk.on_labeled(header(sec), x, label)
+
+    try:
+        for label, direction in (("mug", 0), ("duck", 1)):
+            for x in sample(rng, direction, 6):
+                assert node.learn(x, label)
+        teach(5, sample(rng, 2)[0], "box")  # a frame taught in a showing
+        n = node.model.n_samples
+        undone = node._on_undo_teaching(UndoTeaching.Request(last_n=1), UndoTeaching.Response())
+        assert undone.success and undone.labels == ["box"] and node.model.n_samples == n - 1, undone.message
+        node.desk.on_pasted(header(5), sample(rng, 2)[0])  # its copy, after the undo
+        assert refused() == 1 and not node.model.has_class("box") and node.model.n_samples == n - 1
+        teach(5, sample(rng, 2)[0], "box")  # the teacher teaches it again
+        node.desk.on_pasted(header(5), sample(rng, 2)[0])
+        assert node.model.n_samples == n + 1 and refused() == 1  # the frame and its copy
+
+        teach(9, sample(rng, 0)[0], "mug")
+        reset = node._on_reset(Trigger.Request(), Trigger.Response())
+        assert reset.success and node.model.n_samples == 0, reset.message
+        node.desk.on_pasted(header(9), sample(rng, 0)[0])  # a copy of a frame taught before the reset
+        assert not node.learn(sample(rng, 1)[0], "duck", observed=False)  # a class known before it
+        assert refused() == 3 and node.model.n_samples == 0 and len(node.model.classes_) == 0
+        assert node.learn(sample(rng, 1)[0], "duck")  # taught after the reset: learned, a class again
+        assert node.learn(sample(rng, 1)[0], "duck", observed=False)
+    finally:
+        node.destroy_node()
