@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,9 @@ from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.nodes.shadow import ShadowMonitor, shadow_params
 from lifelong_learning.serving import Outcome
 from lifelong_learning.srv import ForgetClass, GetClassifierInfo, Predict, RenameClass, UndoTeaching
+
+#: classes removed by the node's edits whose pasted copies are still refused (the latest kept)
+MAX_GONE_CLASSES = 1024
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
@@ -269,9 +272,10 @@ class ObjectRecognitionNode(LearnerNode):
         # models in shadow and canary, the drift alarm: fed where taught samples are learned
         self.shadow = ShadowMonitor(self, RecognitionOps(self.gate))
         self.desk = ShowingDesk(self)  # showings, their answers, the questions (recognition_showings.py)
-        #: classes forgotten, renamed away, undone whole or reset by this node's edits (model lock held):
-        #: a pasted copy never brings one back (:meth:`learn`); a taught frame does
-        self.gone_classes: set[str] = set()
+        #: classes forgotten, renamed away, undone whole or reset by this node's edits (model lock held),
+        #: the last :data:`MAX_GONE_CLASSES`, oldest first: a pasted copy never brings one back
+        #: (:meth:`learn`); a taught frame does
+        self.gone_classes: dict[str, None] = {}
         self.start_learner()
 
     # ---------------------------------------------------------------- LearnerNode hooks
@@ -407,7 +411,7 @@ class ObjectRecognitionNode(LearnerNode):
             self.gate.accepted(x)
             serving.count_updates()
             if observed:
-                self.gone_classes.discard(label)  # taught again
+                self.gone_classes.pop(label, None)  # taught again
             classes = [str(c) for c in model.classes_.tolist()]
         self.stats.timed("update", time.perf_counter() - t)
         if observed:
@@ -491,13 +495,22 @@ class ObjectRecognitionNode(LearnerNode):
         self.checkpoint()
         return True, message
 
+    def _gone(self, labels: Iterable[str]) -> None:
+        """``labels`` are no longer classes of the model (model lock held): their copies are refused.
+        Copies come within a few frames of their own, so the oldest beyond the bound are let go."""
+        for label in labels:
+            self.gone_classes.pop(label, None)
+            self.gone_classes[label] = None
+        while len(self.gone_classes) > MAX_GONE_CLASSES:
+            del self.gone_classes[next(iter(self.gone_classes))]
+
     def _on_forget_class(self, request: ForgetClass.Request, response: ForgetClass.Response) -> Any:
         label = request.label.strip()
 
         def forget(model: IncrementalRLSC) -> str:
             n = int(model.seen_counts_[model.classes_.tolist().index(label)]) if model.has_class(label) else 0
             model.forget_class(label)
-            self.gone_classes.add(label)  # under the model lock (ServingCore.edit)
+            self._gone([label])  # under the model lock (ServingCore.edit)
             return f"forgot class {label!r} ({n} samples)"
 
         response.success, response.message = self._edit("~/forget_class", "forget", forget)
@@ -510,7 +523,7 @@ class ObjectRecognitionNode(LearnerNode):
             numbers = model.teaching_episode(int(request.last_n))
             labels = [str(c) for c in model.labels_of_numbers(numbers)]
             model.unlearn_numbers(numbers)
-            self.gone_classes.update(c for c in labels if not model.has_class(c))
+            self._gone(c for c in labels if not model.has_class(c))
             self.desk.unlearn(set(labels))
             undone.extend(labels)
             return f"unlearned the last {len(labels)} samples ({', '.join(dict.fromkeys(labels))})"
@@ -528,8 +541,8 @@ class ObjectRecognitionNode(LearnerNode):
                 raise ValueError(f"new label refused: {problem}")
             merged = model.has_class(new)
             model.rename_class(old, new)
-            self.gone_classes.add(old)
-            self.gone_classes.discard(new)
+            self._gone([old])
+            self.gone_classes.pop(new, None)
             return f"renamed class {old!r} to {new!r}" + (" (merged into the known class)" if merged else "")
 
         response.success, response.message = self._edit("~/rename_class", "rename", rename)
@@ -574,7 +587,7 @@ class ObjectRecognitionNode(LearnerNode):
         too, not only the model; copies of what it knew, still to come, are refused."""
         self.gate.reset()
         if self.model is not None:
-            self.gone_classes.update(str(c) for c in self.model.classes_.tolist())
+            self._gone(str(c) for c in self.model.classes_.tolist())
         self.desk.unlearn()
 
     def diagnostic_values(self) -> dict[str, str]:

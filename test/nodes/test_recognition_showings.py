@@ -311,7 +311,7 @@ def test_a_copy_of_a_frame_unlearned_by_undo_or_reset_is_refused(rclpy_context):
     from std_msgs.msg import Header
     from std_srvs.srv import Trigger
 
-    from lifelong_learning.nodes.object_recognition import ObjectRecognitionNode
+    from lifelong_learning.nodes.object_recognition import MAX_GONE_CLASSES, ObjectRecognitionNode
 
     rng = np.random.default_rng(4)
     node = ObjectRecognitionNode(
@@ -352,5 +352,8 @@ def test_a_copy_of_a_frame_unlearned_by_undo_or_reset_is_refused(rclpy_context):
         assert refused() == 3 and node.model.n_samples == 0 and len(node.model.classes_) == 0
         assert node.learn(sample(rng, 1)[0], "duck")  # taught after the reset: learned, a class again
         assert node.learn(sample(rng, 1)[0], "duck", observed=False)
+        node._gone(f"old{k}" for k in range(MAX_GONE_CLASSES + 5))  # many edits: the latest kept
+        assert len(node.gone_classes) == MAX_GONE_CLASSES and "old4" not in node.gone_classes
+        assert "old5" in node.gone_classes and f"old{MAX_GONE_CLASSES + 4}" in node.gone_classes
     finally:
         node.destroy_node()
