@@ -99,16 +99,21 @@ def show_object(
     size: tuple[int, int] = (240, 320),
     seed: int = 0,
     lead_in: int = 0,
+    room_index: int = 0,
 ) -> list[ShownFrame]:
     """``n_frames`` frames of a person showing object ``object_index`` of ``renderer``'s catalogue
     to a still camera in the room of ``session`` (``"teach"`` or ``"test"``, see :data:`SESSIONS`),
-    after ``lead_in`` frames of the room before the object comes into view (their box None)."""
+    after ``lead_in`` frames of the room before the object comes into view (their box None).
+    ``room_index`` > 0: another showing of the same kind, in another room (light, pose, motion)."""
     if session not in SESSIONS:
         raise ValueError(f"session must be one of {tuple(SESSIONS)}, got {session!r}")
-    if n_frames < 1 or lead_in < 0:
-        raise ValueError(f"n_frames must be >= 1 and lead_in >= 0, got {n_frames}, {lead_in}")
+    if n_frames < 1 or lead_in < 0 or room_index < 0:
+        raise ValueError(
+            f"n_frames must be >= 1, lead_in and room_index >= 0, got {n_frames}, {lead_in}, {room_index}"
+        )
     height, width = int(size[0]), int(size[1])
-    rng = np.random.default_rng([seed, object_index, SESSIONS[session], 2750159])
+    key = [seed, object_index, SESSIONS[session], 2750159] + ([room_index] if room_index else [])
+    rng = np.random.default_rng(key)
     background = room(rng, (height, width))
     brightness = rng.uniform(0.6, 1.15)
     tint = rng.uniform(0.85, 1.15, 3)

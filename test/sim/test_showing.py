@@ -41,6 +41,11 @@ def test_sessions_are_repeatable_and_the_test_room_is_another_room(renderer):
     test = show_object(renderer, 0, "test", 2, size=(64, 80))
     assert np.array_equal(teach[1].image, again[1].image) and teach[1].box == again[1].box
     assert np.abs(teach[0].image.astype(int) - test[0].image.astype(int)).mean() > 10
+    other = show_object(renderer, 0, "test", 2, size=(64, 80), room_index=1)  # another test room
+    assert np.array_equal(
+        show_object(renderer, 0, "test", 2, size=(64, 80), room_index=0)[1].image, test[1].image
+    )
+    assert np.abs(other[0].image.astype(int) - test[0].image.astype(int)).mean() > 10
 
 
 def test_a_lead_in_shows_the_room_before_the_object_comes(renderer):
@@ -54,6 +59,8 @@ def test_bad_sessions_are_refused(renderer):
         show_object(renderer, 0, "lab", 2)
     with pytest.raises(ValueError, match="n_frames"):
         show_object(renderer, 0, "teach", 0)
+    with pytest.raises(ValueError, match="room_index"):
+        show_object(renderer, 0, "test", 2, room_index=-1)
 
 
 def test_the_dataset_holds_both_sessions_of_every_object():
