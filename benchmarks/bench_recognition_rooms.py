@@ -30,6 +30,7 @@ from showing_report import ANSWERED, PUBLISHED
 from showing_world import NEW, ROOT, TAUGHT, TEST, motion_crops
 
 from lifelong_learning.learners.showing import evidence
+from lifelong_learning.nodes.recognition_showings import NOVELTY_THRESHOLD
 from lifelong_learning.sim.objects import ObjectRenderer
 from lifelong_learning.sim.showing import show_object
 from lifelong_learning.vision.normalisation import normalised
@@ -103,6 +104,10 @@ def one_seed(seed: int, rooms: int, objects: list[int]) -> dict:
                 roc_auc_score(np.r_[np.zeros(n), np.ones(NEW)], np.r_[known_novelty[:n], new_novelty[:NEW]])
             ),
             "flagged %": 100.0 * float(np.mean(new_novelty > np.quantile(known_novelty, ANSWERED))),
+            "threshold": float(np.quantile(known_novelty, ANSWERED)),
+            "taught answered at the node's threshold %": 100.0
+            * float(np.mean(known_novelty <= NOVELTY_THRESHOLD)),
+            "flagged at the node's threshold %": 100.0 * float(np.mean(new_novelty > NOVELTY_THRESHOLD)),
             "test showings": int(right.size),
             "never-taught showings": int(new_novelty.size),
         }
@@ -175,6 +180,23 @@ def markdown(results: list[dict], seconds: float, args: argparse.Namespace) -> s
             fmt = ".3f" if key.startswith("AUROC") else ".1f"
             cells.append(f"{mean:{fmt}} ({low:{fmt}}–{high:{fmt}})")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"The novelty that answers {100 * ANSWERED:.0f} % of the taught showings, and the node's "
+        f"`novelty_threshold` ({NOVELTY_THRESHOLD:g}) at work (all rooms):",
+        "",
+        "| objects | threshold answering 95 % | taught answered at the node's % "
+        "| never taught flagged at the node's % |",
+        "|---:|---:|---:|---:|",
+    ]
+    for n in sizes:
+        t = _mean(results, n, "threshold")
+        a = _mean(results, n, "taught answered at the node's threshold %")
+        f = _mean(results, n, "flagged at the node's threshold %")
+        lines.append(
+            f"| {n} | {t[0]:.3f} ({t[1]:.3f}–{t[2]:.3f}) | {a[0]:.1f} ({a[1]:.1f}–{a[2]:.1f}) "
+            f"| {f[0]:.1f} ({f[1]:.1f}–{f[2]:.1f}) |"
+        )
     lines += [
         "",
         "## Seed by seed",
