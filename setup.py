@@ -36,5 +36,5 @@ setup(
         "dynamics": ["pin>=3"],
         "sim": ["mujoco>=3", "pybullet", "example-robot-data"],
     },
-    entry_points={"console_scripts": ["lifelong-learning = lifelong_learning.cli:main"]},
+    entry_points={"console_scripts": ["lifelong-learning = lifelong_learning.cli:entry"]},
 )

@@ -96,7 +96,7 @@ def _finding(results: list[dict]) -> str:
     mean = {k: float(np.mean([r[k]["auroc"] for r in results])) for k in keys}
     node = f"confidence | {next(iter(SHOWING))}"
     best = max(keys, key=mean.get)
-    spread = min(max(r[node]["auroc"] for r in results) - min(r[node]["auroc"] for r in results), 1.0)
+    spread = max(r[node]["auroc"] for r in results) - min(r[node]["auroc"] for r in results)
     return (
         f"The best: {best.replace(' | ', ', ')}, AUROC {mean[best]:.3f}, against the node's "
         f"({node.replace(' | ', ', ')}) {mean[node]:.3f}, whose seeds span {spread:.2f}."

@@ -35,7 +35,7 @@ from lifelong_learning.sim.objects import ObjectRenderer
 from lifelong_learning.sim.showing import show_object
 from lifelong_learning.vision.normalisation import normalised
 
-#: the goals of the issue this measures (per showing at 15 and 50 objects, AUROC, flagged %)
+#: the goals the figures are judged against (per showing at 15 and 50 objects, AUROC, flagged %)
 GOALS = {"15": 85.0, "50": 70.0, "auroc": 0.9, "flagged": 50.0}
 LEAD_IN = 5
 
@@ -125,7 +125,7 @@ def markdown(results: list[dict], seconds: float, args: argparse.Namespace) -> s
     seeds = " ".join(str(r["seed"]) for r in results)
     first = results[0][sizes[0]]
     lines = [
-        '# Recognition per showing and "I don\'t know", on four test rooms per object',
+        f'# Recognition per showing and "I don\'t know", on {args.rooms + 1} test rooms per object',
         "",
         "Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_recognition_rooms.py "
         f"--seeds {seeds} --rooms {args.rooms}`  ",

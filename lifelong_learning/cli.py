@@ -47,13 +47,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        status = int(args._run(args) or 0)
+        return int(args._run(args) or 0)
     except KeyboardInterrupt:
-        status = 130
-    if launched_by_torchrun():  # one process of a job: its group is torn down, its files written
-        leave(status)  # without the interpreter's finalization (lifelong_learning.core.process says why)
-    return status
+        return 130
+
+
+def entry() -> None:
+    """The ``lifelong-learning`` command: :func:`main`, then the process ends with its status; a
+    process of a ``torchrun`` job (its group torn down, its files written) without the interpreter's
+    finalization (:mod:`lifelong_learning.core.process` says why)."""
+    status = main()
+    if launched_by_torchrun():
+        leave(status)
+    sys.exit(status)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

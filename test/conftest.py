@@ -46,6 +46,7 @@ os.environ["ROS_HOME"] = tempfile.mkdtemp(prefix="lifelong-learning-tests-ros-ho
 
 REPO = Path(__file__).resolve().parents[1]
 _SHM_CLEANED = pytest.StashKey[str]()
+_SHM_CLEANED_AT_START = pytest.StashKey[str]()
 
 
 def clean_dead_shared_memory() -> str:
@@ -56,24 +57,32 @@ def clean_dead_shared_memory() -> str:
 
     Each such process leaves about 18 MB there with this package's profile (its 16 MiB segment
     and the default one), held in memory until removed: over a test session that starts and
-    kills hundreds of node processes, and over sessions on one machine, that adds up."""
+    kills hundreds of node processes, and over sessions on one machine, that adds up. Like
+    ``fastdds shm clean`` it removes the files of every participant on the machine whose lock no
+    process holds; ``LL_KEEP_SHARED_MEMORY=1`` leaves them (another Fast DDS application starting on
+    the machine at that very moment)."""
     import contextlib
     import importlib.util
     import io
     import shutil
 
+    if os.environ.get("LL_KEEP_SHARED_MEMORY") == "1":
+        return "kept (LL_KEEP_SHARED_MEMORY=1)"
     command = shutil.which("fastdds")
     tool = (
         Path(command).resolve().parent.parent / "tools" / "fastdds" / "shm" / "clean.py" if command else None
     )
     if tool is None or not tool.is_file():
         return "no fastdds shm clean here"
-    spec = importlib.util.spec_from_file_location("fastdds_shm_clean", tool)
-    module = importlib.util.module_from_spec(spec)
     said = io.StringIO()
-    with contextlib.redirect_stdout(said):
-        spec.loader.exec_module(module)
-        module.Clean().run(False)
+    try:
+        spec = importlib.util.spec_from_file_location("fastdds_shm_clean", tool)
+        module = importlib.util.module_from_spec(spec)
+        with contextlib.redirect_stdout(said):
+            spec.loader.exec_module(module)
+            module.Clean().run(False)
+    except Exception as exc:  # another Fast DDS's tool: the tests do not depend on it
+        return f"not cleaned ({type(exc).__name__}: {exc})"
     return " ".join(said.getvalue().split())
 
 
@@ -86,7 +95,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"lifelong_learning imported from {where}, not from a colcon install space: "
             "source install/setup.bash and run the `pytest` executable from the venv"
         )
-    clean_dead_shared_memory()  # what earlier sessions on this machine left
+    session.config.stash[_SHM_CLEANED_AT_START] = clean_dead_shared_memory()  # earlier sessions'
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -94,9 +103,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    cleaned = config.stash.get(_SHM_CLEANED, None)
-    if cleaned:
-        terminalreporter.write_line(f"Fast DDS shared memory of ended processes: {cleaned}")
+    for when, key in (("at the start", _SHM_CLEANED_AT_START), ("at the end", _SHM_CLEANED)):
+        cleaned = config.stash.get(key, None)
+        if cleaned:
+            terminalreporter.write_line(f"Fast DDS shared memory of ended processes, {when}: {cleaned}")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -493,7 +503,8 @@ def said(res: Any, tail: int = 3000) -> str:
     signal with ``PYTHONFAULTHANDLER`` on (set above), the stacks of its threads from the start of
     that report (the module list after them would push them out of the end)."""
     fatal = res.stderr.find("Fatal Python error")
-    stacks = "" if fatal < 0 else "\n--- fatal error report ---\n" + res.stderr[fatal : fatal + 6000]
+    shown = fatal >= max(0, len(res.stderr) - tail)  # within the end of stderr already
+    stacks = "" if fatal < 0 or shown else "\n--- fatal error report ---\n" + res.stderr[fatal : fatal + 6000]
     return res.stdout[-tail:] + res.stderr[-tail:] + stacks
 
 

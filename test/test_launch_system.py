@@ -33,6 +33,8 @@ from lifelong_learning.nodes.supervisor import NodeProcess
 #: where scripts/install_launch.sh installs the launch system from (LL_LAUNCH_SOURCES overrides, for both)
 VENDOR = Path(os.environ.get("LL_LAUNCH_SOURCES") or REPO.parent / "shared" / "vendor" / "ros2-launch")
 RUNNER = REPO / "test" / "run_launch_file.py"
+#: seconds the launch system waits after a SIGINT before it sends its nodes SIGTERM (launch's default)
+LAUNCH_SIGTERM_S = 5.0
 #: what a clean stop never prints ("exception was never retrieved": an rclpy task that failed unread)
 NEVER_PRINTED = ("Traceback", "exception was never retrieved", "terminate called", "[ERROR]")
 
@@ -155,8 +157,21 @@ def stops_cleanly(process: NodeProcess, nodes: int) -> None:
         assert text not in log, f"{text!r} printed:\n{log}"
 
 
-#: seconds the launch system waits after a SIGINT before it sends its nodes SIGTERM (launch's default)
-LAUNCH_SIGTERM_S = 5.0
+def _thread(task: Path) -> str:
+    """Name, state, kernel wait channel and kernel stack of the thread ``/proc/<pid>/task/<tid>``."""
+
+    def read(name: str) -> str:
+        try:
+            return (task / name).read_text()
+        except OSError:  # ended meanwhile, or not readable by this user
+            return ""
+
+    stat = read("stat")
+    name, state = (
+        (stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2]) if stat else ("?", "?")
+    )
+    stack = " < ".join(line.split()[-1] for line in read("stack").splitlines()[:6] if line.split())
+    return f"{name!r} {state} wchan {read('wchan') or '-'} stack {stack or 'unreadable'}"
 
 
 def still_running(session: int) -> str:
@@ -172,20 +187,11 @@ def still_running(session: int) -> str:
             if int(fields[3]) != session or int(proc.name) == session:  # fields[3]: the session id
                 continue
             command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            lines.append(f"pid {proc.name} state {fields[0]}: {command[:160]}")
-            for task in sorted((proc / "task").iterdir(), key=lambda p: int(p.name)):
-                t = (task / "stat").read_text()
-                name, state = t[t.index("(") + 1 : t.rindex(")")], t[t.rindex(")") + 2]
-                wchan = (task / "wchan").read_text() if (task / "wchan").exists() else "?"
-                try:
-                    stack = " < ".join(
-                        line.split()[-1] for line in (task / "stack").read_text().splitlines()[:6]
-                    )
-                except OSError:
-                    stack = "unreadable"
-                lines.append(f"  thread {task.name} {name!r} {state} wchan {wchan or '-'} stack {stack}")
+            tasks = sorted((proc / "task").iterdir(), key=lambda p: int(p.name))
         except (OSError, ValueError, IndexError):  # it ended meanwhile
             continue
+        lines.append(f"pid {proc.name} state {fields[0]}: {command[:160]}")
+        lines += [f"  thread {task.name} {_thread(task)}" for task in tasks]
     if not lines:
         return ""
     return f"\n--- still running {LAUNCH_SIGTERM_S - 1.0:g} s after SIGINT ---\n" + "\n".join(lines)

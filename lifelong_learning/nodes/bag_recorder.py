@@ -338,8 +338,9 @@ class BagRecorderNode(NodeBase):
 
     def close_bag(self) -> None:
         """Close the open file and write the final metadata.yaml (on shutdown)."""
-        if getattr(self, "writer", None) is None:
-            return  # the node failed before its bag was opened (bad parameters): nothing to close
+        if getattr(self, "writer", None) is None or getattr(self, "_bag_closed", False):
+            return  # the node failed before its bag was opened (bad parameters), or closed it already
+        self._bag_closed = True
         try:
             self.writer.close()
         except RecorderError as exc:
@@ -349,6 +350,9 @@ class BagRecorderNode(NodeBase):
         self.get_logger().info(
             f"bag closed: {s['path']} ({s['files_closed']} file(s), {s['messages_written']} messages)"
         )
+
+    def finish(self) -> None:
+        self.close_bag()
 
     def destroy_node(self) -> None:
         self.close_bag()

@@ -732,6 +732,12 @@ class NodeBase(Node):
         """Called when the process stops, before its executor waits for running callbacks: a
         node whose callbacks can run long (a tuning job) tells them to end here."""
 
+    def finish(self) -> None:
+        """Called when the process stops, after the final checkpoints and before the nodes are
+        destroyed: the node ends what it runs and writes itself (a bag is closed here), outside the
+        teardown's deadline (nodes/runner.py). Called again by the node's ``destroy_node`` where it
+        matters, so it must do nothing the second time."""
+
     def _publish_diagnostics(self) -> None:
         status = self.diagnostic_status()  # judges what rose against the last published counts
         msg = DiagnosticArray()

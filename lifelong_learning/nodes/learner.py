@@ -162,11 +162,11 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
     Subclasses set :attr:`model_class` (a :class:`~lifelong_learning.core.persistence.PersistentModel`:
     its ``kind`` is what the node loads, its model files are the node's checkpoints), implement
     :meth:`new_model` and, when a loaded model can be of the right kind but unfit for this node
-    (another dimension, other joints), :meth:`check_model`; they may extend :meth:`model_swapped`
-    and :meth:`forget_inputs`. They hold ``with self.model_lock:`` around every use of
-    ``self.model``, for the whole predict/update of one message, so that no message sees a
-    half-swapped model, count what they learn with ``self.serving.count_updates(n)`` (once per
-    callback), and call :meth:`start_learner` at the end of their ``__init__``.
+    (another dimension, other joints), :meth:`check_model`; they may extend :meth:`model_swapped`,
+    :meth:`forget_inputs` and :meth:`forgetting_model`. They hold ``with self.model_lock:``
+    around every use of ``self.model``, for the whole predict/update of one message, so that no
+    message sees a half-swapped model, count what they learn with ``self.serving.count_updates(n)``
+    (once per callback), and call :meth:`start_learner` at the end of their ``__init__``.
     """
 
     #: the learner this node serves
@@ -286,6 +286,14 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
     def forget_inputs(self) -> None:
         """Subclass hook, called by ``~/reset`` with the model lock held: forget what the node keeps
         about its input streams besides the model (filters, stamps, statistics)."""
+
+    def forgetting_model(self) -> None:
+        """Subclass hook, called by ``~/reset`` only, with the model lock held and the old model still
+        serving, after :meth:`forget_inputs`: forget what the node keeps about that model's learning."""
+
+    def _before_reset(self) -> None:
+        self.forget_inputs()
+        self.forgetting_model()
 
     # ---------------------------------------------------------------- lifecycle
     def start_learner(self) -> None:
@@ -542,7 +550,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         """A new model from the parameters; the old one is kept for ``~/rollback`` first."""
-        response.success, response.message = self.serving.reset(self.new_model, self.forget_inputs)
+        response.success, response.message = self.serving.reset(self.new_model, self._before_reset)
         return response
 
     def _on_rollback(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:

@@ -384,10 +384,13 @@ class ObjectRecognitionNode(LearnerNode):
         elif n_features is not None:
             self.desk.on_pasted(msg.header, x)
 
-    def learn(self, x: np.ndarray, label: str, observed: bool = True) -> bool:
+    def learn(
+        self, x: np.ndarray, label: str, observed: bool = True, stamp: tuple[int, int] | None = None
+    ) -> bool:
         """Learn one labeled sample unless the gate or the model refuses it (counted); True if learned.
         ``observed``: a frame of the world (scored prequentially, and by a model in trial), not a
-        pasted copy (learned by a model in trial too, unscored)."""
+        pasted copy (learned by a model in trial too, unscored); a copy's ``stamp``: its frame's, refused
+        if that frame was unlearned since (checked under the lock the edits change the model under)."""
         t = time.perf_counter()
         serving = self.serving
         with self.model_lock:
@@ -398,6 +401,10 @@ class ObjectRecognitionNode(LearnerNode):
                 # brings the class back (checked under the lock the edits change the model under)
                 refusal = Refusal(
                     COPY_REFUSED, f"its class {label!r} was forgotten, renamed, undone or reset since"
+                )
+            elif refusal is None and not observed and stamp is not None and stamp in self.desk.unlearned:
+                refusal = Refusal(
+                    COPY_REFUSED, f"the frame stamped {stamp} was unlearned since (undo, reset)"
                 )
             if refusal is None:
                 before = self._predicted_before_learning(model, x) if observed else None
@@ -583,9 +590,13 @@ class ObjectRecognitionNode(LearnerNode):
         model.set_params(calibration_evidence=self._model_kwargs["calibration_evidence"])
 
     def forget_inputs(self) -> None:
-        """``~/reset`` (model lock held, the old model still serving): forget the norm statistics
-        too, not only the model; copies of what it knew, still to come, are refused."""
+        """``~/reset`` and the cleanup transition (model lock held): forget the norm statistics too,
+        not only the model."""
         self.gate.reset()
+
+    def forgetting_model(self) -> None:
+        """``~/reset`` (model lock held, the old model still serving): copies still to come of what it
+        knew are refused."""
         if self.model is not None:
             self._gone(str(c) for c in self.model.classes_.tolist())
         self.desk.unlearn()

@@ -27,11 +27,16 @@ and works for a single node as well:
   middleware is shut down: the interpreter's own finalization (collecting the modules of torch,
   scipy, numba...) is skipped. It did nothing for the node, and under load it was most of the
   stop: 1-2.5 s of a feature_extractor's on a loaded 2-core machine, where ``ros2 launch``
-  escalates to SIGTERM after 5 s. The phases of its stop that wait on other threads or on the
-  middleware have deadlines kept by a watchdog that needs no Python lock (``faulthandler``'s):
-  a phase that hangs, even inside the middleware with the interpreter's lock held (where no
-  Python signal handler can run), ends the process with the stack of every thread on stderr and
-  status 1, instead of a process that ignores Ctrl-C until it is killed.
+  escalates to SIGTERM after 5 s (and SIGKILL after 10). The phases of its stop that wait on
+  other threads or on the middleware have deadlines kept by watchdogs that need no Python lock
+  (``faulthandler``'s, and a timer of the C library's): a phase that hangs, even inside the
+  middleware with the interpreter's lock held (where no Python signal handler can run), ends the
+  process with the stack of every thread on stderr instead of a process that ignores Ctrl-C until
+  it is killed. The wait for the callbacks ends it with status 1 (its checkpoint was not written);
+  the teardown (:data:`TEARDOWN_S`), which begins once every checkpoint is written and every bag
+  closed (:func:`_finish`), with status 0: in the test suite here Fast DDS once took 12 s to delete
+  a feature_extractor's publisher, and a bag_recorder's teardown once went past launch's SIGKILL
+  after its bag was closed: a node that had lost nothing was reported dead.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ from rclpy.logging import get_logger
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-from lifelong_learning.core.process import leave
+from lifelong_learning.core.process import exit_after, leave
 from lifelong_learning.core.realtime import make_realtime
 from lifelong_learning.nodes.base import NodeBase
 from lifelong_learning.nodes.learner import LearnerNode
@@ -196,20 +201,27 @@ def _apply_realtime(nodes: Sequence[Node], executor: Executor) -> None:
 #: seconds the callbacks running when a stop begins get to end (then the checkpoints are written anyway)
 FINISH_CALLBACKS_S = 10.0
 #: seconds that destroying the nodes and shutting the middleware down may take in a node executable
-#: (the nodes' own waits are shorter: a learning thread 10 s, the CNN's batch 5 s)
-TEARDOWN_S = 12.0
+#: (0.1-0.3 s when nothing hangs); well inside ``ros2 launch``'s 5 s before SIGTERM and 10 s before
+#: SIGKILL. What the nodes run and write themselves ends before it (:func:`_finish`).
+TEARDOWN_S = 3.0
+#: seconds between the stacks written at a deadline and the end of the process, when it ends with 0
+DUMP_S = 0.5
 
 
 @contextmanager
-def _deadline(seconds: float | None) -> Iterator[None]:
+def _deadline(seconds: float | None, status: int = 1) -> Iterator[None]:
     """While in the block (``seconds`` not None): past ``seconds``, the stack of every thread is
-    written to stderr and the process ends with status 1. ``faulthandler``'s watchdog is a thread
-    that takes no Python lock, so it acts also when this thread is stuck in C code holding the
-    interpreter's lock. Without a stderr that has a file descriptor: no deadline."""
-    armed = False
+    written to stderr and the process ends with ``status`` (with 0, :data:`DUMP_S` later, by
+    :func:`~lifelong_learning.core.process.exit_after`; where that is not available, with 1).
+    ``faulthandler``'s watchdog and the C library's timer take no Python lock, so they act also
+    when this thread is stuck in C code holding the interpreter's lock. Without a stderr that has a
+    file descriptor: no deadline."""
+    armed, disarm = False, None
     if seconds is not None:
+        if status == 0:
+            disarm = exit_after(seconds + DUMP_S, 0)
         try:
-            faulthandler.dump_traceback_later(seconds, exit=True, file=sys.__stderr__)
+            faulthandler.dump_traceback_later(seconds, exit=disarm is None, file=sys.__stderr__)
             armed = True
         except (AttributeError, ValueError, OSError):  # no sys.__stderr__, or no descriptor behind it
             pass
@@ -218,6 +230,8 @@ def _deadline(seconds: float | None) -> Iterator[None]:
     finally:
         if armed:
             faulthandler.cancel_dump_traceback_later()
+        if disarm is not None:
+            disarm()
 
 
 def _finish_callbacks(
@@ -248,14 +262,18 @@ def _finish_callbacks(
         )
 
 
-def _final_checkpoints(nodes: Sequence[Node]) -> None:
-    """The final checkpoint of every learner node; one that fails does not prevent the others."""
+def _finish(nodes: Sequence[Node]) -> None:
+    """The final checkpoint of every learner node, then what every node runs and writes itself ended
+    (:meth:`NodeBase.finish`: a bag closed); one that fails does not prevent the others."""
     for node in nodes:
-        if isinstance(node, LearnerNode):
+        steps = [("final checkpoint", node.shutdown)] if isinstance(node, LearnerNode) else []
+        if isinstance(node, NodeBase):
+            steps.append(("finish", node.finish))
+        for what, step in steps:
             try:
-                node.shutdown()
+                step()
             except Exception:
-                print(f"[ERROR] final checkpoint of {node.get_name()} failed:", file=sys.stderr)
+                print(f"[ERROR] {what} of {node.get_name()} failed:", file=sys.stderr)
                 traceback.print_exc()
 
 
@@ -356,9 +374,10 @@ def run_nodes(
             test/nodes/test_robot_ready.py on a SingleThreadedExecutor, on a 2-thread
             MultiThreadedExecutor 236 and 414 of 500 in two runs).
         deadlines: this call owns its process (a node executable): the stop's waits for the
-            callbacks and its teardown get :data:`FINISH_CALLBACKS_S` and :data:`TEARDOWN_S`
-            (with some slack) before the process is ended with every thread's stack (status 1;
-            the module docstring says why). Off in a process that runs other things (tests).
+            callbacks and its teardown get :data:`FINISH_CALLBACKS_S` (with some slack) and
+            :data:`TEARDOWN_S` before the process is ended with every thread's stack (status 1,
+            and 0 for the teardown; the module docstring says why). Off in a process that runs
+            other things (tests).
 
     Returns 0 after a clean stop, 1 when a node's spinning thread failed (outside any callback:
     the others are stopped, with their final checkpoints), 2 when a node cannot start because of
@@ -410,8 +429,9 @@ def run_nodes(
             with _deadline(FINISH_CALLBACKS_S + 2.0 if deadlines else None):
                 _finish_callbacks(executors, spinners)
         if started:
-            _final_checkpoints(nodes)  # as long as the disk takes: no deadline
-        with _deadline(TEARDOWN_S if deadlines else None):
+            _finish(nodes)  # as long as the disk takes: no deadline
+        # everything is written: a teardown stuck in the middleware ends the process with 0
+        with _deadline(TEARDOWN_S if deadlines else None, status=0):
             for node in nodes:
                 node.destroy_node()
             rclpy.try_shutdown()

@@ -303,9 +303,10 @@ def test_a_copy_never_brings_back_a_class_forgotten_or_renamed_since_its_frame_w
 
 
 def test_a_copy_of_a_frame_unlearned_by_undo_or_reset_is_refused(rclpy_context):
-    """In process: after ``~/undo_teaching`` the copies still to come of the frames it unlearned are
-    refused and counted; after ``~/reset`` those of every frame taught and of every class known
-    before it; a frame taught again takes its copies with it."""
+    """In process: after a partial ``~/undo_teaching`` (the class stays) the copies still to come of
+    the frame it unlearned are refused by the frame's stamp and counted; after ``~/reset`` those of
+    every class known before it, and of every frame taught before it even once its class is taught
+    again; a frame taught again takes its copies with it."""
     from lifelong_learning.srv import UndoTeaching
     from rclpy.parameter import Parameter
     from std_msgs.msg import Header
@@ -334,24 +335,28 @@ def test_a_copy_of_a_frame_unlearned_by_undo_or_reset_is_refused(rclpy_context):
         for label, direction in (("mug", 0), ("duck", 1)):
             for x in sample(rng, direction, 6):
                 assert node.learn(x, label)
-        teach(5, sample(rng, 2)[0], "box")  # a frame taught in a showing
+        teach(5, sample(rng, 2)[0], "box")  # two frames of one showing taught
+        teach(6, sample(rng, 2)[0], "box")
         n = node.model.n_samples
         undone = node._on_undo_teaching(UndoTeaching.Request(last_n=1), UndoTeaching.Response())
         assert undone.success and undone.labels == ["box"] and node.model.n_samples == n - 1, undone.message
-        node.desk.on_pasted(header(5), sample(rng, 2)[0])  # its copy, after the undo
-        assert refused() == 1 and not node.model.has_class("box") and node.model.n_samples == n - 1
-        teach(5, sample(rng, 2)[0], "box")  # the teacher teaches it again
-        node.desk.on_pasted(header(5), sample(rng, 2)[0])
-        assert node.model.n_samples == n + 1 and refused() == 1  # the frame and its copy
+        assert node.model.has_class("box")  # a partial undo: the class stays, its frame at 6 is gone
+        node.desk.on_pasted(header(6), sample(rng, 2)[0])  # the undone frame's copy: refused by its stamp
+        assert refused() == 1 and node.model.n_samples == n - 1
+        teach(6, sample(rng, 2)[0], "box")  # the teacher teaches it again: its copy with it
+        node.desk.on_pasted(header(6), sample(rng, 2)[0])
+        assert node.model.n_samples == n + 1 and refused() == 1
 
         teach(9, sample(rng, 0)[0], "mug")
         reset = node._on_reset(Trigger.Request(), Trigger.Response())
         assert reset.success and node.model.n_samples == 0, reset.message
-        node.desk.on_pasted(header(9), sample(rng, 0)[0])  # a copy of a frame taught before the reset
         assert not node.learn(sample(rng, 1)[0], "duck", observed=False)  # a class known before it
-        assert refused() == 3 and node.model.n_samples == 0 and len(node.model.classes_) == 0
-        assert node.learn(sample(rng, 1)[0], "duck")  # taught after the reset: learned, a class again
-        assert node.learn(sample(rng, 1)[0], "duck", observed=False)
+        assert refused() == 2 and len(node.model.classes_) == 0
+        teach(11, sample(rng, 0)[0], "mug")  # taught after the reset: a class again
+        node.desk.on_pasted(header(9), sample(rng, 0)[0])  # a copy of a mug frame taught before it
+        assert refused() == 3 and node.model.n_samples == 1
+        node.desk.on_pasted(header(11), sample(rng, 0)[0])  # a copy of the new one: learned
+        assert node.model.n_samples == 2 and refused() == 3
         node._gone(f"old{k}" for k in range(MAX_GONE_CLASSES + 5))  # many edits: the latest kept
         assert len(node.gone_classes) == MAX_GONE_CLASSES and "old4" not in node.gone_classes
         assert "old5" in node.gone_classes and f"old{MAX_GONE_CLASSES + 4}" in node.gone_classes

@@ -435,9 +435,10 @@ def test_a_teardown_that_hangs_in_the_middleware_ends_the_process_with_every_sta
 ):
     """Ctrl-C while a node's teardown hangs in a C call holding the interpreter's lock (no signal
     handler can run; a launch's SIGTERM is ignored as well): the final checkpoint is written first,
-    then the teardown's deadline ends the process with status 1 and the stack of every thread."""
+    then the teardown's deadline writes the stack of every thread and ends the process with status
+    0 (nothing was lost: the teardown begins once everything is written)."""
     status, log = run_executable(tmp_path, "hang")
-    assert status == 1, log  # None before: the process never ended
+    assert status == 0, log  # None before: the process never ended
     assert "destroying" in log and "Timeout" in log and "in destroy_node" in log, log
     saved = load_model_file(tmp_path / "stopping.llm", kind="test_rls")
     assert RecursiveRLS.from_state(saved.meta, saved.arrays).n_samples == 3
