@@ -312,8 +312,11 @@ def evidence_counted(X: dict[str, np.ndarray], order: np.ndarray) -> dict[str, d
 def _showing_accuracy(
     model: IncrementalRLSC, X: dict[str, np.ndarray], objects: np.ndarray
 ) -> dict[str, float]:
+    """Per showing (%) on the test showings of ``objects``: ``X["test"]`` is (objects, frames, d), or
+    (rooms, objects, frames, d) for several test rooms (bench_recognition_rooms.py)."""
     classes = model.classes_.astype(str)
-    hits = [classes[int(np.argmax(evidence(model, X["test"][o])))] == str(o) for o in objects]
+    rooms = X["test"] if X["test"].ndim == 4 else X["test"][None]
+    hits = [classes[int(np.argmax(evidence(model, room[o])))] == str(o) for room in rooms for o in objects]
     return {"per showing %": 100.0 * float(np.mean(hits))}
 
 
