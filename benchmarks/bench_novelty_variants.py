@@ -30,7 +30,7 @@ import numpy as np
 from bench_recognition_showing import features, node_learner, pasted_features, published, rows, teach
 from harness import run_seeds
 from harness.provenance import describe_machine, provenance_line
-from showing_report import ANSWERED
+from showing_report import ANSWERED, seed_values
 from showing_world import ROOT, TAUGHT
 
 #: taught objects (table 3 of the recognition benchmark at 15 objects)
@@ -93,10 +93,10 @@ def one_seed(seed: int) -> dict:
 def _finding(results: list[dict]) -> str:
     """The best row against the node's, in words, from the measured means."""
     keys = [k for k in results[0] if k != "seed"]
-    mean = {k: float(np.mean([r[k]["auroc"] for r in results])) for k in keys}
+    mean = {k: float(np.mean(seed_values(results, k, "auroc"))) for k in keys}
     node = f"confidence | {next(iter(SHOWING))}"
     best = max(keys, key=mean.get)
-    spread = max(r[node]["auroc"] for r in results) - min(r[node]["auroc"] for r in results)
+    spread = max(seed_values(results, node, "auroc")) - min(seed_values(results, node, "auroc"))
     return (
         f"The best: {best.replace(' | ', ', ')}, AUROC {mean[best]:.3f}, against the node's "
         f"({node.replace(' | ', ', ')}) {mean[node]:.3f}, whose seeds span {spread:.2f}."
@@ -124,8 +124,8 @@ def markdown(results: list[dict], seconds: float) -> str:
         "|---|---|---:|---|---:|",
     ]
     for key in keys:
-        auroc = [r[key]["auroc"] for r in results]
-        flagged = np.mean([r[key]["flagged"] for r in results])
+        auroc = seed_values(results, key, "auroc")
+        flagged = np.mean(seed_values(results, key, "flagged"))
         name, rule = key.split(" | ")
         lines.append(
             f"| {name} | {rule} | {np.mean(auroc):.3f} | {min(auroc):.2f}–{max(auroc):.2f} | {flagged:.1f} |"

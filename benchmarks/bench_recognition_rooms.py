@@ -26,7 +26,7 @@ import numpy as np
 from bench_recognition_showing import asking, features, node_learner, pasted_features, published, teach
 from harness import run_seeds
 from harness.provenance import describe_machine, provenance_line
-from showing_report import ANSWERED, PUBLISHED
+from showing_report import ANSWERED, PUBLISHED, asking_table, seed_values
 from showing_world import NEW, ROOT, TAUGHT, TEST, motion_crops
 
 from lifelong_learning.learners.showing import evidence
@@ -118,9 +118,10 @@ def one_seed(seed: int, rooms: int, objects: list[int], asked: bool = True) -> d
     return out
 
 
-def _mean(results: list[dict], n: str, key: str) -> tuple[float, float, float]:
-    values = [r[n][key] for r in results]
-    return float(np.mean(values)), float(min(values)), float(max(values))
+def _mean(results: list[dict], *path: str) -> tuple[float, float, float]:
+    """The mean over seeds of the value at ``path``, and the lowest and highest seed's."""
+    values = seed_values(results, *path)
+    return float(np.mean(values)), min(values), max(values)
 
 
 def _asking_finding(results: list[dict]) -> str:
@@ -133,7 +134,7 @@ def _asking_finding(results: list[dict]) -> str:
     everything = "labels every frame of 3 showing(s)"
 
     def mean(row: str, key: str) -> float:
-        return float(np.mean([r["asking"][row][key] for r in results]))
+        return _mean(results, "asking", row, key)[0]
 
     reached = mean(rule, "per showing %") >= mean(everything, "per showing %") and 2 * mean(
         rule, "labels"
@@ -145,33 +146,6 @@ def _asking_finding(results: list[dict]) -> str:
         f"with {mean(everything, 'labels'):.0f}; the goal, the same accuracy with at most half the labels: "
         f"{'reached' if reached else 'not reached'}."
     )
-
-
-def _asking_table(results: list[dict]) -> list[str]:
-    """Table 4 of recognition-showing.md (teachers against the robot's question rules, 15 objects,
-    each shown three times), judged on every test room."""
-    rows = list(results[0]["asking"])
-    lines = [
-        "",
-        "## Asking, judged on every test room (15 objects, each shown three times, 50 frames each)",
-        "",
-        "Table 4 of [recognition-showing.md](recognition-showing.md) with its per-showing accuracy over "
-        "all the test rooms: a teacher who labels every frame of the first 1, 2 or 3 showings of each "
-        "object, against the robot that asks by the node's rule and learns a showing's frames from the "
-        "answer.",
-        "",
-        "| teacher | labels given | questions | per showing % | seeds |",
-        "|---|---:|---:|---:|---|",
-    ]
-    for row in rows:
-        labels = np.mean([r["asking"][row]["labels"] for r in results])
-        questions = np.mean([r["asking"][row].get("questions", 0) for r in results])
-        right = [r["asking"][row]["per showing %"] for r in results]
-        lines.append(
-            f"| {row} | {labels:.0f} | {questions:.1f} | {np.mean(right):.1f} "
-            f"| {min(right):.1f}–{max(right):.1f} |"
-        )
-    return lines
 
 
 def markdown(results: list[dict], seconds: float, args: argparse.Namespace) -> str:
@@ -254,7 +228,15 @@ def markdown(results: list[dict], seconds: float, args: argparse.Namespace) -> s
             f"| {f[0]:.1f} ({f[1]:.1f}–{f[2]:.1f}) |"
         )
     if "asking" in results[0]:
-        lines += _asking_table(results)
+        lines += asking_table(
+            results,
+            "## Asking, judged on every test room (15 objects, each shown three times, 50 frames each)",
+            "Table 4 of [recognition-showing.md](recognition-showing.md) with its per-showing accuracy "
+            "over all the test rooms: a teacher who labels every frame of the first 1, 2 or 3 showings "
+            "of each object, against the robot that asks by the node's rule and learns a showing's "
+            "frames from the answer.",
+            seeds=True,
+        )
     lines += [
         "",
         "## Seed by seed",
@@ -282,6 +264,8 @@ def main() -> None:
     ap.add_argument("--no-report", action="store_true", help="fill the caches and print, write nothing")
     ap.add_argument("--no-asking", dest="asking", action="store_false", help="skip the asking table")
     args = ap.parse_args()
+    if args.rooms < 1 or min(args.objects) < 2 or max(args.objects) > TAUGHT:
+        ap.error(f"--rooms must be >= 1 and --objects between 2 and {TAUGHT}")
     run_seeds(
         args.seeds,
         lambda seed: one_seed(seed, args.rooms, args.objects, args.asking),

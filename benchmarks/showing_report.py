@@ -25,7 +25,7 @@ PUBLISHED = next(spec.default for spec in EXTRACTOR_PARAMS if spec.name == "feat
 PASTE = next(spec.default for spec in EXTRACTOR_PARAMS if spec.name == "paste_copies")
 
 
-def _values(results: list[dict], *path: str) -> list[float]:
+def seed_values(results: list[dict], *path: str) -> list[float]:
     """Each seed's value at ``path`` (keys into its result)."""
     values = []
     for r in results:
@@ -37,12 +37,12 @@ def _values(results: list[dict], *path: str) -> list[float]:
 
 
 def _mean(results: list[dict], *path: str) -> float:
-    return float(np.mean(_values(results, *path)))
+    return float(np.mean(seed_values(results, *path)))
 
 
 def _spread(results: list[dict], *path: str) -> str:
     """The lowest and highest seed's value of ``path``, as ``"seeds a–b"``."""
-    values = _values(results, *path)
+    values = seed_values(results, *path)
     return f"seeds {min(values):.3g}–{max(values):.3g}"
 
 
@@ -127,27 +127,43 @@ def summary(results: list[dict], args: argparse.Namespace) -> list[str]:
     return lines
 
 
-def _asking_tables(results: list[dict], args: argparse.Namespace) -> list[str]:
-    """Tables 4 and 4b: asking, and the calibration's smoothing."""
+def asking_table(results: list[dict], title: str, intro: str, seeds: bool = False) -> list[str]:
+    """Table 4 (each seed's ``"asking"``): teachers against the robot's question rules, means over
+    seeds; ``seeds``: with the seeds' range of the per-showing accuracy."""
     lines = [
         "",
-        "## 4. Asking: labels given against accuracy (15 objects, each shown three times, "
-        f"{args.taught // 3} frames each)",
+        title,
         "",
-        "A teacher who labels every frame of the first 1, 2 or 3 showings of each object, against a robot "
-        "that asks about a showing by the node's rule and learns its frames from the answer.",
+        intro,
         "",
-        "| teacher | labels given | questions | first showings asked % | per showing % |",
-        "|---|---:|---:|---:|---:|",
+        "| teacher | labels given | questions | first showings asked % | per showing % |"
+        + (" seeds |" if seeds else ""),
+        "|---|---:|---:|---:|---:|" + ("---|" if seeds else ""),
     ]
     for name in results[0]["asking"]:
         asks = "questions" in results[0]["asking"][name]
         q = f"{_mean(results, 'asking', name, 'questions'):.1f}" if asks else "0"
         first = f"{_mean(results, 'asking', name, 'first showings asked %'):.1f}" if asks else "–"
-        lines.append(
+        row = (
             f"| {name} | {_mean(results, 'asking', name, 'labels'):.0f} | {q} | {first} | "
             f"{_mean(results, 'asking', name, 'per showing %'):.1f} |"
         )
+        if seeds:
+            right = seed_values(results, "asking", name, "per showing %")
+            row += f" {min(right):.1f}–{max(right):.1f} |"
+        lines.append(row)
+    return lines
+
+
+def _asking_tables(results: list[dict], args: argparse.Namespace) -> list[str]:
+    """Tables 4 and 4b: asking, and the calibration's smoothing."""
+    lines = asking_table(
+        results,
+        "## 4. Asking: labels given against accuracy (15 objects, each shown three times, "
+        f"{args.taught // 3} frames each)",
+        "A teacher who labels every frame of the first 1, 2 or 3 showings of each object, against a robot "
+        "that asks about a showing by the node's rule and learns its frames from the answer.",
+    )
     lines += [
         "",
         "## 4b. The calibration's smoothing: counted by held-out samples or by classes (15 objects)",

@@ -507,7 +507,9 @@ class FeatureExtractorNode(NodeBase):
         values["network"] = f"{self.network} ({self.extractor.precision})"
         return values
 
-    def destroy_node(self) -> None:
+    def finish(self) -> None:
+        """The process is stopping: the CNN's worker ends after its batch (before the teardown's
+        deadline)."""
         worker = getattr(self, "_worker", None)  # None: the constructor failed before it started
         if worker is not None:
             with self._condition:
@@ -515,6 +517,9 @@ class FeatureExtractorNode(NodeBase):
                 self._condition.notify_all()
             if worker.is_alive() and threading.current_thread() is not worker:
                 worker.join(timeout=5.0)
+
+    def destroy_node(self) -> None:
+        self.finish()
         super().destroy_node()
 
 

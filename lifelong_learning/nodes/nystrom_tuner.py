@@ -703,12 +703,17 @@ class NystromTunerNode(NodeBase):
         """The process is stopping: the running goal ends at its next epoch, queued ones never start."""
         self._stop.set()
 
-    def destroy_node(self) -> None:
+    def finish(self) -> None:
+        """The process is stopping, its callbacks done: the checks' and the loop's threads end and the
+        running goal, told to stop, is waited for (before the teardown's deadline)."""
         if self._checks is not None:
             self._checks.stop()
         if getattr(self, "loop", None) is not None:
             self.loop.stop()
         self.stop_job()
+
+    def destroy_node(self) -> None:
+        self.finish()
         if self._server is not None:  # None after a failed start
             self._server.destroy()
         super().destroy_node()

@@ -32,7 +32,8 @@ and works for a single node as well:
   (``faulthandler``'s, and a timer of the C library's): a phase that hangs, even inside the
   middleware with the interpreter's lock held (where no Python signal handler can run), ends the
   process with the stack of every thread on stderr instead of a process that ignores Ctrl-C until
-  it is killed. The wait for the callbacks ends it with status 1 (its checkpoint was not written);
+  it is killed. The wait for the callbacks ends it with status 1 (its checkpoint was not written;
+  under ``ros2 launch`` the SIGKILL at 10 s comes before this 12 s deadline);
   the teardown (:data:`TEARDOWN_S`), which begins once every checkpoint is written and every bag
   closed (:func:`_finish`), with status 0: in the test suite here Fast DDS once took 12 s to delete
   a feature_extractor's publisher, and a bag_recorder's teardown once went past launch's SIGKILL
