@@ -1,4 +1,4 @@
-"""The demo's pushes (issue 28 item 6): a person pushes the simulated Panda a few times during the
+"""The demo's pushes: a person pushes the simulated Panda a few times during the
 robot phase, and the report shows what ``inverse_dynamics`` made of it.
 
 **Pushes** (:func:`push_schedule`): ``DemoConfig.pushes`` forces on random links (``panda_link3`` …

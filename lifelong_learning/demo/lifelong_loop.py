@@ -1,4 +1,4 @@
-"""The demo's autonomous retraining cycle (issue 27, item 5): the lifelong loop closes by itself.
+"""The demo's autonomous retraining cycle: the lifelong loop closes by itself.
 
 After the retrained models serve, the demo sets the tuner's ``auto_retrain`` parameter (the driver
 sends no goal) and the robot works on with learning on, holding its 1 kg payload; then it grasps

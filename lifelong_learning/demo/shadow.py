@@ -1,4 +1,4 @@
-"""The demo's shadow window (issue 27, item 2): the retrained dynamics model is judged on the robot.
+"""The demo's shadow window: the retrained dynamics model is judged on the robot.
 
 The tuner's gate promoted the retrained model on a validation bag; inverse_dynamics (started with
 ``shadow_window_s``) does not serve it yet: it runs in shadow of the online model. The robot then

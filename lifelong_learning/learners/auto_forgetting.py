@@ -1,4 +1,4 @@
-"""The forgetting factor chosen on the live stream: ``forgetting="auto"`` (issue 27, item 6).
+"""The forgetting factor chosen on the live stream: ``forgetting="auto"``.
 
 The factor ``β`` that suits a robot (thesis §8.4.3: ``A ← βA + zᵀz``) depends on how fast its
 dynamics change (wear, temperature, payloads), which nobody knows in advance: 1 is best while

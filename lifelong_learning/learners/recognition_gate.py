@@ -1,4 +1,4 @@
-"""What the object recognition learner refuses before it learns or answers (issue 16).
+"""What the object recognition learner refuses before it learns or answers.
 
 The incremental RLSC (:mod:`~lifelong_learning.learners.rlsc`) is a linear least-squares
 model: one labeled sample of a much larger norm than the others dominates ``A = XᵀX + λI``

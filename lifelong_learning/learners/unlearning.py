@@ -1,7 +1,7 @@
 """Exact unlearning for the incremental RLSC: forget a class, unlearn samples, rename a class.
 
 A teacher who names an object wrongly, or teaches a class they did not mean to, must be able to
-take it back without losing everything taught since (issue 30, item 5). RLSC's state is a sum
+take it back without losing everything taught since. RLSC's state is a sum
 over the training samples (thesis eqs. 7.16-7.17): ``A = λI + Σ zᵢzᵢᵀ``, ``B = Σ zᵢ e_{yᵢ}ᵀ``, the
 class counts ``kₜ`` and the recoding ``Γ = k · diag(k₁..k_T)⁻¹`` (eq. 7.21) built on them. Removing
 samples is subtracting their terms:

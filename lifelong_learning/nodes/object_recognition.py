@@ -485,17 +485,28 @@ class ObjectRecognitionNode(LearnerNode):
         response.success, response.message = True, ""
         return response
 
-    # ---------------------------------------------------------------- unlearning (issue 30)
-    def _edit(self, service: str, why: str, change: Callable[[IncrementalRLSC], str]) -> tuple[bool, str]:
-        """Serve a copy of the model changed by ``change`` (which returns a note), keeping the model it
-        replaces for ``~/rollback`` (:meth:`ServingCore.edit`), then checkpoint; a refusal is counted
-        (``unlearning refused``) and changes nothing (learners/unlearning.py)."""
+    # ---------------------------------------------------------------- unlearning
+    def _edit(
+        self, service: str, why: str, change: Callable[[IncrementalRLSC], tuple[str, Callable[[], None]]]
+    ) -> tuple[bool, str]:
+        """Serve a copy of the model changed by ``change``, keeping the model it replaces for
+        ``~/rollback`` (:meth:`ServingCore.edit`), then checkpoint; a refusal is counted (``unlearning
+        refused``) and changes nothing (learners/unlearning.py). ``change`` returns a note and what
+        the node then keeps about the edit (the copies it refuses): run in the swap's step, under the
+        model lock, only when the edited model serves."""
+        kept: list[Callable[[], None]] = []
 
         def edited(model: IncrementalRLSC) -> tuple[IncrementalRLSC, str]:
             copy = model.clone()
-            return copy, change(copy)
+            note, keep = change(copy)
+            kept.append(keep)
+            return copy, note
 
-        ok, message = self.serving.edit(edited, why)
+        def before_swap() -> None:
+            for keep in kept:
+                keep()
+
+        ok, message = self.serving.edit(edited, why, before_swap=before_swap)
         if not ok:
             self.reject("unlearning refused", f"{service}: {message}")
             return False, f"refused: {message}"
@@ -514,11 +525,10 @@ class ObjectRecognitionNode(LearnerNode):
     def _on_forget_class(self, request: ForgetClass.Request, response: ForgetClass.Response) -> Any:
         label = request.label.strip()
 
-        def forget(model: IncrementalRLSC) -> str:
+        def forget(model: IncrementalRLSC) -> tuple[str, Callable[[], None]]:
             n = int(model.seen_counts_[model.classes_.tolist().index(label)]) if model.has_class(label) else 0
             model.forget_class(label)
-            self._gone([label])  # under the model lock (ServingCore.edit)
-            return f"forgot class {label!r} ({n} samples)"
+            return f"forgot class {label!r} ({n} samples)", lambda: self._gone([label])
 
         response.success, response.message = self._edit("~/forget_class", "forget", forget)
         return response
@@ -526,14 +536,18 @@ class ObjectRecognitionNode(LearnerNode):
     def _on_undo_teaching(self, request: UndoTeaching.Request, response: UndoTeaching.Response) -> Any:
         undone: list[str] = []
 
-        def undo(model: IncrementalRLSC) -> str:
+        def undo(model: IncrementalRLSC) -> tuple[str, Callable[[], None]]:
             numbers = model.teaching_episode(int(request.last_n))
             labels = [str(c) for c in model.labels_of_numbers(numbers)]
             model.unlearn_numbers(numbers)
-            self._gone(c for c in labels if not model.has_class(c))
-            self.desk.unlearn(set(labels))
-            undone.extend(labels)
-            return f"unlearned the last {len(labels)} samples ({', '.join(dict.fromkeys(labels))})"
+            gone = [c for c in labels if not model.has_class(c)]
+
+            def keep() -> None:
+                self._gone(gone)
+                self.desk.unlearn(set(labels))
+                undone.extend(labels)
+
+            return f"unlearned the last {len(labels)} samples ({', '.join(dict.fromkeys(labels))})", keep
 
         response.success, response.message = self._edit("~/undo_teaching", "undo", undo)
         response.samples, response.labels = len(undone), list(dict.fromkeys(undone))
@@ -542,15 +556,19 @@ class ObjectRecognitionNode(LearnerNode):
     def _on_rename_class(self, request: RenameClass.Request, response: RenameClass.Response) -> Any:
         old, new = request.label.strip(), request.new_label.strip()
 
-        def rename(model: IncrementalRLSC) -> str:
+        def rename(model: IncrementalRLSC) -> tuple[str, Callable[[], None]]:
             problem = label_problem(new, self.gate.max_label_length)
             if problem is not None:
                 raise ValueError(f"new label refused: {problem}")
             merged = model.has_class(new)
             model.rename_class(old, new)
-            self._gone([old])
-            self.gone_classes.pop(new, None)
-            return f"renamed class {old!r} to {new!r}" + (" (merged into the known class)" if merged else "")
+
+            def keep() -> None:
+                self._gone([old])
+                self.gone_classes.pop(new, None)
+
+            note = f"renamed class {old!r} to {new!r}" + (" (merged into the known class)" if merged else "")
+            return note, keep
 
         response.success, response.message = self._edit("~/rename_class", "rename", rename)
         if response.success:

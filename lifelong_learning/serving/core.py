@@ -339,7 +339,12 @@ class ServingCore:
         except (ModelFileError, OSError) as exc:
             return "", self._not_kept(exc)
 
-    def edit(self, change: Callable[[Any], tuple[Any, str]], why: str) -> Outcome:
+    def edit(
+        self,
+        change: Callable[[Any], tuple[Any, str]],
+        why: str,
+        before_swap: Callable[[], None] | None = None,
+    ) -> Outcome:
         """Serve an edited copy of the serving model (a class forgotten, a teaching episode undone, a
         class renamed); the serving model is kept for rollback first, as by any replacement.
 
@@ -347,6 +352,8 @@ class ServingCore:
         model, a copy (the serving model must stay as it is), and a note for the answer; a ValueError
         from it is a refusal: ``Outcome(False, why)``, nothing changed. ``why`` names the edit in the
         history (``[a-z]+``). What the serving model learned here carries over (:attr:`learned`).
+        ``before_swap`` (what the caller keeps about the edit) runs under the lock in the swap's step,
+        after the serving model was kept: never for an edit refused or not kept.
         """
         with self._replace_lock, self.lock:
             if self.model is None:
@@ -357,7 +364,7 @@ class ServingCore:
             except ValueError as exc:
                 return Outcome(False, f"{exc}; the model is unchanged")
             try:
-                kept = self.replace(model, why)
+                kept = self.replace(model, why, before_swap=before_swap)
             except (ModelFileError, OSError) as exc:
                 return Outcome(False, f"refused, the model is unchanged: {self._not_kept(exc)}")
             self.learned = learned

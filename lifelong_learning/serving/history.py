@@ -4,8 +4,8 @@ Every replacement of the serving model first writes the model it replaces here, 
 hot reload or a ``~/reset`` by mistake can be undone with exactly what served. The folder holds
 at most ``keep`` of them, named so that their order survives a restart.
 
-What is kept must not be flushed by what is worthless (issue 29: thirty ``~/reset`` calls, or
-forged announcements, once left only empty models to roll back to). The rule
+What is kept must not be flushed by what is worthless (thirty ``~/reset`` calls, or forged
+announcements, would otherwise leave only empty models to roll back to). The rule
 (:meth:`ModelHistory.push`, :meth:`ModelHistory.prune`; ``docs/serving.md``):
 
 - a model that learned nothing (``n_samples`` 0) is not kept when the model replacing it learned

@@ -362,3 +362,48 @@ def test_a_copy_of_a_frame_unlearned_by_undo_or_reset_is_refused(rclpy_context):
         assert "old5" in node.gone_classes and f"old{MAX_GONE_CLASSES + 4}" in node.gone_classes
     finally:
         node.destroy_node()
+
+
+def test_an_edit_not_kept_refuses_no_copies(rclpy_context):
+    """In process: a forget, undo or rename whose replaced model cannot be kept for ``~/rollback``
+    (the disk full) is refused and changes nothing, and the copies still to come of what it would
+    have removed are learned as before."""
+    from lifelong_learning.srv import ForgetClass, RenameClass, UndoTeaching
+    from rclpy.parameter import Parameter
+    from std_msgs.msg import Header
+
+    from lifelong_learning.nodes.object_recognition import ObjectRecognitionNode
+
+    rng = np.random.default_rng(5)
+    node = ObjectRecognitionNode(
+        context=rclpy_context, parameter_overrides=[Parameter("diagnostics_period_s", value=0.0)]
+    )
+    header = Header()
+    header.stamp.sec = 5
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    try:
+        for label, direction in (("mug", 0), ("duck", 1)):
+            for x in sample(rng, direction, 6):
+                assert node.learn(x, label)
+        node.desk.on_labeled(header, sample(rng, 0)[0], "mug")  # a frame of a showing, taught
+        assert node.learn(sample(rng, 0)[0], "mug")
+        node.serving.history.push = full
+        n = node.model.n_samples
+        edits = (
+            node._on_forget_class(ForgetClass.Request(label="mug"), ForgetClass.Response()),
+            node._on_undo_teaching(UndoTeaching.Request(last_n=1), UndoTeaching.Response()),
+            node._on_rename_class(RenameClass.Request(label="mug", new_label="cup"), RenameClass.Response()),
+        )
+        for answer in edits:
+            assert not answer.success and "No space left" in answer.message, answer.message
+        assert node.rejections.snapshot()["unlearning refused"] == 3
+        assert edits[1].samples == 0 and list(edits[1].labels) == []
+        assert node.model.n_samples == n and not node.gone_classes and not node.desk.unlearned
+        node.desk.on_pasted(header, sample(rng, 0)[0])  # the taught frame's copy: learned
+        assert node.learn(sample(rng, 0)[0], "mug", observed=False)  # a copy of the class: learned
+        assert node.model.n_samples == n + 2 and "pasted copy refused" not in node.rejections.snapshot()
+    finally:
+        node.destroy_node()
