@@ -4,7 +4,7 @@ The node's learner with its default parameters (5 λ candidates, α 'auto', a 30
 buffer) on ``--dim``-d features (non-negative float32 features of norm ~15, like EfficientNet-Lite0's),
 ``--classes`` classes, ``--samples`` labeled samples. Written twice:
 
-- **state version 1** (the format before issue 14): one full float64 ``d × d`` Cholesky factor and
+- **state version 1** (the older format): one full float64 ``d × d`` Cholesky factor and
   right-hand side per λ, validation features in float64 (the file is built from today's state the way
   the old code wrote it, and read by today's code);
 - **state version 2**: one packed factor (the smallest λ's), the others rebuilt on load; validation

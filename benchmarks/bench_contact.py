@@ -1,4 +1,4 @@
-"""Benchmark: contacts seen by three external-torque estimators on a simulated Panda (issue 28).
+"""Benchmark: contacts seen by three external-torque estimators on a simulated Panda.
 
 The plant is the package's MuJoCo Panda (:mod:`lifelong_learning.sim.panda`: identified inertials,
 joint damping and Coulomb friction) with a 1 kg payload at the flange, tracking random smooth

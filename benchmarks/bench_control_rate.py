@@ -1,4 +1,4 @@
-"""Control-rate speed of the inverse_dynamics node (issue 17): 1 kHz joint states from another process.
+"""Control-rate speed of the inverse_dynamics node: 1 kHz joint states from another process.
 
 The installed node runs in its own process (``python -m lifelong_learning.nodes.inverse_dynamics``,
 the shipped config, the Panda URDF, learning on). This process plays the robot: it publishes the
@@ -24,7 +24,7 @@ Usage: ``OPENBLAS_NUM_THREADS=1 python benchmarks/bench_control_rate.py [--secon
 [--pin CPU] [--latencies FILE] [--beside NODES] [--param NAME:=VALUE ...] [--shadow]
 [--out docs/benchmarks/control-rate.md]``
 
-``--shadow``: a model in shadow beside the serving one for the whole measured run (issue 27): the
+``--shadow``: a model in shadow beside the serving one for the whole measured run: the
 node runs with ``shadow_window_s`` one hour; after a second of joint states (the joints decided, a
 model learned) its serving model is saved (``~/save_model``) and announced on ``tuned_model``, so
 that a model of the same size predicts and learns every learned block beside it

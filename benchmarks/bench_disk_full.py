@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         f"`{command}` (object_recognition, checkpoints every 1 s into a 4 MiB tmpfs filled to ENOSPC, "
         f"{args.samples} samples taught per step), on {describe_machine()}. Before this was fixed, "
         "a failed checkpoint cleared the changed flag: nothing was retried and the final checkpoint "
-        "was skipped (60 of 120 samples lost, diagnostics silent; issue 16).",
+        "was skipped (60 of 120 samples lost, diagnostics silent).",
         "",
         "| step | value |",
         "|---|---|",

@@ -1,4 +1,4 @@
-"""The learning engine at BLAS speed (issue 17): rank-1 and rank-k factor updates, several λ.
+"""The learning engine at BLAS speed: rank-1 and rank-k factor updates, several λ.
 
 Every figure is a ratio against a floor measured in the same run (the machine is shared):
 

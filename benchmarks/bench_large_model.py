@@ -1,4 +1,4 @@
-"""A model file over the size limit arriving on ``model_data_topic`` (issue 29 item 6): memory and answers.
+"""A model file over the size limit arriving on ``model_data_topic``: memory and answers.
 
 The installed ``inverse_dynamics`` node runs in its own process (the shipped config, the Panda
 URDF, learning on, ``max_model_bytes`` at its default of 512 MiB). This process plays the robot as

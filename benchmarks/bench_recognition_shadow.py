@@ -1,4 +1,4 @@
-"""Benchmark: what a model in shadow costs object_recognition per taught sample (issue 27, item 2).
+"""Benchmark: what a model in shadow costs object_recognition per taught sample.
 
 While a trial runs, every taught sample is predicted and learned by the serving model (as always)
 and then by the model in the trial (:class:`lifelong_learning.nodes.recognition_shadow.RecognitionOps`,

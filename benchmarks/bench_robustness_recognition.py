@@ -7,7 +7,7 @@ views held out. The stream is taught once clean and once with a fraction of its 
 corrupted (1 %, 5 %); each corrupt sample is one of (chosen uniformly, per sample):
 
 - **huge**: the features times 10⁴ (norm ≈ 1.6·10⁵), or every value 3·10³⁸ (finite float32:
-  the attack of issue 16), alternately;
+  absurd), alternately;
 - **scaled ×20**: norm ≈ 320, below ``max_feature_norm`` (1000) but 20 × the usual;
 - **wrong label**: the label of another object;
 - **NaN**: three values NaN;

@@ -1,4 +1,4 @@
-"""The nystrom_tuner's limits (issue 29): how fast hostile goals are answered, whether a burst is
+"""The nystrom_tuner's limits: how fast hostile goals are answered, whether a burst is
 answered in full, and what one huge message in a bag costs the tuner's memory.
 
 A ``nystrom_tuner`` process (``max_queued_goals`` 4, ``max_bags`` 1000) is sent, from a peer:
@@ -164,7 +164,7 @@ def main() -> None:
     ap.add_argument("--message-mb", type=int, default=256)
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "tuner-limits.md")
     args = ap.parse_args()
-    lines = ["# nystrom_tuner limits (issue 29)", "", describe_machine(), ""]
+    lines = ["# nystrom_tuner limits", "", describe_machine(), ""]
     with tempfile.TemporaryDirectory(prefix="bench_tuner_limits_") as tmp:
         root = Path(tmp)
         write_labeled_features(root / "good", X, LABELS)

@@ -2,7 +2,7 @@
 
 Measures the whole library path for 640×480 frames: sensor_msgs/Image (bgr8) → numpy RGB
 (`to_rgb8`) → centre crop + resize + normalise → EfficientNet-Lite0 → 1280-d features, one
-frame per call (the goal of issue 17: ≥ 60 images/s median), for fp32 and int8 (onnxruntime),
+frame per call (the goal: ≥ 60 images/s median), for fp32 and int8 (onnxruntime),
 1 and 2 threads, with torch for reference; the floor of each setting, measured in the same
 rounds, is the CNN alone (``session.run`` on a ready input tensor). Also: conversion and
 preprocessing alone, onnxruntime session options (graph optimization level, execution mode,
@@ -285,7 +285,7 @@ def speed_lines(m: dict) -> list[str]:
     lines = [
         f"Each setting: {m['rounds']} interleaved rounds of {m['seconds']:.1f} s; median and best round. "
         "Floor = the CNN alone (`session.run` on a ready 1×3×224×224 input) with the same session, "
-        "measured in the same rounds. Goal (issue 17): ≥ 60 images/s median, one by one.",
+        "measured in the same rounds. Goal: ≥ 60 images/s median, one by one.",
         "",
         "| precision | threads | images/s median | images/s best | CNN alone (floor) median "
         "| path / floor | ≥ 60? |",

@@ -52,7 +52,7 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
     } <= set(diag)
     for learner in ("object_recognition", "inverse_dynamics"):
         assert float(diag[learner]["model size [kB]"]) > 0
-    # The live prequential error, read back from the bag (issue 27): learning online, the node beat the
+    # The live prequential error, read back from the bag: learning online, the node beat the
     # URDF alone by far. (Not necessarily in the last windows: after the payload grasp, a contact the
     # quick demo's 8 s do not outlast, the online model learns nothing, and the window is not cleared
     # when the retrained model is swapped in.)
@@ -61,7 +61,7 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
     pairs = zip(live["mean_prequential_error"], live["mean_baseline_error"], strict=True)
     assert min(p / b for p, b in pairs if p >= 0 and b > 0) < 0.5, live
     assert "### Live prequential error" in report
-    # The pushes (issue 28 item 6): the quick demo pushes twice before the payload grasp (its model has
+    # The pushes: the quick demo pushes twice before the payload grasp (its model has
     # learned 5 s by then: thresholds near the 2.5 N m floor; the pushes give 5-10 N m or more).
     contact = dyn["contact"]
     assert len(contact["pushes"]) == 2 and contact["received"]["external_torque"] > dyn["answered"] // 2
@@ -139,7 +139,7 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
 
 
 def check_lifelong_loop(results: dict, diag: dict, report: str, out: Path) -> None:
-    """The cycle of the last phase (issue 27, item 5): after a heavier payload, inverse_dynamics'
+    """The cycle of the last phase: after a heavier payload, inverse_dynamics'
     drift alarm, then a goal the tuner sent itself (the demo sent none) on files closed after the
     alarm, the gate, and for a promoted candidate the shadow verdict by the node's rule."""
     loop = results["dynamics"]["lifelong_loop"]

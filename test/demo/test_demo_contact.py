@@ -1,4 +1,4 @@
-"""The demo's pushes and how they are scored (issue 28 item 6; no ROS, no nodes)."""
+"""The demo's pushes and how they are scored (no ROS, no nodes)."""
 
 from __future__ import annotations
 

@@ -174,7 +174,7 @@ def _assert_same_state(before, model):
 
 
 def test_finite_but_absurd_sample_changes_nothing(urdf):
-    """The glitch of issue 16: a velocity of 1e300 is finite, but its square overflows inside the
+    """A velocity of 1e300 is finite, but its square overflows inside the
     parametric rows; the update refuses it before either part changes."""
     m = SemiparametricInverseDynamics(urdf, JOINT_NAMES, n_features=30)
     q, qd, qdd = _states(m, 5)

@@ -24,7 +24,7 @@ def taught(n: int = 30, d: int = 8, scale: float = 3.0) -> tuple[IncrementalRLSC
 def test_absolute_bound_applies_from_the_first_sample_and_to_every_input():
     model, gate = IncrementalRLSC(), RecognitionGate(max_feature_norm=100.0)
     x = np.zeros(8)
-    x[0] = 3e38  # finite float32: the attack of issue 16
+    x[0] = 3e38  # finite float32, and absurd
     refusal = gate.check_labeled(x, "mug", model)
     assert refusal is not None and refusal.reason == "feature norm too large"
     assert "max_feature_norm = 100" in refusal.detail

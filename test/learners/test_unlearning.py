@@ -1,4 +1,4 @@
-"""Exact unlearning (issue 30, item 5): forget_class, unlearn, rename_class and undoing a teaching
+"""Exact unlearning: forget_class, unlearn, rename_class and undoing a teaching
 episode, each against the model retrained from scratch without the samples (relative difference of
 the decision function ≤ 1e-8, recoding on); refusals that change nothing; the kept samples bounded
 and stored in the model file; a downdate that loses positive definiteness rebuilt, never broken."""

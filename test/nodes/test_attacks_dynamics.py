@@ -1,4 +1,4 @@
-"""Attacks on the inverse_dynamics node's joint states, from another process (issue 16).
+"""Attacks on the inverse_dynamics node's joint states, from another process.
 
 One inverse_dynamics process (the Panda URDF, taught 80 clean joint states of a simulated Panda)
 serves every test of this module, in file order. Each test sends one kind of bad joint state and

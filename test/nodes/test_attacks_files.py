@@ -1,4 +1,4 @@
-"""Attacks on the learner nodes' files, from another process (issue 16, "Files", "Bounded loading").
+"""Attacks on the learner nodes' files, from another process.
 
 One object_recognition process (taught three classes, ``model_directory`` in the test's folder)
 serves every test of this module. Each test makes one kind of bad request on ``~/save_model``

@@ -1,4 +1,4 @@
-"""Attacks on the object_recognition node from another process, one test per class (issue 16).
+"""Attacks on the object_recognition node from another process, one test per class.
 
 One node process serves the module (:func:`node`, taught three classes, ``max_classes`` = 3).
 Every test sends one class of bad input and checks that the node is alive (it answers a

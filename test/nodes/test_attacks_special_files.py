@@ -1,4 +1,4 @@
-"""Special files named to a learner, across processes (issue 29, item 3).
+"""Special files named to a learner, across processes.
 
 ``~/load_model`` on a FIFO inside ``model_directory`` froze the whole learner: the file was read
 whole for its key before any is-a-file check, so the service waited for a writer that never came,

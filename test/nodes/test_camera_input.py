@@ -1,4 +1,4 @@
-"""Camera input that arrives (issue 14): best-effort camera frames from another process reach the
+"""Camera input that arrives: best-effort camera frames from another process reach the
 feature_extractor, which runs in its own process through its entry point on the shipped
 config/feature_extractor.yaml, and are answered on ``features``.
 
@@ -12,7 +12,7 @@ the peer. Without it, frames of this size were 1 of 40 delivered here (0 of 20 a
 One node process serves every raw case; the compressed case gets its own (the transport is
 read-only), started after the raw one is stopped.
 
-Frames lost in transport (issue 29, item 11): a camera process started WITHOUT the profile sends
+Frames lost in transport: a camera process started WITHOUT the profile sends
 640x480 rgb8 frames that mostly never arrive (3 of 69 in the report, 0 of 40 here); the
 middleware reports them lost to the node's reader, and the node says so at WARN within seconds,
 in its log and its diagnostics, with the remedy (the profile on the sender, or compressed

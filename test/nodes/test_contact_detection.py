@@ -1,4 +1,4 @@
-"""Contact detection of the inverse_dynamics node in its own process (issue 28, "done when").
+"""Contact detection of the inverse_dynamics node in its own process.
 
 The node learns 4 s of a simulated Panda's free motion (100 Hz joint states), then the measured
 effort of one joint carries a step external torque for 0.3 s: the step is flagged on ``contact``

@@ -1,4 +1,4 @@
-"""A model file over ``max_model_bytes`` on ``model_data_topic`` (issue 29 item 6), from another process.
+"""A model file over ``max_model_bytes`` on ``model_data_topic``, from another process.
 
 An object_recognition process with ``max_model_bytes`` 1 MiB is sent a 64 MiB ModelFile of its own
 kind (a correct SHA-256: only its size is wrong). It must be refused from the message's header and

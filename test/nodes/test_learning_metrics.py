@@ -1,6 +1,6 @@
 """~/learning_metrics of both learner nodes, each in its own process on a real DDS graph: the live
 prequential error of inverse_dynamics falls below the URDF's alone as it learns simulated Panda
-motion; object_recognition reports per-class error rates on taught samples (issue 27, item 1); both
+motion; object_recognition reports per-class error rates on taught samples; both
 report the batch objective of everything their model learned beside it."""
 
 import time

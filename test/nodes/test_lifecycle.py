@@ -1,4 +1,4 @@
-"""Learner nodes are managed (lifecycle) nodes (issue 14): with ``autostart`` false an
+"""Learner nodes are managed (lifecycle) nodes: with ``autostart`` false an
 object_recognition process waits unconfigured; a lifecycle manager's transitions over
 ``~/change_state`` configure it (the model services appear), activate it (features answered),
 deactivate it (features ignored, counted, model kept) and clean it up (final checkpoint, model

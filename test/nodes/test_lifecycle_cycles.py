@@ -1,5 +1,5 @@
-"""Lifecycle transitions are reversible any number of times, and a finalized node serves nothing
-(issue 29, items 4 and 10), across processes.
+"""Lifecycle transitions are reversible any number of times, and a finalized node serves nothing,
+across processes.
 
 Each learner node, in a process of its own with ``autostart``, learns, is taken through five
 deactivate → cleanup → configure → activate cycles by a lifecycle manager's ``~/change_state``,

@@ -1,4 +1,4 @@
-"""Models over ROS (issue 13 item 4), learner side: a model file crosses from the test process to a
+"""Models over ROS, learner side: a model file crosses from the test process to a
 node process as lifelong_learning/ModelFile bytes, with no shared path (the file is written
 outside the node's model_directory, read and deleted before it is published), and is loaded; a
 wrong checksum, another feature size, another robot's joints or kinematics are refused with a

@@ -1,4 +1,4 @@
-"""The nystrom_tuner node's ~/tune action across processes (issue 13): goals checked before they are
+"""The nystrom_tuner node's ~/tune action across processes: goals checked before they are
 accepted, feedback, a queue, cancel at any time without a file left behind, the URDF from
 robot_description, and the promotion gate: a better model reaches an object_recognition node in
 another process as bytes (no shared path, no path announcement), a worse one never does. A model

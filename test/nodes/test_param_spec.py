@@ -1,4 +1,4 @@
-"""ParamSpec ranges with "0 or at least m" (issue 29, item 7), ClockResets and counts of several
+"""ParamSpec ranges with "0 or at least m", ClockResets and counts of several
 rejections at once: the rules, without a graph (one test creates a node in this process)."""
 
 from __future__ import annotations

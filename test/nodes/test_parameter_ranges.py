@@ -1,4 +1,4 @@
-"""Absurd periods and rates are refused at run time as at start (issue 29, item 7).
+"""Absurd periods and rates are refused at run time as at start.
 
 ``diagnostics_period_s: 1e-9`` set at run time made a node publish ~1,700 diagnostics a second at
 75-95 % of a core; ``learn_max_hz``, ``learning_period_s`` and ``checkpoint_interval_s`` took

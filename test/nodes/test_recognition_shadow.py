@@ -1,5 +1,5 @@
 """Shadow evaluation, canary and drift alarm of object_recognition in its own process on a real DDS
-graph (issue 27, items 2-4), taught LabeledFeatures of three Gaussian class clusters streamed by the
+graph, taught LabeledFeatures of three Gaussian class clusters streamed by the
 test: a model learned from permuted labels, sent as tuned_model_data with shadow off, is swapped in
 at once; with shadow on, a better model (learned from other samples of the true clusters) is
 promoted after its window, a worse one (permuted labels) is never served (~/predict answers and the

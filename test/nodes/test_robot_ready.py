@@ -1,5 +1,5 @@
 """The inverse_dynamics node on a robot's ordinary inputs, from another process, on the shipped
-config file (issue 14): the default ``joint_names`` with arm-only joint states (the gripper's on
+config file: the default ``joint_names`` with arm-only joint states (the gripper's on
 the same topic, in messages of their own), torques for a controller as Float64MultiArray, a 5 s
 jump back in the stamps, diagnostics named with the node's namespace and their levels, and
 parameter changes that are refused with a reason.

@@ -1,7 +1,7 @@
-"""~/rollback across processes (issue 13 item 3): an object_recognition process keeps the model
+"""~/rollback across processes: an object_recognition process keeps the model
 that a ~/reset or a hot reload replaces, ~/rollback brings it back with exactly the predictions it
 had, two rollbacks go two steps back, the history holds at most keep_previous_models (and the model
-learned here, pinned beyond them: issue 29 item 8), the model a rollback replaced comes back with
+learned here, pinned beyond them), the model a rollback replaced comes back with
 ~/load_model, and with nothing to roll back to the answer says why and nothing changes."""
 
 from __future__ import annotations

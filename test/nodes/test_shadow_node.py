@@ -1,5 +1,5 @@
 """Shadow evaluation and canary of inverse_dynamics in its own process on a real DDS graph, fed
-simulated Panda motion (MuJoCo) as joint states (issue 27, items 2 and 3): a worse candidate
+simulated Panda motion (MuJoCo) as joint states: a worse candidate
 (learned from sign-flipped torques) sent as tuned_model_data is never served and is dropped after
 its shadow window; a better one (learned from more of the robot's motion) is swapped in after its
 window; after a forced swap to a worse model (shadow off at run time), the node rolls back by

@@ -1,4 +1,4 @@
-"""The inverse_dynamics node under ``use_sim_time`` when the simulator resets (issue 14, "Time").
+"""The inverse_dynamics node under ``use_sim_time`` when the simulator resets.
 
 A peer in this process plays a simulator: it publishes ``/clock`` and joint states stamped with
 that clock, at 100 Hz paced in real time. Then it resets: the clock and the stamps go back 5 s,
@@ -8,7 +8,7 @@ and keep what it had learned.
 
 A reset whose time then alternates between two ``/clock`` publishers (the simulator restarted
 while the old one still runs, a bag played with ``--clock`` beside a simulator) jumps back at
-every other tick: it is one reset, logged once (issue 29, item 10: 102 lines before).
+every other tick: it is one reset, logged once (not once per jump).
 """
 
 from __future__ import annotations

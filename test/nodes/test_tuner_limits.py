@@ -1,4 +1,4 @@
-"""The nystrom_tuner's limits across processes (issue 29, items 1, 2, 5 and 9): no goal can wedge,
+"""The nystrom_tuner's limits across processes: no goal can wedge,
 freeze or silently stop it. Special files anywhere a goal names a path (a FIFO URDF, /dev/zero, a
 FIFO metadata.yaml or storage file, FIFO models) are refused at once and counted, and the node keeps
 serving; a burst of 100 goals gets 100 answers with the queue bound held exactly; a goal naming

@@ -1,6 +1,5 @@
 """Bytes that are no message of the topic's type are refused and counted on every input stream
-(issue 29, item 10: a raw malformed ``Features`` CDR message was not counted, the
-``LabeledFeatures`` one was).
+(a raw malformed ``Features`` CDR message as well as a ``LabeledFeatures`` one).
 
 rclpy drops a sample it cannot deserialize without a word (its sequence number only leaves a gap
 behind it). Every input stream of every node now takes the serialized bytes and decodes them

@@ -1,4 +1,4 @@
-"""Undoing teaching across processes (issue 30, item 5): an object_recognition process taught a
+"""Undoing teaching across processes: an object_recognition process taught a
 wrong episode unlearns it through ~/undo_teaching and answers exactly as before it; ~/rollback
 undoes the undo; ~/rename_class and ~/forget_class change the classes as retraining would; bad
 requests are refused with a clear message, counted, and change nothing."""

@@ -1,6 +1,6 @@
 """Exact objectives: autodiff gradients vs finite differences; stochastic → exact as t grows;
 tune() improves held-out error and returns a fitted model, and gives bit for bit what the
-single-function tune() gave before it was split (issue 11)."""
+single-function tune() gave before it was split."""
 
 import math
 

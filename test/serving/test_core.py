@@ -144,7 +144,7 @@ def test_reload_refuses_a_fifo_or_a_device_at_once(tmp_path):
 
 def test_an_announced_fifo_or_device_is_refused_at_once(tmp_path):
     """The same on model_topic: the announced path is opened once, only when regular, for its kind
-    and its SHA-256 (issue 29 item 3)."""
+    and its SHA-256."""
     core = make_core(tmp_path, allow_outside=True)
     serving = core.model
     (tmp_path / "models").mkdir()

@@ -1,6 +1,6 @@
 """ModelHistory: previous models written atomically in order, pruned beyond keep, others untouched;
 what is kept cannot be flushed by what is worthless (an untrained model, one kept already), and the
-model learned here is pinned beyond keep (issue 29 item 8)."""
+model learned here is pinned beyond keep."""
 
 from __future__ import annotations
 

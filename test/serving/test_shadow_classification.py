@@ -1,5 +1,5 @@
 """Shadow evaluation and canary of a classifier (serving/shadow.py's ClassificationScores), with real
-IncrementalRLSC learners on Gaussian class clusters (issue 27, items 2-4 for object_recognition): the
+IncrementalRLSC learners on Gaussian class clusters (as object_recognition uses them): the
 error compared is the error rate over the trial's taught samples, each predicted by both models
 before either learns it; a model in a trial that cannot take a sample fails with its reason."""
 
