@@ -40,10 +40,11 @@ GOALS = {"15": 85.0, "50": 70.0, "auroc": 0.9, "flagged": 50.0}
 LEAD_IN = 5
 
 
-def room_features(seed: int, rooms: int) -> dict[str, np.ndarray]:
-    """``{"test", "new"}``: float64 ``(rooms, objects, TEST, d)`` raw features of every object shown in
-    test rooms ``1..rooms`` (room 0 is the world's own test room), cached."""
-    name = f"showing-rooms-features-efficientnet-lite0-int8-{TAUGHT}+{NEW}x{TEST}-rooms{rooms}-seed{seed}.npz"
+def room_features(seed: int, rooms: int, precision: str = "int8") -> dict[str, np.ndarray]:
+    """``{"test", "new"}``: float64 ``(rooms, objects, TEST, d)`` features of every object shown in test
+    rooms ``1..rooms`` (room 0 is the world's own test room), as the node publishes them; cached."""
+    world = f"{TAUGHT}+{NEW}x{TEST}-rooms{rooms}-seed{seed}"
+    name = f"showing-rooms-features-efficientnet-lite0-{precision}-{world}.npz"
     cache = ROOT / "runs" / "bench_cache" / name
     if not cache.is_file():
         from lifelong_learning.vision import FeatureExtractor
@@ -57,7 +58,7 @@ def room_features(seed: int, rooms: int) -> dict[str, np.ndarray]:
                         renderer, index, "test", TEST, seed=seed, lead_in=LEAD_IN, room_index=r + 1
                     )
                     crops[r, index] = motion_crops(frames, LEAD_IN)
-        extractor = FeatureExtractor(backend="onnxruntime", num_threads=1, precision="int8")
+        extractor = FeatureExtractor(backend="onnxruntime", num_threads=1, precision=precision)
         X = extractor.extract_batch(crops.reshape(-1, *crops.shape[3:])).reshape(*crops.shape[:3], -1)
         print(
             f"seed {seed}: {rooms} more test rooms rendered, cut and read in {time.perf_counter() - t0:.0f} s"
@@ -75,11 +76,11 @@ def _showings(model, showings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return answers, novelty.mean(axis=1)
 
 
-def one_seed(seed: int, rooms: int, objects: list[int], asked: bool = True) -> dict:
+def one_seed(seed: int, rooms: int, objects: list[int], asked: bool = True, precision: str = "int8") -> dict:
     from sklearn.metrics import roc_auc_score
 
-    X = published({**features(seed), **pasted_features(seed)})
-    extra = room_features(seed, rooms)
+    X = published({**features(seed, precision=precision), **pasted_features(seed, precision)})
+    extra = room_features(seed, rooms, precision)
     test = np.concatenate([X["test"][None], extra["test"]])  # (rooms + 1, objects, frames, d)
     new = np.concatenate([X["new"][None], extra["new"]])
     order = np.random.default_rng([seed, 31]).permutation(TAUGHT)
@@ -152,14 +153,17 @@ def markdown(results: list[dict], seconds: float, args: argparse.Namespace) -> s
     sizes = [str(n) for n in args.objects]
     seeds = " ".join(str(r["seed"]) for r in results)
     first = results[0][sizes[0]]
+    precision = "" if args.precision == "int8" else f" --precision {args.precision}"
     lines = [
         f'# Recognition per showing and "I don\'t know", on {args.rooms + 1} test rooms per object',
         "",
         "Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_recognition_rooms.py "
-        f"--seeds {seeds} --rooms {args.rooms}`  ",
+        f"--seeds {seeds} --rooms {args.rooms}{precision}`  ",
         f"Machine: {describe_machine()}. {provenance_line()}. Total time {seconds:.0f} s.",
         "",
-        "The world, the teaching (150 frames of each object with their pasted copies, to the node's "
+        f"EfficientNet-Lite0 {args.precision} features"
+        + (" (the node's default)" if args.precision == "int8" else " (the node's default is int8)")
+        + ". The world, the teaching (150 frames of each object with their pasted copies, to the node's "
         "default learner) and the first test room are those of "
         "[recognition-showing.md](recognition-showing.md); every object, taught or never taught, is "
         f"shown in {args.rooms} more test rooms ({TEST} frames each): at {sizes[0]} objects "
@@ -260,15 +264,24 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
     ap.add_argument("--objects", type=int, nargs="+", default=[15, 50])
     ap.add_argument("--rooms", type=int, default=3, help="test rooms per object beyond the world's own")
-    ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/recognition-rooms.md"))
+    ap.add_argument(
+        "--precision",
+        choices=("int8", "fp32"),
+        default="int8",
+        help="the features' precision (feature_extractor's precision; the node's default: int8)",
+    )
+    ap.add_argument("--out", help="default: docs/benchmarks/recognition-rooms.md (-fp32.md for fp32)")
     ap.add_argument("--no-report", action="store_true", help="fill the caches and print, write nothing")
     ap.add_argument("--no-asking", dest="asking", action="store_false", help="skip the asking table")
     args = ap.parse_args()
     if args.rooms < 1 or min(args.objects) < 2 or max(args.objects) > TAUGHT:
         ap.error(f"--rooms must be >= 1 and --objects between 2 and {TAUGHT}")
+    if args.out is None:
+        suffix = "" if args.precision == "int8" else f"-{args.precision}"
+        args.out = str(ROOT / f"docs/benchmarks/recognition-rooms{suffix}.md")
     run_seeds(
         args.seeds,
-        lambda seed: one_seed(seed, args.rooms, args.objects, args.asking),
+        lambda seed: one_seed(seed, args.rooms, args.objects, args.asking, args.precision),
         lambda r, s: markdown(r, s, args),
         None if args.no_report else args.out,
     )

@@ -99,18 +99,18 @@ def features(
         return {k: f[k].astype(np.float64) for k in f.files}
 
 
-def pasted_features(seed: int) -> dict[str, np.ndarray]:
+def pasted_features(seed: int, precision: str = "int8") -> dict[str, np.ndarray]:
     """``{"pasted": (objects, frames, d) float64, "copied": (objects, frames) bool}``: the features of
     each teaching frame pasted onto a room seen before (showing_world.pasted_world, the node's
     ``paste_copies: 1``), and whether the node pastes that frame at all (cached)."""
-    name = f"showing-pasted-features-efficientnet-lite0-int8-{TAUGHT}+{NEW}x{TEACH}-seed{seed}.npz"
+    name = f"showing-pasted-features-efficientnet-lite0-{precision}-{TAUGHT}+{NEW}x{TEACH}-seed{seed}.npz"
     cache = ROOT / "runs" / "bench_cache" / name
     if not cache.is_file():
         from lifelong_learning.vision import FeatureExtractor
 
         crops = pasted_world(seed, TAUGHT, NEW, TEACH)
         copied = np.any(crops != world(seed, TAUGHT, NEW, TEACH, TEST).teach, axis=(2, 3, 4))
-        extractor = FeatureExtractor(backend="onnxruntime", num_threads=1, precision="int8")
+        extractor = FeatureExtractor(backend="onnxruntime", num_threads=1, precision=precision)
         X = extractor.extract_batch(crops.reshape(-1, *crops.shape[2:])).reshape(*crops.shape[:2], -1)
         np.savez(cache, pasted=X, copied=copied)
     with np.load(cache) as f:
