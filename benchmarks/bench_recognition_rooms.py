@@ -76,6 +76,26 @@ def _showings(model, showings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return answers, novelty.mean(axis=1)
 
 
+def hues(seed: int) -> np.ndarray:
+    """The palette colour (an index into ``sim.objects.PALETTE``) of each object of the seed's catalogue."""
+    from lifelong_learning.sim.objects import PALETTE, object_catalog
+
+    colours = np.array([spec.rgba[:3] for spec in object_catalog(TAUGHT + NEW, seed)])
+    return np.argmin(((colours[:, None, :] - PALETTE[None]) ** 2).sum(axis=-1), axis=1)
+
+
+def same_colour(
+    hue: np.ndarray, taught: np.ndarray, shown: np.ndarray, named: np.ndarray
+) -> tuple[float, float]:
+    """Of showings of objects ``shown`` named as objects ``named`` (catalogue indices), the share (%)
+    named as an object of the colour of the one shown, and that share by chance: the taught objects
+    of that colour (other than the one shown) among the taught ones it could be taken for."""
+    if shown.size == 0:
+        return float("nan"), float("nan")
+    chance = [np.mean(hue[taught[taught != o]] == hue[o]) for o in shown]
+    return 100.0 * float(np.mean(hue[named] == hue[shown])), 100.0 * float(np.mean(chance))
+
+
 def one_seed(seed: int, rooms: int, objects: list[int], asked: bool = True, precision: str = "int8") -> dict:
     from sklearn.metrics import roc_auc_score
 
@@ -84,6 +104,7 @@ def one_seed(seed: int, rooms: int, objects: list[int], asked: bool = True, prec
     test = np.concatenate([X["test"][None], extra["test"]])  # (rooms + 1, objects, frames, d)
     new = np.concatenate([X["new"][None], extra["new"]])
     order = np.random.default_rng([seed, 31]).permutation(TAUGHT)
+    hue = hues(seed)
     out: dict = {"seed": seed}
     for n in objects:
         taught = order[:n]
@@ -94,8 +115,19 @@ def one_seed(seed: int, rooms: int, objects: list[int], asked: bool = True, prec
         answers, known_novelty = _showings(model, known)
         right = classes[answers] == truth
         frames = model.predict(known.reshape(-1, known.shape[-1])).reshape(known.shape[:2])
-        _, new_novelty = _showings(model, new.reshape(-1, TEST, new.shape[-1]))
+        new_answers, new_novelty = _showings(model, new.reshape(-1, TEST, new.shape[-1]))
         y = np.r_[np.zeros(known_novelty.size), np.ones(new_novelty.size)]
+        threshold = float(np.quantile(known_novelty, ANSWERED))
+        passed = new_novelty <= threshold  # never taught, and answered with a name
+        new_shown = np.tile(np.arange(TAUGHT, TAUGHT + NEW), rooms + 1)
+        colour = {
+            "never taught": same_colour(
+                hue, taught, new_shown[passed], classes[new_answers[passed]].astype(int)
+            ),
+            "taught": same_colour(
+                hue, taught, truth[~right].astype(int), classes[answers[~right]].astype(int)
+            ),
+        }
         out[str(n)] = {
             "per frame %": 100.0 * float(np.mean(frames == truth[:, None])),
             "per showing %": 100.0 * float(np.mean(right)),
@@ -105,7 +137,12 @@ def one_seed(seed: int, rooms: int, objects: list[int], asked: bool = True, prec
                 roc_auc_score(np.r_[np.zeros(n), np.ones(NEW)], np.r_[known_novelty[:n], new_novelty[:NEW]])
             ),
             "flagged %": 100.0 * float(np.mean(new_novelty > np.quantile(known_novelty, ANSWERED))),
-            "threshold": float(np.quantile(known_novelty, ANSWERED)),
+            "threshold": threshold,
+            "never taught answered %": 100.0 * float(np.mean(passed)),
+            "never taught answered: named as the same colour %": colour["never taught"][0],
+            "never taught answered: the same colour by chance %": colour["never taught"][1],
+            "taught named wrongly: as the same colour %": colour["taught"][0],
+            "taught named wrongly: the same colour by chance %": colour["taught"][1],
             "taught answered at the node's threshold %": 100.0
             * float(np.mean(known_novelty <= NOVELTY_THRESHOLD)),
             "flagged at the node's threshold %": 100.0 * float(np.mean(new_novelty > NOVELTY_THRESHOLD)),
@@ -147,6 +184,37 @@ def _asking_finding(results: list[dict]) -> str:
         f"with {mean(everything, 'labels'):.0f}; the goal, the same accuracy with at most half the labels: "
         f"{'reached' if reached else 'not reached'}."
     )
+
+
+def _colour_table(results: list[dict], sizes: list[str]) -> list[str]:
+    """What the mistakes are named as: an object of the same colour (the catalogue's palette), against
+    chance."""
+    lines = [
+        "",
+        "## What the mistakes are taken for: an object of the same colour",
+        "",
+        "The objects are painted in one of six palette colours (`sim/objects.py`); every never-taught "
+        "object is a `random_urdfs` blob. Of the never-taught showings answered with a name (novelty "
+        f"at or below the threshold that answers {100 * ANSWERED:.0f} % of the taught ones), and of the "
+        "taught showings named wrongly: the share named as an object of their own colour, against "
+        "that share by chance (the taught objects of that colour among those it could be taken for). "
+        "All rooms, mean over seeds.",
+        "",
+        "| objects | never taught answered % | of them, named as the same colour % | by chance % "
+        "| taught named wrongly: as the same colour % | by chance % |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    keys = (
+        "never taught answered %",
+        "never taught answered: named as the same colour %",
+        "never taught answered: the same colour by chance %",
+        "taught named wrongly: as the same colour %",
+        "taught named wrongly: the same colour by chance %",
+    )
+    for n in sizes:
+        cells = [f"{np.nanmean([r[n][k] for r in results]):.1f}" for k in keys]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def markdown(results: list[dict], seconds: float, args: argparse.Namespace) -> str:
@@ -231,6 +299,8 @@ def markdown(results: list[dict], seconds: float, args: argparse.Namespace) -> s
             f"| {n} | {t[0]:.3f} ({t[1]:.3f}–{t[2]:.3f}) | {a[0]:.1f} ({a[1]:.1f}–{a[2]:.1f}) "
             f"| {f[0]:.1f} ({f[1]:.1f}–{f[2]:.1f}) |"
         )
+    if "never taught answered %" in first:
+        lines += _colour_table(results, sizes)
     if "asking" in results[0]:
         lines += asking_table(
             results,
