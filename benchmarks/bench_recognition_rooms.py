@@ -1,6 +1,7 @@
 """Recognition per showing and "I don't know", judged on four test rooms per object instead of one.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_recognition_rooms.py [--seeds 0 1 2 3 4 5] [--rooms 3]
+        [--precision int8|fp32]
 
 ``bench_recognition_showing.py`` tests each object in one room: at 15 objects a seed has 15 taught
 test showings (one is 6.7 points) and 10 never-taught ones, and its seeds spread 66.7-100 % per
@@ -11,7 +12,10 @@ same teaching, with pasted copies, to the node's default learner; the same first
 has four times the test showings. Reported per seed and as means: per frame and per showing (the
 node's rule, ``mean_proba``) at 15 and 50 objects, in the first room alone and in all; the novelty's
 AUROC per showing (the node's score, ``confidence``, the mean over the showing's frames) and the share
-of never-taught showings flagged at the threshold that answers 95 % of the taught ones.
+of never-taught showings flagged at the threshold that answers 95 % of the taught ones; and what the
+mistakes are taken for: the share of never-taught showings answered with a name, and of taught ones
+named wrongly, named as an object of their own palette colour, against chance. ``--precision fp32``:
+the same with fp32 features (the node's default is int8), written to ``recognition-rooms-fp32.md``.
 
 The extra rooms' crops and features are cached under ``runs/bench_cache/`` (about 2.5 min a seed
 to render and cut); the world's own caches are those of ``bench_recognition_showing.py``.

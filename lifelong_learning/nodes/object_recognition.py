@@ -566,13 +566,12 @@ class ObjectRecognitionNode(LearnerNode):
             def keep() -> None:
                 self._gone([old])
                 self.gone_classes.pop(new, None)
+                self.desk.relabel(old, new)  # its showings' copies still to come: learned as the new name
 
             note = f"renamed class {old!r} to {new!r}" + (" (merged into the known class)" if merged else "")
             return note, keep
 
         response.success, response.message = self._edit("~/rename_class", "rename", rename)
-        if response.success:
-            self.desk.relabel(old, new)  # its showings' copies still to come are learned as the new name
         return response
 
     def reload(self, path: Any, digest: str | None = None) -> Outcome:

@@ -353,7 +353,8 @@ class ServingCore:
         from it is a refusal: ``Outcome(False, why)``, nothing changed. ``why`` names the edit in the
         history (``[a-z]+``). What the serving model learned here carries over (:attr:`learned`).
         ``before_swap`` (what the caller keeps about the edit) runs under the lock in the swap's step,
-        after the serving model was kept: never for an edit refused or not kept.
+        after the serving model was written to the history (when it is kept): never for an edit
+        refused, nor for one whose serving model could not be written.
         """
         with self._replace_lock, self.lock:
             if self.model is None:
