@@ -3,7 +3,10 @@
 Isolation of graph tests: the whole test session runs on one random ROS_DOMAIN_ID (0-101)
 with discovery limited to localhost, set before anything imports rclpy, and inherited by
 the node processes the tests start, so that parallel runs and robots on the network never
-see each other.
+see each other. Under ``pytest -n N`` (pytest-xdist, as ``make test`` runs it) each worker takes
+the next domain after the session's (``gw0`` the session's, ``gw1`` the next, ...), so that two
+tests running at once never see each other's nodes either; Fast DDS's shared memory of ended
+processes is cleaned by the controlling process only, before the workers start and after they end.
 
 Tests must exercise the *built* package (with its generated ``lifelong_learning.msg``), not
 the source tree: with ``LL_REQUIRE_INSTALLED=1`` (set by ``make test``) the session fails at
@@ -37,6 +40,13 @@ from lifelong_learning.nodes.supervisor import NodeProcess, node_command, stop_a
 from lifelong_learning.retraining.job import TuningJob
 
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(0, 101)))
+# pytest-xdist's worker id ("gw0", "gw1", ...), None in a run without workers or in the controller
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER is not None:
+    # the controller's domain, inherited, is the base: one domain a worker
+    os.environ.setdefault("LL_TEST_DOMAIN_BASE", os.environ["ROS_DOMAIN_ID"])
+    _index = int(_WORKER.removeprefix("gw"))
+    os.environ["ROS_DOMAIN_ID"] = str((int(os.environ["LL_TEST_DOMAIN_BASE"]) + _index) % 102)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 os.environ["PYTHONFAULTHANDLER"] = "1"  # a node process that hangs can be asked for its stacks (SIGABRT)
@@ -95,11 +105,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"lifelong_learning imported from {where}, not from a colcon install space: "
             "source install/setup.bash and run the `pytest` executable from the venv"
         )
-    session.config.stash[_SHM_CLEANED_AT_START] = clean_dead_shared_memory()  # earlier sessions'
+    if _WORKER is None:  # a worker's cleaning could take the files of another worker's starting node
+        session.config.stash[_SHM_CLEANED_AT_START] = clean_dead_shared_memory()  # earlier sessions'
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    session.config.stash[_SHM_CLEANED] = clean_dead_shared_memory()
+    if _WORKER is None:
+        session.config.stash[_SHM_CLEANED] = clean_dead_shared_memory()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` first (stable sort, the others in their order): under
+    ``pytest -n N`` a long test started last would leave the other workers idle at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -114,7 +132,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
     return [
         f"lifelong_learning from {Path(lifelong_learning.__file__).parent}",
-        f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST",
+        f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST"
+        + (" (each worker of pytest -n: the next ones)" if config.getoption("numprocesses", None) else ""),
     ]
 
 

@@ -46,3 +46,19 @@ def test_env_sh_then_the_generated_interfaces_import(folder, tmp_path):
     where = Path(out.stdout.strip().splitlines()[-1])
     # from the root the checkout's modules are used, with the generated interfaces of the build
     assert (where.parent == REPO / "lifelong_learning") == (folder == "root")
+
+
+def test_each_test_worker_has_a_ros_domain_of_its_own():
+    """Under ``pytest -n N`` (``make test``) worker ``gwK`` runs on the session's domain plus K, so
+    that two graph tests running at once never discover each other's nodes; alone, the session's."""
+    domain = int(os.environ["ROS_DOMAIN_ID"])
+    assert 0 <= domain <= 101
+    assert os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        assert "LL_TEST_DOMAIN_BASE" not in os.environ
+    else:
+        base = int(os.environ["LL_TEST_DOMAIN_BASE"])
+        assert domain == (base + int(worker.removeprefix("gw"))) % 102
+        others = {(base + k) % 102 for k in range(int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))} - {domain}
+        assert domain not in others and len(others) == int(os.environ["PYTEST_XDIST_WORKER_COUNT"]) - 1

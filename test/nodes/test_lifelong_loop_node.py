@@ -120,6 +120,7 @@ def tuner_argv(models: Path, bags: Path, urdf: str) -> list[str]:
     )
 
 
+@pytest.mark.slow
 def test_forgeries_start_nothing_and_the_learners_own_drift_retrains_from_the_recorders_files(
     executor, start_process, tmp_path
 ):
