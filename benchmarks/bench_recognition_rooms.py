@@ -1,7 +1,7 @@
 """Recognition per showing and "I don't know", judged on four test rooms per object instead of one.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_recognition_rooms.py [--seeds 0 1 2 3 4 5] [--rooms 3]
-        [--precision int8|fp32]
+        [--precision int8|fp32] [--copies 1|2|3]
 
 ``bench_recognition_showing.py`` tests each object in one room: at 15 objects a seed has 15 taught
 test showings (one is 6.7 points) and 10 never-taught ones, and its seeds spread 66.7-100 % per
@@ -16,6 +16,8 @@ of never-taught showings flagged at the threshold that answers 95 % of the taugh
 mistakes are taken for: the share of never-taught showings answered with a name, and of taught ones
 named wrongly, named as an object of their own palette colour, against chance. ``--precision fp32``:
 the same with fp32 features (the node's default is int8), written to ``recognition-rooms-fp32.md``.
+``--copies N``: each taught frame pasted onto N rooms seen before instead of one (feature_extractor's
+``paste_copies``), written to ``recognition-rooms-copiesN.md``.
 
 The extra rooms' crops and features are cached under ``runs/bench_cache/`` (about 2.5 min a seed
 to render and cut); the world's own caches are those of ``bench_recognition_showing.py``.
@@ -102,10 +104,12 @@ def same_colour(
     return 100.0 * float(np.mean(hue[named] == hue[shown])), 100.0 * float(np.mean(chance))
 
 
-def one_seed(seed: int, rooms: int, objects: list[int], asked: bool = True, precision: str = "int8") -> dict:
+def one_seed(
+    seed: int, rooms: int, objects: list[int], asked: bool = True, precision: str = "int8", copies: int = 1
+) -> dict:
     from sklearn.metrics import roc_auc_score
 
-    X = published({**features(seed, precision=precision), **pasted_features(seed, precision)})
+    X = published({**features(seed, precision=precision), **pasted_features(seed, precision, copies)})
     extra = room_features(seed, rooms, precision)
     test = np.concatenate([X["test"][None], extra["test"]])  # (rooms + 1, objects, frames, d)
     new = np.concatenate([X["new"][None], extra["new"]])
@@ -227,7 +231,9 @@ def markdown(results: list[dict], seconds: float, args: argparse.Namespace) -> s
     sizes = [str(n) for n in args.objects]
     seeds = " ".join(str(r["seed"]) for r in results)
     first = results[0][sizes[0]]
-    precision = "" if args.precision == "int8" else f" --precision {args.precision}"
+    precision = ("" if args.precision == "int8" else f" --precision {args.precision}") + (
+        "" if args.copies == 1 else f" --copies {args.copies}"
+    )
     lines = [
         f'# Recognition per showing and "I don\'t know", on {args.rooms + 1} test rooms per object',
         "",
@@ -237,8 +243,13 @@ def markdown(results: list[dict], seconds: float, args: argparse.Namespace) -> s
         "",
         f"EfficientNet-Lite0 {args.precision} features"
         + (" (the node's default)" if args.precision == "int8" else " (the node's default is int8)")
-        + ". The world, the teaching (150 frames of each object with their pasted copies, to the node's "
-        "default learner) and the first test room are those of "
+        + ". The world, the teaching (150 frames of each object with "
+        + (
+            "their pasted copies"
+            if args.copies == 1
+            else f"{args.copies} pasted copies of each (`paste_copies`)"
+        )
+        + ", to the node's default learner) and the first test room are those of "
         "[recognition-showing.md](recognition-showing.md); every object, taught or never taught, is "
         f"shown in {args.rooms} more test rooms ({TEST} frames each): at {sizes[0]} objects "
         f"{first['test showings']} taught and {first['never-taught showings']} never-taught test "
@@ -346,18 +357,30 @@ def main() -> None:
         default="int8",
         help="the features' precision (feature_extractor's precision; the node's default: int8)",
     )
-    ap.add_argument("--out", help="default: docs/benchmarks/recognition-rooms.md (-fp32.md for fp32)")
+    ap.add_argument(
+        "--copies",
+        type=int,
+        choices=(1, 2, 3),
+        default=1,
+        help="pasted copies of each taught frame (feature_extractor's paste_copies; the node's default: 1)",
+    )
+    ap.add_argument(
+        "--out",
+        help="default: docs/benchmarks/recognition-rooms.md (-fp32.md for fp32, -copiesN.md for N copies)",
+    )
     ap.add_argument("--no-report", action="store_true", help="fill the caches and print, write nothing")
     ap.add_argument("--no-asking", dest="asking", action="store_false", help="skip the asking table")
     args = ap.parse_args()
     if args.rooms < 1 or min(args.objects) < 2 or max(args.objects) > TAUGHT:
         ap.error(f"--rooms must be >= 1 and --objects between 2 and {TAUGHT}")
     if args.out is None:
-        suffix = "" if args.precision == "int8" else f"-{args.precision}"
+        suffix = ("" if args.precision == "int8" else f"-{args.precision}") + (
+            "" if args.copies == 1 else f"-copies{args.copies}"
+        )
         args.out = str(ROOT / f"docs/benchmarks/recognition-rooms{suffix}.md")
     run_seeds(
         args.seeds,
-        lambda seed: one_seed(seed, args.rooms, args.objects, args.asking, args.precision),
+        lambda seed: one_seed(seed, args.rooms, args.objects, args.asking, args.precision, args.copies),
         lambda r, s: markdown(r, s, args),
         None if args.no_report else args.out,
     )

@@ -99,34 +99,42 @@ def features(
         return {k: f[k].astype(np.float64) for k in f.files}
 
 
-def pasted_features(seed: int, precision: str = "int8") -> dict[str, np.ndarray]:
+def pasted_features(seed: int, precision: str = "int8", copies: int = 1) -> dict[str, np.ndarray]:
     """``{"pasted": (objects, frames, d) float64, "copied": (objects, frames) bool}``: the features of
     each teaching frame pasted onto a room seen before (showing_world.pasted_world, the node's
-    ``paste_copies: 1``), and whether the node pastes that frame at all (cached)."""
-    name = f"showing-pasted-features-efficientnet-lite0-{precision}-{TAUGHT}+{NEW}x{TEACH}-seed{seed}.npz"
+    ``paste_copies: 1``), and whether the node pastes that frame at all (cached); ``copies`` > 1 (the
+    node's ``paste_copies``): ``"pasted"`` is ``(objects, frames, copies, d)``, each frame onto that
+    many rooms."""
+    more = "" if copies == 1 else f"-copies{copies}"
+    name = (
+        f"showing-pasted-features-efficientnet-lite0-{precision}-{TAUGHT}+{NEW}x{TEACH}{more}-seed{seed}.npz"
+    )
     cache = ROOT / "runs" / "bench_cache" / name
     if not cache.is_file():
         from lifelong_learning.vision import FeatureExtractor
 
-        crops = pasted_world(seed, TAUGHT, NEW, TEACH)
-        copied = np.any(crops != world(seed, TAUGHT, NEW, TEACH, TEST).teach, axis=(2, 3, 4))
+        crops = pasted_world(seed, TAUGHT, NEW, TEACH, copies=copies)
+        first_copies = crops if copies == 1 else crops[:, :, 0]
+        copied = np.any(first_copies != world(seed, TAUGHT, NEW, TEACH, TEST).teach, axis=(2, 3, 4))
         extractor = FeatureExtractor(backend="onnxruntime", num_threads=1, precision=precision)
-        X = extractor.extract_batch(crops.reshape(-1, *crops.shape[2:])).reshape(*crops.shape[:2], -1)
+        shape = crops.shape[: 2 if copies == 1 else 3]
+        X = extractor.extract_batch(crops.reshape(-1, *crops.shape[-3:])).reshape(*shape, -1)
         np.savez(cache, pasted=X, copied=copied)
     with np.load(cache) as f:
         return {"pasted": f["pasted"].astype(np.float64), "copied": f["copied"]}
 
 
 def rows(X: dict[str, np.ndarray], o: int, frames: slice) -> np.ndarray:
-    """Object ``o``'s teaching ``frames`` as the node learns them: each frame, then its pasted copy
-    when ``X`` has them (``"pasted"``) and the node pastes that frame."""
+    """Object ``o``'s teaching ``frames`` as the node learns them: each frame, then its pasted copies
+    when ``X`` has them (``"pasted"``: one a frame, or ``(frames, copies, d)``) and the node pastes that
+    frame."""
     taught = X["teach"][o, frames]
     if "pasted" not in X:
         return taught
     copied = X["copied"][o, frames]
     out = []
     for x, copy, has in zip(taught, X["pasted"][o, frames], copied, strict=True):
-        out += [x, copy] if has else [x]
+        out += [x, *copy.reshape(-1, x.shape[-1])] if has else [x]
     return np.asarray(out)
 
 

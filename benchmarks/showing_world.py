@@ -52,10 +52,13 @@ def _stored(picture: np.ndarray) -> np.ndarray:
     return cv2.resize(square, (CROP_SIZE, CROP_SIZE), interpolation=cv2.INTER_AREA)
 
 
-def motion_crops(frames: list, lead_in: int, paster: RoomPaster | None = None, scene: int = 0) -> np.ndarray:
+def motion_crops(
+    frames: list, lead_in: int, paster: RoomPaster | None = None, scene: int = 0, copies: int = 1
+) -> np.ndarray:
     """The motion crop of each frame after the ``lead_in`` frames of the room, resized square; with
     ``paster``: instead, each frame pasted onto a room of another scene (the frame itself where the
-    node pastes nothing), and this session's room kept as scene ``scene``'s."""
+    node pastes nothing), and this session's room kept as scene ``scene``'s; ``copies`` > 1: that many
+    pastes of each frame onto different rooms, ``(frames, copies, ...)``."""
     motion = MotionCrop()
     for frame in frames[:lead_in]:
         motion.box(frame.image)
@@ -64,13 +67,17 @@ def motion_crops(frames: list, lead_in: int, paster: RoomPaster | None = None, s
         box = motion.box(frame.image)
         square = None if box is None else square_box(box, frame.image.shape)
         picture = cut(frame.image, square)
-        if paster is not None:
-            paster.saw(scene, motion.room)
-            copies = (
-                paster.paste(frame.image, motion.foreground, scene, box=square) if square is not None else []
-            )
-            picture = copies[0] if copies else picture
-        out.append(_stored(picture))
+        if paster is None:
+            out.append(_stored(picture))
+            continue
+        paster.saw(scene, motion.room)
+        pasted = (
+            paster.paste(frame.image, motion.foreground, scene, copies=copies, box=square)
+            if square is not None
+            else []
+        )
+        pictures = [_stored(p) for p in pasted] or [_stored(picture)] * copies
+        out.append(pictures[0] if copies == 1 else np.stack(pictures))
     return np.stack(out)
 
 
@@ -97,11 +104,15 @@ def world(seed: int, taught: int, new: int, teach: int, test: int, lead_in: int 
     return out
 
 
-def pasted_world(seed: int, taught: int, new: int, teach: int, lead_in: int = 5) -> np.ndarray:
+def pasted_world(
+    seed: int, taught: int, new: int, teach: int, lead_in: int = 5, copies: int = 1
+) -> np.ndarray:
     """uint8 ``(taught, teach, CROP_SIZE, CROP_SIZE, 3)``: each teaching frame pasted onto the room of an
     earlier teaching session (of the last ``vision.paste.ROOMS`` ones; object 0's frames and those without a
-    foreground stay as they are), cached."""
-    name = f"showing-pasted-{taught}+{new}x{teach}-lead{lead_in}-seed{seed}.npz"
+    foreground stay as they are), cached; ``copies`` > 1 (the node's ``paste_copies``): that many pastes
+    of each frame onto different rooms, ``(taught, teach, copies, ...)``."""
+    more = "" if copies == 1 else f"-copies{copies}"
+    name = f"showing-pasted-{taught}+{new}x{teach}-lead{lead_in}{more}-seed{seed}.npz"
     cache = ROOT / "runs" / "bench_cache" / name
     if cache.is_file():
         with np.load(cache) as f:
@@ -112,9 +123,9 @@ def pasted_world(seed: int, taught: int, new: int, teach: int, lead_in: int = 5)
     with ObjectRenderer(taught + new, seed) as renderer:  # the catalogue of world()
         for index in range(taught):
             frames = show_object(renderer, index, "teach", teach, seed=seed, lead_in=lead_in)
-            parts.append(motion_crops(frames, lead_in, paster, scene=index))
+            parts.append(motion_crops(frames, lead_in, paster, scene=index, copies=copies))
     out = np.stack(parts)
-    print(f"seed {seed}: teaching frames pasted in {time.perf_counter() - t0:.0f} s")
+    print(f"seed {seed}: teaching frames pasted ({copies} a frame) in {time.perf_counter() - t0:.0f} s")
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.savez(cache, teach=out)
     return out
