@@ -231,26 +231,32 @@ def markdown(results: list[dict], seconds: float, args: argparse.Namespace) -> s
     sizes = [str(n) for n in args.objects]
     seeds = " ".join(str(r["seed"]) for r in results)
     first = results[0][sizes[0]]
-    precision = ("" if args.precision == "int8" else f" --precision {args.precision}") + (
+    options = ("" if args.precision == "int8" else f" --precision {args.precision}") + (
         "" if args.copies == 1 else f" --copies {args.copies}"
     )
     lines = [
         f'# Recognition per showing and "I don\'t know", on {args.rooms + 1} test rooms per object',
         "",
         "Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_recognition_rooms.py "
-        f"--seeds {seeds} --rooms {args.rooms}{precision}`  ",
+        f"--seeds {seeds} --rooms {args.rooms}{options}`  ",
         f"Machine: {describe_machine()}. {provenance_line()}. Total time {seconds:.0f} s.",
         "",
         f"EfficientNet-Lite0 {args.precision} features"
         + (" (the node's default)" if args.precision == "int8" else " (the node's default is int8)")
-        + ". The world, the teaching (150 frames of each object with "
         + (
-            "their pasted copies"
+            ". The world, the teaching (150 frames of each object with their pasted copies, to the node's "
+            "default learner) and the first test room are those of "
             if args.copies == 1
-            else f"{args.copies} pasted copies of each (`paste_copies`)"
+            else ". The world and the first test room are those of "
         )
-        + ", to the node's default learner) and the first test room are those of "
-        "[recognition-showing.md](recognition-showing.md); every object, taught or never taught, is "
+        + "[recognition-showing.md](recognition-showing.md)"
+        + (
+            ""
+            if args.copies == 1
+            else ", the teaching too but for the copies: 150 frames of each object, each frame with "
+            f"{args.copies} pasted copies (`paste_copies: {args.copies}`), to the node's default learner"
+        )
+        + "; every object, taught or never taught, is "
         f"shown in {args.rooms} more test rooms ({TEST} frames each): at {sizes[0]} objects "
         f"{first['test showings']} taught and {first['never-taught showings']} never-taught test "
         "showings a seed instead of "

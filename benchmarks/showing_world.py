@@ -9,7 +9,7 @@ resized to ``CROP_SIZE`` pixels (the CNN sees 224×224 of a centre square of it 
 backbone and every augmentation of the benchmarks starts from the same pictures.
 
 :func:`pasted_world`: each teaching frame of the taught objects pasted onto the empty room of an
-earlier teaching session (the feature_extractor node's ``paste_taught``: lifelong_learning/vision/paste.py
+earlier teaching session (the feature_extractor node's ``paste_copies``: lifelong_learning/vision/paste.py
 with the motion crop's foreground and rooms), cut by the same box as the frame.
 """
 
@@ -58,7 +58,7 @@ def motion_crops(
     """The motion crop of each frame after the ``lead_in`` frames of the room, resized square; with
     ``paster``: instead, each frame pasted onto a room of another scene (the frame itself where the
     node pastes nothing), and this session's room kept as scene ``scene``'s; ``copies`` > 1: that many
-    pastes of each frame onto different rooms, ``(frames, copies, ...)``."""
+    pastes of each frame (onto different rooms where enough were seen), ``(frames, copies, ...)``."""
     motion = MotionCrop()
     for frame in frames[:lead_in]:
         motion.box(frame.image)
@@ -110,7 +110,7 @@ def pasted_world(
     """uint8 ``(taught, teach, CROP_SIZE, CROP_SIZE, 3)``: each teaching frame pasted onto the room of an
     earlier teaching session (of the last ``vision.paste.ROOMS`` ones; object 0's frames and those without a
     foreground stay as they are), cached; ``copies`` > 1 (the node's ``paste_copies``): that many pastes
-    of each frame onto different rooms, ``(taught, teach, copies, ...)``."""
+    of each frame (onto different rooms where enough were seen), ``(taught, teach, copies, ...)``."""
     more = "" if copies == 1 else f"-copies{copies}"
     name = f"showing-pasted-{taught}+{new}x{teach}-lead{lead_in}{more}-seed{seed}.npz"
     cache = ROOT / "runs" / "bench_cache" / name
@@ -125,7 +125,8 @@ def pasted_world(
             frames = show_object(renderer, index, "teach", teach, seed=seed, lead_in=lead_in)
             parts.append(motion_crops(frames, lead_in, paster, scene=index, copies=copies))
     out = np.stack(parts)
-    print(f"seed {seed}: teaching frames pasted ({copies} a frame) in {time.perf_counter() - t0:.0f} s")
+    each = "" if copies == 1 else f" ({copies} a frame)"
+    print(f"seed {seed}: teaching frames pasted{each} in {time.perf_counter() - t0:.0f} s")
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.savez(cache, teach=out)
     return out

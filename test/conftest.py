@@ -1,12 +1,13 @@
 """Shared fixtures.
 
-Isolation of graph tests: the whole test session runs on one random ROS_DOMAIN_ID (0-101)
+Isolation of graph tests: the whole test session runs on one random ROS_DOMAIN_ID (1-101)
 with discovery limited to localhost, set before anything imports rclpy, and inherited by
-the node processes the tests start, so that parallel runs and robots on the network never
-see each other. Under ``pytest -n N`` (pytest-xdist, as ``make test`` runs it) each worker takes
-the next domain after the session's (``gw0`` the session's, ``gw1`` the next, ...), so that two
-tests running at once never see each other's nodes either; Fast DDS's shared memory of ended
-processes is cleaned by the controlling process only, before the workers start and after they end.
+the node processes the tests start, so that robots on the network never see them. Under
+``pytest -n N`` (pytest-xdist, as ``make test`` runs it) worker ``gwK`` runs on the session's
+domain plus K (:func:`worker_domain`), so that two tests running at once never see each other's
+nodes; Fast DDS's shared memory of ended processes is cleaned by the controlling process only,
+before the workers start and after they end. Two test sessions at once are on different domains
+unless their random draws meet (about 1 in 100 a pair of workers).
 
 Tests must exercise the *built* package (with its generated ``lifelong_learning.msg``), not
 the source tree: with ``LL_REQUIRE_INSTALLED=1`` (set by ``make test``) the session fails at
@@ -39,20 +40,30 @@ from lifelong_learning.learners import RecursiveRLS
 from lifelong_learning.nodes.supervisor import NodeProcess, node_command, stop_all
 from lifelong_learning.retraining.job import TuningJob
 
-os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(0, 101)))
+
+def worker_domain(base: int, index: int) -> int:
+    """The ROS domain of pytest-xdist's worker ``gw<index>`` in a session on domain ``base``: ``base``
+    for ``gw0``, then the next ones, wrapping within 1-101 (never 0, the domain of every ROS process
+    not told otherwise); a session put on 0 by hand gives its workers 0, 1, 2, ..."""
+    if base == 0:
+        return index % 102
+    return 1 + (base - 1 + index) % 101
+
+
+os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
 # pytest-xdist's worker id ("gw0", "gw1", ...), None in a run without workers or in the controller
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if _WORKER is not None:
-    # the controller's domain, inherited, is the base: one domain a worker
+    # the controller's domain, inherited, is the base
     os.environ.setdefault("LL_TEST_DOMAIN_BASE", os.environ["ROS_DOMAIN_ID"])
-    _index = int(_WORKER.removeprefix("gw"))
-    os.environ["ROS_DOMAIN_ID"] = str((int(os.environ["LL_TEST_DOMAIN_BASE"]) + _index) % 102)
+    _base, _index = int(os.environ["LL_TEST_DOMAIN_BASE"]), int(_WORKER.removeprefix("gw"))
+    os.environ["ROS_DOMAIN_ID"] = str(worker_domain(_base, _index))
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 os.environ["PYTHONFAULTHANDLER"] = "1"  # a node process that hangs can be asked for its stacks (SIGABRT)
 # the session's ROS home (model files, checkpoints, bags, logs by default), never the user's ~/.ros;
 # each test gets one of its own (fixture ros_home)
-os.environ["ROS_HOME"] = tempfile.mkdtemp(prefix="lifelong-learning-tests-ros-home-")
+os.environ["ROS_HOME"] = _SESSION_ROS_HOME = tempfile.mkdtemp(prefix="lifelong-learning-tests-ros-home-")
 
 REPO = Path(__file__).resolve().parents[1]
 _SHM_CLEANED = pytest.StashKey[str]()
@@ -110,14 +121,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import shutil
+
+    shutil.rmtree(_SESSION_ROS_HOME, ignore_errors=True)  # this process's (the tests' own are in tmp_path's)
     if _WORKER is None:
         session.config.stash[_SHM_CLEANED] = clean_dead_shared_memory()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests marked ``slow`` first (stable sort, the others in their order): under
-    ``pytest -n N`` a long test started last would leave the other workers idle at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Under ``pytest -n N``, the tests marked ``slow`` run first (stable sort, the others in their
+    order): a long test started last would leave the other workers idle at the end."""
+    if config.getoption("numprocesses", None) or _WORKER is not None:
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -133,7 +148,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"lifelong_learning from {Path(lifelong_learning.__file__).parent}",
         f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST"
-        + (" (each worker of pytest -n: the next ones)" if config.getoption("numprocesses", None) else ""),
+        + (" (worker gwK: worker_domain(it, K))" if config.getoption("numprocesses", None) else ""),
     ]
 
 

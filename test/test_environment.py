@@ -49,8 +49,11 @@ def test_env_sh_then_the_generated_interfaces_import(folder, tmp_path):
 
 
 def test_each_test_worker_has_a_ros_domain_of_its_own():
-    """Under ``pytest -n N`` (``make test``) worker ``gwK`` runs on the session's domain plus K, so
-    that two graph tests running at once never discover each other's nodes; alone, the session's."""
+    """Under ``pytest -n N`` (``make test``) worker ``gwK`` runs on the session's domain plus K within
+    1-101, so that two graph tests running at once never discover each other's nodes; alone, on the
+    session's."""
+    from conftest import worker_domain
+
     domain = int(os.environ["ROS_DOMAIN_ID"])
     assert 0 <= domain <= 101
     assert os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
@@ -58,7 +61,14 @@ def test_each_test_worker_has_a_ros_domain_of_its_own():
     if worker is None:
         assert "LL_TEST_DOMAIN_BASE" not in os.environ
     else:
-        base = int(os.environ["LL_TEST_DOMAIN_BASE"])
-        assert domain == (base + int(worker.removeprefix("gw"))) % 102
-        others = {(base + k) % 102 for k in range(int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))} - {domain}
-        assert domain not in others and len(others) == int(os.environ["PYTEST_XDIST_WORKER_COUNT"]) - 1
+        assert domain == worker_domain(int(os.environ["LL_TEST_DOMAIN_BASE"]), int(worker.removeprefix("gw")))
+
+
+@pytest.mark.parametrize("base", [0, 1, 57, 100, 101])
+def test_worker_domains_differ_and_avoid_the_default_domain(base):
+    from conftest import worker_domain
+
+    domains = [worker_domain(base, k) for k in range(8)]
+    assert domains[0] == base and len(set(domains)) == 8
+    assert all(0 <= d <= 101 for d in domains)
+    assert base == 0 or 0 not in domains  # wrapping never lands on the default domain

@@ -78,22 +78,22 @@ def test_hold_out_objectives_are_refused_across_processes(tmp_path):
 
 
 def test_a_rendezvous_that_does_not_answer_is_a_setup_error(monkeypatch):
-    with socket.socket() as s:  # a port nobody listens on
+    with socket.socket() as s:  # a port nobody listens on: bound, never listening, held until the end
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    for key, value in {
-        "RANK": "1",
-        "WORLD_SIZE": "2",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
-    }.items():
-        monkeypatch.setenv(key, value)
-    with pytest.raises(
-        GroupSetupError,
-        match=rf"could not join the process group \(rank 1 of 2, rendezvous 127.0.0.1:{port}\)",
-    ):
-        with joined(backend="gloo", timeout_s=2):
-            pass
+        for key, value in {
+            "RANK": "1",
+            "WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }.items():
+            monkeypatch.setenv(key, value)
+        with pytest.raises(
+            GroupSetupError,
+            match=rf"could not join the process group \(rank 1 of 2, rendezvous 127.0.0.1:{port}\)",
+        ):
+            with joined(backend="gloo", timeout_s=2):
+                pass
     assert not torch.distributed.is_initialized()
 
 
