@@ -14,9 +14,23 @@ export LL_REQUIRE_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1
 # One BLAS thread per process: tests start several processes on few cores, and oversubscribed
 # OpenBLAS threads made small solves ~15x slower here. Nothing tested depends on it.
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
-# Two test processes at once (pytest-xdist; LL_TEST_WORKERS=0 runs them in this one): a run alone
-# keeps about 0.7 of this machine's 2 cores busy, most tests wait on DDS discovery, timers and the
-# processes they start. Each worker's graph tests run on a ROS domain of their own (test/conftest.py).
+# Two test processes at once (pytest-xdist; LL_TEST_WORKERS=0 runs every test in this one): a run
+# alone keeps about 0.7 of this machine's 2 cores busy, most tests wait on DDS discovery, timers and
+# the processes they start. Each worker's graph tests run on a ROS domain of their own
+# (test/conftest.py). The tests marked `serial` (the demo and the launch files: a whole robot's
+# processes; real-time scheduling) run after them, alone.
 # The `pytest` executable, not `python -m pytest`: the latter would put the source tree first
 # on sys.path, and the tests must exercise the built package (LL_REQUIRE_INSTALLED checks it).
-exec pytest -p no:cacheprovider -n "${LL_TEST_WORKERS:-2}" --dist worksteal --durations=15 "$@"
+workers="${LL_TEST_WORKERS:-2}"
+if [ "$workers" = 0 ]; then
+  exec pytest -p no:cacheprovider --durations=15 "$@"
+fi
+status=0
+pytest -p no:cacheprovider -n "$workers" --dist worksteal --durations=15 -m "not serial" "$@" || status=$?
+echo "[test] the tests marked serial, alone"
+serial=0
+pytest -p no:cacheprovider --durations=5 -m serial "$@" || serial=$?
+# 5: none of them selected (e.g. ARGS="-k rlsc")
+if [ "$serial" != 0 ] && [ "$serial" != 5 ]; then status=$serial; fi
+if [ "$status" = 5 ] && [ "$serial" = 0 ]; then status=0; fi
+exit "$status"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.graph]
+pytestmark = [pytest.mark.slow, pytest.mark.graph, pytest.mark.serial]
 
 
 def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interfaces):

@@ -40,6 +40,7 @@ NEVER_PRINTED = ("Traceback", "exception was never retrieved", "terminate called
 
 pytestmark = [
     pytest.mark.graph,
+    pytest.mark.serial,
     pytest.mark.skipif(
         not VENDOR.is_dir(),
         reason=f"no {VENDOR}: the ROS 2 launch system's sources (launch and launch_ros have no wheels; "

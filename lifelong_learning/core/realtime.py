@@ -14,7 +14,8 @@ first thing with :func:`normal_policy_here`.
 
 The middleware's threads are found by name: Fast DDS (ROS 2's default RMW) names them ``dds.*``
 (``dds.udp.7411``, ``dds.shm.7413``, ``dds.ev.0``, ...). Threads a thread of this policy creates
-later inherit it (Linux).
+later inherit it (Linux); those a thread at the normal policy starts later, or that were not named
+yet when :func:`make_realtime` looked, get it from :meth:`RealtimeThreads.catch_up`.
 
 Unprivileged users need an ``rtprio`` limit (``/etc/security/limits.conf``, e.g.
 ``@realtime - rtprio 98`` and the user in group ``realtime``, as for ros2_control); without it
@@ -114,6 +115,27 @@ class RealtimeThreads:
     answering: int  #: thread id of the calling (answering) thread
     middleware: list[int] = field(default_factory=list)  #: thread ids of the middleware's threads
     normal: list[int] = field(default_factory=list)  #: threads kept at the normal policy
+
+    def catch_up(self) -> list[int]:
+        """Give ``SCHED_FIFO`` at :attr:`priority` to the middleware's threads that are not on it: those
+        started since :func:`make_realtime` by a thread at the normal policy, and those that were not
+        named yet when it looked (a Fast DDS thread names itself once it first runs, later on a loaded
+        machine); :attr:`middleware` becomes the middleware's threads now on it. Returns the ids given
+        it now. For the process's answering thread to call now and then (the node's diagnostics)."""
+        fifo = os.sched_param(self.priority)
+        added, middleware = [], []
+        for tid, name in sorted(thread_names().items()):
+            if tid == self.answering or tid in self.normal or not name.startswith(MIDDLEWARE_THREAD_PREFIXES):
+                continue
+            try:
+                if os.sched_getscheduler(tid) != os.SCHED_FIFO:
+                    os.sched_setscheduler(tid, os.SCHED_FIFO, fifo)
+                    added.append(tid)
+            except OSError:  # ended meanwhile (or no longer allowed: it stays as it is)
+                continue
+            middleware.append(tid)
+        self.middleware = middleware
+        return added
 
     def describe(self) -> str:
         """One line for a log or diagnostics."""

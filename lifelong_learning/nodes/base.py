@@ -336,6 +336,8 @@ class NodeBase(Node):
         self.stats = NodeStats()
         self.dropped = 0
         self.realtime = "off"  # what run_nodes did with realtime_request() (diagnostics of nodes that ask)
+        # the threads run_nodes put on SCHED_FIFO (core.realtime.RealtimeThreads), None when it did not
+        self.realtime_threads: Any = None
         self.losses = SequenceLossCounter()  # messages published to us that we never processed
         # rejections, drops and losses at the previous diagnostics publication (what rose is a WARN)
         self._published_counts: dict[str, int] = {}
@@ -739,6 +741,9 @@ class NodeBase(Node):
         matters, so it must do nothing the second time."""
 
     def _publish_diagnostics(self) -> None:
+        if self.realtime_threads is not None:  # middleware threads started or named since: SCHED_FIFO too
+            self.realtime_threads.catch_up()
+            self.realtime = self.realtime_threads.describe()
         status = self.diagnostic_status()  # judges what rose against the last published counts
         msg = DiagnosticArray()
         msg.header.stamp = self.get_clock().now().to_msg()

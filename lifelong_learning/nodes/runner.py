@@ -195,7 +195,7 @@ def _apply_realtime(nodes: Sequence[Node], executor: Executor) -> None:
                 "/etc/security/limits.conf, as for ros2_control) or set realtime_priority to 0."
             )
             continue
-        node.realtime = applied.describe()
+        node.realtime, node.realtime_threads = applied.describe(), applied
         logger.info(f"real-time scheduling: {node.realtime}")
 
 

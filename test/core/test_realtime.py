@@ -104,3 +104,54 @@ def test_make_background_lowers_threads_and_never_raises_their_priority():
         assert changed == [ids[0]] and all(thread_policy(tid) == os.SCHED_OTHER for tid in ids)
     finally:
         done.set()
+
+
+CATCH_UP_CHILD = textwrap.dedent(
+    """
+    import os, threading, time, ctypes
+    from lifelong_learning.core.realtime import make_realtime, thread_policy
+
+    def named(name, ids, go=None):
+        if go is not None:
+            go.wait()  # named only after make_realtime looked
+        ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME, as the middleware does
+        ids.append(threading.get_native_id())
+        time.sleep(30)
+
+    go, late_named, started_later = threading.Event(), [], []
+    threading.Thread(target=named, args=("dds.shm.7413", late_named, go), daemon=True).start()
+    def learn():  # at the normal policy, it starts a middleware thread later
+        go.wait()
+        threading.Thread(target=named, args=("dds.ev.1", started_later), daemon=True).start()
+
+    learning = threading.Thread(target=learn, daemon=True)
+    learning.start()
+    try:
+        applied = make_realtime(7, keep_normal=[learning.native_id])
+    except PermissionError as exc:
+        print("refused", exc)
+        raise SystemExit(0)
+    before = len(applied.middleware)
+    go.set()
+    while len(late_named) < 1 or len(started_later) < 1:
+        time.sleep(0.01)
+    tids = late_named + started_later
+    print([int(thread_policy(t) == os.SCHED_OTHER) for t in tids])
+    added = applied.catch_up()
+    print(before, sorted(added) == sorted(tids), [int(thread_policy(t) == os.SCHED_FIFO) for t in tids],
+          all(t in applied.middleware for t in tids), applied.catch_up())
+    """
+)
+
+
+def test_middleware_threads_named_or_started_later_are_caught_up():
+    """A middleware thread that names itself after :func:`make_realtime` looked, and one a thread at
+    the normal policy starts later, are left at the normal policy by it; ``catch_up`` gives them
+    SCHED_FIFO (once: a second call changes nothing)."""
+    out = subprocess.run([sys.executable, "-c", CATCH_UP_CHILD], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    if out.stdout.startswith("refused"):
+        pytest.skip(f"this machine refuses SCHED_FIFO: {out.stdout}")
+    left, caught = out.stdout.strip().splitlines()
+    assert left == "[1, 1]"  # what make_realtime alone leaves
+    assert caught == "0 True [1, 1] True []"
