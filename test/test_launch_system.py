@@ -16,8 +16,10 @@ them when that folder is there; without it these tests skip, saying so.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -94,12 +96,26 @@ class Peer:
         executor.add_node(self.node)
 
     def wait_for_nodes(self, namespace: str, names: set[str], process: NodeProcess) -> None:
-        """Spin until every node of ``names`` is in the graph in ``namespace``."""
+        """Spin until every node of ``names`` is in the graph in ``namespace``; when one never comes, its
+        process is asked for its stacks (SIGABRT: the tests run nodes with PYTHONFAULTHANDLER) for the
+        failure's message."""
 
         def missing() -> set[str]:
             return names - {n for n, ns in self.node.get_node_names_and_namespaces() if ns == namespace}
 
-        assert spin_until(self.executor, lambda: not missing(), 60), (missing(), process.log())
+        if spin_until(self.executor, lambda: not missing(), 60):
+            return
+        absent = missing()
+        for name in absent:  # launch logs "[<name>-<n>]: process started with pid [<pid>]"
+            for pid in re.findall(rf"\[{name}-\d+\]: process started with pid \[(\d+)\]", process.log()):
+                with contextlib.suppress(OSError):
+                    os.kill(int(pid), signal.SIGABRT)
+
+        def died() -> bool:
+            return all(re.search(rf"\[{n}-\d+\]: process has died", process.log()) for n in absent)
+
+        spin_until(self.executor, died, 10)
+        raise AssertionError(f"not in the graph after 60 s: {sorted(absent)}\n{process.log()[-20000:]}")
 
     def parameter(self, node: str, name: str) -> Any:
         """The value of parameter ``name`` of ``node`` (fully qualified), from its get_parameters."""
