@@ -15,7 +15,7 @@ export LL_REQUIRE_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1
 # OpenBLAS threads made small solves ~15x slower here. Nothing tested depends on it.
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 # Two test processes at once (pytest-xdist; LL_TEST_WORKERS=0 runs every test in this one): a run
-# alone keeps about 0.7 of this machine's 2 cores busy, most tests wait on DDS discovery, timers and
+# alone used 0.68 of one of this machine's 2 cores on average, most tests wait on DDS discovery, timers and
 # the processes they start. Each worker's graph tests run on a ROS domain of their own
 # (test/conftest.py). The tests marked `serial` (the demo and the launch files: a whole robot's
 # processes; real-time scheduling) run after them, alone.

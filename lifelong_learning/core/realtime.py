@@ -164,17 +164,11 @@ def make_realtime(priority: int, keep_normal: Iterable[int] = ()) -> RealtimeThr
     me = threading.get_native_id()
     normal = sorted(set(int(t) for t in keep_normal) - {me})
     os.sched_setscheduler(me, os.SCHED_FIFO, fifo)  # PermissionError here: nothing changed yet
-    middleware = []
-    for tid, name in sorted(thread_names().items()):
-        if tid != me and tid not in normal and name.startswith(MIDDLEWARE_THREAD_PREFIXES):
-            try:
-                os.sched_setscheduler(tid, os.SCHED_FIFO, fifo)
-            except ProcessLookupError:  # ended meanwhile
-                continue
-            middleware.append(tid)
+    applied = RealtimeThreads(int(priority), me, [], normal)
+    applied.catch_up()  # the middleware's threads
     for tid in normal:
         try:
             os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
         except ProcessLookupError:
             continue
-    return RealtimeThreads(int(priority), me, middleware, normal)
+    return applied

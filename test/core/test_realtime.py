@@ -15,16 +15,23 @@ from lifelong_learning.core.realtime import make_realtime, max_priority, support
 
 pytestmark = pytest.mark.skipif(not supported(), reason="SCHED_FIFO per thread is Linux only")
 
-CHILD = textwrap.dedent(
+#: what both children start with: a thread that names itself (after ``go``, when given) and idles
+NAMED = textwrap.dedent(
     """
     import os, threading, time, ctypes
     from lifelong_learning.core.realtime import make_realtime, normal_policy_here, thread_policy
 
-    def named(name, ids):
+    def named(name, ids, go=None):
+        if go is not None:
+            go.wait()
         ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME, as the middleware does
         ids.append(threading.get_native_id())
         time.sleep(30)
+    """
+)
 
+CHILD = NAMED + textwrap.dedent(
+    """
     ids = []
     for name in ("dds.udp.7400", "worker"):
         threading.Thread(target=named, args=(name, ids), daemon=True).start()
@@ -106,19 +113,10 @@ def test_make_background_lowers_threads_and_never_raises_their_priority():
         done.set()
 
 
-CATCH_UP_CHILD = textwrap.dedent(
+CATCH_UP_CHILD = NAMED + textwrap.dedent(
     """
-    import os, threading, time, ctypes
-    from lifelong_learning.core.realtime import make_realtime, thread_policy
-
-    def named(name, ids, go=None):
-        if go is not None:
-            go.wait()  # named only after make_realtime looked
-        ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME, as the middleware does
-        ids.append(threading.get_native_id())
-        time.sleep(30)
-
     go, late_named, started_later = threading.Event(), [], []
+    # named only after make_realtime looked
     threading.Thread(target=named, args=("dds.shm.7413", late_named, go), daemon=True).start()
     def learn():  # at the normal policy, it starts a middleware thread later
         go.wait()
