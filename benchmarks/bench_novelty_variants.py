@@ -10,7 +10,12 @@ another way to make one number of a showing's frames, would separate never-taugh
 - scores: ``confidence`` (the node's), the classifier's largest raw score, negated (no calibration;
   Hendrycks and Gimpel's maximum-logit baseline), and the cosine distance to the nearest taught
   frame, and the mean of the five nearest (deep nearest neighbours, Sun et al., ICML 2022: it needs
-  every taught frame kept);
+  every taught frame kept); the Mahalanobis distance to the nearest class mean in the metric of the
+  taught rows' shared within-class covariance (Lee et al., NeurIPS 2018; the learner's
+  ``mahalanobis`` uses their uncentred second moment), and the same minus the distance to the mean
+  of all taught rows in the metric of their covariance (relative Mahalanobis, Ren et al., 2021: it
+  discounts what sets every test row apart from the taught ones, such as the room); both
+  covariances shrunk halfway to their mean variance (:data:`SHRINK`);
 - a showing's number: the mean of its frames' scores (the node's), their median, or the score of
   the mean of its frames' features.
 
@@ -29,13 +34,22 @@ from collections.abc import Callable
 import numpy as np
 from bench_recognition_showing import features, node_learner, pasted_features, published, rows, teach
 from harness import run_seeds
-from harness.provenance import describe_machine, provenance_line
+from harness.provenance import report_head
 from showing_report import ANSWERED, seed_values
 from showing_world import ROOT, TAUGHT
 
 #: taught objects (table 3 of the recognition benchmark at 15 objects)
 OBJECTS = 15
-SCORES = ("confidence", "largest raw score", "nearest taught frame", "5 nearest taught frames")
+SCORES = (
+    "confidence",
+    "largest raw score",
+    "nearest taught frame",
+    "5 nearest taught frames",
+    "Mahalanobis, within-class covariance",
+    "relative Mahalanobis",
+)
+#: the covariances of the Mahalanobis scores are ``(1 − SHRINK) Σ + SHRINK · (tr Σ / d) I``
+SHRINK = 0.5
 #: how one number is made of a showing's frames
 SHOWING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "mean of frames": lambda s: s.mean(axis=1),
@@ -48,15 +62,49 @@ def _unit(Z: np.ndarray) -> np.ndarray:
     return Z / np.maximum(np.linalg.norm(Z, axis=-1, keepdims=True), 1e-300)
 
 
-def scorer(model, taught: np.ndarray) -> Callable[[np.ndarray, str], np.ndarray]:
-    """``score(F, name)``: the novelty of each row of ``F`` (rows × d), higher: more likely new."""
+def _whitener(S: np.ndarray) -> np.ndarray:
+    """The lower Cholesky factor of covariance ``S`` shrunk by :data:`SHRINK`."""
+    d = S.shape[0]
+    return np.linalg.cholesky((1.0 - SHRINK) * S + SHRINK * (np.trace(S) / d) * np.eye(d))
+
+
+def mahalanobis(taught: np.ndarray, labels: np.ndarray) -> Callable[[np.ndarray, bool], np.ndarray]:
+    """``distance(F, relative)``: per row of ``F``, ``min_c (f − μ_c)ᵀ Σ_w⁻¹ (f − μ_c)`` over the class
+    means ``μ_c`` of the ``taught`` rows (of ``labels``) and their shared within-class covariance
+    ``Σ_w``; ``relative``: each class's distance minus ``(f − μ)ᵀ Σ⁻¹ (f − μ)`` before the minimum, ``μ``
+    and ``Σ`` the mean and covariance of every taught row."""
+    from scipy.linalg import solve_triangular
+
+    classes, index = np.unique(labels, return_inverse=True)
+    means = np.stack([taught[index == c].mean(axis=0) for c in range(classes.size)])
+    within, centred = taught - means[index], taught - taught.mean(axis=0)
+    L_w, L = _whitener(within.T @ within / len(taught)), _whitener(centred.T @ centred / len(taught))
+    M = solve_triangular(L_w, means.T, lower=True)
+
+    def distance(F: np.ndarray, relative: bool) -> np.ndarray:
+        U = solve_triangular(L_w, F.T, lower=True)
+        per_class = (U * U).sum(axis=0)[:, None] - 2.0 * (U.T @ M) + (M * M).sum(axis=0)[None, :]
+        if relative:
+            V = solve_triangular(L, (F - taught.mean(axis=0)).T, lower=True)
+            per_class = per_class - (V * V).sum(axis=0)[:, None]
+        return per_class.min(axis=1)
+
+    return distance
+
+
+def scorer(model, taught: np.ndarray, labels: np.ndarray) -> Callable[[np.ndarray, str], np.ndarray]:
+    """``score(F, name)``: the novelty of each row of ``F`` (rows × d), higher: more likely new;
+    ``taught``: the rows the model learned, of ``labels``."""
     kept = _unit(taught)
+    distance = mahalanobis(taught, labels)
 
     def score(F: np.ndarray, name: str) -> np.ndarray:
         if name == "confidence":
             return model.novelty_score(F, "confidence")
         if name == "largest raw score":
             return -model.decision_function(F).max(axis=1)
+        if "Mahalanobis" in name:
+            return distance(F, relative=name.startswith("relative"))
         similarity = _unit(F) @ kept.T
         nearest = 1 if name == "nearest taught frame" else 5
         return 1.0 - np.sort(similarity, axis=1)[:, -nearest:].mean(axis=1)
@@ -70,7 +118,9 @@ def one_seed(seed: int) -> dict:
     X = published({**features(seed), **pasted_features(seed)})
     objects = np.random.default_rng([seed, 31]).permutation(TAUGHT)[:OBJECTS]
     model = teach(node_learner(), X, objects, {})
-    score = scorer(model, np.concatenate([rows(X, int(o), slice(0, None)) for o in objects]))
+    taught = [rows(X, int(o), slice(0, None)) for o in objects]
+    labels = np.concatenate([np.full(len(t), int(o)) for t, o in zip(taught, objects, strict=True)])
+    score = scorer(model, np.concatenate(taught), labels)
     known, new = X["test"][objects], X["new"]
     y = np.r_[np.zeros(len(known)), np.ones(len(new))]
     out: dict = {"seed": seed}
@@ -106,12 +156,12 @@ def _finding(results: list[dict]) -> str:
 def markdown(results: list[dict], seconds: float) -> str:
     keys = [k for k in results[0] if k != "seed"]
     seeds = " ".join(str(r["seed"]) for r in results)
-    lines = [
-        "# Novelty of a showing: scores and rules the learner does not use, against the one it does",
-        "",
-        f"Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_novelty_variants.py --seeds {seeds}`  ",
-        f"Machine: {describe_machine()}. {provenance_line()}. Total time {seconds:.0f} s.",
-        "",
+    lines = report_head(
+        "Novelty of a showing: scores and rules the learner does not use, against the one it does",
+        f"OPENBLAS_NUM_THREADS=1 python benchmarks/bench_novelty_variants.py --seeds {seeds}",
+        seconds,
+    )
+    lines += [
         f"{OBJECTS} objects taught (150 frames each, with their pasted copies; the node's default learner), "
         "10 never taught; test rooms for both; the world and features of "
         "[recognition-showing.md](recognition-showing.md) (its table 3 at 15 objects is the first row). "

@@ -20,6 +20,7 @@ from harness.provenance import (
     git_head,
     load_average,
     provenance_line,
+    report_head,
     usable_cores,
 )
 from harness.seeds import per_seed_table, run_seeds
@@ -36,6 +37,7 @@ __all__ = [
     "percentiles",
     "private_domain",
     "provenance_line",
+    "report_head",
     "run_seeds",
     "usable_cores",
 ]

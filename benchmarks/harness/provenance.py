@@ -54,3 +54,15 @@ def load_average() -> str:
 def provenance_line() -> str:
     """``Git <hash>, load average before: <1 5 15 min>``: the first line of an appended report."""
     return f"Git {git_head()}, load average before: {load_average()}"
+
+
+def report_head(title: str, command: str, seconds: float) -> list[str]:
+    """A report's first lines: its ``title``, the ``command`` that wrote it, where and when it ran and
+    how long it took, then a blank line."""
+    return [
+        f"# {title}",
+        "",
+        f"Command: `{command}`  ",
+        f"Machine: {describe_machine()}. {provenance_line()}. Total time {seconds:.0f} s.",
+        "",
+    ]
