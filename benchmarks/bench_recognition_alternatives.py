@@ -32,7 +32,7 @@ import argparse
 import time
 
 import numpy as np
-from bench_recognition_rooms import room_features
+from bench_recognition_rooms import room_features, showing_answers
 from bench_recognition_showing import features, node_learner, pasted_features, published, teach
 from harness import run_seeds
 from harness.provenance import report_head
@@ -40,7 +40,6 @@ from showing_report import ANSWERED, PUBLISHED, seed_values
 from showing_world import NEW, ROOT, TAUGHT, TEACH, TEST, motion_crops
 
 from lifelong_learning.learners.random_features import RandomFourierFeatures
-from lifelong_learning.learners.showing import evidence
 from lifelong_learning.sim.objects import ObjectRenderer
 from lifelong_learning.sim.showing import show_object
 from lifelong_learning.vision.normalisation import normalised
@@ -106,16 +105,13 @@ def judged(model, known: np.ndarray, new: np.ndarray, truth: np.ndarray) -> dict
     ``truth``) and ``new`` (never taught), each (showings, frames, d)."""
     from sklearn.metrics import roc_auc_score
 
-    d = known.shape[-1]
-    classes = model.classes_.astype(str)
-    answers = classes[[int(np.argmax(evidence(model, f))) for f in known]]
-    frames = model.predict(known.reshape(-1, d)).reshape(known.shape[:2])
-    seen = model.novelty_score(known.reshape(-1, d)).reshape(known.shape[:2]).mean(axis=1)
-    unseen = model.novelty_score(new.reshape(-1, d)).reshape(new.shape[:2]).mean(axis=1)
+    answers, seen = showing_answers(model, known)
+    _, unseen = showing_answers(model, new)
+    frames = model.predict(known.reshape(-1, known.shape[-1])).reshape(known.shape[:2])
     y = np.r_[np.zeros(seen.size), np.ones(unseen.size)]
     return {
         "per frame %": 100.0 * float(np.mean(frames == truth[:, None])),
-        "per showing %": 100.0 * float(np.mean(answers == truth)),
+        "per showing %": 100.0 * float(np.mean(model.classes_.astype(str)[answers] == truth)),
         "AUROC": float(roc_auc_score(y, np.r_[seen, unseen])),
         "flagged %": 100.0 * float(np.mean(unseen > np.quantile(seen, ANSWERED))),
     }

@@ -75,7 +75,7 @@ def room_features(seed: int, rooms: int, precision: str = "int8") -> dict[str, n
         return {k: normalised(f[k].astype(np.float64), PUBLISHED) for k in ("test", "new")}
 
 
-def _showings(model, showings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def showing_answers(model, showings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per showing (rows of ``showings``: frames × d): the answer's class index and the novelty."""
     answers = np.array([int(np.argmax(evidence(model, f))) for f in showings])
     novelty = model.novelty_score(showings.reshape(-1, showings.shape[-1])).reshape(showings.shape[:2])
@@ -122,10 +122,10 @@ def one_seed(
         classes = model.classes_.astype(str)
         known = test[:, taught].reshape(-1, TEST, test.shape[-1])  # room by room, the objects in order
         truth = np.tile(taught.astype(str), rooms + 1)
-        answers, known_novelty = _showings(model, known)
+        answers, known_novelty = showing_answers(model, known)
         right = classes[answers] == truth
         frames = model.predict(known.reshape(-1, known.shape[-1])).reshape(known.shape[:2])
-        new_answers, new_novelty = _showings(model, new.reshape(-1, TEST, new.shape[-1]))
+        new_answers, new_novelty = showing_answers(model, new.reshape(-1, TEST, new.shape[-1]))
         y = np.r_[np.zeros(known_novelty.size), np.ones(new_novelty.size)]
         threshold = float(np.quantile(known_novelty, ANSWERED))
         passed = new_novelty <= threshold  # never taught, and answered with a name

@@ -27,6 +27,13 @@ NAMED = textwrap.dedent(
         ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME, as the middleware does
         ids.append(threading.get_native_id())
         time.sleep(30)
+
+    def realtime_or_exit(keep):  # SCHED_FIFO here, or the child says it was refused and ends
+        try:
+            return make_realtime(7, keep_normal=[keep])
+        except PermissionError as exc:
+            print("refused", exc)
+            raise SystemExit(0)
     """
 )
 
@@ -39,11 +46,7 @@ CHILD = NAMED + textwrap.dedent(
         time.sleep(0.01)
     learning = threading.Thread(target=time.sleep, args=(30,), daemon=True)
     learning.start()
-    try:
-        applied = make_realtime(7, keep_normal=[learning.native_id])
-    except PermissionError as exc:
-        print("refused", exc)
-        raise SystemExit(0)
+    applied = realtime_or_exit(learning.native_id)
     inherited = []
 
     def background():  # started by the real-time thread: inherits its policy, then drops it
@@ -124,11 +127,7 @@ CATCH_UP_CHILD = NAMED + textwrap.dedent(
 
     learning = threading.Thread(target=learn, daemon=True)
     learning.start()
-    try:
-        applied = make_realtime(7, keep_normal=[learning.native_id])
-    except PermissionError as exc:
-        print("refused", exc)
-        raise SystemExit(0)
+    applied = realtime_or_exit(learning.native_id)
     before = len(applied.middleware)
     go.set()
     while len(late_named) < 1 or len(started_later) < 1:
