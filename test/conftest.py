@@ -128,9 +128,35 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.config.stash[_SHM_CLEANED] = clean_dead_shared_memory()
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m serial`` alone (make test's second run), a test module whose text does not say
+    ``mark.serial`` is not imported: none of its tests could be selected, and importing every module
+    took 11 s of that run. Any other selection collects everything."""
+    if (
+        config.getoption("markexpr", "") == "serial"
+        and collection_path.suffix == ".py"
+        and collection_path.name.startswith("test_")
+    ):
+        return "mark.serial" not in collection_path.read_text(encoding="utf-8")
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: every test collected is seen here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under ``pytest -n N``, the tests marked ``slow`` run first (stable sort, the others in their
-    order): a long test started last would leave the other workers idle at the end."""
+    order): a long test started last would leave the other workers idle at the end. A test marked
+    ``serial`` in a module that does not say ``mark.serial`` is refused (:func:`pytest_ignore_collect`
+    would never collect it in the serial run)."""
+    unseen = sorted(
+        {
+            item.nodeid.split("::")[0]
+            for item in items
+            if item.get_closest_marker("serial") is not None
+            and "mark.serial" not in Path(str(item.fspath)).read_text(encoding="utf-8")
+        }
+    )
+    if unseen:
+        raise pytest.UsageError(f"marked serial without the words `mark.serial` in the module: {unseen}")
     if config.getoption("numprocesses", None) or _WORKER is not None:
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
