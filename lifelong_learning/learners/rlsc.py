@@ -242,6 +242,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._young_class_grew = False  # set by an update: a young class reached a power of two
         self._clock = 0  # samples numbered so far (n_samples, but never decreased by unlearning)
         self._kept = SampleStore.empty(self.keep_samples, d or 0)
+        self._taken_back = np.zeros(0, np.uint64)  # rows unlearned, by digest (learners/taken_back.py)
         if d is not None:
             self._make_engines(d)
 

@@ -64,6 +64,7 @@ from scipy.linalg import solve_triangular
 from lifelong_learning.learners.cholesky import chol_downdate_rows
 from lifelong_learning.learners.labels import Label, check_label, label_key, labels_of
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
+from lifelong_learning.learners.taken_back import remembered, row_digests
 from lifelong_learning.learners.validation_scores import Pending
 
 #: a downdated pivot below this fraction of λ (exact pivots are ≥ λ) means cancellation: rebuild
@@ -250,6 +251,17 @@ class Unlearning:
 
     #: downdates that lost positive definiteness and were rebuilt from the kept samples
     rebuilds_: int = 0
+
+    @property
+    def taken_back_(self) -> np.ndarray:
+        """Digests of the rows this model unlearned, oldest first (learners/taken_back.py)."""
+        return self._taken_back.copy()
+
+    def remember_taken_back(self, digests: Any) -> Any:
+        """Remember ``digests`` (:func:`~lifelong_learning.learners.taken_back.row_digests`) as taken
+        back too: e.g. a retrained model, those of the model it continues from."""
+        self._taken_back = remembered(self._taken_back, np.asarray(digests, dtype=np.uint64))
+        return self
 
     def clone(self) -> Any:
         """An independent copy in memory, bit for bit (a model file would rebuild some factors)."""
@@ -451,8 +463,14 @@ class Unlearning:
                 new = self._rebuilt(rls, ~train)
             engines.append(without_columns(new, keep_cls) if not keep_cls.all() else new)
         class_map = np.cumsum(keep_cls) - 1
+        gone = (
+            row_digests(np.vstack([self._kept.rows[train], self._val_X[val]]))
+            if self.feature_map is None
+            else np.zeros(0, np.uint64)
+        )
         self._commit(engines, keep_cls, class_map, train_counts[keep_cls], seen_counts[keep_cls], ~val)
         self._kept = self._kept.kept_where(~train, class_map)
+        self._taken_back = remembered(self._taken_back, gone)
         self.n_samples -= int(train.sum() + val.sum())
         if self.shares_factor:
             self.select_model()

@@ -40,11 +40,15 @@ from lifelong_learning.io.bags import (
 )
 from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_CLASSES
 from lifelong_learning.learners.rlsc import IncrementalRLSC
+from lifelong_learning.learners.taken_back import row_digests
 from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group, JobProgress
 from lifelong_learning.nystrom.export import classifier_from_sums, classifier_sums, one_hot
 from lifelong_learning.retraining.job import TuningJob
 from lifelong_learning.retraining.promotion import Decision, gate_classifier
 from lifelong_learning.retraining.rows import FeatureStore
+
+#: the skipped rows' reason: unlearned by the serving model (learners/taken_back.py)
+TAKEN_BACK = "taken back by the serving model (undone or forgotten)"
 
 
 class Classification:
@@ -63,14 +67,17 @@ class Classification:
         self.extra_labels: list[str] = []  # the serving model's held-out samples' (_continue_from)
         self._scored: tuple[Any, Any] | None = None  # a model and its training rows' sums (score)
         try:
+            serving = self._serving(job.init) if job.init else None
+            # rows the serving model unlearned (undone, forgotten): not learned again from the bags
+            self.taken_back = serving.taken_back_ if serving is not None else np.zeros(0, np.uint64)
             self.samples_read, self.skipped = self._read(job)
             self.extra_X = np.empty((0, self.store.d or 0))  # the serving model's held-out samples
             # the gate's rows, the random test split of the others, the serving model's held-out
             # samples, the classes' order and the tuning sample
             gate, self.recent, self.held_out = self._hold_out(job)
             self.kept, self.train_rows, self.test_rows = self._split(job, rng, gate)
-            if job.init:
-                self._continue_from(self._serving(job.init))
+            if serving is not None:
+                self._continue_from(serving)
             self.train_labels = [*self.store.labels(self.train_rows), *self.extra_labels]
             self.classes = self._classes()
             pick = _tuning_sample(len(self.train_labels), int(job.sample_rows), job.seed, group)
@@ -100,7 +107,9 @@ class Classification:
                 for X, labels, _ in labeled_feature_blocks(
                     self.bags_read, job.topic, int(job.block), skipped, progress.add, limit
                 ):
-                    self.store.append(X, labels)
+                    X, labels = self._not_taken_back(X, labels, skipped)
+                    if len(labels):
+                        self.store.append(X, labels)
             except (BagError, OSError) as exc:
                 error = exc
         group.agree(error)
@@ -112,6 +121,16 @@ class Classification:
             for reason, n in part.items():
                 counts[reason] = counts.get(reason, 0) + n
         return self.store.n, counts
+
+    def _not_taken_back(self, X: np.ndarray, labels: list[Any], skipped: Skipped) -> tuple[Any, list[Any]]:
+        """The rows of ``X`` (and their ``labels``) the serving model did not take back; those it did
+        are counted in ``skipped`` (learners/taken_back.py)."""
+        if not self.taken_back.size:
+            return X, list(labels)
+        keep = ~np.isin(row_digests(X), self.taken_back)
+        gone = [label for label, k in zip(labels, keep, strict=True) if not k]
+        skipped.add(TAKEN_BACK, f"e.g. a sample labeled {gone[0]!r}" if gone else "", len(gone))
+        return X[keep], [label for label, k in zip(labels, keep, strict=True) if k]
 
     def _split(self, job: TuningJob, rng: Any, gate: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Row numbers of the rows not held out for the gate, and of the random training and test
@@ -226,10 +245,11 @@ class Classification:
                     raise BagError(
                         f"the validation bags hold {extra.X.shape[1]} features, the bags {store.d}"
                     )
+                extra_X, extra_labels = self._not_taken_back(extra.X, list(extra.labels), extra.skipped)
                 for reason, n in extra.skipped.items():
                     key = f"{reason} (validation bags)"
                     self.skipped[key] = self.skipped.get(key, 0) + n
-                X_gate, labels_gate = np.vstack([X_gate, extra.X]), labels_gate + list(extra.labels)
+                X_gate, labels_gate = np.vstack([X_gate, extra_X]), labels_gate + extra_labels
             except (BagError, OSError) as exc:
                 error = exc
         group.agree(error)
@@ -296,6 +316,8 @@ class Classification:
             [*self.known, *itertools.chain.from_iterable(self.group.all_gather(list(mine)))]
         )
         classifier_from_sums(model, train + test, list(order), out, self.group)
+        if self.taken_back.size and self.group.is_main:  # what the serving model took back stays so
+            IncrementalRLSC.load(out).remember_taken_back(self.taken_back).save(out)
 
 
 def random_split(n: int, fraction: float, rng: Any) -> tuple[np.ndarray, np.ndarray]:

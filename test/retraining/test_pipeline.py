@@ -130,6 +130,47 @@ def test_a_warm_start_keeps_every_class_of_the_serving_classifier(tmp_path, make
     assert report["warnings"] == []
 
 
+def test_what_the_serving_classifier_took_back_is_not_learned_again_from_the_bags(tmp_path, make_job):
+    """The bags recorded everything taught: cup, box, ball, and six views of ball named box by
+    mistake. The serving classifier then undid the mistake and forgot ball. Continuing from it, a
+    retraining learns neither again (counted as skipped), its gate does not prefer a candidate that
+    knows ball, and the candidate remembers both for the next retraining."""
+    from lifelong_learning.io.bags import write_labeled_features
+    from lifelong_learning.learners import IncrementalRLSC
+    from lifelong_learning.retraining.classification import TAKEN_BACK
+
+    rng = np.random.default_rng(0)
+    centres = {"cup": [3.0, 0, 0, 0], "box": [0, 3.0, 0, 0], "ball": [0, 0, 3.0, 0]}
+
+    def views(label, n):
+        return np.asarray(centres[label]) + rng.normal(scale=0.4, size=(n, 4))
+
+    serving = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto", validation_every=3, keep_samples=500)
+    X, labels = [], []
+    for label in ("cup", "box", "ball") * 20:
+        X.append(views(label, 1)[0])
+        labels.append(label)
+    wrong = views("ball", 6)
+    X, labels = np.vstack([*X, wrong]).astype(np.float32), labels + ["box"] * 6
+    for x, label in zip(X, labels, strict=True):  # as the node learns LabeledFeatures: float32 data
+        serving.partial_fit(x.astype(np.float64), [label])
+    serving.unlearn_numbers(serving.teaching_episode())  # ~/undo_teaching
+    serving.forget_class("ball")  # ~/forget_class
+    serving.save(tmp_path / "serving.llm")
+    write_labeled_features(tmp_path / "bag", X, labels)
+    common = {"task": "classification", "centers": 20, "epochs": 5}
+    report = run_job(make_job("bag", out="warm.llm", init=str(tmp_path / "serving.llm"), **common))
+    warm = IncrementalRLSC.load(tmp_path / "warm.llm")
+    assert list(warm.classes_) == ["cup", "box"]
+    assert report["skipped"] == {TAKEN_BACK: 26}, report["skipped"]
+    assert np.mean(warm.predict(views("box", 30)) == "box") > 0.9
+    assert report["promotion"]["serving_error"] == 0.0  # ball's views are not among the gate's
+    assert set(serving.taken_back_.tolist()) <= set(warm.taken_back_.tolist())
+    # without the serving model, the bags are learned whole
+    cold = run_job(make_job("bag", out="cold.llm", **common))
+    assert "ball" in list(IncrementalRLSC.load(tmp_path / "cold.llm").classes_) and not cold["skipped"]
+
+
 def test_a_model_to_continue_from_that_does_not_fit_is_refused_before_any_work(tmp_path, make_job):
     """Another kind of model, another robot, a missing or corrupt file: a clear ValueError."""
     import pytest
