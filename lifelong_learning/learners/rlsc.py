@@ -51,6 +51,7 @@ from lifelong_learning.learners.model_selection import (
 )
 from lifelong_learning.learners.novelty import DEFAULT_SCORE, novelty_scores
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
+from lifelong_learning.learners.taken_back import TakenBack
 from lifelong_learning.learners.unlearning import SampleStore, Unlearning
 from lifelong_learning.learners.validation_scores import Pending, refreshed
 
@@ -242,7 +243,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._young_class_grew = False  # set by an update: a young class reached a power of two
         self._clock = 0  # samples numbered so far (n_samples, but never decreased by unlearning)
         self._kept = SampleStore.empty(self.keep_samples, d or 0)
-        self._taken_back = np.zeros(0, np.uint64)  # rows unlearned, by digest (learners/taken_back.py)
+        self._taken_back = TakenBack()  # what it unlearned, for retrainings (learners/taken_back.py)
         if d is not None:
             self._make_engines(d)
 

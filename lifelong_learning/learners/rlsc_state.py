@@ -29,7 +29,7 @@ from lifelong_learning.learners.feature_map import restore_feature_map, store_fe
 from lifelong_learning.learners.labels import Label, check_label, label_key
 from lifelong_learning.learners.model_selection import Selection
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
-from lifelong_learning.learners.taken_back import checked as checked_taken_back
+from lifelong_learning.learners.taken_back import TakenBack
 from lifelong_learning.learners.unlearning import SampleStore
 
 
@@ -248,8 +248,7 @@ def state_of(clf: Any, tolerance: float) -> tuple[dict[str, Any], dict[str, np.n
     meta["calibration_evidence"] = clf.calibration_evidence
     if clf.keep_samples or clf._clock != clf.n_samples:  # exact unlearning (learners/unlearning.py)
         meta.update(clf._kept.store_into(arrays, clf._clock))
-    if clf._taken_back.size:  # learners/taken_back.py
-        arrays["taken_back"] = clf._taken_back.copy()
+    clf._taken_back.store_into(meta, arrays)
     if clf.shares_factor:  # one engine, of λ = lambdas[serving]; the selection as made
         meta["shared_factor"] = shared_factor_entry(clf._serving, clf._since_selection, clf._selection)
     if clf.feature_map is not None:
@@ -282,8 +281,7 @@ def restored(cls: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> A
             clf._make_engines(clf._engines[0].n_features)
         if selection is not None:
             clf._selection = selection
-    if "taken_back" in arrays:
-        clf._taken_back = checked_taken_back(arrays["taken_back"])
+    clf._taken_back = TakenBack.restore(meta, arrays)
     labels = saved_labels(meta["classes"])
     train_counts, seen_counts = saved_counts(arrays, len(labels), int(meta["n_samples_seen"]))
     if not labels and not seen_counts.sum() and not meta["engines"]:

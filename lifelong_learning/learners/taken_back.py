@@ -2,30 +2,42 @@
 it back too.
 
 Unlearning (:mod:`~lifelong_learning.learners.unlearning`: a teaching episode undone, a class
-forgotten) removes samples from the model, but not from the bags the robot recorded while it was
-taught: a retraining from those bags would learn them again, and its promotion gate, scoring on
-the bags' most recent samples, would even prefer the candidate that knows a forgotten class. So the
-model remembers the rows it unlearned by digest, and the retraining that continues from it drops
-the bags' rows with those digests (:mod:`~lifelong_learning.retraining.classification`).
+forgotten or renamed) and a reset change the model, but not the bags the robot recorded while it
+was taught: a retraining from those bags would learn the old state again, and its promotion gate,
+scoring on the bags' most recent samples, would even prefer the candidate that knows a forgotten
+class. So the model remembers (:class:`TakenBack`), and the retraining that continues from it sorts
+the bags' rows by that record (:meth:`TakenBack.sort`; retraining/classification.py):
 
-A row's digest is the first 8 bytes of BLAKE2b over its float32 values: the bags hold features as
-float32 (LabeledFeatures), and a model without a feature map keeps its samples as they came,
-float32 where that is exact. Two different rows share a digest with probability about 2⁻⁶⁴.
-A model with a feature map keeps its samples in model features, which no bag holds: it remembers
-nothing. Bounded: the newest :data:`MAX_TAKEN_BACK` digests (800 kB), in the model file as the
-array ``taken_back``. A row taught again after it was taken back is the same row: a retraining
-drops it too (teaching the object again gives new frames, which are learned).
+- **rows**: the samples it unlearned, each by a digest (:func:`row_digests`): the first 8 bytes of
+  BLAKE2b over its float32 values. The bags hold features as float32 (LabeledFeatures), and a model
+  without a feature map keeps its samples as they came, float32 where that is exact; two different
+  rows share a digest with probability about 2⁻⁶⁴. A row of the bags with such a digest is not
+  learned. A model with a feature map keeps its samples in model features, which no bag holds: it
+  remembers no row.
+- **gone**: the classes it no longer knows by an edit (forgotten, emptied by an undo, known before
+  a ``~/reset``): a row of the bags labeled so is not learned, unless the model knows that class
+  again (taught since; its rows from before are still dropped by digest where they were kept).
+- **renamed**: ``old → new`` of each rename: a row labeled ``old`` is learned as ``new`` (the chain
+  followed), unless the model knows ``old`` again.
+
+Bounded: the newest :data:`MAX_ROWS` digests (800 kB, the model file's array ``taken_back``) and
+:data:`MAX_LABELS` labels of each kind (its meta ``taken_back``). Labels are kept as text, as the
+bags hold them.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 #: digests a model remembers (the newest); a retraining from older bags learns older ones again
-MAX_TAKEN_BACK = 100_000
+MAX_ROWS = 100_000
+#: labels gone, and renames, a model remembers (the newest of each)
+MAX_LABELS = 1024
 
 
 def row_digests(X: Any) -> np.ndarray:
@@ -37,24 +49,98 @@ def row_digests(X: Any) -> np.ndarray:
     return out
 
 
-def remembered(old: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """``old`` followed by the digests of ``new`` it lacks (each once), the newest
-    :data:`MAX_TAKEN_BACK` kept."""
+def _newest(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``old`` followed by the digests of ``new`` it lacks (each once), the newest :data:`MAX_ROWS`."""
     new = np.asarray(new, dtype=np.uint64)
     _, first = np.unique(new, return_index=True)
     fresh = new[np.sort(first)]
-    fresh = fresh[~np.isin(fresh, old)]
-    return np.concatenate([old, fresh])[-MAX_TAKEN_BACK:]
+    return np.concatenate([old, fresh[~np.isin(fresh, old)]])[-MAX_ROWS:]
 
 
-def checked(digests: Any) -> np.ndarray:
-    """The ``taken_back`` array of a model file, checked: 1-D uint64, distinct, at most
-    :data:`MAX_TAKEN_BACK`; ValueError otherwise."""
-    a = np.asarray(digests)
-    if a.ndim != 1 or a.dtype != np.uint64 or a.size > MAX_TAKEN_BACK:
-        raise ValueError(
-            f"taken_back must be at most {MAX_TAKEN_BACK} uint64 digests, got {a.dtype} of shape {a.shape}"
-        )
-    if np.unique(a).size != a.size:
-        raise ValueError("taken_back holds a digest twice")
-    return a.copy()
+@dataclass(frozen=True)
+class Sorted:
+    """The rows of the bags a retraining learns (``keep``, a mask), with their ``labels`` (renamed
+    where the model renamed them); how many were dropped, and how many renamed."""
+
+    keep: np.ndarray
+    labels: list[str]
+    dropped: int
+    renamed: int
+
+
+@dataclass(frozen=True)
+class TakenBack:
+    """What a classifier took back (module docstring). Immutable: each change returns a new one."""
+
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    gone: tuple[str, ...] = ()
+    renamed: tuple[tuple[str, str], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.rows.size or self.gone or self.renamed)
+
+    def removing(self, X: Any, labels: Iterable[Any] = ()) -> TakenBack:
+        """With the rows ``X`` unlearned and the classes ``labels`` gone."""
+        gone = [g for g in self.gone if g not in {str(x) for x in labels}] + [str(x) for x in labels]
+        rows = _newest(self.rows, row_digests(X)) if len(X) else self.rows
+        return TakenBack(rows, tuple(dict.fromkeys(gone))[-MAX_LABELS:], self.renamed)
+
+    def renaming(self, old: Any, new: Any) -> TakenBack:
+        """With class ``old`` renamed ``new`` (``new`` is no longer gone)."""
+        old, new = str(old), str(new)
+        renamed = [(a, b) for a, b in self.renamed if a != old] + [(old, new)]
+        gone = tuple(g for g in self.gone if g != new)
+        return TakenBack(self.rows, gone, tuple(renamed)[-MAX_LABELS:])
+
+    def joined(self, other: TakenBack) -> TakenBack:
+        """This record, then ``other``'s (newer) on top."""
+        out = TakenBack(_newest(self.rows, other.rows), self.gone, self.renamed).removing([], other.gone)
+        for old, new in other.renamed:
+            out = out.renaming(old, new)
+        return out
+
+    def sort(self, X: np.ndarray, labels: Sequence[Any], known: Iterable[Any]) -> Sorted:
+        """Which rows of the bags (``X``, ``labels``) a model that knows the classes ``known`` and
+        took back this learns, and as what (module docstring)."""
+        known = {str(k) for k in known}
+        keep = ~np.isin(row_digests(X), self.rows) if self.rows.size and len(X) else np.ones(len(X), bool)
+        renames, gone = dict(self.renamed), set(self.gone)
+        out, renamed = [], 0
+        for i, label in enumerate(labels):
+            name, seen = str(label), set()
+            while name not in known and name in renames and name not in seen:
+                seen.add(name)
+                name = renames[name]
+            if name not in known and name in gone:
+                keep[i] = False
+            elif keep[i] and name != str(label):
+                renamed += 1
+            out.append(name)
+        return Sorted(keep, [lab for lab, k in zip(out, keep, strict=True) if k], int((~keep).sum()), renamed)
+
+    def store_into(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """The model file's entries: meta ``taken_back`` (labels), array ``taken_back`` (digests)."""
+        if self:
+            meta["taken_back"] = {"gone": list(self.gone), "renamed": [list(p) for p in self.renamed]}
+            arrays["taken_back"] = self.rows.copy()
+
+    @classmethod
+    def restore(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> TakenBack:
+        """The record of a model file (none: an empty one); ValueError on bad content."""
+        entry = meta.get("taken_back")
+        if entry is None and "taken_back" not in arrays:
+            return cls()
+        a = np.asarray(arrays.get("taken_back", np.zeros(0, np.uint64)))
+        if a.ndim != 1 or a.dtype != np.uint64 or a.size > MAX_ROWS:
+            raise ValueError(f"taken_back must be at most {MAX_ROWS} uint64 digests, got {a.dtype} {a.shape}")
+        if np.unique(a).size != a.size:
+            raise ValueError("taken_back holds a digest twice")
+        entry = entry or {}
+        gone, renamed = entry.get("gone", []), entry.get("renamed", [])
+        pairs_ok = all(isinstance(p, list) and len(p) == 2 for p in renamed)
+        texts = [*gone, *(x for p in renamed if isinstance(p, list) for x in p)]
+        if not pairs_ok or not all(isinstance(t, str) for t in texts):
+            raise ValueError("taken_back's labels must be texts, its renames pairs of texts")
+        if len(gone) > MAX_LABELS or len(renamed) > MAX_LABELS:
+            raise ValueError(f"taken_back holds more than {MAX_LABELS} labels of a kind")
+        return cls(a.copy(), tuple(gone), tuple((p[0], p[1]) for p in renamed))

@@ -64,7 +64,7 @@ from scipy.linalg import solve_triangular
 from lifelong_learning.learners.cholesky import chol_downdate_rows
 from lifelong_learning.learners.labels import Label, check_label, label_key, labels_of
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
-from lifelong_learning.learners.taken_back import remembered, row_digests
+from lifelong_learning.learners.taken_back import TakenBack
 from lifelong_learning.learners.validation_scores import Pending
 
 #: a downdated pivot below this fraction of λ (exact pivots are ≥ λ) means cancellation: rebuild
@@ -253,15 +253,21 @@ class Unlearning:
     rebuilds_: int = 0
 
     @property
-    def taken_back_(self) -> np.ndarray:
-        """Digests of the rows this model unlearned, oldest first (learners/taken_back.py)."""
-        return self._taken_back.copy()
+    def taken_back_(self) -> TakenBack:
+        """What this model took back: rows unlearned, classes gone, renames (learners/taken_back.py)."""
+        return self._taken_back
 
-    def remember_taken_back(self, digests: Any) -> Any:
-        """Remember ``digests`` (:func:`~lifelong_learning.learners.taken_back.row_digests`) as taken
-        back too: e.g. a retrained model, those of the model it continues from."""
-        self._taken_back = remembered(self._taken_back, np.asarray(digests, dtype=np.uint64))
+    def remember_taken_back(self, record: TakenBack) -> Any:
+        """Remember ``record`` too (older than this model's own): e.g. a retrained model, that of the
+        model it continues from."""
+        self._taken_back = record.joined(self._taken_back)
         return self
+
+    def everything_taken_back(self) -> TakenBack:
+        """This model's record with everything it knows taken back too (its kept and held-out rows,
+        its classes): what a model that replaces it on ``~/reset`` remembers."""
+        rows = np.vstack([self._kept.rows, self._val_X]) if self.feature_map is None else np.zeros((0, 1))
+        return self._taken_back.removing(rows, [str(c) for c in self._labels])
 
     def clone(self) -> Any:
         """An independent copy in memory, bit for bit (a model file would rebuild some factors)."""
@@ -407,12 +413,14 @@ class Unlearning:
         new = check_label(new)
         if label_key(new) == label_key(self._labels[c]):
             raise ValueError(f"{old!r} is called {new!r} already")
+        record = self._taken_back.renaming(self._labels[c], new)
         target = self._index.get(label_key(new))
         if target is None:
             labels = list(self._labels)
             labels[c] = new
             self._labels, self._index = labels, {label_key(lab): i for i, lab in enumerate(labels)}
             self._selection = None
+            self._taken_back = record
             return self
         T = len(self._labels)
         keep = np.arange(T) != c
@@ -430,6 +438,7 @@ class Unlearning:
             engines, keep, class_map, train_counts[keep], seen_counts[keep], np.ones(self._val_y.size, bool)
         )
         self._kept = self._kept.kept_where(np.ones(self._kept.size, bool), class_map)
+        self._taken_back = record
         if self.shares_factor:
             self.select_model()
         return self
@@ -463,14 +472,11 @@ class Unlearning:
                 new = self._rebuilt(rls, ~train)
             engines.append(without_columns(new, keep_cls) if not keep_cls.all() else new)
         class_map = np.cumsum(keep_cls) - 1
-        gone = (
-            row_digests(np.vstack([self._kept.rows[train], self._val_X[val]]))
-            if self.feature_map is None
-            else np.zeros(0, np.uint64)
-        )
+        rows = np.vstack([self._kept.rows[train], self._val_X[val]]) if self.feature_map is None else []
+        record = self._taken_back.removing(rows, [str(self._labels[c]) for c in np.flatnonzero(emptied)])
         self._commit(engines, keep_cls, class_map, train_counts[keep_cls], seen_counts[keep_cls], ~val)
         self._kept = self._kept.kept_where(~train, class_map)
-        self._taken_back = remembered(self._taken_back, gone)
+        self._taken_back = record
         self.n_samples -= int(train.sum() + val.sum())
         if self.shares_factor:
             self.select_model()

@@ -265,6 +265,11 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         """A fresh, untrained model from the node's parameters."""
         raise NotImplementedError
 
+    def reset_model(self) -> PersistentModel:
+        """The model ``~/reset`` serves (called with the old one still serving): by default
+        :meth:`new_model`."""
+        return self.new_model()
+
     def check_model(self, model: PersistentModel) -> None:
         """Raise ValueError if ``model`` (of the right kind, read from a file) does not fit this node."""
 
@@ -550,7 +555,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         """A new model from the parameters; the old one is kept for ``~/rollback`` first."""
-        response.success, response.message = self.serving.reset(self.new_model, self._before_reset)
+        response.success, response.message = self.serving.reset(self.reset_model, self._before_reset)
         return response
 
     def _on_rollback(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:

@@ -313,6 +313,13 @@ class ObjectRecognitionNode(LearnerNode):
     def new_model(self) -> IncrementalRLSC:
         return IncrementalRLSC(**self._model_kwargs)
 
+    def reset_model(self) -> IncrementalRLSC:
+        """A new model that remembers everything the serving one knew as taken back: a retraining
+        that continues from it does not learn the bags' samples from before the reset again
+        (learners/taken_back.py)."""
+        fresh, old = self.new_model(), self.serving.model
+        return fresh if old is None else fresh.remember_taken_back(old.everything_taken_back())
+
     def check_model(self, model: IncrementalRLSC) -> None:
         self.gate.check_model(model)  # no more classes, no label, than the node would learn
         want = self._model_kwargs["n_features"]

@@ -40,7 +40,7 @@ from lifelong_learning.io.bags import (
 )
 from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_CLASSES
 from lifelong_learning.learners.rlsc import IncrementalRLSC
-from lifelong_learning.learners.taken_back import row_digests
+from lifelong_learning.learners.taken_back import TakenBack
 from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group, JobProgress
 from lifelong_learning.nystrom.export import classifier_from_sums, classifier_sums, one_hot
 from lifelong_learning.retraining.job import TuningJob
@@ -48,7 +48,7 @@ from lifelong_learning.retraining.promotion import Decision, gate_classifier
 from lifelong_learning.retraining.rows import FeatureStore
 
 #: the skipped rows' reason: unlearned by the serving model (learners/taken_back.py)
-TAKEN_BACK = "taken back by the serving model (undone or forgotten)"
+TAKEN_BACK = "taken back by the serving model (undone, forgotten, reset)"
 
 
 class Classification:
@@ -68,9 +68,17 @@ class Classification:
         self._scored: tuple[Any, Any] | None = None  # a model and its training rows' sums (score)
         try:
             serving = self._serving(job.init) if job.init else None
-            # rows the serving model unlearned (undone, forgotten): not learned again from the bags
-            self.taken_back = serving.taken_back_ if serving is not None else np.zeros(0, np.uint64)
+            # what the serving model took back (undone, forgotten, renamed, reset): not learned again
+            self.taken_back = serving.taken_back_ if serving is not None else TakenBack()
+            self.known = [] if serving is None else [str(c) for c in serving.classes_.tolist()]
+            self.renamed = 0  # rows learned under the serving model's new name of their class
             self.samples_read, self.skipped = self._read(job)
+            renamed = sum(group.all_gather(self.renamed))
+            if renamed:
+                self.warnings.append(
+                    f"{renamed} samples of the bags learned under the name the serving model gave their "
+                    "class since (~/rename_class)"
+                )
             self.extra_X = np.empty((0, self.store.d or 0))  # the serving model's held-out samples
             # the gate's rows, the random test split of the others, the serving model's held-out
             # samples, the classes' order and the tuning sample
@@ -123,14 +131,15 @@ class Classification:
         return self.store.n, counts
 
     def _not_taken_back(self, X: np.ndarray, labels: list[Any], skipped: Skipped) -> tuple[Any, list[Any]]:
-        """The rows of ``X`` (and their ``labels``) the serving model did not take back; those it did
-        are counted in ``skipped`` (learners/taken_back.py)."""
-        if not self.taken_back.size:
+        """The rows of ``X`` the serving model did not take back, with their labels as it names them
+        now; those it took back are counted in ``skipped`` (learners/taken_back.py)."""
+        if not self.taken_back:
             return X, list(labels)
-        keep = ~np.isin(row_digests(X), self.taken_back)
-        gone = [label for label, k in zip(labels, keep, strict=True) if not k]
-        skipped.add(TAKEN_BACK, f"e.g. a sample labeled {gone[0]!r}" if gone else "", len(gone))
-        return X[keep], [label for label, k in zip(labels, keep, strict=True) if k]
+        out = self.taken_back.sort(X, labels, self.known)
+        first = next((str(lab) for lab, k in zip(labels, out.keep, strict=True) if not k), "")
+        skipped.add(TAKEN_BACK, f"e.g. a sample labeled {first!r}", out.dropped)
+        self.renamed += out.renamed
+        return X[out.keep], out.labels
 
     def _split(self, job: TuningJob, rng: Any, gate: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Row numbers of the rows not held out for the gate, and of the random training and test
@@ -316,7 +325,7 @@ class Classification:
             [*self.known, *itertools.chain.from_iterable(self.group.all_gather(list(mine)))]
         )
         classifier_from_sums(model, train + test, list(order), out, self.group)
-        if self.taken_back.size and self.group.is_main:  # what the serving model took back stays so
+        if self.taken_back and self.group.is_main:  # what the serving model took back stays so
             IncrementalRLSC.load(out).remember_taken_back(self.taken_back).save(out)
 
 

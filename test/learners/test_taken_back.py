@@ -1,4 +1,5 @@
-"""What a classifier unlearned is remembered by digest, saved with it and bounded (learners/taken_back.py)."""
+"""What a classifier took back is remembered, saved with it, bounded, and sorts the bags' rows
+(learners/taken_back.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from lifelong_learning.core.model_file import ModelFile
 from lifelong_learning.learners import taken_back
 from lifelong_learning.learners.random_features import RandomFourierFeatures
 from lifelong_learning.learners.rlsc import IncrementalRLSC
-from lifelong_learning.learners.taken_back import remembered, row_digests
+from lifelong_learning.learners.taken_back import TakenBack, row_digests
 
 D = 6
 
@@ -35,17 +36,22 @@ def taught(**kw) -> tuple[IncrementalRLSC, dict[str, np.ndarray]]:
 
 def test_undone_and_forgotten_rows_are_remembered_saved_and_cloned() -> None:
     model, rows = taught()
-    assert model.taken_back_.size == 0
+    assert not model.taken_back_
     model.unlearn_numbers(model.teaching_episode())  # the six mislabeled views
-    assert np.array_equal(np.sort(model.taken_back_), np.sort(row_digests(rows["wrong"])))
+    assert np.array_equal(np.sort(model.taken_back_.rows), np.sort(row_digests(rows["wrong"])))
+    assert model.taken_back_.gone == ()  # box keeps its other samples
     model.forget_class("cup")  # its training and held-out samples alike
     gone = row_digests(np.vstack([rows["wrong"], rows["cup"]]))
-    assert set(model.taken_back_.tolist()) == set(gone.tolist())
+    assert set(model.taken_back_.rows.tolist()) == set(gone.tolist()) and model.taken_back_.gone == ("cup",)
     kept = row_digests(np.vstack([rows["box"], rows["ball"]]))
-    assert not np.isin(kept, model.taken_back_).any()
+    assert not np.isin(kept, model.taken_back_.rows).any()
+    model.rename_class("box", "crate")
+    assert model.taken_back_.renamed == (("box", "crate"),)
     loaded = IncrementalRLSC.from_model_file(model.to_model_file())
-    assert np.array_equal(loaded.taken_back_, model.taken_back_)
-    assert np.array_equal(model.clone().taken_back_, model.taken_back_)
+    for copy in (loaded, model.clone()):
+        record = copy.taken_back_
+        assert np.array_equal(record.rows, model.taken_back_.rows)
+        assert (record.gone, record.renamed) == (model.taken_back_.gone, model.taken_back_.renamed)
     # the digest is of the float32 values: the bag's LabeledFeatures data give the same
     assert np.array_equal(row_digests(rows["cup"].astype(np.float32)), row_digests(rows["cup"]))
 
@@ -54,31 +60,70 @@ def test_a_model_with_a_feature_map_remembers_nothing() -> None:
     """Its kept samples are in model features, which no bag holds."""
     model, _ = taught(feature_map=RandomFourierFeatures(D, 32, bandwidth=2.0, seed=0))
     model.forget_class("cup")
-    assert model.taken_back_.size == 0 and not model.has_class("cup")
+    assert model.taken_back_.rows.size == 0 and model.taken_back_.gone == ("cup",)
 
 
 @pytest.mark.parametrize(
-    ("digests", "match"),
+    ("arrays", "meta", "match"),
     [
-        (np.arange(3, dtype=np.int64), "uint64"),
-        (np.array([5, 5], dtype=np.uint64), "twice"),
-        (np.zeros((2, 2), dtype=np.uint64), "shape"),
+        ({"taken_back": np.arange(3, dtype=np.int64)}, {}, "uint64"),
+        ({"taken_back": np.array([5, 5], dtype=np.uint64)}, {}, "twice"),
+        ({"taken_back": np.zeros((2, 2), dtype=np.uint64)}, {}, "uint64"),
+        ({}, {"taken_back": {"gone": [1], "renamed": []}}, "texts"),
+        ({}, {"taken_back": {"gone": [], "renamed": [["a"]]}}, "pairs"),
     ],
 )
-def test_a_model_file_with_bad_digests_does_not_load(digests: np.ndarray, match: str) -> None:
+def test_a_model_file_with_a_bad_record_does_not_load(arrays: dict, meta: dict, match: str) -> None:
     model, _ = taught()
     model.forget_class("cup")
     file = model.to_model_file()
     with pytest.raises(ValueError, match=match):
         IncrementalRLSC.from_model_file(
-            ModelFile(file.kind, file.meta, {**file.arrays, "taken_back": digests})
+            ModelFile(file.kind, {**file.meta, **meta}, {**file.arrays, **arrays})
         )
 
 
-def test_the_newest_digests_are_kept_each_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(taken_back, "MAX_TAKEN_BACK", 4)
-    a = remembered(np.zeros(0, np.uint64), np.array([1, 2, 2, 3], dtype=np.uint64))
-    assert a.tolist() == [1, 2, 3]
-    assert remembered(a, np.array([3, 4, 5], dtype=np.uint64)).tolist() == [2, 3, 4, 5]
-    model = IncrementalRLSC(lambdas=1.0, alpha=1.0).remember_taken_back(np.arange(10, dtype=np.uint64))
-    assert model.taken_back_.tolist() == [6, 7, 8, 9]
+def test_the_newest_are_kept_each_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(taken_back, "MAX_ROWS", 4)
+    monkeypatch.setattr(taken_back, "MAX_LABELS", 2)
+    X = views(5, 6, 0)
+    record = TakenBack().removing(X[[0, 1, 1, 2]], ["a", "b", "c"])
+    assert record.rows.tolist() == row_digests(X[:3]).tolist() and record.gone == ("b", "c")
+    record = record.removing(X[2:5])
+    assert record.rows.tolist() == row_digests(X[1:5]).tolist()
+    model = IncrementalRLSC(lambdas=1.0, alpha=1.0).remember_taken_back(record.renaming("x", "y"))
+    assert model.taken_back_.renamed == (("x", "y"),) and model.taken_back_.rows.size == 4
+
+
+def test_rows_are_sorted_by_digest_class_and_name() -> None:
+    """Rows unlearned are dropped; a class gone is dropped unless known again; a renamed class is
+    learned under its new name (the chain followed) unless its old name is known again."""
+    X = views(6, 6, 1)
+    record = (
+        TakenBack()
+        .removing(X[:1], ["cup"])  # row 0 undone; cup forgotten
+        .renaming("mug", "tumbler")
+        .renaming("tumbler", "glass")
+        .renaming("jar", "pot")
+    )
+    labels = ["box", "cup", "mug", "jar", "box", "cup"]
+    out = record.sort(X, labels, known=["box", "glass", "jar"])
+    assert out.keep.tolist() == [False, False, True, True, True, False]
+    assert out.labels == ["glass", "jar", "box"] and (out.dropped, out.renamed) == (3, 1)
+    # cup taught again since: its rows are learned, except the one undone
+    again = record.sort(X, labels, known=["box", "glass", "cup"])
+    assert again.keep.tolist() == [False, True, True, True, True, True]
+
+
+def test_a_reset_takes_back_everything_the_model_knew() -> None:
+    model, rows = taught()
+    record = model.everything_taken_back()
+    assert set(record.gone) == {"cup", "box", "ball"}
+    everything = row_digests(np.vstack(list(rows.values())))
+    assert set(record.rows.tolist()) == set(everything.tolist())
+    fresh = IncrementalRLSC(lambdas=1.0, alpha=1.0).remember_taken_back(record)
+    fresh.partial_fit(views(9, 4, 0), ["cup"] * 4)  # cup taught again after the reset
+    out = fresh.taken_back_.sort(
+        np.vstack([rows["cup"], rows["box"]]), ["cup"] * 12 + ["box"] * 12, fresh.classes_
+    )
+    assert not out.keep.any()  # the rows from before the reset: none learned again

@@ -1,7 +1,9 @@
 """Undoing teaching across processes: an object_recognition process taught a
 wrong episode unlearns it through ~/undo_teaching and answers exactly as before it; ~/rollback
 undoes the undo; ~/rename_class and ~/forget_class change the classes as retraining would; bad
-requests are refused with a clear message, counted, and change nothing."""
+requests are refused with a clear message, counted, and change nothing. What the node took back
+(undone, forgotten, renamed, reset) is not learned again by a retraining that continues from its
+model, from a bag of everything it was taught."""
 
 from __future__ import annotations
 
@@ -31,7 +33,14 @@ class Teacher:
 
     def __init__(self, executor: Any, proc: Any) -> None:
         from lifelong_learning.msg import LabeledFeatures
-        from lifelong_learning.srv import ForgetClass, GetClassifierInfo, Predict, RenameClass, UndoTeaching
+        from lifelong_learning.srv import (
+            ForgetClass,
+            GetClassifierInfo,
+            Predict,
+            RenameClass,
+            SaveModel,
+            UndoTeaching,
+        )
         from rclpy.node import Node
         from rclpy.qos import QoSProfile
         from std_srvs.srv import Trigger
@@ -40,6 +49,7 @@ class Teacher:
         self.node = Node("unlearning_test_peer", context=executor.context)
         executor.add_node(self.node)
         self.labeled = self.node.create_publisher(LabeledFeatures, "labeled_features", QoSProfile(depth=100))
+        self.sent: list[tuple[np.ndarray, str]] = []  # every labeled sample, as a bag would hold it
         self.clients = {
             name: self.node.create_client(srv, f"/{NODE}/{name}")
             for name, srv in (
@@ -49,6 +59,8 @@ class Teacher:
                 ("forget_class", ForgetClass),
                 ("undo_teaching", UndoTeaching),
                 ("rename_class", RenameClass),
+                ("reset", Trigger),
+                ("save_model", SaveModel),
             )
         }
         self.diag = DiagnosticsReader(self.node)
@@ -76,6 +88,7 @@ class Teacher:
         want = self.info().samples_seen + n
         for x in sample(rng, like or label, n):
             self.labeled.publish(LabeledFeatures(data=x.tolist(), label=label))
+            self.sent.append((x, label))
         assert spin_until(self.executor, lambda: self.info().samples_seen == want, 20), self.proc.log()
 
     def refused(self) -> int:
@@ -162,4 +175,53 @@ def test_a_wrong_episode_is_undone_exactly_and_classes_are_renamed_and_forgotten
     assert list(node.info().classes) == ["rubber duck"]
     assert node.call("rollback").success  # the forgotten mug comes back
     assert same_predictions(node.predictions(), renamed)
+    assert proc.alive()
+
+
+def test_a_retraining_from_the_bag_does_not_learn_again_what_the_node_took_back(
+    executor, start_process, tmp_path, make_job
+):
+    """The bag holds every sample the node was sent; the node undid a wrong episode, forgot a class
+    and renamed one. A retraining that continues from the node's saved model learns the bag as the
+    node now knows it; after ~/reset, only what was taught since."""
+    from lifelong_learning.srv import GetClassifierInfo
+
+    from lifelong_learning.io.bags import write_labeled_features
+    from lifelong_learning.learners import IncrementalRLSC
+    from lifelong_learning.retraining.classification import TAKEN_BACK
+    from lifelong_learning.retraining.pipeline import run_job
+
+    proc = start_process(node_argv(NODE, *("-p", f"model_directory:={tmp_path}", "-p", "keep_samples:=200")))
+    node = Teacher(executor, proc)
+    first_call(executor, node.clients["info"], GetClassifierInfo.Request())
+    rng = np.random.default_rng(1)
+    node.teach(rng, "mug", 20)
+    node.teach(rng, "duck", 20)
+    node.teach(rng, "mug", 8, like="duck")  # the mistake
+    assert node.call("undo_teaching", last_n=0).samples == 8
+    node.teach(rng, "teddy", 15)
+    assert node.call("forget_class", label="teddy").success
+    assert node.call("rename_class", label="duck", new_label="rubber duck").success
+
+    def retrain(name: str) -> tuple[IncrementalRLSC, dict]:
+        assert node.call("save_model", path=str(tmp_path / f"{name}.llm")).success
+        X, labels = np.array([x for x, _ in node.sent]), [label for _, label in node.sent]
+        write_labeled_features(tmp_path / f"{name}-bag", X, labels)
+        init = str(tmp_path / f"{name}.llm")
+        report = run_job(
+            make_job(
+                f"{name}-bag", task="classification", centers=20, epochs=3, out=f"{name}-new.llm", init=init
+            )
+        )
+        return IncrementalRLSC.load(tmp_path / f"{name}-new.llm"), report
+
+    model, report = retrain("edited")
+    assert list(model.classes_) == ["mug", "rubber duck"] and report["skipped"] == {TAKEN_BACK: 23}
+    ducks = sample(np.random.default_rng(7), "duck", 20)
+    assert np.mean(model.predict(ducks.astype(np.float64)) == "rubber duck") > 0.9
+
+    assert node.call("reset").success
+    node.teach(rng, "teddy", 10)  # after the reset: the only samples a retraining may learn
+    model, report = retrain("reset")
+    assert list(model.classes_) == ["teddy"] and report["skipped"] == {TAKEN_BACK: 63}, report["skipped"]
     assert proc.alive()

@@ -132,9 +132,10 @@ def test_a_warm_start_keeps_every_class_of_the_serving_classifier(tmp_path, make
 
 def test_what_the_serving_classifier_took_back_is_not_learned_again_from_the_bags(tmp_path, make_job):
     """The bags recorded everything taught: cup, box, ball, and six views of ball named box by
-    mistake. The serving classifier then undid the mistake and forgot ball. Continuing from it, a
-    retraining learns neither again (counted as skipped), its gate does not prefer a candidate that
-    knows ball, and the candidate remembers both for the next retraining."""
+    mistake. The serving classifier then undid the mistake, forgot ball and renamed cup mug.
+    Continuing from it, a retraining learns neither the mistake nor ball again (counted as
+    skipped), learns cup's views as mug, its gate does not prefer a candidate that knows ball, and
+    the candidate remembers all of it for the next retraining."""
     from lifelong_learning.io.bags import write_labeled_features
     from lifelong_learning.learners import IncrementalRLSC
     from lifelong_learning.retraining.classification import TAKEN_BACK
@@ -156,16 +157,21 @@ def test_what_the_serving_classifier_took_back_is_not_learned_again_from_the_bag
         serving.partial_fit(x.astype(np.float64), [label])
     serving.unlearn_numbers(serving.teaching_episode())  # ~/undo_teaching
     serving.forget_class("ball")  # ~/forget_class
+    serving.rename_class("cup", "mug")  # ~/rename_class
     serving.save(tmp_path / "serving.llm")
     write_labeled_features(tmp_path / "bag", X, labels)
     common = {"task": "classification", "centers": 20, "epochs": 5}
     report = run_job(make_job("bag", out="warm.llm", init=str(tmp_path / "serving.llm"), **common))
     warm = IncrementalRLSC.load(tmp_path / "warm.llm")
-    assert list(warm.classes_) == ["cup", "box"]
+    assert list(warm.classes_) == ["mug", "box"]
     assert report["skipped"] == {TAKEN_BACK: 26}, report["skipped"]
+    assert any("20 samples of the bags learned under the name" in w for w in report["warnings"])
     assert np.mean(warm.predict(views("box", 30)) == "box") > 0.9
-    assert report["promotion"]["serving_error"] == 0.0  # ball's views are not among the gate's
-    assert set(serving.taken_back_.tolist()) <= set(warm.taken_back_.tolist())
+    assert np.mean(warm.predict(views("cup", 30)) == "mug") > 0.9
+    assert report["promotion"]["serving_error"] == 0.0  # ball's and cup's views are not held against it
+    record = warm.taken_back_
+    assert set(serving.taken_back_.rows.tolist()) <= set(record.rows.tolist())
+    assert record.gone == ("ball",) and record.renamed == (("cup", "mug"),)
     # without the serving model, the bags are learned whole
     cold = run_job(make_job("bag", out="cold.llm", **common))
     assert "ball" in list(IncrementalRLSC.load(tmp_path / "cold.llm").classes_) and not cold["skipped"]
