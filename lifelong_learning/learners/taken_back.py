@@ -135,8 +135,12 @@ class TakenBack:
             raise ValueError(f"taken_back must be at most {MAX_ROWS} uint64 digests, got {a.dtype} {a.shape}")
         if np.unique(a).size != a.size:
             raise ValueError("taken_back holds a digest twice")
-        entry = entry or {}
+        entry = {} if entry is None else entry
+        if not isinstance(entry, dict) or set(entry) - {"gone", "renamed"}:
+            raise ValueError("taken_back's labels must be an entry of 'gone' and 'renamed' lists")
         gone, renamed = entry.get("gone", []), entry.get("renamed", [])
+        if not isinstance(gone, list) or not isinstance(renamed, list):
+            raise ValueError("taken_back's labels must be an entry of 'gone' and 'renamed' lists")
         pairs_ok = all(isinstance(p, list) and len(p) == 2 for p in renamed)
         texts = [*gone, *(x for p in renamed if isinstance(p, list) for x in p)]
         if not pairs_ok or not all(isinstance(t, str) for t in texts):

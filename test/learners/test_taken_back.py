@@ -71,6 +71,9 @@ def test_a_model_with_a_feature_map_remembers_nothing() -> None:
         ({"taken_back": np.zeros((2, 2), dtype=np.uint64)}, {}, "uint64"),
         ({}, {"taken_back": {"gone": [1], "renamed": []}}, "texts"),
         ({}, {"taken_back": {"gone": [], "renamed": [["a"]]}}, "pairs"),
+        ({}, {"taken_back": [1, 2]}, "lists"),
+        ({}, {"taken_back": {"gone": "abc"}}, "lists"),
+        ({}, {"taken_back": {"gone": [], "more": []}}, "lists"),
     ],
 )
 def test_a_model_file_with_a_bad_record_does_not_load(arrays: dict, meta: dict, match: str) -> None:
