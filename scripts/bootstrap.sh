@@ -67,16 +67,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   build &
   building=$!
   # The pinned CPU torch before the rest: an unpinned torch would pull several GB of CUDA packages.
-  # pip compiles what it installs one file at a time (torch alone: 22 of its 29 s here); these are
-  # compiled below on every core instead (the tests import with PYTHONDONTWRITEBYTECODE=1: the
-  # bytecode must be there).
-  python -m pip install --quiet --no-compile "${LL_TORCH:-torch==2.13.0}"
-  python -m pip install --quiet --no-compile -r requirements/ros-pypi.txt -r requirements/base.txt \
-    -r requirements/test.txt
-  python -m pip install --quiet --no-compile --no-deps -r requirements/no-deps.txt
-  # Files that are not Python 3 (templates, test data of some packages) fail to compile, as they do
-  # under pip's own compile: their messages are not shown, and a failure only means a slower import.
-  python -m compileall -q -j 0 "$VIRTUAL_ENV"/lib/python3*/site-packages > /dev/null 2>&1 || true
+  python -m pip install --quiet "${LL_TORCH:-torch==2.13.0}"
+  python -m pip install --quiet -r requirements/ros-pypi.txt -r requirements/base.txt -r requirements/test.txt
+  python -m pip install --quiet --no-deps -r requirements/no-deps.txt
   say "Python packages installed in $((SECONDS - t0)) s"
   built "$building"
   changed=$(python -m pip freeze | grep -vxF -f - log/bootstrap-build-packages.txt || true)
