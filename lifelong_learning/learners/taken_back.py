@@ -57,7 +57,7 @@ def _newest(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     return np.concatenate([old, fresh[~np.isin(fresh, old)]])[-MAX_ROWS:]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Sorted:
     """The rows of the bags a retraining learns (``keep``, a mask), with their ``labels`` (renamed
     where the model renamed them); how many were dropped, and how many renamed."""
@@ -68,7 +68,7 @@ class Sorted:
     renamed: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TakenBack:
     """What a classifier took back (module docstring). Immutable: each change returns a new one."""
 
