@@ -17,8 +17,11 @@ the bags' rows by that record (:meth:`TakenBack.sort`; retraining/classification
 - **gone**: the classes it no longer knows by an edit (forgotten, emptied by an undo, known before
   a ``~/reset``): a row of the bags labeled so is not learned, unless the model knows that class
   again (taught since; its rows from before are still dropped by digest where they were kept).
-- **renamed**: ``old → new`` of each rename: a row labeled ``old`` is learned as ``new`` (the chain
-  followed), unless the model knows ``old`` again.
+- **renamed**: ``old → new`` of each rename: a row labeled ``old`` is learned as ``new`` (renames
+  of renames kept as one step), unless the model knows ``old`` again.
+
+Not remembered: held-out samples of an undone episode that the validation buffer had already let
+go (it keeps at most ``max_validation`` per class); a retraining learns those again.
 
 Bounded: the newest :data:`MAX_ROWS` digests (800 kB, the model file's array ``taken_back``) and
 :data:`MAX_LABELS` labels of each kind (its meta ``taken_back``). Labels are kept as text, as the
@@ -81,14 +84,18 @@ class TakenBack:
 
     def removing(self, X: Any, labels: Iterable[Any] = ()) -> TakenBack:
         """With the rows ``X`` unlearned and the classes ``labels`` gone."""
-        gone = [g for g in self.gone if g not in {str(x) for x in labels}] + [str(x) for x in labels]
+        names = [str(x) for x in labels]
+        gone = [g for g in self.gone if g not in set(names)] + names
         rows = _newest(self.rows, row_digests(X)) if len(X) else self.rows
         return TakenBack(rows, tuple(dict.fromkeys(gone))[-MAX_LABELS:], self.renamed)
 
     def renaming(self, old: Any, new: Any) -> TakenBack:
-        """With class ``old`` renamed ``new`` (``new`` is no longer gone)."""
+        """With class ``old`` renamed ``new`` (``new`` is no longer gone). The renames stay one step
+        each: a name renamed to ``old`` before now leads to ``new``, and a cycle (``a → b``, then
+        ``b → a``) leaves only the last rename."""
         old, new = str(old), str(new)
-        renamed = [(a, b) for a, b in self.renamed if a != old] + [(old, new)]
+        renamed = [(a, new if b == old else b) for a, b in self.renamed if a != old]
+        renamed = [(a, b) for a, b in renamed if a != b] + [(old, new)]
         gone = tuple(g for g in self.gone if g != new)
         return TakenBack(self.rows, gone, tuple(renamed)[-MAX_LABELS:])
 

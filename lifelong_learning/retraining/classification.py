@@ -68,21 +68,20 @@ class Classification:
         self._scored: tuple[Any, Any] | None = None  # a model and its training rows' sums (score)
         try:
             serving = self._serving(job.init) if job.init else None
-            # what the serving model took back (undone, forgotten, renamed, reset): not learned again
-            self.taken_back = serving.taken_back_ if serving is not None else TakenBack()
-            self.known = [] if serving is None else [str(c) for c in serving.classes_.tolist()]
-            self.renamed = 0  # rows learned under the serving model's new name of their class
+            # what the robot's model took back (undone, forgotten, renamed, reset): not learned again
+            self.taken_back, self.robot_classes = self._record(job, serving)
+            self.renamed = 0  # rows learned under the name the robot's model gave their class since
             self.samples_read, self.skipped = self._read(job)
+            self.extra_X = np.empty((0, self.store.d or 0))  # the serving model's held-out samples
+            # the gate's rows, the random test split of the others, the serving model's held-out
+            # samples, the classes' order and the tuning sample
+            gate, self.recent, self.held_out = self._hold_out(job)
             renamed = sum(group.all_gather(self.renamed))
             if renamed:
                 self.warnings.append(
                     f"{renamed} samples of the bags learned under the name the serving model gave their "
                     "class since (~/rename_class)"
                 )
-            self.extra_X = np.empty((0, self.store.d or 0))  # the serving model's held-out samples
-            # the gate's rows, the random test split of the others, the serving model's held-out
-            # samples, the classes' order and the tuning sample
-            gate, self.recent, self.held_out = self._hold_out(job)
             self.kept, self.train_rows, self.test_rows = self._split(job, rng, gate)
             if serving is not None:
                 self._continue_from(serving)
@@ -122,20 +121,40 @@ class Classification:
                 error = exc
         group.agree(error)
         dims = group.all_gather(self.store.d)
-        if len(set(dims)) > 1:
+        widths = {d for d in dims if d is not None}  # None: every row of a process's share taken back
+        if len(widths) > 1:
             raise BagError(f"the processes' bags hold feature vectors of different lengths: {dims}")
+        if not widths:
+            raise BagError(f"no sample left to learn: all were {TAKEN_BACK}")
+        self.store.d = widths.pop()
         counts: dict[str, int] = {}
         for part in group.all_gather(dict(skipped)):
             for reason, n in part.items():
                 counts[reason] = counts.get(reason, 0) + n
         return self.store.n, counts
 
+    def _record(self, job: TuningJob, serving: Any) -> tuple[TakenBack, list[str]]:
+        """What the robot's model took back and the classes it knows: the model continued from, else
+        the gate's serving model (read by the main process alone, as the gate reads it, and shared);
+        none without either."""
+        if serving is None and job.serving_model:
+            model, error = None, None
+            if self.group.is_main:
+                try:
+                    model = IncrementalRLSC.load(job.serving_model)
+                except (ValueError, OSError) as exc:
+                    error = exc
+            self.group.agree(error)
+            found = (TakenBack(), []) if model is None else (model.taken_back_, _classes_of(model))
+            return self.group.all_gather(found)[0]
+        return (TakenBack(), []) if serving is None else (serving.taken_back_, _classes_of(serving))
+
     def _not_taken_back(self, X: np.ndarray, labels: list[Any], skipped: Skipped) -> tuple[Any, list[Any]]:
         """The rows of ``X`` the serving model did not take back, with their labels as it names them
         now; those it took back are counted in ``skipped`` (learners/taken_back.py)."""
         if not self.taken_back:
             return X, list(labels)
-        out = self.taken_back.sort(X, labels, self.known)
+        out = self.taken_back.sort(X, labels, self.robot_classes)
         first = next((str(lab) for lab, k in zip(labels, out.keep, strict=True) if not k), "")
         skipped.add(TAKEN_BACK, f"e.g. a sample labeled {first!r}", out.dropped)
         self.renamed += out.renamed
@@ -327,6 +346,10 @@ class Classification:
         classifier_from_sums(model, train + test, list(order), out, self.group)
         if self.taken_back and self.group.is_main:  # what the serving model took back stays so
             IncrementalRLSC.load(out).remember_taken_back(self.taken_back).save(out)
+
+
+def _classes_of(model: Any) -> list[str]:
+    return [str(c) for c in model.classes_.tolist()]
 
 
 def random_split(n: int, fraction: float, rng: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -132,3 +132,28 @@ def test_two_processes_continue_from_a_serving_model_as_one_does(bags, tmp_path)
     r1 = json.loads((tmp_path / "one.npz.report.json").read_text())
     r2 = json.loads((tmp_path / "two.npz.report.json").read_text())
     assert r1["exported_samples"] == r2["exported_samples"] and r1["warnings"] == r2["warnings"]
+
+
+def test_a_process_whose_share_was_all_taken_back_still_joins_the_job(bags, tmp_path):
+    """--serving alone: the serving model unlearned every row of bag a (the first process's share).
+    Both processes skip them, the job runs on the other share and gives the one-process model."""
+    paths, X = bags
+    serving = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto", validation_every=3, keep_samples=400)
+    serving.partial_fit(np.random.default_rng(0).uniform(size=(20, X.shape[1])), ["ten"] * 20)
+    # taught under another name and unlearned: the rows are remembered, no class goes
+    serving.partial_fit(X[:180], ["ten"] * 180)
+    serving.unlearn(X[:180], ["ten"] * 180)
+    serving.save(tmp_path / "serving.llm")
+    gate = ["--serving", str(tmp_path / "serving.llm")]
+    one, two = tmp_path / "one.npz", tmp_path / "two.npz"
+    assert main(["tune", *map(str, paths), *OPTIONS, *gate, "--out", str(one)]) == 0
+    res = _torchrun([*map(str, paths), *OPTIONS, *gate, "--out", str(two)], tmp_path)
+    assert res.returncode == 0, said(res)
+    a, b = IncrementalRLSC.load(one), IncrementalRLSC.load(two)
+    assert a.classes_.tolist() == b.classes_.tolist()
+    sa, sb = a.decision_function(X), b.decision_function(X)
+    assert np.max(np.abs(sa - sb)) <= 1e-8 * np.max(np.abs(sa))
+    for out in ("one", "two"):
+        report = json.loads((tmp_path / f"{out}.npz.report.json").read_text())
+        assert sum(report["skipped"].values()) == 180, report["skipped"]
+    assert report["samples_per_rank"][0] == 0, report["samples_per_rank"]  # the first process: none left

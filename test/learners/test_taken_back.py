@@ -130,3 +130,13 @@ def test_a_reset_takes_back_everything_the_model_knew() -> None:
         np.vstack([rows["cup"], rows["box"]]), ["cup"] * 12 + ["box"] * 12, fresh.classes_
     )
     assert not out.keep.any()  # the rows from before the reset: none learned again
+
+
+def test_renames_stay_one_step_and_a_cycle_does_not_bring_back_a_class_gone() -> None:
+    record = TakenBack().renaming("a", "b").renaming("b", "c")
+    assert record.renamed == (("a", "c"), ("b", "c"))
+    cycle = TakenBack().renaming("a", "b").renaming("b", "a").removing([], ["a"])
+    assert cycle.renamed == (("b", "a"),)
+    out = cycle.sort(views(8, 2, 0), ["a", "b"], known=[])
+    assert not out.keep.any()
+    assert TakenBack().removing([], (x for x in ["p", "q"])).removing([], iter(["r"])).gone == ("p", "q", "r")

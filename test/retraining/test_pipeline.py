@@ -136,7 +136,7 @@ def test_what_the_serving_classifier_took_back_is_not_learned_again_from_the_bag
     Continuing from it, a retraining learns neither the mistake nor ball again (counted as
     skipped), learns cup's views as mug, its gate does not prefer a candidate that knows ball, and
     the candidate remembers all of it for the next retraining."""
-    from lifelong_learning.io.bags import write_labeled_features
+    from lifelong_learning.io.bags import BagError, write_labeled_features
     from lifelong_learning.learners import IncrementalRLSC
     from lifelong_learning.retraining.classification import TAKEN_BACK
 
@@ -172,9 +172,17 @@ def test_what_the_serving_classifier_took_back_is_not_learned_again_from_the_bag
     record = warm.taken_back_
     assert set(serving.taken_back_.rows.tolist()) <= set(record.rows.tolist())
     assert record.gone == ("ball",) and record.renamed == (("cup", "mug"),)
-    # without the serving model, the bags are learned whole
+    # the serving model given to the gate alone (as the lifelong loop gives it): the same rows skipped
+    gated = run_job(make_job("bag", out="gated.llm", serving=str(tmp_path / "serving.llm"), **common))
+    assert gated["skipped"] == {TAKEN_BACK: 26}
+    assert sorted(IncrementalRLSC.load(tmp_path / "gated.llm").classes_) == ["box", "mug"]
+    # without a serving model, the bags are learned whole
     cold = run_job(make_job("bag", out="cold.llm", **common))
     assert "ball" in list(IncrementalRLSC.load(tmp_path / "cold.llm").classes_) and not cold["skipped"]
+    # a bag of nothing but what the serving model took back: the job says so
+    write_labeled_features(tmp_path / "gone", X[-6:], labels[-6:])
+    with pytest.raises(BagError, match="no sample left to learn"):
+        run_job(make_job("gone", out="none.llm", init=str(tmp_path / "serving.llm"), **common))
 
 
 def test_a_model_to_continue_from_that_does_not_fit_is_refused_before_any_work(tmp_path, make_job):
