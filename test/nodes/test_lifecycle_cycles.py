@@ -21,6 +21,16 @@ from conftest import DiagnosticsReader, call_service, first_call, node_argv, spi
 
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
 
+
+def same_answers(after: list[Any], before: list[Any]) -> bool:
+    """Equal to 1e-12 of the largest magnitude: an answer is ``Z W`` or two triangular solves
+    (learners/recursive_rls.py: ``predict``), whichever the model holds when it is asked, which
+    depends on when its weights were last solved; the two differ in the last bit. A sample lost
+    would change them by far more."""
+    a, b = np.asarray(after, dtype=np.float64), np.asarray(before, dtype=np.float64)
+    return a.shape == b.shape and bool(np.all(np.abs(a - b) <= 1e-12 * max(np.max(np.abs(b)), 1e-300)))
+
+
 pytestmark = pytest.mark.graph
 
 NAMESPACE = "/cycles_test"
@@ -197,14 +207,16 @@ def test_inverse_dynamics_learns_after_five_cycles_and_serves_nothing_finalized(
     probes = [torque_probe(states[k]) for k in (0, 17, 33)]
     before = [call_service(executor, predict, probe).effort for probe in probes]
 
-    # With the shipped defaults (checkpoint_path: auto) nothing learned is lost, to the last bit.
+    # With the shipped defaults (checkpoint_path: auto) nothing learned is lost (the same answers to
+    # rounding: see same_answers).
     node.cycles(CYCLES)
     assert node.fresh_count("samples learned") == learned, node.diag.values(node.status_name)
-    assert [call_service(executor, predict, probe).effort for probe in probes] == before
+    assert same_answers([call_service(executor, predict, probe).effort for probe in probes], before)
     # ... nor by a restart of the process
     proc.stop()
     proc = node.proc = start_process(argv)
-    assert [first_call(executor, predict, probe).effort for probe in probes] == before, proc.log()
+    after = [first_call(executor, predict, probe).effort for probe in probes]
+    assert same_answers(after, before), proc.log()
     assert spin_until(executor, lambda: publisher.get_subscription_count() > 0, 30), proc.log()
     feed(40)
     assert spin_until(executor, lambda: node.count("samples learned") >= learned + 20, 10), (
@@ -261,9 +273,12 @@ def test_object_recognition_learns_after_five_cycles_and_serves_nothing_finalize
 
     assert teach(6) == 6
     before = answers()
-    # With the shipped defaults (checkpoint_path: auto) every prediction comes back, to the last bit.
+    # With the shipped defaults (checkpoint_path: auto) every prediction comes back (to rounding:
+    # see same_answers).
     node.cycles(CYCLES)
-    assert answers() == before
+    after = answers()
+    assert [a for a, _ in after] == [b for b, _ in before]
+    assert same_answers([s for _, s in after], [s for _, s in before])
     assert teach(6) == 12  # restored from the checkpoint, and learning again
     taught = answers()
     # ... also after the process restarts
