@@ -35,6 +35,7 @@ from lifelong_learning.dynamics.semiparametric import SemiparametricInverseDynam
 from lifelong_learning.learners.feature_map import FeatureMap
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 from lifelong_learning.learners.rlsc import IncrementalRLSC
+from lifelong_learning.learners.taken_back import TakenBack
 from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group
 
 _BLOCK = 4096  # rows per RLS update when replaying the training data
@@ -179,10 +180,12 @@ def classifier_from_sums(
     classes: Sequence[Any] = (),
     path: str | os.PathLike[str] | None = None,
     group: Group = ONE_PROCESS,
+    taken_back: TakenBack | None = None,
 ) -> IncrementalRLSC:
     """The exported classifier of :func:`export_classifier` from the rows' sums: ``classes``
-    first (they exist even without a row), then the sums' labels. Saved to ``path`` if given (by the
-    main process of ``group``)."""
+    first (they exist even without a row), then the sums' labels; remembering ``taken_back`` (the
+    serving model's, learners/taken_back.py). Saved to ``path`` if given (by the main process of
+    ``group``)."""
     order = list(dict.fromkeys([*classes, *sums.labels]))
     cross, counts = sums.in_columns(order)
     n_per = counts.astype(np.int64)
@@ -190,6 +193,8 @@ def classifier_from_sums(
     clf = IncrementalRLSC(lambdas=regularization_of(model, int(n_per.sum())), alpha=0.0, feature_map=fmap)
     clf.add_classes(list(classes))
     clf.learn_sums(order, sums.gram, cross, n_per, fmap.n_inputs)
+    if taken_back is not None:
+        clf.remember_taken_back(taken_back)
     if path is not None and group.is_main:
         clf.save(path)
     return clf

@@ -343,9 +343,7 @@ class Classification:
         order = dict.fromkeys(
             [*self.known, *itertools.chain.from_iterable(self.group.all_gather(list(mine)))]
         )
-        classifier_from_sums(model, train + test, list(order), out, self.group)
-        if self.taken_back and self.group.is_main:  # what the serving model took back stays so
-            IncrementalRLSC.load(out).remember_taken_back(self.taken_back).save(out)
+        classifier_from_sums(model, train + test, list(order), out, self.group, self.taken_back)
 
 
 def _classes_of(model: Any) -> list[str]:

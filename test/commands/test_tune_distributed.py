@@ -54,16 +54,26 @@ def _torchrun(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
 
 
+def _one_and_two(paths, X, args: list[str], tmp_path: Path):
+    """``tune`` with ``args`` in this process and under torchrun (2 processes): both succeed and give
+    the same classes and scores on ``X`` (1e-8 of the largest); their models, reports and the
+    torchrun run."""
+    one, two = tmp_path / "one.npz", tmp_path / "two.npz"
+    assert main(["tune", *map(str, paths), *OPTIONS, *args, "--out", str(one)]) == 0
+    res = _torchrun([*map(str, paths), *OPTIONS, *args, "--out", str(two)], tmp_path)
+    assert res.returncode == 0, said(res)
+    a, b = IncrementalRLSC.load(one), IncrementalRLSC.load(two)
+    assert a.classes_.tolist() == b.classes_.tolist()
+    sa, sb = a.decision_function(X), b.decision_function(X)
+    assert np.max(np.abs(sa - sb)) <= 1e-8 * np.max(np.abs(sa))
+    reports = [json.loads((tmp_path / f"{n}.npz.report.json").read_text()) for n in ("one", "two")]
+    return a, b, reports, res
+
+
 def test_two_processes_write_the_one_process_model(bags, tmp_path):
     paths, X = bags
-    one = tmp_path / "one.npz"
-    assert main(["tune", *map(str, paths), *OPTIONS, "--out", str(one)]) == 0
-    two = tmp_path / "two.npz"
-    res = _torchrun([*map(str, paths), *OPTIONS, "--out", str(two)], tmp_path)
-    assert res.returncode == 0, said(res)
+    _, _, (r1, r2), res = _one_and_two(paths, X, [], tmp_path)
     assert res.stdout.count("model written to") == 1  # rank 0 reports, rank 1 is quiet
-    r1 = json.loads((tmp_path / "one.npz.report.json").read_text())
-    r2 = json.loads((tmp_path / "two.npz.report.json").read_text())
     assert (r1["world_size"], r2["world_size"]) == (1, 2)
     assert r1["samples_per_rank"] == [420]
     assert sum(r2["samples_per_rank"]) == 420 and min(r2["samples_per_rank"]) > 0
@@ -71,10 +81,6 @@ def test_two_processes_write_the_one_process_model(bags, tmp_path):
         assert r1[key] == r2[key]
     assert r1["tuning_rows"] == 200 < r1["n_train"]
     assert r1["promotion"]["n_samples"] == r2["promotion"]["n_samples"] > 0
-    a, b = IncrementalRLSC.load(one), IncrementalRLSC.load(two)
-    assert a.classes_.tolist() == b.classes_.tolist()
-    sa, sb = a.decision_function(X), b.decision_function(X)
-    assert np.max(np.abs(sa - sb)) <= 1e-8 * np.max(np.abs(sa))
     assert abs(r1["objectives"]["proposed"]["value"] - r2["objectives"]["proposed"]["value"]) < 1e-9
 
 
@@ -116,21 +122,8 @@ def test_two_processes_continue_from_a_serving_model_as_one_does(bags, tmp_path)
         x = X[i] if label != "ten" else rng.uniform(0, 1, size=X.shape[1])
         serving.partial_fit(x[None], [label])
     serving.save(tmp_path / "serving.llm")
-    init = ["--init", str(tmp_path / "serving.llm")]
-    one, two = tmp_path / "one.npz", tmp_path / "two.npz"
-    assert main(["tune", *map(str, paths), *OPTIONS, *init, "--out", str(one)]) == 0
-    res = _torchrun([*map(str, paths), *OPTIONS, *init, "--out", str(two)], tmp_path)
-    assert res.returncode == 0, said(res)
-    a, b = IncrementalRLSC.load(one), IncrementalRLSC.load(two)
-    assert a.classes_.tolist() == b.classes_.tolist() and a.classes_.tolist()[:3] == [
-        "ten",
-        "digit0",
-        "digit1",
-    ]
-    sa, sb = a.decision_function(X), b.decision_function(X)
-    assert np.max(np.abs(sa - sb)) <= 1e-8 * np.max(np.abs(sa))
-    r1 = json.loads((tmp_path / "one.npz.report.json").read_text())
-    r2 = json.loads((tmp_path / "two.npz.report.json").read_text())
+    a, _, (r1, r2), _ = _one_and_two(paths, X, ["--init", str(tmp_path / "serving.llm")], tmp_path)
+    assert a.classes_.tolist()[:3] == ["ten", "digit0", "digit1"]
     assert r1["exported_samples"] == r2["exported_samples"] and r1["warnings"] == r2["warnings"]
 
 
@@ -144,16 +137,9 @@ def test_a_process_whose_share_was_all_taken_back_still_joins_the_job(bags, tmp_
     serving.partial_fit(X[:180], ["ten"] * 180)
     serving.unlearn(X[:180], ["ten"] * 180)
     serving.save(tmp_path / "serving.llm")
-    gate = ["--serving", str(tmp_path / "serving.llm")]
-    one, two = tmp_path / "one.npz", tmp_path / "two.npz"
-    assert main(["tune", *map(str, paths), *OPTIONS, *gate, "--out", str(one)]) == 0
-    res = _torchrun([*map(str, paths), *OPTIONS, *gate, "--out", str(two)], tmp_path)
-    assert res.returncode == 0, said(res)
-    a, b = IncrementalRLSC.load(one), IncrementalRLSC.load(two)
-    assert a.classes_.tolist() == b.classes_.tolist()
-    sa, sb = a.decision_function(X), b.decision_function(X)
-    assert np.max(np.abs(sa - sb)) <= 1e-8 * np.max(np.abs(sa))
-    for out in ("one", "two"):
-        report = json.loads((tmp_path / f"{out}.npz.report.json").read_text())
+    a, b, reports, _ = _one_and_two(paths, X, ["--serving", str(tmp_path / "serving.llm")], tmp_path)
+    for report in reports:
         assert sum(report["skipped"].values()) == 180, report["skipped"]
-    assert report["samples_per_rank"][0] == 0, report["samples_per_rank"]  # the first process: none left
+    assert reports[1]["samples_per_rank"][0] == 0, reports[1]["samples_per_rank"]  # the first: none left
+    # the record travels with both candidates
+    assert a.taken_back_.rows.size == b.taken_back_.rows.size == 180
