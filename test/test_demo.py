@@ -4,6 +4,7 @@ retraining from it and the hot reload of the tuned models."""
 import json
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,9 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
     for png in ("recognition_accuracy.png", "dynamics_nmse.png", "dynamics_evaluation.png", "latency.png"):
         assert (out / png).stat().st_size > 10_000
     results = json.loads((out / "results.json").read_text())
+    for note in results["notes"]:  # a node that did not come up was started again: shown, with its log
+        if " was started again: " in note:
+            warnings.warn(note, stacklevel=1)
     rounds = results["recognition"]["rounds"]
     taught = [r["n_taught"] for r in rounds]
     assert (

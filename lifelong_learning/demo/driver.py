@@ -173,6 +173,15 @@ class DemoDriver(Node):
         with self.lock:
             return dict(self.diagnostics)
 
+    def graph_view(self, node: str) -> str:
+        """What this node's graph shows of ``node``: whether it is discovered and whether its
+        ``/diagnostics`` publisher is (a node that is seen, publisher and all, but whose statuses
+        never arrive is stuck, or its messages are lost; one not seen at all was never discovered)."""
+        names = {name for name, _ in self.get_node_names_and_namespaces()}
+        publishers = {info.node_name for info in self.get_publishers_info_by_topic("/diagnostics")}
+        seen = "in the graph" if node in names else "not in the graph"
+        return f"{seen}, its /diagnostics publisher {'seen' if node in publishers else 'not seen'}"
+
     def fresh_diagnostics(self, nodes: Sequence[str], timeout: float = 10.0) -> dict[str, dict[str, str]]:
         """:meth:`diagnostics_now` once each of ``nodes`` has published a status after this call (or
         ``timeout`` s passed): what they say now, not what they said a period ago."""

@@ -64,6 +64,13 @@ NODES = ("feature_extractor", "object_recognition", "inverse_dynamics", "nystrom
 
 #: seconds each node may take to stop (final checkpoint, bag closed) before it is killed
 STOP_TIMEOUT_S = 30.0
+#: seconds the demo waits for every node to report, in all (:meth:`DemoRun.wait_for_nodes`)
+NODES_UP_TIMEOUT_S = 150.0
+#: seconds after which a node that has not reported while others have is started again, once (a
+#: node is up in 4-7 s on 2 cores, loaded or not)
+RESTART_AFTER_S = 60.0
+#: lines of a node's log quoted when it did not come up
+LOG_TAIL_LINES = 12
 
 
 def private_graph(say: Any) -> dict[str, str]:
@@ -75,6 +82,12 @@ def private_graph(say: Any) -> dict[str, str]:
     env["ROS_DOMAIN_ID"] = domain
     say(f"ROS graph: domain {domain}, discovery on this machine only")
     return env
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a node's log, indented ('(empty)' when it wrote nothing)."""
+    text = path.read_text(errors="replace").rstrip() if path.exists() else ""
+    return "\n".join("    " + line for line in text.splitlines()[-lines:]) or "    (empty)"
 
 
 def bag_summary(path: Path) -> dict[str, Any]:
@@ -110,10 +123,31 @@ class DemoRun:
         """Start ``name`` as its own process with its config file and ``-p`` overrides."""
         default = default_config_file(name)
         argv = node_command(name, [default] if default is not None else [], params)
+        self.procs.append(self._spawn(name, argv))
+
+    def _spawn(self, name: str, argv: list[str]) -> NodeProcess:
         # One BLAS thread per node: five processes share the machine, and oversubscribed
         # OpenBLAS threads make the small per-message solves much slower.
         env = {"OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
-        self.procs.append(NodeProcess(argv, name=name, log_path=self.out / f"{name}.log", env=env))
+        return NodeProcess(argv, name=name, log_path=self.out / f"{name}.log", env=env)
+
+    def restart_node(self, name: str, why: str) -> None:
+        """Stop node ``name`` (SIGINT, killed after :data:`STOP_TIMEOUT_S`) and start it again with
+        the same command line. Its first log is kept as ``<name>.first.log``; the report's notes say
+        why, how it ended and how its log ends (a node stuck in a callback prints every thread's
+        stack when it is stopped: nodes/runner.py)."""
+        index = next(i for i, proc in enumerate(self.procs) if proc.name == name)
+        old = self.procs[index]
+        code = old.stop(timeout=STOP_TIMEOUT_S)
+        assert old.log_path is not None
+        first = old.log_path.with_name(f"{name}.first.log")
+        old.log_path.replace(first)
+        self.procs[index] = self._spawn(name, old.argv)
+        ended = "killed" if old.killed else f"exit status {code}"
+        self.notes.append(
+            f"{name} was started again: {why}; its first process ({ended}) logged to {first.name}, "
+            f"which ends:\n{log_tail(first)}"
+        )
 
     def start_nodes(self) -> None:
         """Every node of the demo, each with its files in the run folder."""
@@ -176,20 +210,36 @@ class DemoRun:
         if self.progress:
             print(f"[demo {time.strftime('%H:%M:%S')}] {text}", flush=True)
 
-    def wait_for_nodes(self, driver: DemoDriver, timeout: float = 120.0) -> None:
+    def wait_for_nodes(
+        self, driver: DemoDriver, timeout: float = NODES_UP_TIMEOUT_S, restart_after: float = RESTART_AFTER_S
+    ) -> None:
         """Until every node reports diagnostics, the sensor topics have subscribers and the bag
         recorder records every topic it was given.
 
         The recorder subscribes to a topic only once the graph shows its publisher (as ``ros2 bag
         record`` does), so without the last condition the first object's labelled frames could
         be learned but not recorded (seen once in CI, on a loaded machine).
+
+        A node whose diagnostics have not arrived ``restart_after`` s after the start, while other
+        nodes' have, is started again, once (:meth:`restart_node`; seen once in CI: object_recognition
+        alive and silent for 120 s while the others reported within seconds). Raises RuntimeError
+        after ``timeout`` s, saying what the graph shows of each node not up and how its log ends.
         """
         self.say("waiting for the nodes to come up (the CNN loads, numba compiles)")
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
         up: set[str] = set()
         waiting = "?"
+        restarted = False
         while time.monotonic() < deadline:
             self.check_alive()
+            if not restarted and up and time.monotonic() - start > restart_after:
+                restarted = True
+                for name in sorted(set(NODES) - up):
+                    seen = driver.graph_view(name)
+                    why = f"no diagnostics from it {restart_after:.0f} s after the start ({seen})"
+                    self.say(f"{name}: {why}; starting it again")
+                    self.restart_node(name, why)
             up = set(NODES) & driver.nodes_reporting()
             waiting = driver.diagnostics_now().get("bag_recorder", {}).get("topics waiting", "?")
             if (
@@ -203,9 +253,14 @@ class DemoRun:
                 self.say("all nodes up: " + ", ".join(NODES))
                 return
             time.sleep(0.2)
+        missing = "".join(
+            f"\n{proc.name} ({driver.graph_view(proc.name)}), its log ends:\n{log_tail(proc.log_path)}"
+            for proc in self.procs
+            if proc.name not in up and proc.log_path is not None
+        )
         raise RuntimeError(
             f"nodes not up after {timeout:.0f} s (up: {sorted(up)}; topics the recorder waits for: "
-            f"{waiting}); logs in {self.out}"
+            f"{waiting}); logs in {self.out}{missing}"
         )
 
     # ------------------------------------------------------------------ run
