@@ -84,7 +84,8 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
     # The bag: every recorded topic readable (read here, independently of the report).
     from rosbags.highlevel import AnyReader
 
-    from lifelong_learning.io.bags import read_joint_states, read_labeled_features, typestore
+    from lifelong_learning.io.bags import read_joint_states, typestore
+    from lifelong_learning.io.labeled_features import read_labeled_features
 
     counts: dict[str, int] = {}
     with AnyReader([out / "bag"], default_typestore=typestore()) as reader:

@@ -7,7 +7,8 @@ standard types come from rosbags' ROS 2 Kilted type store.
 
 What the offline tuner needs:
 
-- :func:`read_labeled_features`: ``lifelong_learning/msg/LabeledFeatures`` → ``(X, labels)``;
+- :func:`~lifelong_learning.io.labeled_features.read_labeled_features` (its own module):
+  ``lifelong_learning/msg/LabeledFeatures`` → ``(X, labels)``;
 - :func:`read_joint_states`: ``sensor_msgs/msg/JointState`` → raw samples ``t, q, q̇, τ`` for
   named joints, with the row where each bag starts; the caller estimates ``q̈`` with the online
   node's filter (:func:`lifelong_learning.dynamics.acceleration.estimate_accelerations`, which
@@ -62,6 +63,8 @@ EMPTY_LABEL = "empty label"
 UNPRINTABLE_LABEL = "unprintable label"
 LONG_LABEL = "label too long"
 WRONG_DIMENSION = "wrong feature length"
+# a frame read already on another LabeledFeatures topic (io.labeled_features.FrameRepeats)
+REPEATED_FRAME = "frame on two topics"
 
 
 class Skipped(Counter):
@@ -129,7 +132,7 @@ def new_typestore() -> Any:
     return store
 
 
-def _paths(bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+def bag_paths(bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
     if isinstance(bags, (str, os.PathLike)):
         bags = [bags]
     out = [Path(b) for b in bags]
@@ -138,7 +141,7 @@ def _paths(bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> l
     return out
 
 
-def _messages(
+def read_messages(
     path: Path,
     msgtype: str,
     topic: str | None,
@@ -146,8 +149,8 @@ def _messages(
     skipped: Skipped | None = None,
     progress: Callable[[int], None] | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> Iterator[tuple[int, Any]]:
-    """(timestamp ns, deserialized message) of one bag's ``topic`` (or all topics of ``msgtype``;
+) -> Iterator[tuple[str, int, Any]]:
+    """(topic, timestamp ns, deserialized message) of one bag's ``topic`` (or all topics of ``msgtype``;
     with ``single_topic``, a BagError if the bag has several, rather than mixing them). A message
     that does not deserialize, or of more than ``max_message_bytes`` (dropped before it is
     deserialized), is counted in ``skipped`` and left out (without ``skipped``: BagError).
@@ -188,22 +191,11 @@ def _messages(
                         raise BagError(detail) from exc
                     skipped.add(CORRUPT, detail)
                     continue
-                yield stamp, msg
+                yield conn.topic, stamp, msg
     except BagError:
         raise
     except Exception as exc:  # ReaderError, sqlite3.DatabaseError, MCAP/zstd errors, OSError...
         raise BagError(f"{path}: unreadable, corrupt or truncated bag ({type(exc).__name__}: {exc})") from exc
-
-
-@dataclass
-class LabeledFeatureSet:
-    """Features ``X`` (``(n, d)`` float64), their ``labels`` and receive ``stamps`` (ns), and the
-    messages ``skipped`` per reason."""
-
-    X: np.ndarray
-    labels: list[str]
-    stamps: np.ndarray
-    skipped: Skipped = field(default_factory=Skipped)
 
 
 def message_count(
@@ -214,7 +206,7 @@ def message_count(
     """The number of messages of ``topic`` (default: every topic of ``msgtype``) that the bags'
     metadata announce (what a reader will read; 0 for a bag that does not open)."""
     total = 0
-    for path in _paths(bags):
+    for path in bag_paths(bags):
         try:
             with open_bag(path) as reader:
                 total += sum(
@@ -225,164 +217,6 @@ def message_count(
         except Exception:  # reading will say what is wrong with it
             continue
     return total
-
-
-def _modal_length(lengths: list[int]) -> int:
-    """The most common length (the first seen among equals)."""
-    counts = Counter(lengths)
-    best = max(counts.values())
-    return next(n for n in lengths if counts[n] == best)
-
-
-#: usable messages at the start of each bag whose most common length is the bag's feature length
-LENGTH_WINDOW = 100
-
-
-def labeled_feature_blocks(
-    bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-    topic: str | None = None,
-    block: int = 20_000,
-    skipped: Skipped | None = None,
-    progress: Callable[[int], None] | None = None,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
-    """Every usable LabeledFeatures message of ``topic`` (default: all topics of that type), in bag
-    order, as blocks ``(X, labels, stamps)`` of at most ``block`` rows (``X`` float64): memory is
-    bounded by the block, not by the bags.
-
-    Skipped and counted in ``skipped``: messages that do not deserialize or hold more than
-    ``max_message_bytes`` (never deserialized), with non-finite values, an empty label or one the
-    object_recognition node refuses with its defaults (unprintable characters, more than 64
-    characters; labels are stripped of surrounding whitespace, as the node does), or a length
-    other than the bag's, which is the most common among its first
-    :data:`LENGTH_WINDOW` usable messages (so that a stray vector cannot set it). ``progress(1)`` is
-    called for every message read (:func:`message_count` gives their number).
-
-    Raises:
-        BagError: unreadable bag, no such topic, no usable message, or bags whose vectors have
-            different lengths (features of another network).
-    """
-    skipped = Skipped() if skipped is None else skipped
-    d: int | None = None  # the length of the bags read so far
-    rows: list[tuple[int, np.ndarray, str]] = []
-    yielded = 0
-    for path in _paths(bags):
-        for row in _bag_features(path, topic, skipped, progress, d, max_message_bytes):
-            d = row[1].size
-            rows.append(row)
-            if len(rows) >= block:
-                yield _block(rows)
-                yielded, rows = yielded + len(rows), []
-    if rows:
-        yield _block(rows)
-        yielded += len(rows)
-    if not yielded:
-        why = f"; skipped: {skipped.summary()}" if skipped else ""
-        raise BagError(f"no usable LabeledFeatures message in the bag(s){why}")
-    if d == 0:
-        raise BagError("feature vectors are empty")
-
-
-def _bag_features(
-    path: Path,
-    topic: str | None,
-    skipped: Skipped,
-    progress: Callable[[int], None] | None,
-    d: int | None,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> Iterator[tuple[int, np.ndarray, str]]:
-    """One bag's usable ``(stamp, vector, label)`` of the bag's length (``d``: the earlier bags')."""
-    window: list[tuple[int, np.ndarray, str]] = []
-    bag_d: int | None = None
-    messages = _messages(path, LABELED_FEATURES_TYPE, topic, False, skipped, progress, max_message_bytes)
-    for stamp, msg in messages:
-        usable = _usable_feature(path, stamp, msg, skipped)
-        if usable is None:
-            continue
-        if bag_d is not None:
-            yield from _of_length([(stamp, *usable)], bag_d, path, skipped)
-            continue
-        window.append((stamp, *usable))
-        if len(window) == LENGTH_WINDOW:
-            bag_d = _bag_length(path, window, d)
-            yield from _of_length(window, bag_d, path, skipped)
-    if bag_d is None and window:  # fewer usable messages than the window
-        yield from _of_length(window, _bag_length(path, window, d), path, skipped)
-
-
-@lru_cache(maxsize=1)
-def _label_rule() -> tuple[int, Callable[[str, int], str | None]]:
-    """The object_recognition node's label rule and its default length
-    (:func:`~lifelong_learning.learners.recognition_gate.label_problem`), loaded at first use:
-    the learners load scipy and numba, which nothing else here needs (the tune command and the
-    tuner node import this module to declare their options)."""
-    from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_LABEL_LENGTH, label_problem
-
-    return DEFAULT_MAX_LABEL_LENGTH, label_problem
-
-
-def _usable_feature(path: Path, stamp: int, msg: Any, skipped: Skipped) -> tuple[np.ndarray, str] | None:
-    """``(vector, label)`` of a message the node would learn, else None (counted in ``skipped``)."""
-    v = np.asarray(msg.data, dtype=np.float64)
-    label = str(msg.label).strip()  # as the object_recognition node learns it
-    max_length, label_problem = _label_rule()
-    problem = label_problem(label, max_length)  # the node's rule
-    if not np.all(np.isfinite(v)):
-        skipped.add(NON_FINITE, f"{path}: feature vector with NaN or Inf at {stamp}")
-    elif not label:
-        skipped.add(EMPTY_LABEL, f"{path}: empty label at {stamp}")
-    elif problem is not None:
-        reason = LONG_LABEL if len(label) > max_length else UNPRINTABLE_LABEL
-        skipped.add(reason, f"{path}: {problem} ({label[:80]!r}) at {stamp}")
-    else:
-        return v, label
-    return None
-
-
-def _bag_length(path: Path, window: list[tuple[int, np.ndarray, str]], d: int | None) -> int:
-    """The bag's feature length: the most common in ``window``; BagError if not the earlier bags' ``d``."""
-    n = _modal_length([v.size for _, v, _ in window])
-    if d is not None and n != d:
-        raise BagError(f"{path}: feature vectors of different lengths ({n} vs {d} before)")
-    return n
-
-
-def _of_length(
-    rows: list[tuple[int, np.ndarray, str]], n: int, path: Path, skipped: Skipped
-) -> Iterator[tuple[int, np.ndarray, str]]:
-    """The rows whose vectors have ``n`` values; the others counted in ``skipped``."""
-    for stamp, v, label in rows:
-        if v.size == n:
-            yield stamp, v, label
-        else:
-            skipped.add(
-                WRONG_DIMENSION, f"{path}: a vector of {v.size} values at {stamp}, the bag's have {n}"
-            )
-
-
-def _block(rows: list[tuple[int, np.ndarray, str]]) -> tuple[np.ndarray, list[str], np.ndarray]:
-    return (
-        np.vstack([v for _, v, _ in rows]),
-        [label for _, _, label in rows],
-        np.asarray([stamp for stamp, _, _ in rows], dtype=np.int64),
-    )
-
-
-def read_labeled_features(
-    bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-    topic: str | None = None,
-    progress: Callable[[int], None] | None = None,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> LabeledFeatureSet:
-    """Every usable LabeledFeatures message in memory: :func:`labeled_feature_blocks` joined."""
-    skipped = Skipped()
-    parts = list(labeled_feature_blocks(bags, topic, 20_000, skipped, progress, max_message_bytes))
-    return LabeledFeatureSet(
-        np.vstack([p[0] for p in parts]),
-        [label for p in parts for label in p[1]],
-        np.concatenate([p[2] for p in parts]),
-        skipped,
-    )
 
 
 @dataclass
@@ -516,7 +350,7 @@ class JointStateStream:
     ) -> None:
         if block is not None and block < 1:
             raise ValueError(f"block must be >= 1 (or None), got {block}")
-        self.paths = _paths(bags)
+        self.paths = bag_paths(bags)
         self.max_message_bytes = int(max_message_bytes)
         self.topic, self.max_gap_s, self.min_stretch, self.block = topic, max_gap_s, min_stretch, block
         self.joint_names = list(joint_names) if joint_names is not None else None
@@ -576,10 +410,10 @@ class JointStateStream:
 
     def _samples(self, state: _BagState) -> Iterator[tuple[int, np.ndarray]]:
         """(stamp ns, ``[q, q̇, τ]``) of the bag's usable messages, in the order they are read."""
-        messages = _messages(
+        messages = read_messages(
             state.path, JOINT_STATE_TYPE, self.topic, True, self.skipped, None, self.max_message_bytes
         )
-        for stamp, msg in messages:
+        for _, stamp, msg in messages:
             where = f"{state.path} at {stamp}"
             if len(state.joints) < _MAX_NAMES:
                 state.joints.update(str(n) for n in msg.name[:_MAX_NAMES])

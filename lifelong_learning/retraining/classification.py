@@ -7,7 +7,7 @@ most ``job.sample_rows`` rows each for the tuning and for the promotion gate), n
 of the bags, but for some tens of bytes per row (the labels' codes, the split's row numbers, the
 training labels; the random split is drawn over every process's rows) and the validation bags,
 which are read whole (by the main process): the bags are read a block at a time
-(:func:`~lifelong_learning.io.bags.labeled_feature_blocks`) into a temporary file
+(:func:`~lifelong_learning.io.labeled_features.labeled_feature_blocks`) into a temporary file
 (:class:`~lifelong_learning.retraining.rows.FeatureStore`) that every later pass (the score, the
 export) reads back a block at a time.
 
@@ -31,13 +31,8 @@ import torch
 
 from lifelong_learning.core.files import open_regular, stream_digest
 from lifelong_learning.core.model_file import MAX_MODEL_BYTES
-from lifelong_learning.io.bags import (
-    BagError,
-    Skipped,
-    labeled_feature_blocks,
-    message_count,
-    read_labeled_features,
-)
+from lifelong_learning.io.bags import BagError, Skipped, message_count
+from lifelong_learning.io.labeled_features import labeled_feature_blocks, read_labeled_features
 from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_CLASSES
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.learners.taken_back import TakenBack

@@ -9,11 +9,11 @@ from lifelong_learning.io.bags import (
     STORAGES,
     BagError,
     read_joint_states,
-    read_labeled_features,
     write_joint_states,
     write_labeled_features,
 )
 from lifelong_learning.io.interfaces import MESSAGE_DEFINITIONS
+from lifelong_learning.io.labeled_features import read_labeled_features
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -22,20 +22,6 @@ def test_embedded_definitions_equal_msg_files():
     files = {p.stem: p.read_text() for p in (REPO / "msg").glob("*.msg")}
     assert files, "msg/ directory not found"
     assert MESSAGE_DEFINITIONS == files
-
-
-@pytest.mark.parametrize("storage", STORAGES)
-def test_labeled_features_round_trip(tmp_path, storage):
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(30, 7)).astype(np.float32)
-    labels = [f"obj{i % 3}" for i in range(30)]
-    write_labeled_features(tmp_path / "bag", X, labels, storage=storage)
-    data = read_labeled_features(tmp_path / "bag")
-    np.testing.assert_array_equal(data.X, X.astype(np.float64))
-    assert data.labels == labels
-    assert np.all(np.diff(data.stamps) > 0)
-    with pytest.raises(BagError, match="no topic '/other'"):
-        read_labeled_features(tmp_path / "bag", topic="/other")
 
 
 @pytest.mark.parametrize("storage", STORAGES)
@@ -87,29 +73,6 @@ def test_missing_corrupt_and_truncated_bags(tmp_path):
         f.write_bytes(b"\x00garbage" * 100)  # corrupt
         with pytest.raises(BagError, match="corrupt or truncated"):
             read_labeled_features(bag)
-
-
-def test_mismatched_feature_dimensions(tmp_path):
-    write_labeled_features(tmp_path / "a", np.zeros((3, 4)), ["x"] * 3)
-    write_labeled_features(tmp_path / "b", np.zeros((3, 5)), ["y"] * 3)
-    with pytest.raises(BagError, match="different lengths"):
-        read_labeled_features([tmp_path / "a", tmp_path / "b"])
-    bad = np.zeros((3, 4))
-    bad[1, 2] = np.nan
-    write_labeled_features(tmp_path / "c", bad, ["x", "y", ""], storage="sqlite3")
-    data = read_labeled_features(tmp_path / "c")  # one NaN row and one empty label: skipped, counted
-    assert data.X.shape == (1, 4) and data.labels == ["x"]
-    assert dict(data.skipped) == {"non-finite values": 1, "empty label": 1}
-    assert "NaN" in data.skipped.details["non-finite values"]
-    # labels as the node learns them: stripped; unprintable ones (a NUL, a control character) skipped
-    write_labeled_features(tmp_path / "e", np.zeros((4, 4)), [" mug ", "mu\x00g", "a\tb", "duck"])
-    data = read_labeled_features(tmp_path / "e")
-    assert data.labels == ["mug", "duck"] and dict(data.skipped) == {"unprintable label": 2}
-    write_labeled_features(tmp_path / "f", np.zeros((2, 4)), ["x" * 65, "x" * 64])  # the node's 64
-    assert dict(read_labeled_features(tmp_path / "f").skipped) == {"label too long": 1}
-    write_labeled_features(tmp_path / "d", np.full((2, 4), np.nan), ["x"] * 2)
-    with pytest.raises(BagError, match=r"no usable LabeledFeatures message.*2 non-finite values"):
-        read_labeled_features(tmp_path / "d")
 
 
 def test_several_joint_state_topics_are_not_mixed(tmp_path):
@@ -339,36 +302,3 @@ def test_a_bag_whose_joint_states_lack_the_joints_says_so(tmp_path):
     with pytest.raises(BagError, match=r"lack joints \['b'\].*\(given\); it has \['a', 'x'\]"):
         write_joint_states(tmp_path / "ax", t, ["a", "x"], q, q, q)
         read_joint_states(tmp_path / "ax", joint_names=["a", "b"])
-
-
-def test_labeled_features_are_read_a_block_at_a_time_and_a_stray_vector_sets_no_length(tmp_path):
-    from lifelong_learning.io.bags import LENGTH_WINDOW, Skipped, labeled_feature_blocks, message_count
-
-    X = np.arange(250 * 4, dtype=np.float64).reshape(250, 4)
-    write_labeled_features(tmp_path / "a", X[:150], [f"c{i % 3}" for i in range(150)])
-    write_labeled_features(tmp_path / "b", X[150:], [f"c{i % 3}" for i in range(150, 250)])
-    seen: list[int] = []
-    blocks = list(labeled_feature_blocks([tmp_path / "a", tmp_path / "b"], block=64, progress=seen.append))
-    assert [len(b[1]) for b in blocks] == [64, 64, 64, 58]  # at most a block, across bags, in order
-    np.testing.assert_array_equal(np.vstack([b[0] for b in blocks]), X)
-    assert len(seen) == message_count([tmp_path / "a", tmp_path / "b"]) == 250
-    # the first message of a bag has another length: the bag's is that of most of its first messages
-    bag = tmp_path / "stray"
-    from rosbags.rosbag2 import Writer
-
-    from lifelong_learning.io.bags import LABELED_FEATURES_TYPE, typestore
-
-    store = typestore()
-    msg, header = store.types[LABELED_FEATURES_TYPE], store.types["std_msgs/msg/Header"]
-    stamp = store.types["builtin_interfaces/msg/Time"](sec=1, nanosec=0)
-    with Writer(bag, version=9) as writer:
-        conn = writer.add_connection("/labeled_features", LABELED_FEATURES_TYPE, typestore=store)
-        for i, n in enumerate([5] + [4] * (LENGTH_WINDOW + 10)):
-            raw = store.serialize_cdr(
-                msg(header=header(stamp=stamp, frame_id=""), data=np.ones(n, dtype=np.float32), label="x"),
-                LABELED_FEATURES_TYPE,
-            )
-            writer.write(conn, i + 1, raw)
-    skipped = Skipped()
-    rows = np.vstack([b[0] for b in labeled_feature_blocks(bag, skipped=skipped)])
-    assert rows.shape == (LENGTH_WINDOW + 10, 4) and dict(skipped) == {"wrong feature length": 1}

@@ -16,7 +16,8 @@ from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import Reader
 from ruamel.yaml import YAML
 
-from lifelong_learning.io.bags import read_joint_states, read_labeled_features, typestore
+from lifelong_learning.io.bags import read_joint_states, typestore
+from lifelong_learning.io.labeled_features import read_labeled_features
 from lifelong_learning.io.recorder import PARTIAL_DIR, STORAGES, RecorderError, SplitBagWriter
 
 LF = "lifelong_learning/msg/LabeledFeatures"

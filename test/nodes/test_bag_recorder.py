@@ -12,7 +12,8 @@ from conftest import DiagnosticsReader, node_argv
 from rosbags.highlevel import AnyReader
 from ruamel.yaml import YAML
 
-from lifelong_learning.io.bags import read_joint_states, read_labeled_features
+from lifelong_learning.io.bags import read_joint_states
+from lifelong_learning.io.labeled_features import read_labeled_features
 
 pytestmark = pytest.mark.graph
 
