@@ -92,7 +92,8 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
         for conn, _, raw in reader.messages():
             reader.deserialize(raw, conn.msgtype)
             counts[conn.topic] = counts.get(conn.topic, 0) + 1
-    for topic in ("/joint_states", "/labeled_features", "/features", "/prediction", "/predicted_torque"):
+    recorded = ("/joint_states", "/labeled_features", "/learned_features", "/features", "/prediction")
+    for topic in (*recorded, "/predicted_torque"):
         assert counts.get(topic, 0) > 0, f"{topic} not recorded: {counts}"
     assert counts["/joint_states"] >= dyn["published"] * 0.9  # reliable enough on localhost
     taught = read_labeled_features(out / "bag")

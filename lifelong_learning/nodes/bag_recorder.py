@@ -57,6 +57,7 @@ FILES_ANNOUNCED = 100
 
 DEFAULT_TOPICS = [
     "labeled_features",
+    "learned_features",  # what object_recognition learned beyond labeled_features: retraining reads both
     "features",
     "prediction",
     "joint_states",

@@ -146,7 +146,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "labeled_features_topic",
         "",
-        "Bag topic of LabeledFeatures for classification requests without topic ('' = every one).",
+        "Bag topic of LabeledFeatures for classification requests without topic ('' = every one: "
+        "labeled_features and object_recognition's learned_features, a frame found on both read once).",
     ),
     ParamSpec(
         "robot_description_topic",

@@ -14,7 +14,11 @@ Publishes ``prediction`` (lifelong_learning/Prediction): the highest-scoring cla
 (``top_label``), its calibrated confidence (the probability that it is right: temperature scaling
 fitted on the classifier's held-out validation samples, see ``learners/model_selection.py``), the answer
 ``label`` (``top_label``, or "" = unknown when the confidence is below ``unknown_threshold``; ""
-while no class is known), every known label and its raw (recoded) score.
+while no class is known), every known label and its raw (recoded) score. Publishes
+``learned_features`` (lifelong_learning/LabeledFeatures, reliable): every sample it learns that no
+``labeled_features`` message carried (a showing's frames taught by a later label or an answer,
+pasted copies), with its frame's stamp, so that a bag of both topics holds all it learned (a
+retraining reads a frame found on both once: :mod:`~lifelong_learning.io.labeled_features`).
 
 Services (besides ``~/save_model``, ``~/load_model``, ``~/reset`` of the learner base):
 ``~/predict`` (lifelong_learning/Predict) and ``~/info`` (lifelong_learning/GetClassifierInfo:
@@ -47,7 +51,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+from builtin_interfaces.msg import Time
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
+from std_msgs.msg import Header
 
 from lifelong_learning.core.prequential import PrequentialClassification
 from lifelong_learning.learners.recognition_gate import RecognitionGate, Refusal, label_problem
@@ -84,6 +90,13 @@ PARAMS: tuple[ParamSpec, ...] = (
         "pasted_features",
         "lifelong_learning/Features in (reliable): frames pasted onto other rooms (feature_extractor's "
         "paste_copies), learned with their frame (same stamp) when it is taught; '' disables.",
+    ),
+    ParamSpec(
+        "learned_features_topic",
+        "learned_features",
+        "lifelong_learning/LabeledFeatures out (reliable): every sample learned that no message on "
+        "labeled_features carried (a showing's frames taught by a later label or an answer, pasted "
+        "copies), with its frame's stamp, so that a bag holds all the node learned; '' disables.",
     ),
     ParamSpec("prediction_topic", "prediction", "lifelong_learning/Prediction output."),
     ParamSpec(
@@ -247,6 +260,8 @@ class ObjectRecognitionNode(LearnerNode):
             max_label_length=int(p["max_label_length"]),
         )
         self.prediction_pub = self.create_overridable_publisher(Prediction, p["prediction_topic"], 10)
+        topic = p["learned_features_topic"]
+        self.learned_pub = self.create_overridable_publisher(LabeledFeatures, topic, 100) if topic else None
         # counted: features published but never processed show as "features lost" in diagnostics
         self.create_counted_subscription(
             Features, p["features_topic"], self._on_features, qos_profile_sensor_data, stream="features"
@@ -396,8 +411,10 @@ class ObjectRecognitionNode(LearnerNode):
     ) -> bool:
         """Learn one labeled sample unless the gate or the model refuses it (counted); True if learned.
         ``observed``: a frame of the world (scored prequentially, and by a model in trial), not a
-        pasted copy (learned by a model in trial too, unscored); a copy's ``stamp``: its frame's, refused
-        if that frame was unlearned since (checked under the lock the edits change the model under)."""
+        pasted copy (learned by a model in trial too, unscored). ``stamp``: the frame's, for a sample
+        that no labeled_features message carried (a showing's frame, a copy): published on
+        ``learned_features`` once learned; a copy is refused if its frame was unlearned since (checked
+        under the lock the edits change the model under)."""
         t = time.perf_counter()
         serving = self.serving
         with self.model_lock:
@@ -428,6 +445,9 @@ class ObjectRecognitionNode(LearnerNode):
                 self.gone_classes.pop(label, None)  # taught again
             classes = [str(c) for c in model.classes_.tolist()]
         self.stats.timed("update", time.perf_counter() - t)
+        if stamp is not None and self.learned_pub is not None:
+            header = Header(stamp=Time(sec=stamp[0], nanosec=stamp[1]))
+            self.learned_pub.publish(LabeledFeatures(header=header, data=x.astype(np.float32), label=label))
         if observed:
             self._score_taught(label, before, classes)
             self.shadow.feed_sample(model, x, label, before)  # the model in a trial predicts, then learns

@@ -301,7 +301,7 @@ class ShowingDesk:
             copies = [self._take_pasted(stamp) for stamp, _ in frames]
         learned = 0
         for (stamp, x), pasted in zip(frames, copies, strict=True):
-            if self.node.learn(x, label):
+            if self.node.learn(x, label, stamp=stamp):
                 learned += 1
                 for copy in pasted:
                     self.node.learn(copy, label, observed=False, stamp=stamp)

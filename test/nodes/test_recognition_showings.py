@@ -49,6 +49,10 @@ class Peer:
         self.pasted = self.node.create_publisher(Features, "pasted_features", QoSProfile(depth=200))
         self.showings: list[Any] = []
         self.queries: list[Any] = []
+        self.learned: list[Any] = []  # what the node learned that no labeled_features message carried
+        self.node.create_subscription(
+            LabeledFeatures, "learned_features", self.learned.append, QoSProfile(depth=500)
+        )
         self.node.create_subscription(ShowingAnswer, "showing", self.showings.append, 50)
         self.node.create_subscription(Query, "/object_recognition/query", self.queries.append, 10)
         self.answer = self.node.create_client(AnswerQuery, "/object_recognition/answer")
@@ -144,6 +148,11 @@ def test_a_new_object_gets_unknown_and_a_question_and_the_answer_teaches_it(grap
     kept = answers[-1].frames
     res = first_call(executor, peer.answer, AnswerQuery.Request(showing_id=showing, label="ball"))
     assert res.success and res.frames_learned >= min(kept, 5), res.message
+    # the frames the answer taught are published for the recorder, with their frames' stamps
+    balls = lambda: [m for m in peer.learned if m.label == "ball"]  # noqa: E731
+    assert spin_until(executor, lambda: len(balls()) >= res.frames_learned, 10), (len(balls()), res)
+    assert len(balls()) == res.frames_learned and all(m.header.stamp.sec <= peer.frame for m in balls())
+    assert len({m.header.stamp.sec for m in balls()}) == res.frames_learned
     again = first_call(executor, peer.answer, AnswerQuery.Request(showing_id=showing, label="ball"))
     assert not again.success and "already" in again.message  # taught once only
 
@@ -187,6 +196,10 @@ def test_a_label_given_during_a_showing_teaches_its_earlier_frames_too(graph):
     kept = answers[-1].frames
     assert spin_until(executor, lambda: pen_count() >= kept + 2, 10), (pen_count(), kept, proc.log())
     assert pen_count() == kept + 2  # each frame learned once
+    # the earlier frames are published for the recorder; the two labelled ones are on labeled_features
+    pens = lambda: [m.header.stamp.sec for m in peer.learned if m.label == "pen"]  # noqa: E731
+    assert spin_until(executor, lambda: len(pens()) >= kept, 10), (pens(), kept)
+    assert len(pens()) == kept and max(pens()) <= peer.frame - 2
 
 
 def test_pasted_copies_are_learned_with_their_frame_once_it_is_taught(graph):
@@ -223,6 +236,11 @@ def test_pasted_copies_are_learned_with_their_frame_once_it_is_taught(graph):
     taught = len(shown) + 1  # the showing's frames and the labelled one, each with its copy
     assert spin_until(executor, lambda: box_count() >= 2 * taught, 10), (box_count(), taught, proc.log())
     assert box_count() == 2 * taught  # each once; the copies without a taught frame not at all
+    # published for the recorder: all but the labelled frame (on labeled_features), each stamped
+    # with its frame's stamp (a frame and its copy share it)
+    boxes = lambda: [m.header.stamp.sec for m in peer.learned if m.label == "box"]  # noqa: E731
+    assert spin_until(executor, lambda: len(boxes()) >= 2 * taught - 1, 10), (boxes(), taught)
+    assert sorted(boxes()) == sorted([*shown, *shown, peer.frame])
     for _ in range(9):  # a flood of copies under one taught frame's stamp: 8 copies a frame at most
         copy(shown[0])
     assert spin_until(executor, lambda: box_count() >= 2 * taught + 7, 10), (box_count(), proc.log())
