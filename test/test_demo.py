@@ -99,6 +99,17 @@ def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interface
     taught = read_labeled_features(out / "bag")
     assert set(taught.labels) == set(results["recognition"]["names"])
     assert read_joint_states(out / "bag", topic="/joint_states").q.shape[1] == 7
+    # What the node learned beyond the labelled frames (a showing's earlier frames, pasted copies) is
+    # in the bag too (learned_features): the two topics give more than the labelled frames alone, and,
+    # while the node still serves what it learned online, about its own sample counts.
+    from lifelong_learning.learners import IncrementalRLSC
+
+    labelled_only = len(read_labeled_features(out / "bag", topic="/labeled_features").labels)
+    assert len(taught.labels) > labelled_only
+    if diag["object_recognition"]["last reload"] == "never":
+        online = IncrementalRLSC.load(out / "object_recognition.llm")
+        learned = int(online.seen_counts_.sum())
+        assert abs(len(taught.labels) - learned) <= max(2, learned // 20), (len(taught.labels), learned)
 
     # Retraining from the bag and the hot reload of both learners.
     # Only a candidate that beats the serving model on the held-out data is hot-reloaded.
