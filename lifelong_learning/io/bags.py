@@ -64,7 +64,7 @@ UNPRINTABLE_LABEL = "unprintable label"
 LONG_LABEL = "label too long"
 WRONG_DIMENSION = "wrong feature length"
 # a frame read already on another LabeledFeatures topic (io.labeled_features.FrameRepeats)
-REPEATED_FRAME = "frame on two topics"
+REPEATED_FRAME = "frame already read on another topic"
 
 
 class Skipped(Counter):

@@ -121,7 +121,7 @@ def labeled_feature_blocks(
     called for every message read (:func:`~lifelong_learning.io.bags.message_count` gives their number).
 
     A frame that comes again on another topic (:class:`FrameRepeats`) is read once; the repeat
-    is counted in ``skipped`` as ``frame on two topics``.
+    is counted in ``skipped`` as ``frame already read on another topic``.
 
     Raises:
         BagError: unreadable bag, no such topic, no usable message, or bags whose vectors have

@@ -121,7 +121,7 @@ def test_a_frame_on_two_topics_is_read_once_and_counted(tmp_path):
     data = read_labeled_features(tmp_path / "bag")
     assert data.labels == ["mug", "mug", "mug", "cup", "mug", "mug", "mug"]
     np.testing.assert_array_equal(data.X[:, 0], [1, 1, 1, 1, 3, 5, 5])
-    assert dict(data.skipped) == {"frame on two topics": 1}
-    assert "the frame stamped 100 again" in data.skipped.details["frame on two topics"]
+    assert dict(data.skipped) == {"frame already read on another topic": 1}
+    assert "the frame stamped 100 again" in data.skipped.details["frame already read on another topic"]
     only = read_labeled_features(tmp_path / "bag", topic=taught)  # one topic: nothing repeats
     assert len(only.labels) == 4 and not only.skipped
