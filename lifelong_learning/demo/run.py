@@ -70,7 +70,7 @@ NODES_UP_TIMEOUT_S = 150.0
 #: node is up in 4-7 s on 2 cores, loaded or not)
 RESTART_AFTER_S = 60.0
 #: lines of a node's log quoted when it did not come up
-LOG_TAIL_LINES = 12
+LOG_TAIL_LINES = 40
 
 
 def private_graph(say: Any) -> dict[str, str]:
