@@ -38,6 +38,7 @@ import functools
 import os
 import platform
 import random
+import shutil
 import sys
 import threading
 import time
@@ -117,6 +118,7 @@ class DemoRun:
         self.progress = progress
         self.procs: list[NodeProcess] = []
         self.notes: list[str] = []
+        self.bag = out / "bag"  # the bag_recorder's output
 
     # ------------------------------------------------------------------ processes
     def start_node(self, name: str, *params: str) -> None:
@@ -131,23 +133,33 @@ class DemoRun:
         env = {"OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
         return NodeProcess(argv, name=name, log_path=self.out / f"{name}.log", env=env)
 
-    def restart_node(self, name: str, why: str) -> None:
-        """Stop node ``name`` (SIGINT, killed after :data:`STOP_TIMEOUT_S`) and start it again with
-        the same command line. Its first log is kept as ``<name>.first.log``; the report's notes say
-        why, how it ended and how its log ends (a node stuck in a callback prints every thread's
-        stack when it is stopped: nodes/runner.py)."""
-        index = next(i for i, proc in enumerate(self.procs) if proc.name == name)
-        old = self.procs[index]
-        code = old.stop(timeout=STOP_TIMEOUT_S)
-        assert old.log_path is not None
-        first = old.log_path.with_name(f"{name}.first.log")
-        old.log_path.replace(first)
-        self.procs[index] = self._spawn(name, old.argv)
-        ended = "killed" if old.killed else f"exit status {code}"
-        self.notes.append(
-            f"{name} was started again: {why}; its first process ({ended}) logged to {first.name}, "
-            f"which ends:\n{log_tail(first)}"
-        )
+    def restart_nodes(self, names: list[str], why: str) -> None:
+        """Stop the nodes ``names`` together (SIGINT, killed after :data:`STOP_TIMEOUT_S`) and start
+        each again with the same command line. A first log is kept as ``<name>.first.log``; the
+        report's notes say why, how the first process ended and how its log ends (a node stuck in a
+        callback prints every thread's stack when it is stopped: nodes/runner.py). The recorder's
+        bag folder, which it refuses to write into if it exists, is removed first: nothing was
+        recorded before every node came up.
+
+        Raises:
+            ValueError: a name that is no node of this run.
+        """
+        old = {proc.name: proc for proc in self.procs}
+        unknown = [name for name in names if name not in old]
+        if unknown:
+            raise ValueError(f"no node {unknown} in this run (its nodes: {sorted(old)})")
+        killed = stop_all([old[name] for name in names], timeout=STOP_TIMEOUT_S)
+        for name in names:
+            first, proc = self.out / f"{name}.first.log", old[name]
+            (self.out / f"{name}.log").replace(first)
+            if name == "bag_recorder":
+                shutil.rmtree(self.bag, ignore_errors=True)
+            self.procs[self.procs.index(proc)] = self._spawn(name, proc.argv)
+            ended = "killed" if proc in killed else f"exit status {proc.returncode}"
+            self.notes.append(
+                f"{name} was started again: {why}; its first process ({ended}) logged to {first.name}, "
+                f"which ends:\n{log_tail(first)}"
+            )
 
     def start_nodes(self) -> None:
         """Every node of the demo, each with its files in the run folder."""
@@ -181,13 +193,13 @@ class DemoRun:
             f"default_epochs:={self.cfg.tune_epochs}",
             f"retrain_bag_files:={self.cfg.loop_bag_files}",
             "retrain_min_period_s:=20.0",
-            f"bag_directory:={self.out / 'bag'}",  # the loop trains only on files in it
+            f"bag_directory:={self.bag}",  # the loop trains only on files in it
         )
         # Files close every bag_file_s (the lifelong loop retrains on closed files) and on
         # ~/split_bagfile: the demo splits before retraining, so the tuner sees the whole online phase.
         self.start_node(
             "bag_recorder",
-            f"output:={self.out / 'bag'}",
+            f"output:={self.bag}",
             f"max_bagfile_duration_s:={float(self.cfg.bag_file_s)}",
         )
 
@@ -221,7 +233,7 @@ class DemoRun:
         be learned but not recorded (seen once in CI, on a loaded machine).
 
         A node whose diagnostics have not arrived ``restart_after`` s after the start, while other
-        nodes' have, is started again, once (:meth:`restart_node`; seen once in CI: object_recognition
+        nodes' have, is started again, once (:meth:`restart_nodes`; seen once in CI: object_recognition
         alive and silent for 120 s while the others reported within seconds). Raises RuntimeError
         after ``timeout`` s, saying what the graph shows of each node not up and how its log ends.
         """
@@ -233,14 +245,14 @@ class DemoRun:
         restarted = False
         while time.monotonic() < deadline:
             self.check_alive()
+            up = set(NODES) & driver.nodes_reporting()
             if not restarted and up and time.monotonic() - start > restart_after:
                 restarted = True
-                for name in sorted(set(NODES) - up):
-                    seen = driver.graph_view(name)
-                    why = f"no diagnostics from it {restart_after:.0f} s after the start ({seen})"
-                    self.say(f"{name}: {why}; starting it again")
-                    self.restart_node(name, why)
-            up = set(NODES) & driver.nodes_reporting()
+                silent = sorted(set(NODES) - up)
+                seen = "; ".join(f"{name}: {driver.graph_view(name)}" for name in silent)
+                why = f"no diagnostics from it {restart_after:.0f} s after the start ({seen})"
+                self.say(f"starting {', '.join(silent)} again: {why}")
+                self.restart_nodes(silent, why)
             waiting = driver.diagnostics_now().get("bag_recorder", {}).get("topics waiting", "?")
             if (
                 up == set(NODES)
@@ -258,9 +270,10 @@ class DemoRun:
             for proc in self.procs
             if proc.name not in up and proc.log_path is not None
         )
+        restarts = "".join(f"\n{note}" for note in self.notes if " was started again: " in note)
         raise RuntimeError(
             f"nodes not up after {timeout:.0f} s (up: {sorted(up)}; topics the recorder waits for: "
-            f"{waiting}); logs in {self.out}{missing}"
+            f"{waiting}); logs in {self.out}{missing}{restarts}"
         )
 
     # ------------------------------------------------------------------ run

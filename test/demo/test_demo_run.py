@@ -1,5 +1,5 @@
-"""The demo's process handling: a node that does not come up is started again, and the graph says
-what it shows of a node."""
+"""The demo's process handling: nodes that do not come up are started again once, and the graph
+says what it shows of a node."""
 
 from __future__ import annotations
 
@@ -10,35 +10,97 @@ from pathlib import Path
 import pytest
 from conftest import new_context
 
-STALLED = "import sys, time; print('started, then stuck', flush=True); time.sleep(600)"
+#: a process that never reports: it stands in for a node stuck before its first diagnostics
+STALLED = "import time; print('started, then stuck', flush=True); time.sleep(600)"
 
 
-def test_a_node_started_again_keeps_its_first_log_and_the_notes_say_why(tmp_path: Path, built_interfaces):
+def stalled_run(tmp_path: Path, names: tuple[str, ...]):
     from lifelong_learning.demo.config import DemoConfig
     from lifelong_learning.demo.run import DemoRun
 
     run = DemoRun(DemoConfig.quick(), tmp_path, progress=False)
-    first = run._spawn("silent", [sys.executable, "-c", STALLED])
-    other = run._spawn("other", [sys.executable, "-c", STALLED])
-    run.procs = [other, first]
+    run.procs = [run._spawn(name, [sys.executable, "-c", STALLED]) for name in names]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(
+        "stuck" in (tmp_path / f"{name}.log").read_text() for name in names
+    ):
+        time.sleep(0.05)
+    return run
+
+
+def test_nodes_started_again_keep_their_first_logs_and_the_notes_say_why(tmp_path: Path, built_interfaces):
+    run = stalled_run(tmp_path, ("other", "silent", "bag_recorder"))
+    other = run.procs[0]
+    run.bag.mkdir()  # what the first recorder made: the second refuses an existing output
     try:
-        deadline = time.monotonic() + 30
-        while "stuck" not in (tmp_path / "silent.log").read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        run.restart_node("silent", "no diagnostics from it")
-        second = run.procs[1]
-        assert run.procs[0] is other and second is not first and second.name == "silent"
-        assert not first.alive() and second.alive() and other.alive()
-        assert "started, then stuck" in (tmp_path / "silent.first.log").read_text()
-        assert (tmp_path / "silent.log").exists() and second.log_path == tmp_path / "silent.log"
-        (note,) = run.notes
-        assert note.startswith("silent was started again: no diagnostics from it;")
-        assert "silent.first.log" in note and "started, then stuck" in note
-        with pytest.raises(StopIteration):
-            run.restart_node("absent", "never started")
+        first = list(run.procs)
+        run.restart_nodes(["silent", "bag_recorder"], "no diagnostics from it")
+        assert run.procs[0] is other and other.alive()
+        for old, new in zip(first[1:], run.procs[1:], strict=True):
+            assert new is not old and new.name == old.name and new.alive() and not old.alive()
+            assert "started, then stuck" in (tmp_path / f"{old.name}.first.log").read_text()
+            assert new.log_path == tmp_path / f"{old.name}.log"
+        assert not run.bag.exists()
+        silent, recorder = run.notes
+        assert silent.startswith("silent was started again: no diagnostics from it;")
+        assert "silent.first.log" in silent and "started, then stuck" in silent
+        assert recorder.startswith("bag_recorder was started again:")
+        with pytest.raises(ValueError, match=r"no node \['absent'\]"):
+            run.restart_nodes(["absent"], "never started")
     finally:
         run.stop_nodes()
     assert run.procs == []
+
+
+@pytest.mark.graph
+def test_the_nodes_still_silent_after_a_while_are_started_again_once_and_the_error_says_so(
+    tmp_path: Path, built_interfaces
+):
+    """Every node of the demo but one is stuck before its first diagnostics; the one that reports is a
+    real rclpy node publishing a status under the feature_extractor's name."""
+    import threading
+
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    from lifelong_learning.demo.driver import DemoDriver
+    from lifelong_learning.demo.run import NODES
+    from lifelong_learning.nodes.base import DIAGNOSTIC_TASK
+
+    run = stalled_run(tmp_path, NODES)
+    with new_context() as ctx:
+        driver = DemoDriver(say=print, context=ctx)
+        reporting = Node("feature_extractor", context=ctx)
+        diagnostics = reporting.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        status = DiagnosticStatus(name=f"feature_extractor: {DIAGNOSTIC_TASK}")
+        reporting.create_timer(0.1, lambda: diagnostics.publish(DiagnosticArray(status=[status])))
+        executor = SingleThreadedExecutor(context=ctx)
+        executor.add_node(driver)
+        executor.add_node(reporting)
+        spinner = threading.Thread(target=executor.spin, daemon=True)
+        spinner.start()
+        try:
+            deadline = time.monotonic() + 30
+            while "feature_extractor" not in driver.nodes_reporting() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert "feature_extractor" in driver.nodes_reporting()
+            with pytest.raises(RuntimeError) as failed:
+                run.wait_for_nodes(driver, timeout=5.0, restart_after=0.5)
+        finally:
+            executor.shutdown()
+            spinner.join(5.0)
+            reporting.destroy_node()
+            driver.destroy_node()
+            run.stop_nodes()
+    message = str(failed.value)
+    silent = [name for name in NODES if name != "feature_extractor"]
+    assert "nodes not up after 5 s (up: ['feature_extractor']" in message
+    for name in silent:
+        assert f"{name} was started again: no diagnostics from it" in message
+        assert (tmp_path / f"{name}.first.log").exists()
+    assert not (tmp_path / "feature_extractor.first.log").exists()  # it reported: not started again
+    assert len(run.notes) == len(silent)  # once each
 
 
 def test_log_tail_quotes_the_last_lines_indented(tmp_path: Path, built_interfaces):
@@ -50,6 +112,7 @@ def test_log_tail_quotes_the_last_lines_indented(tmp_path: Path, built_interface
     assert log_tail(tmp_path / "none.log") == "    (empty)"
 
 
+@pytest.mark.graph
 def test_the_graph_view_tells_a_discovered_node_from_one_never_seen(built_interfaces):
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.node import Node
