@@ -133,6 +133,7 @@ def new_typestore() -> Any:
 
 
 def bag_paths(bags: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """``bags`` (one path or several) as a list of paths; BagError when none is given."""
     if isinstance(bags, (str, os.PathLike)):
         bags = [bags]
     out = [Path(b) for b in bags]

@@ -63,28 +63,33 @@ MAX_REMEMBERED_FRAMES = 200_000
 
 
 class FrameRepeats:
-    """The frames read in the last :data:`REPEAT_WINDOW_NS` of bag time, by the frame's header stamp,
-    its label and a digest of its float32 values, with the topic that carried each.
+    """The frames read in the last :data:`REPEAT_WINDOW_NS` of bag time, by the frame's header stamp
+    and a digest of its float32 values, with the topic that carried each.
 
     The object_recognition node learns some frames that no LabeledFeatures message of the teacher
     carried (a showing's earlier frames, taught by a later label or by an answer; pasted copies) and
     publishes them on its ``learned_features`` topic. A frame it learned that way may still come on
-    ``labeled_features`` too (its labelled copy, which the node skips as taught), so a bag can hold
-    it on both topics: the second one read is a repeat, and a retraining learns the frame once, as
-    the node did. On one topic nothing is a repeat: a node learns every message it is sent.
+    ``labeled_features`` too (its labelled copy, which the node skips: a frame is learned once, by
+    its stamp), so a bag can hold it on both topics: the copy read second is a repeat, whatever its
+    label, and a retraining learns the frame once, as the node did (with the label of the copy
+    recorded first). Within one topic the reader leaves every message in.
+
+    Not seen across separate reads: the validation bags of a retraining are read on their own, and
+    each process of a job reads its own share, so a frame whose two copies (recorded within a second
+    of each other) fall on either side of a file or a share boundary is read twice there.
     """
 
     def __init__(self) -> None:
-        self._seen: OrderedDict[tuple[int, str, int], tuple[str, int]] = OrderedDict()
+        self._seen: OrderedDict[tuple[int, int], tuple[str, int]] = OrderedDict()
 
-    def repeated(self, topic: str, bag_ns: int, frame_ns: int, label: str, v: np.ndarray) -> bool:
+    def repeated(self, topic: str, bag_ns: int, frame_ns: int, v: np.ndarray) -> bool:
         """Whether this frame was read already on another topic (else it is remembered)."""
         while self._seen and (
             len(self._seen) >= MAX_REMEMBERED_FRAMES
             or next(iter(self._seen.values()))[1] < bag_ns - REPEAT_WINDOW_NS
         ):
             self._seen.popitem(last=False)
-        key = (frame_ns, label, int(_row_digests()(v)[0]))
+        key = (frame_ns, int(_row_digests()(v)[0]))
         first = self._seen.get(key)
         if first is None:
             self._seen[key] = (topic, bag_ns)
@@ -120,8 +125,10 @@ def labeled_feature_blocks(
     :data:`LENGTH_WINDOW` usable messages (so that a stray vector cannot set it). ``progress(1)`` is
     called for every message read (:func:`~lifelong_learning.io.bags.message_count` gives their number).
 
-    A frame that comes again on another topic (:class:`FrameRepeats`) is read once; the repeat
-    is counted in ``skipped`` as ``frame already read on another topic``.
+    Reading every topic (``topic`` None), a frame that comes again on another topic
+    (:class:`FrameRepeats`: its stamp and values; remembered for 60 s of bag time, at most
+    200,000 frames, some tens of bytes each) is read once; the repeat is counted in ``skipped`` as
+    ``frame already read on another topic``.
 
     Raises:
         BagError: unreadable bag, no such topic, no usable message, or bags whose vectors have
@@ -131,7 +138,7 @@ def labeled_feature_blocks(
     d: int | None = None  # the length of the bags read so far
     rows: list[tuple[int, np.ndarray, str]] = []
     yielded = 0
-    repeats = FrameRepeats()
+    repeats = FrameRepeats() if topic is None else None  # one topic: no repeats to find
     for path in bag_paths(bags):
         for row in _bag_features(path, topic, skipped, progress, d, repeats, max_message_bytes):
             d = row[1].size
@@ -155,7 +162,7 @@ def _bag_features(
     skipped: Skipped,
     progress: Callable[[int], None] | None,
     d: int | None,
-    repeats: FrameRepeats,
+    repeats: FrameRepeats | None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> Iterator[tuple[int, np.ndarray, str]]:
     """One bag's usable ``(stamp, vector, label)`` of the bag's length (``d``: the earlier bags'),
@@ -167,9 +174,8 @@ def _bag_features(
         usable = _usable_feature(path, stamp, msg, skipped)
         if usable is None:
             continue
-        vector, label = usable
         frame_ns = int(msg.header.stamp.sec) * 10**9 + int(msg.header.stamp.nanosec)
-        if repeats.repeated(on, stamp, frame_ns, label, vector):
+        if repeats is not None and repeats.repeated(on, stamp, frame_ns, usable[0]):
             skipped.add(REPEATED_FRAME, f"{path}: the frame stamped {frame_ns} again, on {on!r}, at {stamp}")
             continue
         if bag_d is not None:

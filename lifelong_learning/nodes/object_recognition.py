@@ -65,7 +65,7 @@ from lifelong_learning.nodes.base import ParamSpec
 from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.learning_metrics import message_from_report
 from lifelong_learning.nodes.recognition_shadow import RecognitionOps
-from lifelong_learning.nodes.recognition_showings import COPY_REFUSED, SHOWING_PARAMS, ShowingDesk
+from lifelong_learning.nodes.recognition_showings import COPY_REFUSED, MAX_COPIES, SHOWING_PARAMS, ShowingDesk
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.nodes.shadow import ShadowMonitor, shadow_params
 from lifelong_learning.serving import Outcome
@@ -260,8 +260,9 @@ class ObjectRecognitionNode(LearnerNode):
             max_label_length=int(p["max_label_length"]),
         )
         self.prediction_pub = self.create_overridable_publisher(Prediction, p["prediction_topic"], 10)
-        topic = p["learned_features_topic"]
-        self.learned_pub = self.create_overridable_publisher(LabeledFeatures, topic, 100) if topic else None
+        # deep enough for what one label or answer teaches at once: a showing's frames and their copies
+        topic, burst = p["learned_features_topic"], int(p["max_showing_frames"]) * (1 + MAX_COPIES)
+        self.learned_pub = self.create_overridable_publisher(LabeledFeatures, topic, burst) if topic else None
         # counted: features published but never processed show as "features lost" in diagnostics
         self.create_counted_subscription(
             Features, p["features_topic"], self._on_features, qos_profile_sensor_data, stream="features"
@@ -445,14 +446,14 @@ class ObjectRecognitionNode(LearnerNode):
                 self.gone_classes.pop(label, None)  # taught again
             classes = [str(c) for c in model.classes_.tolist()]
         self.stats.timed("update", time.perf_counter() - t)
-        if stamp is not None and self.learned_pub is not None:
-            header = Header(stamp=Time(sec=stamp[0], nanosec=stamp[1]))
-            self.learned_pub.publish(LabeledFeatures(header=header, data=x.astype(np.float32), label=label))
         if observed:
             self._score_taught(label, before, classes)
             self.shadow.feed_sample(model, x, label, before)  # the model in a trial predicts, then learns
         else:
             self.shadow.feed_unscored(model, x, label)  # the model in a trial learns it too
+        if stamp is not None and self.learned_pub is not None:
+            header = Header(stamp=Time(sec=stamp[0], nanosec=stamp[1]))
+            self.learned_pub.publish(LabeledFeatures(header=header, data=x.astype(np.float32), label=label))
         return True
 
     # ---------------------------------------------------------------- ~/learning_metrics
