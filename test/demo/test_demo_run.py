@@ -10,8 +10,13 @@ from pathlib import Path
 import pytest
 from conftest import new_context
 
-#: a process that never reports: it stands in for a node stuck before its first diagnostics
-STALLED = "import time; print('started, then stuck', flush=True); time.sleep(600)"
+#: a process that never reports: it stands in for a node stuck before its first diagnostics; it ends on
+#: SIGINT as a node does (its own handler: a child of a process that ignores SIGINT, as a pytest-xdist
+#: worker does, inherits that, and Python then installs no KeyboardInterrupt handler)
+STALLED = (
+    "import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(0)); "
+    "print('started, then stuck', flush=True); time.sleep(600)"
+)
 
 
 def stalled_run(tmp_path: Path, names: tuple[str, ...]):
