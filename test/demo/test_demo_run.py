@@ -25,12 +25,18 @@ def stalled_run(tmp_path: Path, names: tuple[str, ...]):
 
     run = DemoRun(DemoConfig.quick(), tmp_path, progress=False)
     run.procs = [run._spawn(name, [sys.executable, "-c", STALLED]) for name in names]
+    wait_stuck(tmp_path, names)
+    return run
+
+
+def wait_stuck(folder: Path, names: tuple[str, ...] | list[str]) -> None:
+    """Until each stand-in has said it is stuck: its SIGINT handler is in place (a SIGINT before that
+    is ignored, and the stop waits for the kill)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not all(
-        "stuck" in (tmp_path / f"{name}.log").read_text() for name in names
+        "stuck" in (folder / f"{name}.log").read_text() for name in names
     ):
         time.sleep(0.05)
-    return run
 
 
 def test_nodes_started_again_keep_their_first_logs_and_the_notes_say_why(tmp_path: Path, built_interfaces):
@@ -40,6 +46,7 @@ def test_nodes_started_again_keep_their_first_logs_and_the_notes_say_why(tmp_pat
     try:
         first = list(run.procs)
         run.restart_nodes(["silent", "bag_recorder"], "no diagnostics from it")
+        wait_stuck(tmp_path, ["silent", "bag_recorder"])
         assert run.procs[0] is other and other.alive()
         for old, new in zip(first[1:], run.procs[1:], strict=True):
             assert new is not old and new.name == old.name and new.alive() and not old.alive()
@@ -92,6 +99,7 @@ def test_the_nodes_still_silent_after_a_while_are_started_again_once_and_the_err
             assert "feature_extractor" in driver.nodes_reporting()
             with pytest.raises(RuntimeError) as failed:
                 run.wait_for_nodes(driver, timeout=5.0, restart_after=0.5)
+            wait_stuck(tmp_path, NODES)  # the second stand-ins, before they are stopped
         finally:
             executor.shutdown()
             spinner.join(5.0)
