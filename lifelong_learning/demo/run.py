@@ -68,7 +68,7 @@ STOP_TIMEOUT_S = 30.0
 #: seconds the demo waits for every node to report, in all (:meth:`DemoRun.wait_for_nodes`)
 NODES_UP_TIMEOUT_S = 150.0
 #: seconds after which a node that has not reported while others have is started again, once (a
-#: node is up in 4-7 s on 2 cores, loaded or not)
+#: node is up in 4-9 s on 2 cores, loaded or not)
 RESTART_AFTER_S = 60.0
 #: lines of a node's log quoted when it did not come up
 LOG_TAIL_LINES = 40

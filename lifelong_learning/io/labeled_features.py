@@ -10,6 +10,7 @@ empty or unprintable label, a vector of another length than the bag's) is skippe
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -80,29 +81,22 @@ class FrameRepeats:
     """
 
     def __init__(self) -> None:
-        self._seen: OrderedDict[tuple[int, int], tuple[str, int]] = OrderedDict()
+        self._seen: OrderedDict[tuple[int, bytes], tuple[str, int]] = OrderedDict()
 
-    def repeated(self, topic: str, bag_ns: int, frame_ns: int, v: np.ndarray) -> bool:
-        """Whether this frame was read already on another topic (else it is remembered)."""
+    def repeated(self, topic: str, bag_ns: int, frame_ns: int, values: np.ndarray) -> bool:
+        """Whether this frame (``values``: the message's float32 data) was read already on another
+        topic (else it is remembered)."""
         while self._seen and (
             len(self._seen) >= MAX_REMEMBERED_FRAMES
             or next(iter(self._seen.values()))[1] < bag_ns - REPEAT_WINDOW_NS
         ):
             self._seen.popitem(last=False)
-        key = (frame_ns, int(_row_digests()(v)[0]))
+        data = np.ascontiguousarray(values, dtype=np.float32)
+        key = (frame_ns, hashlib.blake2b(data.tobytes(), digest_size=8).digest())
         first = self._seen.get(key)
         if first is None:
             self._seen[key] = (topic, bag_ns)
         return first is not None and first[0] != topic
-
-
-@lru_cache(maxsize=1)
-def _row_digests() -> Callable[[np.ndarray], np.ndarray]:
-    """:func:`~lifelong_learning.learners.taken_back.row_digests`, loaded at first use (as
-    :func:`_label_rule`)."""
-    from lifelong_learning.learners.taken_back import row_digests
-
-    return row_digests
 
 
 def labeled_feature_blocks(
@@ -127,8 +121,8 @@ def labeled_feature_blocks(
 
     Reading every topic (``topic`` None), a frame that comes again on another topic
     (:class:`FrameRepeats`: its stamp and values; remembered for 60 s of bag time, at most
-    200,000 frames, some tens of bytes each) is read once; the repeat is counted in ``skipped`` as
-    ``frame already read on another topic``.
+    200,000 frames: tens of MB) is read once; the repeat is counted in ``skipped`` as ``frame
+    already read on another topic``.
 
     Raises:
         BagError: unreadable bag, no such topic, no usable message, or bags whose vectors have
@@ -175,7 +169,7 @@ def _bag_features(
         if usable is None:
             continue
         frame_ns = int(msg.header.stamp.sec) * 10**9 + int(msg.header.stamp.nanosec)
-        if repeats is not None and repeats.repeated(on, stamp, frame_ns, usable[0]):
+        if repeats is not None and repeats.repeated(on, stamp, frame_ns, msg.data):
             skipped.add(REPEATED_FRAME, f"{path}: the frame stamped {frame_ns} again, on {on!r}, at {stamp}")
             continue
         if bag_d is not None:
