@@ -8,12 +8,13 @@ scoring on the bags' most recent samples, would even prefer the candidate that k
 class. So the model remembers (:class:`TakenBack`), and the retraining that continues from it sorts
 the bags' rows by that record (:meth:`TakenBack.sort`; retraining/classification.py):
 
-- **rows**: the samples it unlearned, each by a digest (:func:`row_digests`): the first 8 bytes of
-  BLAKE2b over its float32 values. The bags hold features as float32 (LabeledFeatures), and a model
-  without a feature map keeps its samples as they came, float32 where that is exact; two different
-  rows share a digest with probability about 2⁻⁶⁴. A row of the bags with such a digest is not
-  learned. A model with a feature map keeps its samples in model features, which no bag holds: it
-  remembers no row.
+- **rows**: the samples it unlearned, each by a digest (:func:`row_digests`): BLAKE2b with an
+  8-byte digest (``digest_size=8``) over its float32 values, read as a little-endian uint64. The
+  bags hold features as float32 (LabeledFeatures), and a model without a feature map keeps its
+  samples as they came, float32 where that is exact; two different rows share a digest with
+  probability about 2⁻⁶⁴. A row of the bags with such a digest is not learned. A model with a
+  feature map (every model a retraining writes) keeps its samples in model features, which no bag
+  holds: it remembers no row, so an episode it undoes is learned again by the next retraining.
 - **gone**: the classes it no longer knows by an edit (forgotten, emptied by an undo, known before
   a ``~/reset``): a row of the bags labeled so is not learned, unless the model knows that class
   again (taught since; its rows from before are still dropped by digest where they were kept).
@@ -100,11 +101,12 @@ class TakenBack:
         return TakenBack(self.rows, gone, tuple(renamed)[-MAX_LABELS:])
 
     def joined(self, other: TakenBack) -> TakenBack:
-        """This record, then ``other``'s (newer) on top."""
-        out = TakenBack(_newest(self.rows, other.rows), self.gone, self.renamed).removing([], other.gone)
+        """This record, then ``other``'s (newer) on top: its renames, then its gone classes (which
+        already say what its own renames left gone: a class renamed to, then forgotten, stays gone)."""
+        out = TakenBack(_newest(self.rows, other.rows), self.gone, self.renamed)
         for old, new in other.renamed:
             out = out.renaming(old, new)
-        return out
+        return out.removing([], other.gone)
 
     def sort(self, X: np.ndarray, labels: Sequence[Any], known: Iterable[Any]) -> Sorted:
         """Which rows of the bags (``X``, ``labels``) a model that knows the classes ``known`` and

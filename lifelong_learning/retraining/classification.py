@@ -119,13 +119,13 @@ class Classification:
         widths = {d for d in dims if d is not None}  # None: every row of a process's share taken back
         if len(widths) > 1:
             raise BagError(f"the processes' bags hold feature vectors of different lengths: {dims}")
-        if not widths:
-            raise BagError(f"no sample left to learn: all were {TAKEN_BACK}")
-        self.store.d = widths.pop()
         counts: dict[str, int] = {}
         for part in group.all_gather(dict(skipped)):
             for reason, n in part.items():
                 counts[reason] = counts.get(reason, 0) + n
+        if not widths:  # the reader raises when no row is usable: every one was taken back here
+            raise BagError(f"no sample left to learn: all {counts.get(TAKEN_BACK, 0)} were {TAKEN_BACK}")
+        self.store.d = widths.pop()
         return self.store.n, counts
 
     def _record(self, job: TuningJob, serving: Any) -> tuple[TakenBack, list[str]]:
@@ -138,7 +138,7 @@ class Classification:
                 try:
                     model = IncrementalRLSC.load(job.serving_model)
                 except (ValueError, OSError) as exc:
-                    error = exc
+                    error = ValueError(f"{job.serving_model} (the serving model): {exc}")
             self.group.agree(error)
             found = (TakenBack(), []) if model is None else (model.taken_back_, _classes_of(model))
             return self.group.all_gather(found)[0]

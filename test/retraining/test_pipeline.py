@@ -181,8 +181,16 @@ def test_what_the_serving_classifier_took_back_is_not_learned_again_from_the_bag
     assert "ball" in list(IncrementalRLSC.load(tmp_path / "cold.llm").classes_) and not cold["skipped"]
     # a bag of nothing but what the serving model took back: the job says so
     write_labeled_features(tmp_path / "gone", X[-6:], labels[-6:])
-    with pytest.raises(BagError, match="no sample left to learn"):
+    with pytest.raises(BagError, match="no sample left to learn: all 6 were taken back"):
         run_job(make_job("gone", out="none.llm", init=str(tmp_path / "serving.llm"), **common))
+    # a serving model whose record is malformed: refused, naming the file and its role
+    from lifelong_learning.core.model_file import ModelFile, save_model_file
+
+    file = serving.to_model_file()
+    bad = ModelFile(file.kind, file.meta, {**file.arrays, "taken_back": np.arange(3, dtype=np.int64)})
+    save_model_file(tmp_path / "bad.llm", bad)
+    with pytest.raises(ValueError, match=r"bad\.llm \(the serving model\): .*uint64"):
+        run_job(make_job("bag", out="bad_out.llm", serving=str(tmp_path / "bad.llm"), **common))
 
 
 def test_a_model_to_continue_from_that_does_not_fit_is_refused_before_any_work(tmp_path, make_job):
