@@ -54,7 +54,6 @@ def test_undone_and_forgotten_rows_are_remembered_saved_and_cloned() -> None:
         assert (record.gone, record.renamed) == (model.taken_back_.gone, model.taken_back_.renamed)
 
 
-
 def test_a_row_read_back_from_a_bag_has_the_digest_the_model_took_back(tmp_path) -> None:
     """The bag holds float32 values and the reader gives float64: the digest is the same."""
     from lifelong_learning.io.bags import write_labeled_features
