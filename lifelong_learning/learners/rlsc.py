@@ -51,8 +51,8 @@ from lifelong_learning.learners.model_selection import (
 )
 from lifelong_learning.learners.novelty import DEFAULT_SCORE, novelty_scores
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
-from lifelong_learning.learners.taken_back import TakenBack
-from lifelong_learning.learners.unlearning import SampleStore, Unlearning
+from lifelong_learning.learners.taken_back import TakenBack, row_digests
+from lifelong_learning.learners.unlearning import InputDigests, SampleStore, Unlearning
 from lifelong_learning.learners.validation_scores import Pending, refreshed
 
 #: rows of a larger Euclidean norm are refused (learning and prediction): with this bound no
@@ -86,6 +86,7 @@ _STATE = (
     "_serving",
     "_since_selection",
     "_kept",
+    "_inputs",
     "_clock",
 )
 
@@ -243,6 +244,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self._young_class_grew = False  # set by an update: a young class reached a power of two
         self._clock = 0  # samples numbered so far (n_samples, but never decreased by unlearning)
         self._kept = SampleStore.empty(self.keep_samples, d or 0)
+        self._inputs = InputDigests()  # with a feature map: digests of the inputs kept or held out
         self._taken_back = TakenBack()  # what it unlearned, for retrainings (learners/taken_back.py)
         if d is not None:
             self._make_engines(d)
@@ -496,6 +498,8 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         # of the sample-by-sample order: one rank-k update instead of runs of validation_every − 1.
         train = ~held
         nos = self._clock + np.arange(1, len(labels) + 1)
+        if self.feature_map is not None and (self.keep_samples or self.selects_model):
+            self._keep_input_digests(X, nos)
         if train.any():
             self._train_rows(Z[train], cls_idx[train])
             self._kept = self._kept.added(Z[train], cls_idx[train], nos[train])
@@ -518,6 +522,14 @@ class IncrementalRLSC(Unlearning, PersistentModel):
             self._young_class_grew = bool(np.any(young & grew))
         else:
             self._selection = None
+
+    def _keep_input_digests(self, X: Any, nos: np.ndarray) -> None:
+        """Remember the raw inputs' digests (learners/unlearning.py's :class:`InputDigests`), and
+        drop those of samples no longer kept or held out once they are twice as many as can be."""
+        inputs = self._inputs.added(nos, row_digests(X))
+        if inputs.size > 2 * (self.keep_samples + self.max_validation) + nos.size:
+            inputs = inputs.only(np.concatenate([self._kept.no, self._val_age, nos]))
+        self._inputs = inputs
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:

@@ -30,7 +30,7 @@ from lifelong_learning.learners.labels import Label, check_label, label_key
 from lifelong_learning.learners.model_selection import Selection
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 from lifelong_learning.learners.taken_back import TakenBack
-from lifelong_learning.learners.unlearning import SampleStore
+from lifelong_learning.learners.unlearning import InputDigests, SampleStore
 
 
 # ---------------------------------------------------------------------- writing
@@ -249,6 +249,7 @@ def state_of(clf: Any, tolerance: float) -> tuple[dict[str, Any], dict[str, np.n
     if clf.keep_samples or clf._clock != clf.n_samples:  # exact unlearning (learners/unlearning.py)
         meta.update(clf._kept.store_into(arrays, clf._clock))
     clf._taken_back.store_into(meta, arrays)
+    clf._inputs.store_into(arrays)
     if clf.shares_factor:  # one engine, of λ = lambdas[serving]; the selection as made
         meta["shared_factor"] = shared_factor_entry(clf._serving, clf._since_selection, clf._selection)
     if clf.feature_map is not None:
@@ -308,6 +309,7 @@ def restored(cls: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> A
     clf._val_X, clf._val_y, clf._val_age = val_X, val_y, val_age
     d = val_X.shape[1]
     clf._clock, clf._kept = SampleStore.restore(meta, arrays, clf.keep_samples, d, clf.n_samples)
+    clf._inputs = InputDigests.restore(arrays, clf._clock)
     if not clf.shares_factor:
         clf._val_S = [rls.predict(val_X) if val_y.size else np.zeros((0, len(labels))) for rls in engines]
     return clf

@@ -14,7 +14,9 @@ the bags' rows by that record (:meth:`TakenBack.sort`; retraining/classification
   samples as they came, float32 where that is exact; two different rows share a digest with
   probability about 2⁻⁶⁴. A row of the bags with such a digest is not learned. A model with a
   feature map (every model a retraining writes) keeps its samples in model features, which no bag
-  holds: it remembers no row, so an episode it undoes is learned again by the next retraining.
+  holds, so it keeps the digest of each raw input it can unlearn beside it (learners/unlearning.py's
+  ``InputDigests``) and records that one; the samples it learned as sums (a retraining's own) it
+  cannot unlearn at all.
 - **gone**: the classes it no longer knows by an edit (forgotten, emptied by an undo, known before
   a ``~/reset``): a row of the bags labeled so is not learned, unless the model knows that class
   again (taught since; its rows from before are still dropped by digest where they were kept).
@@ -85,9 +87,13 @@ class TakenBack:
 
     def removing(self, X: Any, labels: Iterable[Any] = ()) -> TakenBack:
         """With the rows ``X`` unlearned and the classes ``labels`` gone."""
+        return self.removing_digests(row_digests(X) if len(X) else np.zeros(0, np.uint64), labels)
+
+    def removing_digests(self, digests: np.ndarray, labels: Iterable[Any] = ()) -> TakenBack:
+        """With the rows of these digests (:func:`row_digests`) unlearned and the classes ``labels`` gone."""
         names = [str(x) for x in labels]
         gone = [g for g in self.gone if g not in set(names)] + names
-        rows = _newest(self.rows, row_digests(X)) if len(X) else self.rows
+        rows = _newest(self.rows, digests) if len(digests) else self.rows
         return TakenBack(rows, tuple(dict.fromkeys(gone))[-MAX_LABELS:], self.renamed)
 
     def renaming(self, old: Any, new: Any) -> TakenBack:

@@ -31,7 +31,9 @@ and so is forgetting a class with such a sample. Memory: a buffer of ``2 · keep
 values (float32 while every kept feature is exact in float32, else float64): 1000 samples of 1280
 EfficientNet features take 10 MB in memory (new rows are written past the end, and the buffer is
 compacted once full, so that an update that fails leaves the store as it was) and 5 MB in the
-model file.
+model file. With a feature map the model also keeps the digest of each kept or held-out sample's
+raw input (:class:`InputDigests`, arrays ``input_no``, ``input_digest``: 16 bytes a sample), so
+that what it unlearns is recorded as the bags hold it (learners/taken_back.py).
 
 **Positive definiteness.** ``A − zzᵀ`` is positive definite exactly when
 ``ρ² = 1 − ‖R⁻ᵀz‖² > 0`` (``ρ² = 1/(1 + zᵀA'⁻¹z)``), and the rounding errors of the downdate grow
@@ -55,7 +57,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -64,7 +66,7 @@ from scipy.linalg import solve_triangular
 from lifelong_learning.learners.cholesky import chol_downdate_rows
 from lifelong_learning.learners.labels import Label, check_label, label_key, labels_of
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
-from lifelong_learning.learners.taken_back import TakenBack
+from lifelong_learning.learners.taken_back import TakenBack, row_digests
 from lifelong_learning.learners.validation_scores import Pending
 
 #: a downdated pivot below this fraction of λ (exact pivots are ≥ λ) means cancellation: rebuild
@@ -199,6 +201,60 @@ class SampleStore:
         return clock, replace(store, buf_x=buf_x, stop=n)
 
 
+@dataclass(frozen=True)
+class InputDigests:
+    """The digests (:func:`~lifelong_learning.learners.taken_back.row_digests`) of the raw inputs of
+    the samples a model with a feature map keeps or holds out, by sample number (``no``, ascending):
+    such a model keeps its samples in model features, which no bag holds, so what it unlearns is
+    recorded by these. Digests of samples no longer kept are dropped now and then (:meth:`only`)."""
+
+    no: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    digest: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+
+    @property
+    def size(self) -> int:
+        return int(self.no.size)
+
+    def added(self, nos: np.ndarray, digests: np.ndarray) -> InputDigests:
+        """With the digests of samples numbered ``nos`` (all above those held) appended."""
+        no = np.concatenate([self.no, np.asarray(nos, np.int64)])
+        return InputDigests(no, np.concatenate([self.digest, np.asarray(digests, np.uint64)]))
+
+    def of(self, nos: np.ndarray) -> np.ndarray:
+        """The digests of the samples numbered ``nos`` that are held (others skipped)."""
+        nos = np.asarray(nos, np.int64)
+        at = np.clip(np.searchsorted(self.no, nos), 0, max(self.size - 1, 0))
+        found = self.no[at] == nos if self.size else np.zeros(nos.size, bool)
+        return self.digest[at[found]]
+
+    def only(self, nos: np.ndarray) -> InputDigests:
+        """Only the digests of the samples numbered ``nos``."""
+        keep = np.isin(self.no, nos)
+        return InputDigests(self.no[keep], self.digest[keep])
+
+    def store_into(self, arrays: dict[str, np.ndarray]) -> None:
+        """The model file's arrays ``input_no`` and ``input_digest`` (none when empty)."""
+        if self.size:
+            arrays.update({"input_no": self.no.copy(), "input_digest": self.digest.copy()})
+
+    @classmethod
+    def restore(cls, arrays: dict[str, np.ndarray], clock: int) -> InputDigests:
+        """The digests of a model file (none: empty, as in files written before). ValueError on
+        inconsistent content."""
+        if "input_no" not in arrays and "input_digest" not in arrays:
+            return cls()
+        no, digest = np.asarray(arrays.get("input_no")), np.asarray(arrays.get("input_digest"))
+        if no.ndim != 1 or digest.shape != no.shape or digest.dtype != np.uint64:
+            raise ValueError("the input digests must be as many uint64 as their sample numbers")
+        if (
+            not np.issubdtype(no.dtype, np.integer)
+            or np.any(np.diff(no) <= 0)
+            or np.any((no < 1) | (no > clock))
+        ):
+            raise ValueError("the input digests' sample numbers must ascend within the samples numbered")
+        return cls(no.astype(np.int64), digest.copy())
+
+
 # ---------------------------------------------------------------------- engines
 def downdated(engine: RecursiveRLS, Z: np.ndarray, E: np.ndarray) -> RecursiveRLS:
     """A new engine for ``A − ZᵀZ``, ``B − ZᵀE`` (``engine`` untouched), row by row, each checked
@@ -266,8 +322,16 @@ class Unlearning:
     def everything_taken_back(self) -> TakenBack:
         """This model's record with everything it knows taken back too (its kept and held-out rows,
         its classes): what a model that replaces it on ``~/reset`` remembers."""
-        rows = np.vstack([self._kept.rows, self._val_X]) if self.feature_map is None else np.zeros((0, 1))
-        return self._taken_back.removing(rows, [str(c) for c in self._labels])
+        every = np.ones(self._kept.size, bool), np.ones(self._val_y.size, bool)
+        return self._taken_back.removing_digests(self._digests(*every), [str(c) for c in self._labels])
+
+    def _digests(self, train: np.ndarray, val: np.ndarray) -> np.ndarray:
+        """The digests of the kept training rows ``train`` and validation rows ``val`` (masks), as
+        the bags hold them: of the rows themselves, or of their raw inputs where a feature map made
+        them (those learned before the model kept input digests are skipped)."""
+        if self.feature_map is None:
+            return row_digests(np.vstack([self._kept.rows[train], self._val_X[val]]))
+        return self._inputs.of(np.concatenate([self._kept.no[train], self._val_age[val]]))
 
     def clone(self) -> Any:
         """An independent copy in memory, bit for bit (a model file would rebuild some factors)."""
@@ -472,8 +536,8 @@ class Unlearning:
                 new = self._rebuilt(rls, ~train)
             engines.append(without_columns(new, keep_cls) if not keep_cls.all() else new)
         class_map = np.cumsum(keep_cls) - 1
-        rows = np.vstack([self._kept.rows[train], self._val_X[val]]) if self.feature_map is None else []
-        record = self._taken_back.removing(rows, [str(self._labels[c]) for c in np.flatnonzero(emptied)])
+        gone = [str(self._labels[c]) for c in np.flatnonzero(emptied)]
+        record = self._taken_back.removing_digests(self._digests(train, val), gone)
         self._commit(engines, keep_cls, class_map, train_counts[keep_cls], seen_counts[keep_cls], ~val)
         self._kept = self._kept.kept_where(~train, class_map)
         self._taken_back = record

@@ -74,11 +74,70 @@ def test_a_newer_record_joined_keeps_a_class_renamed_to_then_forgotten_gone() ->
     assert not TakenBack().removing([], ["x"]).joined(newer).sort(np.zeros((2, D)), ["a", "b"], []).keep.any()
 
 
-def test_a_model_with_a_feature_map_remembers_nothing() -> None:
-    """Its kept samples are in model features, which no bag holds."""
-    model, _ = taught(feature_map=RandomFourierFeatures(D, 32, bandwidth=2.0, seed=0))
-    model.forget_class("cup")
-    assert model.taken_back_.rows.size == 0 and model.taken_back_.gone == ("cup",)
+FMAP = {"feature_map": RandomFourierFeatures(D, 32, bandwidth=2.0, seed=0)}
+
+
+def test_a_model_with_a_feature_map_remembers_its_raw_inputs_saved_and_loaded() -> None:
+    """Its kept samples are in model features, which no bag holds: it records the digests of the
+    inputs it was given, as the bags hold them, also after a round trip through its file."""
+    model, rows = taught(**FMAP)
+    model.unlearn_numbers(model.teaching_episode())  # the six mislabeled views
+    assert np.array_equal(np.sort(model.taken_back_.rows), np.sort(row_digests(rows["wrong"])))
+    loaded = IncrementalRLSC.from_model_file(model.to_model_file())
+    loaded.forget_class("cup")  # its training and held-out samples alike
+    gone = row_digests(np.vstack([rows["wrong"], rows["cup"]]))
+    assert set(loaded.taken_back_.rows.tolist()) == set(gone.tolist()) and loaded.taken_back_.gone == ("cup",)
+    everything = row_digests(np.vstack(list(rows.values())))
+    assert set(model.everything_taken_back().rows.tolist()) == set(everything.tolist())
+
+
+def test_a_feature_map_model_keeps_input_digests_only_for_samples_it_can_unlearn() -> None:
+    model = IncrementalRLSC(lambdas=[0.1, 1.0], alpha=1.0, keep_samples=10, max_validation=6, **FMAP)
+    X = views(11, 200, 0)
+    for i, x in enumerate(X):
+        model.partial_fit(x, ["cup" if i % 2 else "box"])
+    held = model.to_model_file().arrays["input_no"]
+    assert 10 + 6 <= held.size <= 2 * (10 + 6) + 1
+    model.unlearn_numbers(model.teaching_episode(10))  # the last ten, every one kept
+    assert np.array_equal(np.sort(model.taken_back_.rows), np.sort(row_digests(X[-10:])))
+    nothing = IncrementalRLSC(lambdas=1.0, alpha=1.0, **FMAP)  # keeps nothing: digests nothing
+    nothing.partial_fit(X[:20], ["cup"] * 20)
+    assert "input_no" not in nothing.to_model_file().arrays
+
+
+def test_a_feature_map_model_from_a_file_without_input_digests_records_what_it_can() -> None:
+    """A file written before input digests were kept: its samples are unlearned exactly but not
+    recorded; the samples learned after loading are."""
+    model, _ = taught(**FMAP)
+    file = model.to_model_file()
+    old = IncrementalRLSC.from_model_file(
+        ModelFile(file.kind, file.meta, {k: v for k, v in file.arrays.items() if not k.startswith("input_")})
+    )
+    new = views(12, 3, 2)
+    old.partial_fit(new, ["box"] * 3)
+    old.unlearn_numbers(old.teaching_episode(9))  # the 3 new and the 6 mislabeled views
+    assert np.array_equal(np.sort(old.taken_back_.rows), np.sort(row_digests(new)))
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"input_digest": np.arange(3, dtype=np.int64)}, "uint64"),
+        ({"input_no": np.array([3, 2, 1])}, "ascend"),
+        ({"input_no": np.array([10**6])}, "uint64"),
+    ],
+)
+def test_a_model_file_with_bad_input_digests_does_not_load(change: dict, match: str) -> None:
+    model, _ = taught(**FMAP)
+    file = model.to_model_file()
+    arrays = {
+        **file.arrays,
+        "input_no": np.array([1, 2, 3]),
+        "input_digest": np.zeros(3, np.uint64),
+        **change,
+    }
+    with pytest.raises(ValueError, match=match):
+        IncrementalRLSC.from_model_file(ModelFile(file.kind, file.meta, arrays))
 
 
 @pytest.mark.parametrize(

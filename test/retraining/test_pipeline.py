@@ -193,6 +193,40 @@ def test_what_the_serving_classifier_took_back_is_not_learned_again_from_the_bag
         run_job(make_job("bag", out="bad_out.llm", serving=str(tmp_path / "bad.llm"), **common))
 
 
+def test_an_episode_undone_on_a_served_retrained_model_is_not_learned_again(tmp_path, make_job):
+    """A retrained model (it has a feature map) is served; the robot learns more views with it, one
+    episode of them by mistake, and undoes that episode. The next retraining, from the first bag and
+    the one recorded since, continues from it and does not learn the mistake again."""
+    from lifelong_learning.learners import IncrementalRLSC
+    from lifelong_learning.retraining.classification import TAKEN_BACK
+
+    rng = np.random.default_rng(1)
+    centres = {"cup": [3.0, 0, 0, 0], "box": [0, 3.0, 0, 0], "ball": [0, 0, 3.0, 0]}
+
+    def views(label, n):  # as LabeledFeatures carry them: float32
+        return (np.asarray(centres[label]) + rng.normal(scale=0.4, size=(n, 4))).astype(np.float32)
+
+    first = np.vstack([views("cup", 20), views("box", 20), views("ball", 20)])
+    write_labeled_features(tmp_path / "first", first, ["cup"] * 20 + ["box"] * 20 + ["ball"] * 20)
+    common = {"task": "classification", "centers": 20, "epochs": 5}
+    run_job(make_job("first", out="retrained.llm", **common))
+    served = IncrementalRLSC.load(tmp_path / "retrained.llm").set_keep_samples(500)  # as the node serves it
+    assert served.feature_map is not None
+    later, wrong = views("box", 12), views("ball", 6)
+    for x in later:
+        served.partial_fit(x.astype(np.float64), ["box"])
+    for x in wrong:  # ball shown, named cup
+        served.partial_fit(x.astype(np.float64), ["cup"])
+    served.unlearn_numbers(served.teaching_episode(6))  # ~/undo_teaching
+    served.save(tmp_path / "served.llm")
+    write_labeled_features(tmp_path / "later", np.vstack([later, wrong]), ["box"] * 12 + ["cup"] * 6)
+    report = run_job(make_job("first", "later", out="next.llm", init=str(tmp_path / "served.llm"), **common))
+    assert report["skipped"] == {TAKEN_BACK: 6}, report["skipped"]
+    following = IncrementalRLSC.load(tmp_path / "next.llm")
+    assert np.mean(following.predict(views("ball", 30)) == "ball") > 0.9
+    assert set(served.taken_back_.rows.tolist()) <= set(following.taken_back_.rows.tolist())
+
+
 def test_a_model_to_continue_from_that_does_not_fit_is_refused_before_any_work(tmp_path, make_job):
     """Another kind of model, another robot, a missing or corrupt file: a clear ValueError."""
     import pytest
