@@ -106,6 +106,12 @@ class TakenBack:
         gone = tuple(g for g in self.gone if g != new)
         return TakenBack(self.rows, gone, tuple(renamed)[-MAX_LABELS:])
 
+    def beyond(self, older: TakenBack) -> TakenBack:
+        """What this record holds that ``older`` does not: the rows, classes gone and renames since."""
+        rows = self.rows[~np.isin(self.rows, older.rows)] if older.rows.size else self.rows
+        gone = tuple(g for g in self.gone if g not in set(older.gone))
+        return TakenBack(rows, gone, tuple(p for p in self.renamed if p not in set(older.renamed)))
+
     def joined(self, other: TakenBack) -> TakenBack:
         """This record, then ``other``'s (newer) on top: its renames, then its gone classes (which
         already say what its own renames left gone: a class renamed to, then forgotten, stays gone)."""

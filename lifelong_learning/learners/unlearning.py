@@ -56,7 +56,7 @@ labels), exactly the model trained with those samples labeled so.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -360,6 +360,69 @@ class Unlearning:
         nos, cls = self._present()
         at = {int(n): int(c) for n, c in zip(nos, cls, strict=True)}
         return [self._labels[at[int(n)]] for n in numbers if int(n) in at]
+
+    def caught_up(self, record: TakenBack, known: Iterable[Any]) -> Any:
+        """This model, or a changed copy, that has taken back what ``record`` (the serving model's,
+        which knows the classes ``known``) took back since this model's own record was made: a
+        model about to replace the serving one (a hot reload, a promotion) must not bring back what
+        the robot's user took back while it was trained or in shadow.
+
+        On a copy: renames applied; classes gone from the serving model forgotten (unless it knows
+        them again); the samples it undid unlearned where this model keeps them (by digest); the
+        rest of the record remembered. Samples it undid that this model does not keep are harmless
+        only when this model keeps every sample it trained on (it never learned them); otherwise it
+        may have learned them (a retraining learns its rows as sums) and cannot unlearn them.
+
+        Raises:
+            ValueError: this model knows a class the serving model forgot and cannot forget it
+                exactly, or may have learned samples the serving model undid; the reason says which.
+        """
+        extra = record.beyond(self._taken_back)
+        if not extra:
+            return self
+        known = {str(k) for k in known}
+        model = self.clone()
+        for old, new in extra.renamed:
+            if model.has_class(old):
+                model.rename_class(old, new)
+        for label in extra.gone:
+            if label in known or not model.has_class(label):
+                continue
+            try:
+                model.forget_class(label)
+            except ValueError as exc:
+                raise ValueError(
+                    f"it knows {label!r}, which the serving model forgot since this model was made, "
+                    f"and cannot forget it exactly ({exc})"
+                ) from exc
+        numbers, digests = model._sample_digests()
+        hit = np.isin(digests, extra.rows)
+        if hit.any():
+            model.unlearn_numbers(numbers[hit])
+        missing = int(np.isin(extra.rows, digests[hit], invert=True).sum())
+        if missing and not model._keeps_every_trained_sample():
+            raise ValueError(
+                f"the serving model took back {missing} samples since this model was made "
+                "(~/undo_teaching, ~/forget_class, ~/reset) that this model may have learned and "
+                "cannot unlearn; a retraining from the serving model leaves them out"
+            )
+        model._taken_back = model._taken_back.joined(extra)
+        return model
+
+    def _sample_digests(self) -> tuple[np.ndarray, np.ndarray]:
+        """Numbers and digests (:meth:`_digests`) of the kept training and validation samples whose
+        digest is known."""
+        numbers = np.concatenate([self._kept.no, self._val_age])
+        if self.feature_map is None:
+            return numbers, row_digests(np.vstack([self._kept.rows, self._val_X]))
+        numbers = numbers[np.isin(numbers, self._inputs.no)]
+        return numbers, self._inputs.of(numbers)
+
+    def _keeps_every_trained_sample(self) -> bool:
+        """Whether every sample trained on is kept, with its digest: a sample undone elsewhere that
+        is not among them was never learned."""
+        every = self._kept.size == int(self._train_counts.sum())
+        return every and (self.feature_map is None or bool(np.isin(self._kept.no, self._inputs.no).all()))
 
     def kept_samples(self) -> tuple[np.ndarray, list[Label], np.ndarray]:
         """The kept training samples (model features), their labels and numbers, oldest first."""

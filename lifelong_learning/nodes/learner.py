@@ -201,6 +201,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
             allow_outside=bool(p["allow_paths_outside_model_directory"]),
             check=self.check_model,
             on_swap=self.model_swapped,
+            catch_up=self.catch_up_model,
             report=_NodeReport(self),
         )
         #: held around every use of :attr:`model` (re-entrant; the serving core's lock)
@@ -272,6 +273,12 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
     def check_model(self, model: PersistentModel) -> None:
         """Raise ValueError if ``model`` (of the right kind, read from a file) does not fit this node."""
+
+    def catch_up_model(self, model: PersistentModel, serving: PersistentModel) -> PersistentModel:
+        """The model read from a file that replaces ``serving`` (a reload, a promotion), brought up
+        to what ``serving`` changed since it was made; ValueError: it may not replace it. Called under
+        the model lock; the model itself by default."""
+        return model
 
     def parameter_conflicts(self, model: PersistentModel) -> list[str]:
         """How a restored ``model``'s hyperparameters differ from this node's parameters, one text per

@@ -345,6 +345,12 @@ class ObjectRecognitionNode(LearnerNode):
         if want is not None and model.n_features_in_ not in (None, want):
             raise ValueError(f"model has {model.n_features_in_} input features, this node expects {want}")
 
+    def catch_up_model(self, model: IncrementalRLSC, serving: IncrementalRLSC) -> IncrementalRLSC:
+        """What the serving model took back (undone, forgotten, renamed, reset) since ``model`` was
+        made is taken back from ``model`` too, or it is refused (learners/unlearning.py's
+        ``caught_up``): a reload or a promotion never brings back what the user took back."""
+        return model.caught_up(serving.taken_back_, serving.classes_)
+
     # ---------------------------------------------------------------- classification
     def _classify(self, data: Any) -> FrameAnswer | Refusal:
         """The frame's answer (learners/showing.py), or why the input is refused; its label is ""

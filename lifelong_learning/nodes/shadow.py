@@ -281,9 +281,9 @@ class ShadowMonitor:
         elif verdict.role == SHADOW and verdict.other_wins:
             self._own_swap = True
             try:
-                note = node.serving.replace(trial.other, "reload", trial.key)
-            except (OSError, ValueError) as exc:  # the serving model could not be kept: nothing changed
-                log.error(f"{trial.label} won in shadow but was not swapped in: {exc}")
+                note = node.serving.replace(trial.other, "reload", trial.key, catch_up=True)
+            except (OSError, ValueError) as exc:  # not kept, or refused by the catch-up: nothing changed
+                node.serving.failed(f"{trial.label} won in shadow but was not swapped in: {exc}")
                 self._publish({**verdict.as_dict(), "promoted": False, "reason": f"not swapped in: {exc}"})
                 return
             finally:

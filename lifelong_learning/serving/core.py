@@ -95,6 +95,7 @@ class ServingCore:
         allow_outside: bool = False,
         check: Callable[[Any], None] | None = None,
         on_swap: Callable[[Any], None] | None = None,
+        catch_up: Callable[[Any, Any], Any] | None = None,
         report: Reporter | None = None,
     ) -> None:
         self.model_class = model_class
@@ -102,6 +103,9 @@ class ServingCore:
         self.report: Reporter = report if report is not None else LogReporter()
         self.check = check if check is not None else (lambda model: None)
         self.on_swap = on_swap
+        # a model read from a file, brought up to what the serving model took back since it was made
+        # (learners/unlearning.py's caught_up), under the lock just before it replaces it
+        self.catch_up = catch_up
         self.lock = threading.RLock()
         self.model: Any = None
         self.version = 0  # bumped on every swap
@@ -240,23 +244,30 @@ class ServingCore:
         why: str,
         loaded_file: str | None = None,
         before_swap: Callable[[], None] | None = None,
+        catch_up: bool = False,
     ) -> str:
         """Serve ``model`` in place of the serving model, which is first kept for rollback.
 
-        Under the lock: the serving model (if any, and unless the history keeps none) is written to
-        the history (:meth:`ModelHistory.push`: exactly what served, no message in between; not when
-        it learned nothing or is kept already), then ``before_swap`` runs and the model is swapped
-        in; then the oldest previous models beyond the count are removed (not the pinned one: what
-        the node learned). ``why`` names the replacement in the file's name (``reload``, ``reset``).
+        Under the lock: with ``catch_up`` (a model read from a file: a reload, a promotion), the
+        core's ``catch_up(model, serving)`` gives the model that is swapped in (ValueError: it may
+        not replace the serving model; nothing changed); the serving model (if any, and unless the
+        history keeps none) is written to the history (:meth:`ModelHistory.push`: exactly what
+        served, no message in between; not when it learned nothing or is kept already), then
+        ``before_swap`` runs and the model is swapped in; then the oldest previous models beyond
+        the count are removed (not the pinned one: what the node learned). ``why`` names the
+        replacement in the file's name (``reload``, ``reset``).
 
         Returns:
             A note for the caller's answer: which file keeps the replaced model, or why none does.
 
         Raises:
             OSError / ModelFileError: the serving model could not be written; nothing changed.
+            ValueError: ``catch_up`` refused the model; nothing changed.
         """
         with self._replace_lock:
             with self.lock:
+                if catch_up and self.catch_up is not None and self.model is not None:
+                    model = self.catch_up(model, self.model)
                 kept = None
                 if self.model is not None and self.history.keep > 0:
                     serving = self.model
@@ -299,11 +310,13 @@ class ServingCore:
         except (ModelFileError, ValueError, OSError) as exc:
             return self.failed(f"model reload from {path} failed, previous model kept: {exc}")
         try:
-            kept = self.replace(model, "reload", key)
+            kept = self.replace(model, "reload", key, catch_up=True)
         except (ModelFileError, OSError) as exc:
             return self.failed(
                 f"model reload from {path} refused, previous model kept: {self._not_kept(exc)}"
             )
+        except ValueError as exc:
+            return self.failed(f"model reload from {path} refused, previous model kept: {exc}")
         with self.lock:
             version = self.version
         self.reloaded(path)

@@ -217,3 +217,48 @@ def test_renames_stay_one_step_and_a_cycle_does_not_bring_back_a_class_gone() ->
     out = cycle.sort(views(8, 2, 0), ["a", "b"], known=[])
     assert not out.keep.any()
     assert TakenBack().removing([], (x for x in ["p", "q"])).removing([], iter(["r"])).gone == ("p", "q", "r")
+
+
+def test_a_model_about_to_serve_takes_back_what_the_serving_model_took_back_since() -> None:
+    """The candidate learned what the serving model learned; the serving model then undid the
+    mistake, forgot cup and renamed box crate: the candidate, caught up, does the same, and
+    predicts as a model that never learned them."""
+    serving, _ = taught()
+    candidate = serving.clone()
+    serving.unlearn_numbers(serving.teaching_episode())
+    serving.forget_class("cup")
+    serving.rename_class("box", "crate")
+    assert candidate.caught_up(TakenBack(), serving.classes_) is candidate  # nothing taken back since
+    caught = candidate.caught_up(serving.taken_back_, serving.classes_)
+    assert caught is not candidate and list(candidate.classes_) == ["cup", "box", "ball"]  # a copy
+    assert list(caught.classes_) == list(serving.classes_) == ["crate", "ball"]
+    test = np.vstack([views(20, 10, 1), views(21, 10, 2)])
+    assert np.allclose(caught.decision_function(test), serving.decision_function(test), atol=1e-8)
+    assert set(caught.taken_back_.rows.tolist()) == set(serving.taken_back_.rows.tolist())
+    assert (caught.taken_back_.gone, caught.taken_back_.renamed) == (("cup",), (("box", "crate"),))
+
+
+def test_a_model_that_may_have_learned_what_was_taken_back_is_refused() -> None:
+    """A candidate learned from sums (as a retraining's) cannot unlearn: refused, saying why; one
+    that keeps every sample it trained on and never saw the undone ones is only told of them."""
+    serving, rows = taught()
+    everything = np.vstack(list(rows.values()))
+    labels = ["cup"] * 12 + ["box"] * 12 + ["ball"] * 12 + ["box"] * 6
+    sums = IncrementalRLSC(lambdas=1.0, alpha=1.0)
+    order = ["cup", "box", "ball"]
+    E = np.eye(3)[[order.index(label) for label in labels]]
+    sums.learn_sums(order, everything.T @ everything, everything.T @ E, np.bincount(E.argmax(1)), D)
+    undone = serving.clone().unlearn_numbers(serving.teaching_episode())
+    with pytest.raises(ValueError, match=r"6 samples .* may have learned"):
+        sums.caught_up(undone.taken_back_, undone.classes_)
+    forgot = serving.clone().forget_class("cup")
+    with pytest.raises(ValueError, match="knows 'cup', which the serving model forgot"):
+        sums.caught_up(forgot.taken_back_, forgot.classes_)
+    # the serving model knows cup again (taught since): nothing to forget, only to remember
+    again = sums.caught_up(TakenBack().removing([], ["cup"]), ["cup", "box", "ball"])
+    assert list(again.classes_) == ["cup", "box", "ball"] and again.taken_back_.gone == ("cup",)
+    fresh = IncrementalRLSC(lambdas=1.0, alpha=1.0, keep_samples=100)
+    fresh.partial_fit(np.vstack([rows["cup"], rows["box"]]), ["cup"] * 12 + ["box"] * 12)
+    told = fresh.caught_up(undone.taken_back_, undone.classes_)
+    assert np.array_equal(told.decision_function(everything), fresh.decision_function(everything))
+    assert set(told.taken_back_.rows.tolist()) == set(row_digests(rows["wrong"]).tolist())

@@ -187,3 +187,52 @@ def test_shadow_promotes_a_better_model_drops_a_worse_one_and_drift_is_alarmed(
         a.level == DiagnosticStatus.OK for a in graph.alarms
     ), graph.values()
     assert proc.alive()
+
+
+def test_a_candidate_that_wins_in_shadow_is_not_swapped_in_over_an_undo(executor, start_process, tmp_path):
+    """The node (serving a bad model) undid its last samples; a better candidate made without knowing
+    it (it may have learned them, and keeps none of its samples) wins in shadow but is not swapped
+    in: counted, published, the serving model unchanged. The same candidate remembering what the
+    node took back (as a retraining that continues from the node's model does) is promoted."""
+    from lifelong_learning.srv import GetClassifierInfo, SaveModel, UndoTeaching
+
+    tuner = tmp_path / "tuner"
+    tuner.mkdir()
+    proc = start_process(
+        node_argv(
+            NODE,
+            *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'", "-p", f"model_directory:={tmp_path / 'models'}"),
+            *("-p", "diagnostics_period_s:=0.25", *IMMEDIATE_SWAP),
+        )
+    )
+    graph = Graph(executor)
+    assert graph.stream(lambda: graph.values().get("model version") == "0", 60), proc.log()
+    graph.send(trained(3000, 2, permute=True), tuner, "bad.model")
+    assert graph.stream(lambda: graph.values().get("model version") == "1", 20), proc.log()
+    set_parameter(graph, "shadow_window_s", 1.0)
+    undo = graph.node.create_client(UndoTeaching, f"/{NODE}/undo_teaching")
+    info = graph.node.create_client(GetClassifierInfo, f"/{NODE}/info")
+
+    def seen() -> int:
+        return call_service(executor, info, GetClassifierInfo.Request(), 20.0).samples_seen
+
+    assert graph.stream(lambda: seen() >= 3010, 20), graph.values()  # the bad model learned some
+    res = call_service(executor, undo, UndoTeaching.Request(last_n=3), 20.0)
+    assert res.success and res.samples == 3, res.message
+    assert graph.stream(lambda: graph.values().get("model version") == "2", 10), graph.values()
+
+    graph.send(trained(2000, 3, permute=False), tuner, "unaware.model")
+    refused = lambda: next((e for e in graph.events if "not swapped in" in e.get("reason", "")), None)  # noqa: E731
+    assert graph.stream(lambda: refused() is not None, 20), proc.log()
+    assert "may have learned" in refused()["reason"] and not refused()["promoted"], refused()
+    assert graph.stream(lambda: graph.diag.rejected(NODE, "model reload failed") >= 1, 10), graph.values()
+    assert graph.values()["model version"] == "2"
+
+    save = graph.node.create_client(SaveModel, f"/{NODE}/save_model")
+    saved = tmp_path / "models" / "serving.llm"
+    assert call_service(executor, save, SaveModel.Request(path=str(saved)), 20.0).success
+    aware = trained(2000, 3, permute=False).remember_taken_back(IncrementalRLSC.load(saved).taken_back_)
+    graph.send(aware, tuner, "aware.model")
+    assert graph.stream(lambda: graph.event("promoted") is not None, 20), proc.log()
+    assert graph.stream(lambda: graph.values().get("model version") == "3", 10), graph.values()
+    assert graph.answers() == list(LABELS) and proc.alive()

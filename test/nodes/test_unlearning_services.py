@@ -225,3 +225,54 @@ def test_a_retraining_from_the_bag_does_not_learn_again_what_the_node_took_back(
     model, report = retrain("reset")
     assert list(model.classes_) == ["teddy"] and report["skipped"] == {TAKEN_BACK: 63}, report["skipped"]
     assert proc.alive()
+
+
+def test_a_model_reloaded_after_an_undo_does_not_bring_the_mistake_back(
+    executor, start_process, tmp_path, make_job
+):
+    """A retraining learned a bag that holds a mistake; the node then undid it. Loading that
+    retraining's model is refused (it learned the mistake as sums and cannot unlearn it), counted,
+    and the node answers as before; a retraining that continues from the node's model now loads, and
+    a class renamed on the node since is renamed in it as it is swapped in."""
+    from lifelong_learning.srv import GetClassifierInfo, LoadModel
+
+    from lifelong_learning.io.bags import write_labeled_features
+    from lifelong_learning.retraining.pipeline import run_job
+
+    argv = ("-p", f"model_directory:={tmp_path}", "-p", "keep_samples:=200", "-p", "shadow_window_s:=0.0")
+    proc = start_process(node_argv(NODE, *argv))
+    node = Teacher(executor, proc)
+    load = node.node.create_client(LoadModel, f"/{NODE}/load_model")
+    first_call(executor, node.clients["info"], GetClassifierInfo.Request())
+    rng = np.random.default_rng(3)
+    node.teach(rng, "mug", 20)
+    node.teach(rng, "duck", 20)
+    node.teach(rng, "mug", 8, like="duck")  # the mistake
+
+    def retrain(name: str) -> str:
+        assert node.call("save_model", path=str(tmp_path / f"{name}-serving.llm")).success
+        X, labels = np.array([x for x, _ in node.sent]), [label for _, label in node.sent]
+        write_labeled_features(tmp_path / f"{name}-bag", X, labels)
+        init = str(tmp_path / f"{name}-serving.llm")
+        run_job(
+            make_job(f"{name}-bag", task="classification", centers=20, epochs=3, out=f"{name}.llm", init=init)
+        )
+        return str(tmp_path / f"{name}.llm")
+
+    before_undo = retrain("before-undo")
+    assert node.call("undo_teaching", last_n=0).samples == 8
+    answers = node.predictions()
+    failed = node.diag.rejected(NODE, "model reload failed")
+    res = call_service(executor, load, LoadModel.Request(path=before_undo), 20.0)
+    assert not res.success and "may have learned" in res.message, res.message
+    assert same_predictions(node.predictions(), answers)
+    assert spin_until(executor, lambda: node.diag.rejected(NODE, "model reload failed") > failed, 10)
+
+    after_undo = retrain("after-undo")  # continues from the node's model: the mistake left out
+    assert node.call("rename_class", label="duck", new_label="rubber duck").success
+    res = call_service(executor, load, LoadModel.Request(path=after_undo), 20.0)
+    assert res.success, res.message
+    assert sorted(node.info().classes) == ["mug", "rubber duck"]
+    ducks = [node.call("predict", data=x.tolist()).top_label for x in sample(rng, "duck", 10)]
+    assert ducks.count("rubber duck") >= 9, ducks
+    assert proc.alive()

@@ -116,6 +116,37 @@ def test_reload_failures_keep_the_serving_model(tmp_path):
     assert core.history.files() == []  # nothing replaced, nothing kept
 
 
+def test_a_reloaded_model_is_caught_up_with_the_serving_one_or_refused(tmp_path):
+    """The core's catch_up (what the serving model took back since: learners/unlearning.py) gives
+    the model a reload swaps in, under the lock; its ValueError refuses the reload, nothing kept."""
+    seen: list = []
+
+    def catch_up(model: RLSModel, serving: RLSModel) -> RLSModel:
+        seen.append((model, serving))
+        if model.n_samples > 1:
+            raise ValueError("it may have learned what the serving model took back")
+        return trained(0.9)
+
+    core = make_core(tmp_path, catch_up=catch_up)
+    serving = core.model
+    models = tmp_path / "models"
+    models.mkdir()
+    trained(0.1).save(models / "one.model")
+    two = trained(0.2)
+    two.update([0.0, 1.0, 0.0], [1.0])
+    two.save(models / "two.model")
+    ok, message = core.reload(models / "two.model")
+    assert not ok and message.endswith(
+        "previous model kept: it may have learned what the serving model took back"
+    )
+    assert core.model is serving and core.version == 0 and core.history.files() == []
+    assert core.report.rejections == {"model reload failed": 1}
+    assert core.reload(models / "one.model").ok
+    assert core.model.rhs[1, 0] == trained(0.9).rhs[1, 0] and seen[-1][1] is serving
+    core.edit(lambda model: (model, "edited"), "edit")  # an edit, a reset, a rollback: not caught up
+    assert len(seen) == 2
+
+
 def test_reload_refuses_a_fifo_or_a_device_at_once(tmp_path):
     """A FIFO in the model directory (or /dev/zero, where paths outside it are allowed) named to
     ~/load_model is refused before it is opened: a FIFO would block the node's service group until
