@@ -10,6 +10,9 @@ Arguments:
                        (key the node /**/inverse_dynamics); '' = the shipped defaults only [default: '']
     use_sim_time       true: time from /clock (simulator, bag replay) [default: false]
     log_level          debug | info | warn | error | fatal [default: info]
+    sigterm_timeout    seconds after Ctrl-C before SIGTERM (a node stopping ignores it) [default: 15]
+    sigkill_timeout    seconds after SIGTERM before SIGKILL, which would lose a final checkpoint
+                       still being written [default: 15]
     joint_states       sensor_msgs/JointState topic (with measured effort), remapped onto the
                        node's `joint_states` [default: joint_states]
     robot_description  std_msgs/String topic with the URDF (robot_state_publisher's, transient
@@ -32,7 +35,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironment
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from lifelong_learning.nodes.launch_support import log_level, node_parameters
+from lifelong_learning.nodes.launch_support import log_level, node_parameters, stop_timeout
 from lifelong_learning.nodes.supervisor import middleware_environment
 
 
@@ -68,6 +71,8 @@ def generate_launch_description() -> LaunchDescription:
             # large camera frames: the shipped Fast DDS profile, unless FASTDDS_DEFAULT_PROFILES_FILE is set
             *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
             DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),
+            DeclareLaunchArgument("sigterm_timeout", **stop_timeout("sigterm_timeout")),
+            DeclareLaunchArgument("sigkill_timeout", **stop_timeout("sigkill_timeout")),
             DeclareLaunchArgument(
                 "params_file", default_value="", description="params file applied after the shipped one"
             ),

@@ -12,6 +12,9 @@ Arguments:
                         [default: '']
     use_sim_time        true: time from /clock (simulator, bag replay) [default: false]
     log_level           debug | info | warn | error | fatal [default: info]
+    sigterm_timeout     seconds after Ctrl-C before SIGTERM (a node stopping ignores it) [default: 15]
+    sigkill_timeout     seconds after SIGTERM before SIGKILL, which would lose a final checkpoint
+                        still being written [default: 15]
     image               camera image topic (sensor_msgs/Image) [default: image]
     image_transport     raw | compressed (CompressedImage on <image>/compressed); '' = the params
                         file's (the shipped default: raw) [default: '']
@@ -48,6 +51,7 @@ from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 
+from lifelong_learning.nodes.launch_support import stop_timeout
 from lifelong_learning.nodes.supervisor import middleware_environment
 
 
@@ -59,12 +63,16 @@ def generate_launch_description() -> LaunchDescription:
         "params_file": arg("params_file"),
         "use_sim_time": arg("use_sim_time"),
         "log_level": arg("log_level"),
+        "sigterm_timeout": arg("sigterm_timeout"),
+        "sigkill_timeout": arg("sigkill_timeout"),
     }
     return LaunchDescription(
         [
             # large camera frames: the shipped Fast DDS profile, unless FASTDDS_DEFAULT_PROFILES_FILE is set
             *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
             DeclareLaunchArgument("namespace", default_value="", description="namespace of every node"),
+            DeclareLaunchArgument("sigterm_timeout", **stop_timeout("sigterm_timeout")),
+            DeclareLaunchArgument("sigkill_timeout", **stop_timeout("sigkill_timeout")),
             DeclareLaunchArgument(
                 "params_file", default_value="", description="params file applied after the shipped ones"
             ),

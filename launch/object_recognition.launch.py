@@ -11,6 +11,9 @@ Arguments:
                      config/object_recognition.yaml (key the nodes /**/<node>) [default: '']
     use_sim_time     true: time from /clock (simulator, bag replay) [default: false]
     log_level        debug | info | warn | error | fatal [default: info]
+    sigterm_timeout  seconds after Ctrl-C before SIGTERM (a node stopping ignores it) [default: 15]
+    sigkill_timeout  seconds after SIGTERM before SIGKILL, which would lose a final checkpoint
+                     still being written [default: 15]
     image            camera image topic (sensor_msgs/Image), remapped onto feature_extractor's
                      `image` [default: image]
     image_transport  'raw' (sensor_msgs/Image on `image`) or 'compressed' (CompressedImage, JPEG
@@ -32,7 +35,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironment
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from lifelong_learning.nodes.launch_support import log_level, node_parameters
+from lifelong_learning.nodes.launch_support import log_level, node_parameters, stop_timeout
 from lifelong_learning.nodes.supervisor import middleware_environment
 
 
@@ -75,6 +78,8 @@ def generate_launch_description() -> LaunchDescription:
             # large camera frames: the shipped Fast DDS profile, unless FASTDDS_DEFAULT_PROFILES_FILE is set
             *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
             DeclareLaunchArgument("namespace", default_value="", description="namespace of the nodes"),
+            DeclareLaunchArgument("sigterm_timeout", **stop_timeout("sigterm_timeout")),
+            DeclareLaunchArgument("sigkill_timeout", **stop_timeout("sigkill_timeout")),
             DeclareLaunchArgument(
                 "params_file", default_value="", description="params file applied after the shipped ones"
             ),

@@ -428,6 +428,27 @@ def _nodes_started(path: Path, monkeypatch, given: dict[str, str]) -> list[_Acti
 PER_NODE_FILES = [p for p in LAUNCH_FILES if p.name != "lifelong_learning.launch.py"]
 
 
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_ros2_launch_kills_a_stopping_node_only_after_its_deadlines_and_checkpoint(
+    path, monkeypatch, built_interfaces
+):
+    """SIGKILL (after sigterm_timeout + sigkill_timeout) comes after the node's own deadlines for
+    its callbacks and teardown (nodes/runner.py), with 10 s to spare for its final checkpoint."""
+    from lifelong_learning.nodes.launch_support import STOP_TIMEOUTS
+    from lifelong_learning.nodes.runner import FINISH_CALLBACKS_S, TEARDOWN_S
+
+    for name, module in _stand_in_modules().items():
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = importlib.util.spec_from_file_location(path.name.replace(".", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (actions,) = module.generate_launch_description().args
+    declared = {a.args[0]: a.kwargs for a in actions if type(a).__name__ == "DeclareLaunchArgument"}
+    seconds = [float(declared[name]["default_value"]) for name in ("sigterm_timeout", "sigkill_timeout")]
+    assert seconds == [float(value) for value, _ in STOP_TIMEOUTS.values()]
+    assert sum(seconds) >= FINISH_CALLBACKS_S + 2.0 + TEARDOWN_S + 10.0
+
+
 @pytest.mark.parametrize("path", PER_NODE_FILES, ids=lambda p: p.name)
 def test_defaults_start_the_nodes_on_their_shipped_files_outside_any_namespace(
     path, monkeypatch, built_interfaces
@@ -487,7 +508,7 @@ def test_bad_launch_arguments_are_clear_errors(given, message, monkeypatch, buil
 
 def test_the_bring_up_passes_the_common_arguments_to_every_file(built_interfaces):
     tree = ast.parse((REPO / "launch" / "lifelong_learning.launch.py").read_text())
-    common = {"namespace", "params_file", "use_sim_time", "log_level"}
+    common = {"namespace", "params_file", "use_sim_time", "log_level", "sigterm_timeout", "sigkill_timeout"}
     for call in _calls(tree, "IncludeLaunchDescription"):
         args = _keyword(call, "launch_arguments").func.value
         passed = {_string(k) for k in _dict_keys(tree, args)}

@@ -191,7 +191,7 @@ class SampleStore:
         if not (np.issubdtype(y.dtype, np.integer) and np.issubdtype(no.dtype, np.integer)):
             raise ValueError("the kept samples' classes and numbers must be integers")
         n_classes = len(meta["classes"])
-        bad = np.any((y < 0) | (y >= max(n_classes, 1))) or np.any(np.diff(no) <= 0)
+        bad = np.any((y < 0) | (y >= max(n_classes, 1))) or np.any(no[1:] <= no[:-1])
         if bad or np.any((no < 1) | (no > clock)) or not np.all(np.isfinite(X)):
             raise ValueError("the kept samples hold a bad class, bad numbers or NaN/Inf")
         lost = int(entry["lost"])
@@ -248,7 +248,7 @@ class InputDigests:
             raise ValueError("the input digests must be as many uint64 as their sample numbers")
         if (
             not np.issubdtype(no.dtype, np.integer)
-            or np.any(np.diff(no) <= 0)
+            or np.any(no[1:] <= no[:-1])
             or np.any((no < 1) | (no > clock))
         ):
             raise ValueError("the input digests' sample numbers must ascend within the samples numbered")
@@ -377,30 +377,37 @@ class Unlearning:
             ValueError: this model knows a class the serving model forgot and cannot forget it
                 exactly, or may have learned samples the serving model undid; the reason says which.
         """
-        extra = record.beyond(self._taken_back)
-        if not extra:
-            return self
         known = {str(k) for k in known}
+        extra = record.beyond(self._taken_back)
+        # a class gone from the serving model that this one knows, even one gone in both records
+        # (forgotten again since this model learned it anew)
+        stale = [g for g in record.gone if g not in known and self._label_named(g) is not None]
+        if not extra and not stale:
+            return self
         model = self.clone()
         for old, new in extra.renamed:
-            if model.has_class(old):
-                model.rename_class(old, new)
-        for label in extra.gone:
-            if label in known or not model.has_class(label):
+            if model._label_named(old) is not None:
+                model.rename_class(model._label_named(old), new)
+        for name in dict.fromkeys([*extra.gone, *stale]):
+            label = model._label_named(name)
+            if name in known or label is None:
                 continue
             try:
                 model.forget_class(label)
             except ValueError as exc:
                 raise ValueError(
-                    f"it knows {label!r}, which the serving model forgot since this model was made, "
-                    f"and cannot forget it exactly ({exc})"
+                    f"it knows {name!r}, which the serving model forgot, and cannot forget it exactly ({exc})"
                 ) from exc
         numbers, digests = model._sample_digests()
         hit = np.isin(digests, extra.rows)
-        if hit.any():
-            model.unlearn_numbers(numbers[hit])
-        missing = int(np.isin(extra.rows, digests[hit], invert=True).sum())
-        if missing and not model._keeps_every_trained_sample():
+        try:
+            if hit.any():
+                model.unlearn_numbers(numbers[hit])
+        except ValueError as exc:
+            raise ValueError(f"it cannot unlearn the samples the serving model undid since: {exc}") from exc
+        covered = model._taken_back.beyond(self._taken_back).rows  # what the copy just took back
+        missing = int(np.isin(extra.rows, covered, invert=True).sum())
+        if missing and not self._keeps_every_trained_sample():
             raise ValueError(
                 f"the serving model took back {missing} samples since this model was made "
                 "(~/undo_teaching, ~/forget_class, ~/reset) that this model may have learned and "
@@ -408,6 +415,10 @@ class Unlearning:
             )
         model._taken_back = model._taken_back.joined(extra)
         return model
+
+    def _label_named(self, name: str) -> Label | None:
+        """The class whose label reads ``name`` as text (a record keeps labels as text), if known."""
+        return next((label for label in self._labels if str(label) == name), None)
 
     def _sample_digests(self) -> tuple[np.ndarray, np.ndarray]:
         """Numbers and digests (:meth:`_digests`) of the kept training and validation samples whose

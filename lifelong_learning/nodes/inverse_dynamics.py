@@ -345,12 +345,12 @@ class InverseDynamicsNode(LearnerNode):
             if self.contact is not None:
                 self.contact.reset()
 
-    def reload(self, path: Any, digest: str | None = None) -> Outcome:
+    def reload(self, path: Any, digest: str | None = None, as_is: bool = False) -> Outcome:
         if self.ready and self.shadow.shadow_on:  # in shadow first: swapped in only if better
-            return self.shadow.offer(path, digest)
+            return self.shadow.offer(path, digest, as_is)
         if self.ready:
             replaced = self.serving.model
-            outcome = super().reload(path, digest)
+            outcome = super().reload(path, digest, as_is)
             if outcome.ok:  # the replaced model in canary (canary_window_s)
                 self.shadow.swapped_by_force(replaced, path)
             return outcome

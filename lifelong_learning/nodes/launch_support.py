@@ -25,6 +25,30 @@ import yaml
 #: the levels rcutils accepts for ``--log-level``
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
+#: ``ros2 launch``'s escalation after Ctrl-C, as the launch arguments every launch file here declares
+#: (name: default seconds, description). A node of this package stops by itself: it waits for its
+#: running callbacks (at most ``FINISH_CALLBACKS_S``, ended 2 s later if they hang, nodes/runner.py),
+#: writes its final checkpoint (as long as the disk takes) and tears down (``TEARDOWN_S`` at most);
+#: it ignores further signals meanwhile, so SIGTERM changes nothing, and only SIGKILL can lose the
+#: checkpoint. Launch's own defaults (SIGTERM after 5 s, SIGKILL 5 s later) come before the end of
+#: the wait for a callback that runs long.
+STOP_TIMEOUTS = {
+    "sigterm_timeout": (
+        "15",
+        "seconds after Ctrl-C before ros2 launch sends SIGTERM (ignored while a node stops)",
+    ),
+    "sigkill_timeout": (
+        "15",
+        "seconds after SIGTERM before SIGKILL: a node's final checkpoint may still be written",
+    ),
+}
+
+
+def stop_timeout(name: str) -> dict[str, str]:
+    """``default_value`` and ``description`` of the launch argument ``name`` of :data:`STOP_TIMEOUTS`."""
+    value, text = STOP_TIMEOUTS[name]
+    return {"default_value": value, "description": text}
+
 
 class LaunchArgumentError(ValueError):
     """A launch argument that cannot become the parameter it sets (the message says which)."""

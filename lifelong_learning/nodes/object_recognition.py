@@ -608,13 +608,13 @@ class ObjectRecognitionNode(LearnerNode):
         response.success, response.message = self._edit("~/rename_class", "rename", rename)
         return response
 
-    def reload(self, path: Any, digest: str | None = None) -> Outcome:
+    def reload(self, path: Any, digest: str | None = None, as_is: bool = False) -> Outcome:
         """Hot reload; with ``shadow_window_s`` > 0 the model runs in shadow first (swapped in only if
         better); an immediate swap leaves the replaced model in canary (``canary_window_s``)."""
         if self.shadow.shadow_on:
-            return self.shadow.offer(path, digest)
+            return self.shadow.offer(path, digest, as_is)
         replaced = self.serving.model
-        outcome = super().reload(path, digest)
+        outcome = super().reload(path, digest, as_is)
         if outcome.ok:
             self.shadow.swapped_by_force(replaced, path)
         return outcome

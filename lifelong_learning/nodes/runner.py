@@ -26,14 +26,14 @@ and works for a single node as well:
 - a node executable (:func:`run_node`) leaves as soon as its nodes are destroyed and the
   middleware is shut down: the interpreter's own finalization (collecting the modules of torch,
   scipy, numba...) is skipped. It did nothing for the node, and under load it was most of the
-  stop: 1-2.5 s of a feature_extractor's on a loaded 2-core machine, where ``ros2 launch``
-  escalates to SIGTERM after 5 s (and SIGKILL after 10). The phases of its stop that wait on
+  stop: 1-2.5 s of a feature_extractor's on a loaded 2-core machine. The phases of its stop that wait on
   other threads or on the middleware have deadlines kept by watchdogs that need no Python lock
   (``faulthandler``'s, and a timer of the C library's): a phase that hangs, even inside the
   middleware with the interpreter's lock held (where no Python signal handler can run), ends the
   process with the stack of every thread on stderr instead of a process that ignores Ctrl-C until
-  it is killed. The wait for the callbacks ends it with status 1 (its checkpoint was not written;
-  under ``ros2 launch`` the SIGKILL at 10 s comes before this 12 s deadline);
+  it is killed. The wait for the callbacks ends it with status 1 (its checkpoint was not written);
+  the launch files here give ``ros2 launch`` room for all of it before its SIGKILL
+  (launch_support.STOP_TIMEOUTS: 30 s instead of launch's 10);
   the teardown (:data:`TEARDOWN_S`), which begins once every checkpoint is written and every bag
   closed (:func:`_finish`), with status 0: in the test suite here Fast DDS once took 12 s to delete
   a feature_extractor's publisher, and a bag_recorder's teardown once went past launch's SIGKILL
@@ -202,8 +202,8 @@ def _apply_realtime(nodes: Sequence[Node], executor: Executor) -> None:
 #: seconds the callbacks running when a stop begins get to end (then the checkpoints are written anyway)
 FINISH_CALLBACKS_S = 10.0
 #: seconds that destroying the nodes and shutting the middleware down may take in a node executable
-#: (0.1-0.3 s when nothing hangs); well inside ``ros2 launch``'s 5 s before SIGTERM and 10 s before
-#: SIGKILL. What the nodes run and write themselves ends before it (:func:`_finish`).
+#: (0.1-0.3 s when nothing hangs). What the nodes run and write themselves ends before it
+#: (:func:`_finish`).
 TEARDOWN_S = 3.0
 #: seconds between the stacks written at a deadline and the end of the process, when it ends with 0
 DUMP_S = 0.5

@@ -163,6 +163,7 @@ class ShadowMonitor:
         self.drift_error = math.nan
         self._drift_read = -math.inf
         self._own_swap = False
+        self._promotion_catches_up = True  # the shadow trial's model is caught up when promoted
         p = node.params
         check_settings(
             float(p["shadow_window_s"]), int(p["shadow_samples"]), float(p["shadow_margin"]),
@@ -199,8 +200,10 @@ class ShadowMonitor:
             float(p["shadow_margin"]), self.ops.predict, self.ops.learn, label, key,
         )  # fmt: skip
 
-    def offer(self, path: str | Path, digest: str | None) -> Outcome:
-        """A model for hot reload: read and checked (refused as a failed reload), then in shadow."""
+    def offer(self, path: str | Path, digest: str | None, as_is: bool = False) -> Outcome:
+        """A model for hot reload: read and checked (refused as a failed reload), then in shadow;
+        ``as_is`` (a person's ``~/load_model``): if promoted, not caught up with the serving model
+        (:meth:`LearnerNode.reload`)."""
         serving = self.node.serving
         if self.slot.running(digest) is not None and digest is not None:
             return Outcome(True, f"{path} is in shadow already")
@@ -210,6 +213,7 @@ class ShadowMonitor:
             return serving.failed(f"model reload from {path} refused, previous model kept: {exc}")
         window = float(self.node.params["shadow_window_s"])
         replaced = self.slot.start(self._trial(SHADOW, model, window, str(path), key))
+        self._promotion_catches_up = not as_is  # one shadow trial at a time: this one's
         if replaced is not None:
             self._ended(replaced, f"{path} replaces it")
         margin = float(self.node.params["shadow_margin"])
@@ -281,7 +285,9 @@ class ShadowMonitor:
         elif verdict.role == SHADOW and verdict.other_wins:
             self._own_swap = True
             try:
-                note = node.serving.replace(trial.other, "reload", trial.key, catch_up=True)
+                note = node.serving.replace(
+                    trial.other, "reload", trial.key, catch_up=self._promotion_catches_up
+                )
             except (OSError, ValueError) as exc:  # not kept, or refused by the catch-up: nothing changed
                 node.serving.failed(f"{trial.label} won in shadow but was not swapped in: {exc}")
                 self._publish({**verdict.as_dict(), "promoted": False, "reason": f"not swapped in: {exc}"})

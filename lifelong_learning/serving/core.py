@@ -294,9 +294,12 @@ class ServingCore:
         return Outcome(False, message)
 
     # ---------------------------------------------------------------- replacements
-    def reload(self, path: str | os.PathLike[str], digest: str | None = None) -> Outcome:
+    def reload(
+        self, path: str | os.PathLike[str], digest: str | None = None, catch_up: bool = True
+    ) -> Outcome:
         """Hot reload: read and build the model in ``path`` outside the lock (the old model keeps
-        answering), then swap it in (:meth:`replace`: the replaced model is kept for rollback).
+        answering), then swap it in (:meth:`replace`: the replaced model is kept for rollback;
+        caught up with the serving model unless ``catch_up`` is False).
 
         ``digest``: the SHA-256 of the file's bytes, when known (else those read are hashed). A
         path that is not a regular file (a FIFO, a device) is refused before it is opened. On
@@ -310,7 +313,7 @@ class ServingCore:
         except (ModelFileError, ValueError, OSError) as exc:
             return self.failed(f"model reload from {path} failed, previous model kept: {exc}")
         try:
-            kept = self.replace(model, "reload", key, catch_up=True)
+            kept = self.replace(model, "reload", key, catch_up=catch_up)
         except (ModelFileError, OSError) as exc:
             return self.failed(
                 f"model reload from {path} refused, previous model kept: {self._not_kept(exc)}"

@@ -124,6 +124,9 @@ def test_a_feature_map_model_from_a_file_without_input_digests_records_what_it_c
     [
         ({"input_digest": np.arange(3, dtype=np.int64)}, "uint64"),
         ({"input_no": np.array([3, 2, 1])}, "ascend"),
+        ({"input_no": np.array([3, 2, 1], dtype=np.uint64)}, "ascend"),
+        ({"input_no": np.array([1, 2, 10**6])}, "ascend"),
+        ({"input_no": np.array([0, 1, 2])}, "ascend"),
         ({"input_no": np.array([10**6])}, "uint64"),
     ],
 )
@@ -219,11 +222,12 @@ def test_renames_stay_one_step_and_a_cycle_does_not_bring_back_a_class_gone() ->
     assert TakenBack().removing([], (x for x in ["p", "q"])).removing([], iter(["r"])).gone == ("p", "q", "r")
 
 
-def test_a_model_about_to_serve_takes_back_what_the_serving_model_took_back_since() -> None:
+@pytest.mark.parametrize("fmap", [{}, FMAP], ids=["features", "feature map"])
+def test_a_model_about_to_serve_takes_back_what_the_serving_model_took_back_since(fmap: dict) -> None:
     """The candidate learned what the serving model learned; the serving model then undid the
     mistake, forgot cup and renamed box crate: the candidate, caught up, does the same, and
     predicts as a model that never learned them."""
-    serving, _ = taught()
+    serving, _ = taught(**fmap)
     candidate = serving.clone()
     serving.unlearn_numbers(serving.teaching_episode())
     serving.forget_class("cup")
@@ -262,3 +266,27 @@ def test_a_model_that_may_have_learned_what_was_taken_back_is_refused() -> None:
     told = fresh.caught_up(undone.taken_back_, undone.classes_)
     assert np.array_equal(told.decision_function(everything), fresh.decision_function(everything))
     assert set(told.taken_back_.rows.tolist()) == set(row_digests(rows["wrong"]).tolist())
+
+
+def test_a_model_that_forgets_a_class_exactly_is_caught_up_though_it_keeps_not_everything() -> None:
+    """The candidate keeps only its last samples, but all of the class the serving model forgot:
+    forgetting it takes back every row of it, so nothing is missing and it is not refused."""
+    serving = IncrementalRLSC(lambdas=1.0, alpha=1.0, keep_samples=5)
+    serving.partial_fit(np.vstack([views(30, 10, 0), views(31, 10, 1)]), ["a"] * 10 + ["b"] * 10)
+    serving.partial_fit(views(32, 3, 2), ["x"] * 3)
+    candidate = serving.clone()
+    serving.forget_class("x")
+    caught = candidate.caught_up(serving.taken_back_, serving.classes_)
+    assert list(caught.classes_) == ["a", "b"] and caught.taken_back_.gone == ("x",)
+
+
+def test_labels_that_are_not_text_are_found_by_their_text() -> None:
+    serving = IncrementalRLSC(lambdas=1.0, alpha=1.0, keep_samples=100)
+    serving.partial_fit(
+        np.vstack([views(33, 6, 0), views(34, 6, 1), views(35, 6, 2)]), [1] * 6 + [2] * 6 + [3] * 6
+    )
+    candidate = serving.clone()
+    serving.forget_class(3)
+    serving.rename_class(1, "one")
+    caught = candidate.caught_up(serving.taken_back_, [str(c) for c in serving.classes_])
+    assert list(caught.classes_) == ["one", 2]

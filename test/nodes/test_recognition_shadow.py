@@ -222,7 +222,10 @@ def test_a_candidate_that_wins_in_shadow_is_not_swapped_in_over_an_undo(executor
     assert graph.stream(lambda: graph.values().get("model version") == "2", 10), graph.values()
 
     graph.send(trained(2000, 3, permute=False), tuner, "unaware.model")
-    refused = lambda: next((e for e in graph.events if "not swapped in" in e.get("reason", "")), None)  # noqa: E731
+
+    def refused() -> dict | None:
+        return next((e for e in graph.events if "not swapped in" in e.get("reason", "")), None)
+
     assert graph.stream(lambda: refused() is not None, 20), proc.log()
     assert "may have learned" in refused()["reason"] and not refused()["promoted"], refused()
     assert graph.stream(lambda: graph.diag.rejected(NODE, "model reload failed") >= 1, 10), graph.values()

@@ -122,6 +122,7 @@ def test_a_reloaded_model_is_caught_up_with_the_serving_one_or_refused(tmp_path)
     seen: list = []
 
     def catch_up(model: RLSModel, serving: RLSModel) -> RLSModel:
+        assert core.lock._is_owned()  # the serving model cannot change meanwhile
         seen.append((model, serving))
         if model.n_samples > 1:
             raise ValueError("it may have learned what the serving model took back")
