@@ -56,6 +56,7 @@ labels), exactly the model trained with those samples labeled so.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -415,6 +416,27 @@ class Unlearning:
             )
         model._taken_back = model._taken_back.joined(extra)
         return model
+
+    def without(self, X: Any) -> tuple[Any, int]:
+        """A copy that has unlearned the rows of ``X`` it keeps (found by digest, as the bags hold
+        them; each kept or held-out sample at most once), and how many it unlearned; this model
+        itself when it keeps none of them. What it keeps no more stays learned. E.g. a serving
+        model scored on samples it learned online, as if it had never seen them (the promotion
+        gate, retraining/promotion.py).
+
+        Raises:
+            ValueError: unlearning them would leave no class; nothing changes.
+        """
+        numbers, digests = self._sample_digests()
+        need = Counter(row_digests(X).tolist()) if len(X) else Counter()
+        chosen = []
+        for number, digest in zip(numbers.tolist(), digests.tolist(), strict=True):
+            if need[digest] > 0:
+                need[digest] -= 1
+                chosen.append(number)
+        if not chosen:
+            return self, 0
+        return self.clone().unlearn_numbers(chosen), len(chosen)
 
     def _label_named(self, name: str) -> Label | None:
         """The class whose label reads ``name`` as text (a record keeps labels as text), if known."""

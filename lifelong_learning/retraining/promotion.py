@@ -2,9 +2,11 @@
 
 Both models are scored on the same held-out data: validation bags when the job has them (motion
 recorded with learning off, new to both models), else the most recent part of the bags (never
-used for the candidate's training, tuning or model selection; a serving model that learned online
-has seen it, so there the gate errs towards keeping what serves). The metric is the one the
-rest of the package reports for the task:
+used for the candidate's training, tuning or model selection). A serving model that learned online
+has seen that part: a classifier is scored as if it had not, having unlearned exactly the held-out
+samples it still keeps (``IncrementalRLSC.without``, learners/unlearning.py; those it keeps no more,
+and an inverse-dynamics model, which keeps none, are scored as they are: there the gate errs
+towards keeping what serves). The metric is the one the rest of the package reports for the task:
 
 - inverse dynamics: the torque nMSE, mean over joints (:func:`~lifelong_learning.core.metrics.normalized_mse`,
   each joint's error over the variance of its measured torques);
@@ -155,7 +157,8 @@ def gate_classifier(
     force: bool = False,
 ) -> Decision:
     """Score an IncrementalRLSC ``candidate`` and the serving classifier (``serving_file``; None:
-    nothing to compare with) on ``held_out = (X, labels)``: error rates."""
+    nothing to compare with; without the held-out samples it keeps: module docstring) on
+    ``held_out = (X, labels)``: error rates."""
     from lifelong_learning.learners.rlsc import IncrementalRLSC
 
     X, labels = held_out
@@ -167,7 +170,15 @@ def gate_classifier(
             raise ValueError(
                 f"the serving model {serving_file} takes {serving.n_features_in_} features, not {X.shape[1]}"
             )
-        theirs, name = label_error(labels, serving.predict(X)), f"serving model {serving_file}"
+        name = f"serving model {serving_file}"
+        try:
+            unseen, n = serving.without(X)
+        except ValueError as exc:  # it would know no class without them: scored as it is
+            unseen, n = serving, 0
+            name += f" (as it is: {exc})"
+        if n:
+            name += f" without the {n} held-out samples it had learned"
+        theirs = label_error(labels, unseen.predict(X))
     return decide(
         mine, theirs, metric=ERROR_RATE, serving=name, n_samples=len(labels), margin=margin, force=force
     )

@@ -80,3 +80,31 @@ def test_classifiers_are_compared_by_error_rate(tmp_path):
     assert decision.metric == ERROR_RATE and not decision.promoted
     assert decision.candidate_error > 0.5 > decision.serving_error
     assert gate_classifier(serving, None, (X[1::2], labels[1::2])).promoted
+
+
+def test_a_serving_classifier_is_scored_on_the_held_out_samples_as_if_it_had_not_learned_them(tmp_path):
+    """The serving model learned online the recent samples the gate holds out, among them views of
+    a that the teacher called b: as it is, it answers them from memory (λ small); without them, as
+    the candidate, which never learned them, it does not. The gate scores it without them."""
+    rng = np.random.default_rng(1)
+    d = 100  # more dimensions than samples: λ small, it interpolates what it learned
+    older = np.vstack([rng.normal(0, 1, (40, d)), rng.normal(0.5, 1, (40, d))])
+    labels = np.array(["a"] * 40 + ["b"] * 40, dtype=object)
+    recent = rng.normal(0, 1, (10, d))  # views of a, called b
+    recent_labels = np.array(["b"] * 10, dtype=object)
+    serving = IncrementalRLSC(lambdas=1e-6, alpha=1.0, keep_samples=200)
+    serving.partial_fit(
+        np.vstack([older, recent]).astype(np.float32).astype(np.float64), [*labels, *recent_labels]
+    )
+    serving.save(tmp_path / "serving.llm")
+    assert np.mean(serving.predict(recent) == "b") == 1.0  # memorized
+    candidate = IncrementalRLSC(lambdas=1e-6, alpha=1.0).partial_fit(older, labels)
+    held_out = (recent.astype(np.float32).astype(np.float64), recent_labels)
+    decision = gate_classifier(candidate, str(tmp_path / "serving.llm"), held_out, margin=0.0)
+    assert "without the 10 held-out samples it had learned" in decision.serving
+    assert decision.serving_error == decision.candidate_error > 0.0 and not decision.promoted  # as it is: 0
+    unseen, n = serving.without(held_out[0])
+    assert n == 10 and np.allclose(
+        unseen.decision_function(older), candidate.decision_function(older), atol=1e-6
+    )
+    assert serving.without(rng.normal(0, 1, (3, d)))[1] == 0  # rows it never learned
