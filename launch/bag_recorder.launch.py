@@ -9,9 +9,12 @@ Arguments:
                  node /**/bag_recorder) [default: '']
     use_sim_time true: time from /clock (simulator, bag replay) [default: false]
     log_level    debug | info | warn | error | fatal [default: info]
-    sigterm_timeoutseconds after Ctrl-C before SIGTERM (a node stopping ignores it) [default: 15]
-    sigkill_timeoutseconds after SIGTERM before SIGKILL, which would lose a final checkpoint
-                 still being written [default: 15]
+    sigterm_timeout
+                 seconds after Ctrl-C before SIGTERM (a node stopping ignores it)
+                 [default: 15]
+    sigkill_timeout
+                 seconds after SIGTERM before SIGKILL, which would lose a final
+                 checkpoint still being written [default: 15]
     output       bag directory to create; '' = the params file's (the shipped default: a new
                  ~/.ros/lifelong_learning/bags/bag_<UTC time>) [default: '']
 
@@ -32,11 +35,15 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironment
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from lifelong_learning.nodes.launch_support import log_level, node_parameters, stop_timeout
+from lifelong_learning.nodes.launch_support import log_level, node_parameters, stop_escalation, stop_timeout
 from lifelong_learning.nodes.supervisor import middleware_environment
 
 
 def _nodes(context: LaunchContext) -> list[Node]:
+    stop = stop_escalation(
+        LaunchConfiguration("sigterm_timeout").perform(context),
+        LaunchConfiguration("sigkill_timeout").perform(context),
+    )
     return [
         Node(
             package="lifelong_learning",
@@ -51,6 +58,7 @@ def _nodes(context: LaunchContext) -> list[Node]:
             ),
             ros_arguments=["--log-level", log_level(LaunchConfiguration("log_level").perform(context))],
             output="screen",
+            **stop,
         )
     ]
 

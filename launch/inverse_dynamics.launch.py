@@ -35,11 +35,15 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironment
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from lifelong_learning.nodes.launch_support import log_level, node_parameters, stop_timeout
+from lifelong_learning.nodes.launch_support import log_level, node_parameters, stop_escalation, stop_timeout
 from lifelong_learning.nodes.supervisor import middleware_environment
 
 
 def _nodes(context: LaunchContext) -> list[Node]:
+    stop = stop_escalation(
+        LaunchConfiguration("sigterm_timeout").perform(context),
+        LaunchConfiguration("sigkill_timeout").perform(context),
+    )
     return [
         Node(
             package="lifelong_learning",
@@ -61,6 +65,7 @@ def _nodes(context: LaunchContext) -> list[Node]:
             ],
             ros_arguments=["--log-level", log_level(LaunchConfiguration("log_level").perform(context))],
             output="screen",
+            **stop,
         )
     ]
 

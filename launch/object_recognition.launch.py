@@ -35,7 +35,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironment
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from lifelong_learning.nodes.launch_support import log_level, node_parameters, stop_timeout
+from lifelong_learning.nodes.launch_support import log_level, node_parameters, stop_escalation, stop_timeout
 from lifelong_learning.nodes.supervisor import middleware_environment
 
 
@@ -44,6 +44,10 @@ def _nodes(context: LaunchContext) -> list[Node]:
     params_file = LaunchConfiguration("params_file").perform(context)
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context)
     ros_arguments = ["--log-level", log_level(LaunchConfiguration("log_level").perform(context))]
+    stop = stop_escalation(
+        LaunchConfiguration("sigterm_timeout").perform(context),
+        LaunchConfiguration("sigkill_timeout").perform(context),
+    )
     return [
         Node(
             package="lifelong_learning",
@@ -59,6 +63,7 @@ def _nodes(context: LaunchContext) -> list[Node]:
             remappings=[("image", LaunchConfiguration("image"))],
             ros_arguments=ros_arguments,
             output="screen",
+            **stop,
         ),
         Node(
             package="lifelong_learning",
@@ -68,6 +73,7 @@ def _nodes(context: LaunchContext) -> list[Node]:
             parameters=node_parameters("object_recognition", params_file, use_sim_time, {}),
             ros_arguments=ros_arguments,
             output="screen",
+            **stop,
         ),
     ]
 

@@ -447,6 +447,10 @@ def test_ros2_launch_kills_a_stopping_node_only_after_its_deadlines_and_checkpoi
     seconds = [float(declared[name]["default_value"]) for name in ("sigterm_timeout", "sigkill_timeout")]
     assert seconds == [float(value) for value, _ in STOP_TIMEOUTS.values()]
     assert sum(seconds) >= FINISH_CALLBACKS_S + 2.0 + TEARDOWN_S + 10.0
+    # each node is given them itself: a scoped include drops the configurations before the shutdown
+    if path.name != "lifelong_learning.launch.py":
+        for node in _nodes_started(path, monkeypatch, {"sigkill_timeout": "40"}):
+            assert (node.kwargs["sigterm_timeout"], node.kwargs["sigkill_timeout"]) == ("15.0", "40.0")
 
 
 @pytest.mark.parametrize("path", PER_NODE_FILES, ids=lambda p: p.name)
@@ -497,6 +501,8 @@ def test_inverse_dynamics_arguments_reach_the_node_in_order(monkeypatch, built_i
         ({"use_sim_time": "yes"}, "use_sim_time:='yes': expected true or false"),
         ({"joint_names": "a,,b"}, "joint_names:='a,,b' has an empty name"),
         ({"joint_names": "[a, 3]"}, "expected a list of names"),
+        ({"sigkill_timeout": "soon"}, "sigkill_timeout:='soon' is not a number of seconds >= 0"),
+        ({"sigterm_timeout": "-1"}, "sigterm_timeout:='-1' is not a number of seconds >= 0"),
     ],
 )
 def test_bad_launch_arguments_are_clear_errors(given, message, monkeypatch, built_interfaces):

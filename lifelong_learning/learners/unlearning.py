@@ -417,23 +417,28 @@ class Unlearning:
         model._taken_back = model._taken_back.joined(extra)
         return model
 
-    def without(self, X: Any) -> tuple[Any, int]:
-        """A copy that has unlearned the rows of ``X`` it keeps (found by digest, as the bags hold
-        them; each kept or held-out sample at most once), and how many it unlearned; this model
-        itself when it keeps none of them. What it keeps no more stays learned. E.g. a serving
-        model scored on samples it learned online, as if it had never seen them (the promotion
-        gate, retraining/promotion.py).
+    def without(self, X: Any, y: Any) -> tuple[Any, int]:
+        """A copy that has unlearned the labeled samples ``X``, ``y`` it keeps or held out (found by
+        digest, as the bags hold them, and label; each kept sample at most once, the newest first),
+        and how many it unlearned; this model itself when it keeps none of them. What it keeps no
+        more stays learned. E.g. a serving model scored on samples it learned online, as if it had
+        never seen them (the promotion gate, retraining/promotion.py).
 
         Raises:
-            ValueError: unlearning them would leave no class; nothing changes.
+            ValueError: unlearning them would leave no class, or a downdate could not be done
+                exactly and the model cannot be rebuilt; nothing changes.
         """
+        if not len(X):
+            return self, 0
         numbers, digests = self._sample_digests()
-        need = Counter(row_digests(X).tolist()) if len(X) else Counter()
+        labels = self.labels_of_numbers(numbers)
+        need = Counter(zip(row_digests(X).tolist(), (str(lab) for lab in labels_of(y, len(X))), strict=True))
         chosen = []
-        for number, digest in zip(numbers.tolist(), digests.tolist(), strict=True):
-            if need[digest] > 0:
-                need[digest] -= 1
-                chosen.append(number)
+        for at in np.argsort(-numbers, kind="stable"):
+            key = (int(digests[at]), str(labels[at]))
+            if need[key] > 0:
+                need[key] -= 1
+                chosen.append(int(numbers[at]))
         if not chosen:
             return self, 0
         return self.clone().unlearn_numbers(chosen), len(chosen)

@@ -44,6 +44,26 @@ STOP_TIMEOUTS = {
 }
 
 
+def stop_escalation(sigterm_timeout: str, sigkill_timeout: str) -> dict[str, str]:
+    """The ``Node`` arguments of :data:`STOP_TIMEOUTS` from their launch arguments, checked (a
+    number of seconds ≥ 0): given to each node, they hold also where a scoped include would drop
+    the launch configurations before the shutdown reads them.
+
+    Raises:
+        LaunchArgumentError: a value that is not a number of seconds ≥ 0.
+    """
+    out = {}
+    for name, text in (("sigterm_timeout", sigterm_timeout), ("sigkill_timeout", sigkill_timeout)):
+        try:
+            seconds = float(text)
+        except ValueError:
+            seconds = float("nan")
+        if not seconds >= 0.0 or seconds == float("inf"):
+            raise LaunchArgumentError(f"{name}:={text!r} is not a number of seconds >= 0")
+        out[name] = str(seconds)
+    return out
+
+
 def stop_timeout(name: str) -> dict[str, str]:
     """``default_value`` and ``description`` of the launch argument ``name`` of :data:`STOP_TIMEOUTS`."""
     value, text = STOP_TIMEOUTS[name]

@@ -487,9 +487,9 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
     def reload(self, path: str | os.PathLike[str], digest: str | None = None, as_is: bool = False) -> Outcome:
         """Hot reload of the model in ``path`` (:meth:`ServingCore.reload`): ``(success, message)``;
-        on failure the old model keeps serving (counted ``"model reload failed"``). ``as_is``: a
-        person's ``~/load_model``, served as the file holds it (like ``~/rollback``), not caught up
-        with what the serving model changed since it was made (:meth:`catch_up_model`)."""
+        on failure the old model keeps serving (counted ``"model reload failed"``). ``as_is``
+        (``~/load_model``'s ``as_is: true``): served as the file holds it, like ``~/rollback``, not
+        caught up with what the serving model changed since it was made (:meth:`catch_up_model`)."""
         return self.serving.reload(path, digest, catch_up=not as_is)
 
     def rollback(self) -> Outcome:
@@ -559,7 +559,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         except RefusedError as exc:
             response.success, response.message = False, str(exc)
             return response
-        response.success, response.message = self.reload(path, as_is=True)
+        response.success, response.message = self.reload(path, as_is=bool(request.as_is))
         return response
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:

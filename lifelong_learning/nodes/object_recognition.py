@@ -348,8 +348,12 @@ class ObjectRecognitionNode(LearnerNode):
     def catch_up_model(self, model: IncrementalRLSC, serving: IncrementalRLSC) -> IncrementalRLSC:
         """What the serving model took back (undone, forgotten, renamed, reset) since ``model`` was
         made is taken back from ``model`` too, or it is refused (learners/unlearning.py's
-        ``caught_up``): a reload or a promotion never brings back what the user took back."""
-        return model.caught_up(serving.taken_back_, serving.classes_)
+        ``caught_up``): a reload or a promotion never brings back what the user took back, unless a
+        person loads the file ``as_is``."""
+        try:
+            return model.caught_up(serving.taken_back_, serving.classes_)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (~/load_model with as_is: true serves the file as it is)") from exc
 
     # ---------------------------------------------------------------- classification
     def _classify(self, data: Any) -> FrameAnswer | Refusal:

@@ -163,7 +163,6 @@ class ShadowMonitor:
         self.drift_error = math.nan
         self._drift_read = -math.inf
         self._own_swap = False
-        self._promotion_catches_up = True  # the shadow trial's model is caught up when promoted
         p = node.params
         check_settings(
             float(p["shadow_window_s"]), int(p["shadow_samples"]), float(p["shadow_margin"]),
@@ -193,17 +192,19 @@ class ShadowMonitor:
     def shadow_on(self) -> bool:
         return float(self.node.params["shadow_window_s"]) > 0
 
-    def _trial(self, role: str, model: Any, window_s: float, label: str, key: str | None) -> Trial:
+    def _trial(
+        self, role: str, model: Any, window_s: float, label: str, key: str | None, catch_up: bool = True
+    ) -> Trial:
         p = self.node.params
         return Trial(
             role, model, self.ops.scores(model), time.monotonic(), window_s, int(p["shadow_samples"]),
-            float(p["shadow_margin"]), self.ops.predict, self.ops.learn, label, key,
+            float(p["shadow_margin"]), self.ops.predict, self.ops.learn, label, key, catch_up,
         )  # fmt: skip
 
     def offer(self, path: str | Path, digest: str | None, as_is: bool = False) -> Outcome:
         """A model for hot reload: read and checked (refused as a failed reload), then in shadow;
-        ``as_is`` (a person's ``~/load_model``): if promoted, not caught up with the serving model
-        (:meth:`LearnerNode.reload`)."""
+        ``as_is`` (``~/load_model``'s ``as_is: true``): if promoted, not caught up with the serving
+        model (:meth:`LearnerNode.reload`)."""
         serving = self.node.serving
         if self.slot.running(digest) is not None and digest is not None:
             return Outcome(True, f"{path} is in shadow already")
@@ -212,8 +213,7 @@ class ShadowMonitor:
         except (OSError, ValueError) as exc:  # ModelFileError, UnsafePathError, unfit (another robot)
             return serving.failed(f"model reload from {path} refused, previous model kept: {exc}")
         window = float(self.node.params["shadow_window_s"])
-        replaced = self.slot.start(self._trial(SHADOW, model, window, str(path), key))
-        self._promotion_catches_up = not as_is  # one shadow trial at a time: this one's
+        replaced = self.slot.start(self._trial(SHADOW, model, window, str(path), key, not as_is))
         if replaced is not None:
             self._ended(replaced, f"{path} replaces it")
         margin = float(self.node.params["shadow_margin"])
@@ -285,9 +285,7 @@ class ShadowMonitor:
         elif verdict.role == SHADOW and verdict.other_wins:
             self._own_swap = True
             try:
-                note = node.serving.replace(
-                    trial.other, "reload", trial.key, catch_up=self._promotion_catches_up
-                )
+                note = node.serving.replace(trial.other, "reload", trial.key, catch_up=trial.catch_up)
             except (OSError, ValueError) as exc:  # not kept, or refused by the catch-up: nothing changed
                 node.serving.failed(f"{trial.label} won in shadow but was not swapped in: {exc}")
                 self._publish({**verdict.as_dict(), "promoted": False, "reason": f"not swapped in: {exc}"})

@@ -35,7 +35,7 @@ from lifelong_learning.io.bags import BagError, Skipped, message_count
 from lifelong_learning.io.labeled_features import labeled_feature_blocks, read_labeled_features
 from lifelong_learning.learners.recognition_gate import DEFAULT_MAX_CLASSES
 from lifelong_learning.learners.rlsc import IncrementalRLSC
-from lifelong_learning.learners.taken_back import TakenBack
+from lifelong_learning.learners.taken_back import TakenBack, row_digests
 from lifelong_learning.nystrom.distributed import ONE_PROCESS, Group, JobProgress
 from lifelong_learning.nystrom.export import classifier_from_sums, classifier_sums, one_hot
 from lifelong_learning.retraining.job import TuningJob
@@ -210,7 +210,8 @@ class Classification:
 
     def _continue_from(self, serving: Any) -> None:
         """The serving model's classes come first; its held-out samples join the training data
-        (after every row of the bags: on the last process)."""
+        (after every row of the bags: on the last process), but for those the promotion gate holds
+        out (the most recent: the candidate must not have seen what it is scored on)."""
         d = self.store.d
         if serving.n_features_in_ not in (None, d):
             raise ValueError(
@@ -218,11 +219,14 @@ class Classification:
             )
         self.known = [str(c) for c in serving.classes_.tolist()]
         last = self.group.rank == self.group.world_size - 1
+        mine = row_digests(self.held_out[0]).tolist() if self.group.is_main and len(self.held_out[0]) else []
+        gate = set(itertools.chain.from_iterable(self.group.all_gather(mine)))
         if serving.feature_map is None and serving.n_validation_ and last:
             val_X, val_labels = serving.validation_samples()
+            fresh = ~np.isin(row_digests(val_X), np.fromiter(gate, np.uint64, len(gate)))
             self.extra_X, self.extra_labels = (
-                np.asarray(val_X, dtype=np.float64),
-                [str(c) for c in val_labels],
+                np.asarray(val_X, dtype=np.float64)[fresh],
+                [str(c) for c, f in zip(val_labels, fresh, strict=True) if f],
             )
         mine = set(self.store.vocabulary) | set(self.extra_labels)
         seen = set(itertools.chain.from_iterable(self.group.all_gather(sorted(mine))))

@@ -4,9 +4,10 @@ Both models are scored on the same held-out data: validation bags when the job h
 recorded with learning off, new to both models), else the most recent part of the bags (never
 used for the candidate's training, tuning or model selection). A serving model that learned online
 has seen that part: a classifier is scored as if it had not, having unlearned exactly the held-out
-samples it still keeps (``IncrementalRLSC.without``, learners/unlearning.py; those it keeps no more,
-and an inverse-dynamics model, which keeps none, are scored as they are: there the gate errs
-towards keeping what serves). The metric is the one the rest of the package reports for the task:
+samples it still keeps (``IncrementalRLSC.without``, learners/unlearning.py; its own held-out
+samples among them too, which chose its λ and calibration). Those it keeps no more, and an
+inverse-dynamics model, which keeps none, are scored as they are: there the gate errs towards
+keeping what serves. The metric is the one the rest of the package reports for the task:
 
 - inverse dynamics: the torque nMSE, mean over joints (:func:`~lifelong_learning.core.metrics.normalized_mse`,
   each joint's error over the variance of its measured torques);
@@ -172,12 +173,12 @@ def gate_classifier(
             )
         name = f"serving model {serving_file}"
         try:
-            unseen, n = serving.without(X)
-        except ValueError as exc:  # it would know no class without them: scored as it is
+            unseen, n = serving.without(X, labels)
+        except ValueError as exc:  # no class left without them, or no exact downdate: as it is
             unseen, n = serving, 0
             name += f" (as it is: {exc})"
-        if n:
-            name += f" without the {n} held-out samples it had learned"
+        else:
+            name += f" without {n} of the {len(labels)} held-out samples (those it keeps)"
         theirs = label_error(labels, unseen.predict(X))
     return decide(
         mine, theirs, metric=ERROR_RATE, serving=name, n_samples=len(labels), margin=margin, force=force

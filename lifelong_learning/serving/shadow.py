@@ -192,6 +192,9 @@ class Trial:
         predict / learn: ``predict(model, block)`` (``(n, n_outputs)``, or a label) and
             ``learn(model, block, targets)``.
         label / key: what the model is, for logs; ``key`` identifies it (e.g. its file's SHA-256).
+        catch_up: whether a promotion brings the model up to what the serving one changed since it
+            was made (:meth:`~lifelong_learning.serving.ServingCore.replace`); False for a file a
+            person loads as it is.
     """
 
     def __init__(
@@ -207,6 +210,7 @@ class Trial:
         learn: Callable[[Any, Any, np.ndarray], None],
         label: str = "",
         key: str | None = None,
+        catch_up: bool = True,
     ) -> None:
         if role not in (SHADOW, CANARY):
             raise ValueError(f"role must be {SHADOW!r} or {CANARY!r}, got {role!r}")
@@ -214,6 +218,7 @@ class Trial:
             raise ValueError(f"a trial's window must be positive, got {window_s!r}")
         check_settings(window_s, samples, margin, 0.0)
         self.role, self.other, self.label, self.key = role, other, label, key
+        self.catch_up = bool(catch_up)
         self.started, self.window_s, self.max_samples, self.margin = (
             float(started),
             float(window_s),

@@ -218,7 +218,11 @@ def test_save_reset_and_load(recognizer):
     assert list(recognizer.info().classes) == []
     res = recognizer.predict("duck")
     assert res.success and res.label == ""
-    assert recognizer.call(peer.load_model, LoadModel.Request(path=str(saved))).success
+    # by default the file is brought up to what the reset took back: it would know no class
+    res = recognizer.call(peer.load_model, LoadModel.Request(path=str(saved)))
+    assert not res.success and "as_is: true serves the file as it is" in res.message, res.message
+    assert list(recognizer.info().classes) == []
+    assert recognizer.call(peer.load_model, LoadModel.Request(path=str(saved), as_is=True)).success
     assert recognizer.info().samples_seen == recognizer.taught
 
 

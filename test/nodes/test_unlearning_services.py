@@ -234,7 +234,7 @@ def test_a_model_reloaded_after_an_undo_does_not_bring_the_mistake_back(
     model, announced as a tuner announces it, is refused (it learned the mistake as sums and cannot
     unlearn it), counted, and the node answers as before; a retraining that continues from the
     node's model now loads, and a class renamed on the node since is renamed in it as it is
-    swapped in. A person's ~/load_model serves a file as it is (as ~/rollback does)."""
+    swapped in. ~/load_model does the same, unless asked to serve the file as it is."""
     from lifelong_learning.srv import GetClassifierInfo, LoadModel
     from std_msgs.msg import String
 
@@ -283,5 +283,7 @@ def test_a_model_reloaded_after_an_undo_does_not_bring_the_mistake_back(
     assert ducks.count("rubber duck") >= 9, ducks
 
     res = call_service(executor, load, LoadModel.Request(path=before_undo), 20.0)
+    assert not res.success and "may have learned" in res.message, res.message
+    res = call_service(executor, load, LoadModel.Request(path=before_undo, as_is=True), 20.0)
     assert res.success, res.message  # a person's choice: as the file holds it
     assert sorted(node.info().classes) == ["duck", "mug"] and proc.alive()

@@ -357,3 +357,32 @@ def test_patience_sets_when_the_tuning_stops_early(tmp_path, make_job):
     assert reports[1]["patience"] == 1 and reports[1]["epochs_asked"] == 60  # the report says how it ran
     with pytest.raises(ValueError, match="patience"):
         make_job("bag", out="x.llm", patience=0, **common).validate()
+
+
+def test_the_serving_models_held_out_samples_join_the_training_data_but_those_the_gate_holds_out(
+    tmp_path, make_job
+):
+    """Continuing from a serving model whose validation buffer holds some of the bags' most recent
+    samples: those the gate scores on are not given to the candidate (it must not have seen them)."""
+    from lifelong_learning.learners import IncrementalRLSC
+    from lifelong_learning.learners.taken_back import row_digests
+    from lifelong_learning.retraining.classification import Classification
+
+    rng = np.random.default_rng(2)
+    X = np.vstack([rng.normal(c, 0.4, (30, 4)) for c in (0.0, 3.0)]).astype(np.float32)
+    labels = ["cup"] * 30 + ["box"] * 30
+    serving = IncrementalRLSC(lambdas=[0.1, 1.0], alpha="auto", validation_every=3)
+    for x, label in zip(X, labels, strict=True):
+        serving.partial_fit(x.astype(np.float64), [label])
+    serving.save(tmp_path / "serving.llm")
+    write_labeled_features(tmp_path / "bag", X, labels)
+    job = make_job("bag", task="classification", out="m.llm", init=str(tmp_path / "serving.llm"))
+    task = Classification(job, np.random.default_rng(0))
+    try:
+        gate = set(row_digests(task.held_out[0]).tolist())
+        own = row_digests(serving.validation_samples()[0])
+        assert gate & set(own.tolist()), "the serving model's buffer holds some of the gate's samples"
+        given = set(row_digests(task.extra_X).tolist()) if len(task.extra_X) else set()
+        assert given and not given & gate and given == set(own.tolist()) - gate
+    finally:
+        task.close()

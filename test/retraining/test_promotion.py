@@ -101,10 +101,11 @@ def test_a_serving_classifier_is_scored_on_the_held_out_samples_as_if_it_had_not
     candidate = IncrementalRLSC(lambdas=1e-6, alpha=1.0).partial_fit(older, labels)
     held_out = (recent.astype(np.float32).astype(np.float64), recent_labels)
     decision = gate_classifier(candidate, str(tmp_path / "serving.llm"), held_out, margin=0.0)
-    assert "without the 10 held-out samples it had learned" in decision.serving
+    assert "without 10 of the 10 held-out samples (those it keeps)" in decision.serving
     assert decision.serving_error == decision.candidate_error > 0.0 and not decision.promoted  # as it is: 0
-    unseen, n = serving.without(held_out[0])
+    unseen, n = serving.without(*held_out)
     assert n == 10 and np.allclose(
         unseen.decision_function(older), candidate.decision_function(older), atol=1e-6
     )
-    assert serving.without(rng.normal(0, 1, (3, d)))[1] == 0  # rows it never learned
+    assert serving.without(rng.normal(0, 1, (3, d)), ["a"] * 3)[1] == 0  # rows it never learned
+    assert serving.without(held_out[0], ["a"] * 10)[1] == 0  # learned, but as b
