@@ -193,8 +193,9 @@ def test_a_candidate_that_wins_in_shadow_is_not_swapped_in_over_an_undo(executor
     """The node (serving a bad model) undid its last samples; a better candidate made without knowing
     it (it may have learned them, and keeps none of its samples) wins in shadow but is not swapped
     in: counted, published, the serving model unchanged. The same candidate remembering what the
-    node took back (as a retraining that continues from the node's model does) is promoted."""
-    from lifelong_learning.srv import GetClassifierInfo, SaveModel, UndoTeaching
+    node took back (as a retraining that continues from the node's model does) is promoted. Loaded
+    by ~/load_model, the unaware candidate is refused too, unless loaded as_is."""
+    from lifelong_learning.srv import GetClassifierInfo, LoadModel, SaveModel, UndoTeaching
 
     tuner = tmp_path / "tuner"
     tuner.mkdir()
@@ -238,4 +239,28 @@ def test_a_candidate_that_wins_in_shadow_is_not_swapped_in_over_an_undo(executor
     graph.send(aware, tuner, "aware.model")
     assert graph.stream(lambda: graph.event("promoted") is not None, 20), proc.log()
     assert graph.stream(lambda: graph.values().get("model version") == "3", 10), graph.values()
+    assert graph.answers() == list(LABELS)
+
+    # a person's ~/load_model: the bad model again (as is, at once: its own empty record), an undo on
+    # it, then the unaware candidate
+    load = graph.node.create_client(LoadModel, f"/{NODE}/load_model")
+    models = tmp_path / "models"
+    trained(3000, 2, permute=True).save(models / "bad.llm")
+    trained(2000, 3, permute=False).save(models / "unaware.llm")
+    set_parameter(graph, "shadow_window_s", 0.0)
+    assert call_service(
+        executor, load, LoadModel.Request(path=str(models / "bad.llm"), as_is=True), 20.0
+    ).success
+    assert graph.stream(lambda: graph.values().get("model version") == "4", 10), graph.values()
+    learned = seen()
+    assert graph.stream(lambda: seen() >= learned + 10, 20), graph.values()
+    assert call_service(executor, undo, UndoTeaching.Request(last_n=3), 20.0).success
+    assert graph.stream(lambda: graph.values().get("model version") == "5", 10), graph.values()
+    set_parameter(graph, "shadow_window_s", 1.0)
+    assert call_service(executor, load, LoadModel.Request(path=str(models / "unaware.llm")), 20.0).success
+    assert graph.stream(lambda: graph.diag.rejected(NODE, "model reload failed") >= 2, 20), proc.log()
+    assert graph.values()["model version"] == "5"
+    res = call_service(executor, load, LoadModel.Request(path=str(models / "unaware.llm"), as_is=True), 20.0)
+    assert res.success, res.message  # in shadow now; promoted as it is
+    assert graph.stream(lambda: graph.values().get("model version") == "6", 20), proc.log()
     assert graph.answers() == list(LABELS) and proc.alive()
