@@ -27,7 +27,7 @@ import argparse
 from collections.abc import Callable
 
 import numpy as np
-from bench_recognition_showing import features, node_learner, pasted_features, published
+from bench_recognition_showing import accuracy, features, node_learner, pasted_features, published, teach
 from harness import run_seeds
 from harness.provenance import report_head
 from showing_report import ANSWERED, PUBLISHED, seed_values
@@ -77,22 +77,24 @@ def extractor_of() -> Callable[[np.ndarray], np.ndarray]:
     return extract
 
 
-def scored(F: dict[str, np.ndarray], copied: np.ndarray, objects: np.ndarray) -> dict[str, float]:
-    """Teach ``objects`` (``F["teach"]``, each frame then its pasted copy where it has one) to the
-    node's learner; per frame and per showing %, AUROC and flagged % of its test showings."""
+def scored(F: dict[str, np.ndarray], copied: np.ndarray) -> dict[str, float]:
+    """Teach the objects of ``F["teach"]`` (each frame, then its pasted copy where ``copied``: the
+    benchmark's :func:`teach`) to the node's learner; per frame and per showing %, AUROC and
+    flagged % of its test showings."""
     from sklearn.metrics import roc_auc_score
 
-    model = node_learner()
-    for i, o in enumerate(objects):
-        for f in range(F["teach"].shape[1]):
-            rows = [F["teach"][i, f], *([F["pasted"][i, f]] if copied[i, f] else [])]
-            model.partial_fit(np.asarray(rows), [str(o)] * len(rows))
-    d, classes, truth = F["test"].shape[-1], model.classes_.astype(str), objects.astype(str)
-    P = {k: model.predict_proba(F[k].reshape(-1, d)).reshape(*F[k].shape[:2], -1) for k in ("test", "new")}
-    known, new = ((1.0 - P[k].max(axis=-1)).mean(axis=1) for k in ("test", "new"))
+    objects = np.arange(F["teach"].shape[0])  # the taught objects, as the rows of F
+    model = teach(node_learner(), {"teach": F["teach"], "pasted": F["pasted"], "copied": copied}, objects, {})
+    right = accuracy(model, F["test"], objects)
+    known, new = (
+        model.novelty_score(F[k].reshape(-1, F[k].shape[-1]), "confidence")
+        .reshape(F[k].shape[:2])
+        .mean(axis=1)
+        for k in ("test", "new")
+    )
     return {
-        "per frame": 100.0 * float(np.mean(classes[P["test"].argmax(-1)] == truth[:, None])),
-        "per showing": 100.0 * float(np.mean(classes[P["test"].mean(axis=1).argmax(-1)] == truth)),
+        "per frame": right["per frame"],
+        "per showing": right["mean_proba"],
         "auroc": float(roc_auc_score(np.r_[np.zeros(known.size), np.ones(new.size)], np.r_[known, new])),
         "flagged": 100.0 * float(np.mean(new > np.quantile(known, ANSWERED))),
     }
@@ -117,7 +119,7 @@ def one_seed(seed: int) -> dict:
     copied = X["copied"][objects]
     out: dict = {"seed": seed}
     for name, F in zip(VARIANTS, (colour, grey, both, colour | mirror), strict=True):
-        out[name] = scored(F, copied, objects)
+        out[name] = scored(F, copied)
     print(f"seed {seed}: " + "; ".join(f"{k}: {v}" for k, v in out.items() if k != "seed"), flush=True)
     return out
 

@@ -373,14 +373,21 @@ def _stand_in_modules() -> dict[str, types.ModuleType]:
     return modules
 
 
-def _environment_actions(path: Path, monkeypatch) -> dict[str, str]:
-    """The SetEnvironmentVariable actions of a launch file's description, as {name: value}."""
-    for name, module in _stand_in_modules().items():
+def _description_actions(path: Path, monkeypatch, modules: dict[str, types.ModuleType] | None = None) -> list:
+    """The actions of a launch file's description, built with the stand-ins (``modules``, default
+    :func:`_stand_in_modules`) in place of launch and launch_ros."""
+    for name, module in (modules or _stand_in_modules()).items():
         monkeypatch.setitem(sys.modules, name, module)
     spec = importlib.util.spec_from_file_location(path.name.replace(".", "_"), path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     (actions,) = module.generate_launch_description().args
+    return actions
+
+
+def _environment_actions(path: Path, monkeypatch) -> dict[str, str]:
+    """The SetEnvironmentVariable actions of a launch file's description, as {name: value}."""
+    actions = _description_actions(path, monkeypatch)
     return {a.args[0]: a.args[1] for a in actions if type(a).__name__ == "SetEnvironmentVariable"}
 
 
@@ -410,12 +417,7 @@ def _nodes_started(path: Path, monkeypatch, given: dict[str, str]) -> list[_Acti
     others at their declared defaults)."""
     modules = _stand_in_modules()
     modules["launch.substitutions"].LaunchConfiguration = _LaunchConfiguration
-    for name, module in modules.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    spec = importlib.util.spec_from_file_location(path.name.replace(".", "_"), path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    (actions,) = module.generate_launch_description().args
+    actions = _description_actions(path, monkeypatch, modules)
     context = {
         a.args[0]: a.kwargs["default_value"] for a in actions if type(a).__name__ == "DeclareLaunchArgument"
     }
@@ -437,12 +439,7 @@ def test_ros2_launch_kills_a_stopping_node_only_after_its_deadlines_and_checkpoi
     from lifelong_learning.nodes.launch_support import STOP_TIMEOUTS
     from lifelong_learning.nodes.runner import FINISH_CALLBACKS_S, TEARDOWN_S
 
-    for name, module in _stand_in_modules().items():
-        monkeypatch.setitem(sys.modules, name, module)
-    spec = importlib.util.spec_from_file_location(path.name.replace(".", "_"), path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    (actions,) = module.generate_launch_description().args
+    actions = _description_actions(path, monkeypatch)
     declared = {a.args[0]: a.kwargs for a in actions if type(a).__name__ == "DeclareLaunchArgument"}
     seconds = [float(declared[name]["default_value"]) for name in ("sigterm_timeout", "sigkill_timeout")]
     assert seconds == [float(value) for value, _ in STOP_TIMEOUTS.values()]

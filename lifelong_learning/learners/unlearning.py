@@ -323,16 +323,7 @@ class Unlearning:
     def everything_taken_back(self) -> TakenBack:
         """This model's record with everything it knows taken back too (its kept and held-out rows,
         its classes): what a model that replaces it on ``~/reset`` remembers."""
-        every = np.ones(self._kept.size, bool), np.ones(self._val_y.size, bool)
-        return self._taken_back.removing_digests(self._digests(*every), [str(c) for c in self._labels])
-
-    def _digests(self, train: np.ndarray, val: np.ndarray) -> np.ndarray:
-        """The digests of the kept training rows ``train`` and validation rows ``val`` (masks), as
-        the bags hold them: of the rows themselves, or of their raw inputs where a feature map made
-        them (those learned before the model kept input digests are skipped)."""
-        if self.feature_map is None:
-            return row_digests(np.vstack([self._kept.rows[train], self._val_X[val]]))
-        return self._inputs.of(np.concatenate([self._kept.no[train], self._val_age[val]]))
+        return self._taken_back.removing_digests(self._sample_digests()[1], [str(c) for c in self._labels])
 
     def clone(self) -> Any:
         """An independent copy in memory, bit for bit (a model file would rebuild some factors)."""
@@ -447,12 +438,17 @@ class Unlearning:
         """The class whose label reads ``name`` as text (a record keeps labels as text), if known."""
         return next((label for label in self._labels if str(label) == name), None)
 
-    def _sample_digests(self) -> tuple[np.ndarray, np.ndarray]:
-        """Numbers and digests (:meth:`_digests`) of the kept training and validation samples whose
-        digest is known."""
-        numbers = np.concatenate([self._kept.no, self._val_age])
+    def _sample_digests(
+        self, train: np.ndarray | None = None, val: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Numbers and digests of the kept training rows ``train`` and validation rows ``val`` (masks;
+        all by default), as the bags hold them: of the rows themselves, or of their raw inputs where
+        a feature map made them (those learned before the model kept input digests are skipped)."""
+        train = np.ones(self._kept.size, bool) if train is None else train
+        val = np.ones(self._val_y.size, bool) if val is None else val
+        numbers = np.concatenate([self._kept.no[train], self._val_age[val]])
         if self.feature_map is None:
-            return numbers, row_digests(np.vstack([self._kept.rows, self._val_X]))
+            return numbers, row_digests(np.vstack([self._kept.rows[train], self._val_X[val]]))
         numbers = numbers[np.isin(numbers, self._inputs.no)]
         return numbers, self._inputs.of(numbers)
 
@@ -638,7 +634,7 @@ class Unlearning:
             engines.append(without_columns(new, keep_cls) if not keep_cls.all() else new)
         class_map = np.cumsum(keep_cls) - 1
         gone = [str(self._labels[c]) for c in np.flatnonzero(emptied)]
-        record = self._taken_back.removing_digests(self._digests(train, val), gone)
+        record = self._taken_back.removing_digests(self._sample_digests(train, val)[1], gone)
         self._commit(engines, keep_cls, class_map, train_counts[keep_cls], seen_counts[keep_cls], ~val)
         self._kept = self._kept.kept_where(~train, class_map)
         self._taken_back = record

@@ -116,21 +116,28 @@ def set_parameter(graph: Graph, name: str, value: float) -> None:
     set_double(graph.executor, graph.node, f"/{NODE}", name, value)
 
 
-def test_shadow_promotes_a_better_model_drops_a_worse_one_and_drift_is_alarmed(
-    executor, start_process, tmp_path
-):
-    from diagnostic_msgs.msg import DiagnosticStatus
-
+def start_node(start_process: Any, tmp_path: Path, *params: str) -> tuple[Any, Path]:
+    """object_recognition (one λ, α 0, shadow and canary off at start, diagnostics every 0.25 s,
+    ``params`` more), and the folder the test's "tuner" writes its models to."""
     tuner = tmp_path / "tuner"
     tuner.mkdir()
     proc = start_process(
         node_argv(
             NODE,
             *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'", "-p", f"model_directory:={tmp_path / 'models'}"),
-            *("-p", "diagnostics_period_s:=0.25", "-p", "metrics_window_s:=1.0"),
-            *("-p", "drift_factor:=2.0", "-p", "drift_window_s:=0.5", *IMMEDIATE_SWAP),  # off at start
+            *("-p", "diagnostics_period_s:=0.25", *IMMEDIATE_SWAP, *params),
         )
     )
+    return proc, tuner
+
+
+def test_shadow_promotes_a_better_model_drops_a_worse_one_and_drift_is_alarmed(
+    executor, start_process, tmp_path
+):
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    drift = ("-p", "metrics_window_s:=1.0", "-p", "drift_factor:=2.0", "-p", "drift_window_s:=0.5")
+    proc, tuner = start_node(start_process, tmp_path, *drift)
     graph = Graph(executor)
     assert graph.stream(lambda: graph.values().get("model version") == "0", 60), proc.log()
     assert graph.values()["drift"].startswith("reference") and graph.values()["model in shadow"] == "none"
@@ -197,15 +204,7 @@ def test_a_candidate_that_wins_in_shadow_is_not_swapped_in_over_an_undo(executor
     by ~/load_model, the unaware candidate is refused too, unless loaded as_is."""
     from lifelong_learning.srv import GetClassifierInfo, LoadModel, SaveModel, UndoTeaching
 
-    tuner = tmp_path / "tuner"
-    tuner.mkdir()
-    proc = start_process(
-        node_argv(
-            NODE,
-            *("-p", "lambdas:=[1.0]", "-p", "alpha:='0.0'", "-p", f"model_directory:={tmp_path / 'models'}"),
-            *("-p", "diagnostics_period_s:=0.25", *IMMEDIATE_SWAP),
-        )
-    )
+    proc, tuner = start_node(start_process, tmp_path)
     graph = Graph(executor)
     assert graph.stream(lambda: graph.values().get("model version") == "0", 60), proc.log()
     graph.send(trained(3000, 2, permute=True), tuner, "bad.model")
