@@ -174,8 +174,11 @@ def test_arm_only_joint_states_with_the_default_joint_names_are_answered(robot):
 def test_torques_for_a_controller_as_float64_multiarray(robot):
     assert robot.arrays, robot.proc.log()
     assert len(robot.arrays) >= 0.9 * len(robot.torques)
-    last_js, last_array = robot.torques[-1], robot.arrays[-1]
-    assert list(last_array.data) == list(last_js.effort)  # the same torques, in joint_names order
+    # each array holds the torques of an answer, in joint_names order; matched by content, not by
+    # arrival (the two topics are best effort and their last messages arrive in any order)
+    answers = {tuple(js.effort) for js in robot.torques}
+    matched = sum(tuple(array.data) in answers for array in robot.arrays)
+    assert matched >= 0.9 * len(robot.arrays), (matched, len(robot.arrays))
 
 
 def test_a_stamp_jump_back_resumes_within_two_seconds(robot):
