@@ -46,40 +46,21 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, SetEnvironmentVariable
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
 from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 
-from lifelong_learning.nodes.launch_support import stop_timeout
-from lifelong_learning.nodes.supervisor import middleware_environment
+from lifelong_learning.nodes.launch_support import COMMON_ARGUMENTS, common_actions
 
 
 def generate_launch_description() -> LaunchDescription:
     here = os.path.join(get_package_share_directory("lifelong_learning"), "launch")
     arg = LaunchConfiguration
-    common = {  # what every included file takes as well
-        "namespace": arg("namespace"),
-        "params_file": arg("params_file"),
-        "use_sim_time": arg("use_sim_time"),
-        "log_level": arg("log_level"),
-        "sigterm_timeout": arg("sigterm_timeout"),
-        "sigkill_timeout": arg("sigkill_timeout"),
-    }
+    common = {name: arg(name) for name in COMMON_ARGUMENTS}  # what every included file takes as well
     return LaunchDescription(
         [
-            # large camera frames: the shipped Fast DDS profile, unless FASTDDS_DEFAULT_PROFILES_FILE is set
-            *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
-            DeclareLaunchArgument("namespace", default_value="", description="namespace of every node"),
-            DeclareLaunchArgument("sigterm_timeout", **stop_timeout("sigterm_timeout")),
-            DeclareLaunchArgument("sigkill_timeout", **stop_timeout("sigkill_timeout")),
-            DeclareLaunchArgument(
-                "params_file", default_value="", description="params file applied after the shipped ones"
-            ),
-            DeclareLaunchArgument("use_sim_time", default_value="false", description="time from /clock"),
-            DeclareLaunchArgument(
-                "log_level", default_value="info", description="debug|info|warn|error|fatal"
-            ),
+            *common_actions("every node"),
             DeclareLaunchArgument("image", default_value="image", description="camera image topic"),
             DeclareLaunchArgument(
                 "image_transport", default_value="", description="raw | compressed (<image>/compressed)"

@@ -28,53 +28,20 @@ config/fastdds_large_messages.xml (camera-sized messages), unless it is set alre
 """
 
 from launch import LaunchContext, LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
-from launch.substitutions import LaunchConfiguration
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch_ros.actions import Node
 
-from lifelong_learning.nodes.launch_support import log_level, node_parameters, stop_escalation, stop_timeout
-from lifelong_learning.nodes.supervisor import middleware_environment
+from lifelong_learning.nodes.launch_support import common_actions, package_node
 
 
 def _nodes(context: LaunchContext) -> list[Node]:
-    stop = stop_escalation(
-        LaunchConfiguration("sigterm_timeout").perform(context),
-        LaunchConfiguration("sigkill_timeout").perform(context),
-    )
-    return [
-        Node(
-            package="lifelong_learning",
-            executable="nystrom_tuner",
-            name="nystrom_tuner",
-            namespace=LaunchConfiguration("namespace").perform(context),
-            parameters=node_parameters(
-                "nystrom_tuner",
-                LaunchConfiguration("params_file").perform(context),
-                LaunchConfiguration("use_sim_time").perform(context),
-                {"urdf_path": LaunchConfiguration("urdf_path").perform(context)},
-            ),
-            ros_arguments=["--log-level", log_level(LaunchConfiguration("log_level").perform(context))],
-            output="screen",
-            **stop,
-        )
-    ]
+    return [package_node(context, "nystrom_tuner", parameters=("urdf_path",))]
 
 
 def generate_launch_description() -> LaunchDescription:
     return LaunchDescription(
         [
-            # large camera frames: the shipped Fast DDS profile, unless FASTDDS_DEFAULT_PROFILES_FILE is set
-            *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
-            DeclareLaunchArgument("namespace", default_value="", description="namespace of the node"),
-            DeclareLaunchArgument("sigterm_timeout", **stop_timeout("sigterm_timeout")),
-            DeclareLaunchArgument("sigkill_timeout", **stop_timeout("sigkill_timeout")),
-            DeclareLaunchArgument(
-                "params_file", default_value="", description="params file applied after the shipped one"
-            ),
-            DeclareLaunchArgument("use_sim_time", default_value="false", description="time from /clock"),
-            DeclareLaunchArgument(
-                "log_level", default_value="info", description="debug|info|warn|error|fatal"
-            ),
+            *common_actions(),
             DeclareLaunchArgument(
                 "urdf_path", default_value="", description="URDF for inverse-dynamics tuning requests"
             ),

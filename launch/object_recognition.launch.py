@@ -31,68 +31,23 @@ config/fastdds_large_messages.xml (camera-sized messages), unless it is set alre
 """
 
 from launch import LaunchContext, LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
-from launch.substitutions import LaunchConfiguration
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch_ros.actions import Node
 
-from lifelong_learning.nodes.launch_support import log_level, node_parameters, stop_escalation, stop_timeout
-from lifelong_learning.nodes.supervisor import middleware_environment
+from lifelong_learning.nodes.launch_support import common_actions, package_node
 
 
 def _nodes(context: LaunchContext) -> list[Node]:
-    namespace = LaunchConfiguration("namespace").perform(context)
-    params_file = LaunchConfiguration("params_file").perform(context)
-    use_sim_time = LaunchConfiguration("use_sim_time").perform(context)
-    ros_arguments = ["--log-level", log_level(LaunchConfiguration("log_level").perform(context))]
-    stop = stop_escalation(
-        LaunchConfiguration("sigterm_timeout").perform(context),
-        LaunchConfiguration("sigkill_timeout").perform(context),
-    )
     return [
-        Node(
-            package="lifelong_learning",
-            executable="feature_extractor",
-            name="feature_extractor",
-            namespace=namespace,
-            parameters=node_parameters(
-                "feature_extractor",
-                params_file,
-                use_sim_time,
-                {"image_transport": LaunchConfiguration("image_transport").perform(context)},
-            ),
-            remappings=[("image", LaunchConfiguration("image"))],
-            ros_arguments=ros_arguments,
-            output="screen",
-            **stop,
-        ),
-        Node(
-            package="lifelong_learning",
-            executable="object_recognition",
-            name="object_recognition",
-            namespace=namespace,
-            parameters=node_parameters("object_recognition", params_file, use_sim_time, {}),
-            ros_arguments=ros_arguments,
-            output="screen",
-            **stop,
-        ),
+        package_node(context, "feature_extractor", parameters=("image_transport",), remappings=("image",)),
+        package_node(context, "object_recognition"),
     ]
 
 
 def generate_launch_description() -> LaunchDescription:
     return LaunchDescription(
         [
-            # large camera frames: the shipped Fast DDS profile, unless FASTDDS_DEFAULT_PROFILES_FILE is set
-            *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
-            DeclareLaunchArgument("namespace", default_value="", description="namespace of the nodes"),
-            DeclareLaunchArgument("sigterm_timeout", **stop_timeout("sigterm_timeout")),
-            DeclareLaunchArgument("sigkill_timeout", **stop_timeout("sigkill_timeout")),
-            DeclareLaunchArgument(
-                "params_file", default_value="", description="params file applied after the shipped ones"
-            ),
-            DeclareLaunchArgument("use_sim_time", default_value="false", description="time from /clock"),
-            DeclareLaunchArgument(
-                "log_level", default_value="info", description="debug|info|warn|error|fatal"
-            ),
+            *common_actions("the nodes"),
             DeclareLaunchArgument("image", default_value="image", description="camera image topic"),
             DeclareLaunchArgument(
                 "image_transport",

@@ -54,12 +54,15 @@ def _strings_in(node: ast.AST, suffix: str) -> list[str]:
 
 
 def declared_arguments(tree: ast.AST) -> set[str]:
-    """Names of the DeclareLaunchArgument actions of a launch file."""
+    """Names of the DeclareLaunchArgument actions of a launch file, and the common arguments where
+    it calls launch_support's ``common_actions()``."""
+    from lifelong_learning.nodes.launch_support import COMMON_ARGUMENTS
+
     return {
         name
         for call in _calls(tree, "DeclareLaunchArgument")
         if (name := _string(call.args[0] if call.args else _keyword(call, "name"))) is not None
-    }
+    } | (set(COMMON_ARGUMENTS) if _calls(tree, "common_actions") else set())
 
 
 def _topics_of(node: str) -> set[str]:
@@ -88,14 +91,15 @@ def _check_config_file(path: Path, name: str, where: str, errors: list[str]) -> 
 
 
 def _check_inline_names(item: ast.expr, exe: str, where: str, errors: list[str]) -> None:
-    """The literal keys of an inline parameters dict: parameters ``exe`` (or rclpy) declares."""
+    """The literal keys of an inline parameters dict (or the names of a literal tuple): parameters
+    ``exe`` (or rclpy) declares."""
     from lifelong_learning.nodes.catalog import declared_parameters, is_builtin_parameter
 
     declared = {s.name for s in declared_parameters(exe)}
-    if not isinstance(item, ast.Dict):
+    if not isinstance(item, ast.Dict | ast.Tuple | ast.List):
         errors.append(f"{where}: inline parameters must be a literal dict, not {ast.unparse(item)!r}")
         return
-    for key in item.keys:
+    for key in item.keys if isinstance(item, ast.Dict) else item.elts:
         pname = _string(key) if key is not None else None
         if pname is None:
             errors.append(f"{where}: inline parameter names must be string literals")
@@ -147,34 +151,80 @@ def _check_node(call: ast.Call, where: str, errors: list[str]) -> None:
     where = f"{where}: {exe}"
     name = _string(_keyword(call, "name")) or exe
     _check_parameters(call, exe, name, where, errors)
+    _check_remappings(call, exe, where, errors)
+
+
+def _check_remappings(call: ast.Call, exe: str, where: str, errors: list[str]) -> None:
+    """``remappings=``: a literal list of ``(topic, ...)`` (a ``Node``) or a literal tuple of topic
+    names (``package_node``), each a topic ``exe`` uses."""
     remappings = _keyword(call, "remappings")
-    if remappings is not None:
-        if not isinstance(remappings, ast.List):
-            errors.append(f"{where}: remappings= must be a literal list")
-            return
-        topics = _topics_of(exe)
-        for item in remappings.elts:
-            source = _string(item.elts[0]) if isinstance(item, ast.Tuple) and item.elts else None
-            if source is None:
-                errors.append(f"{where}: cannot resolve remapping {ast.unparse(item)!r}")
-            elif source not in topics:
-                errors.append(f"{where}: remaps {source!r}, not a topic of {exe} ({sorted(topics)})")
+    if remappings is None:
+        return
+    if not isinstance(remappings, ast.List | ast.Tuple):
+        errors.append(f"{where}: remappings= must be a literal list")
+        return
+    topics = _topics_of(exe)
+    for item in remappings.elts:
+        source = _string(item.elts[0]) if isinstance(item, ast.Tuple) and item.elts else _string(item)
+        if source is None:
+            errors.append(f"{where}: cannot resolve remapping {ast.unparse(item)!r}")
+        elif source not in topics:
+            errors.append(f"{where}: remaps {source!r}, not a topic of {exe} ({sorted(topics)})")
 
 
-def _assigned_dict(tree: ast.AST, name: str) -> ast.Dict | None:
-    """The literal dict assigned to ``name`` in the file, if there is exactly one."""
+def _executable(call: ast.Call) -> str | None:
+    """The executable a ``Node(executable=...)`` or ``package_node(context, executable, ...)`` starts."""
+    if _call_name(call) == "package_node":
+        return _string(call.args[1]) if len(call.args) > 1 else _string(_keyword(call, "executable"))
+    return _string(_keyword(call, "executable"))
+
+
+def _check_package_node(call: ast.Call, where: str, errors: list[str], declared: set[str]) -> None:
+    """``package_node(context, "<exe>", parameters=(...), remappings=(...))`` (launch_support): an
+    executable of the package, its shipped config, parameters it declares and topics it uses, each
+    set from a launch argument the file declares."""
+    executables = {p.name for p in (REPO / "scripts" / "nodes").iterdir()}
+    exe = _executable(call)
+    if exe is None:
+        errors.append(f"{where}: package_node without a literal executable")
+        return
+    if exe not in executables:
+        errors.append(f"{where}: no executable scripts/nodes/{exe}")
+        return
+    where = f"{where}: {exe}"
+    _check_config_file(REPO / "config" / f"{exe}.yaml", exe, where, errors)
+    parameters = _keyword(call, "parameters")
+    if parameters is not None:
+        _check_inline_names(parameters, exe, where, errors)
+    _check_remappings(call, exe, where, errors)
+    for kind in ("parameters", "remappings"):
+        names = _keyword(call, kind)
+        for item in names.elts if isinstance(names, ast.Tuple | ast.List) else []:
+            if (name := _string(item)) is not None and name not in declared:
+                errors.append(f"{where}: launch argument {name!r} is not declared")
+
+
+def _assigned_dict(tree: ast.AST, name: str) -> ast.Dict | ast.DictComp | None:
+    """The literal dict (or comprehension) assigned to ``name`` in the file, if there is exactly one."""
     found = [
         n.value
         for n in ast.walk(tree)
         if isinstance(n, ast.Assign)
-        and isinstance(n.value, ast.Dict)
+        and isinstance(n.value, ast.Dict | ast.DictComp)
         and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
     ]
     return found[0] if len(found) == 1 else None
 
 
-def _dict_keys(tree: ast.AST, node: ast.Dict) -> list[ast.expr | None]:
-    """The keys of a dict literal, ``**name`` expanded when ``name`` is a dict literal of the file."""
+def _dict_keys(tree: ast.AST, node: ast.Dict | ast.DictComp) -> list[ast.expr | None]:
+    """The keys of a dict literal, ``**name`` expanded when ``name`` is a dict literal of the file
+    or a comprehension over launch_support's ``COMMON_ARGUMENTS``."""
+    if isinstance(node, ast.DictComp):
+        from lifelong_learning.nodes.launch_support import COMMON_ARGUMENTS
+
+        (loop,) = node.generators
+        over = loop.iter.id if isinstance(loop.iter, ast.Name) else None
+        return [ast.Constant(name) for name in COMMON_ARGUMENTS] if over == "COMMON_ARGUMENTS" else [None]
     keys: list[ast.expr | None] = []
     for key, value in zip(node.keys, node.values, strict=True):
         inner = _assigned_dict(tree, value.id) if key is None and isinstance(value, ast.Name) else None
@@ -214,7 +264,8 @@ MIDDLEWARE_MODULE = "lifelong_learning.nodes.supervisor"
 
 
 def _check_middleware_environment(tree: ast.AST, filename: str, errors: list[str]) -> None:
-    """The file imports middleware_environment from the supervisor and sets each of its variables."""
+    """The file imports middleware_environment from the supervisor and sets each of its variables,
+    or calls launch_support's ``common_actions()``, which does."""
     imported = any(
         isinstance(n, ast.ImportFrom)
         and n.module == MIDDLEWARE_MODULE
@@ -228,7 +279,13 @@ def _check_middleware_environment(tree: ast.AST, filename: str, errors: list[str
         and _calls(n.generators[0].iter, "middleware_environment")
         for n in ast.walk(tree)
     )
-    if not (imported and applied):
+    common = any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == "lifelong_learning.nodes.launch_support"
+        and any(a.name == "common_actions" and a.asname is None for a in n.names)
+        for n in ast.walk(tree)
+    ) and bool(_calls(tree, "common_actions"))
+    if not ((imported and applied) or common):
         errors.append(
             f"{filename}: does not give its nodes the middleware environment (SetEnvironmentVariable "
             f"for each item of {MIDDLEWARE_MODULE}.middleware_environment())"
@@ -244,13 +301,16 @@ def check_launch_text(text: str, filename: str = "test.launch.py") -> list[str]:
     if not (ast.get_docstring(tree) or "").count("ros2 launch lifelong_learning"):
         errors.append(f"{filename}: the docstring shows no example `ros2 launch lifelong_learning ...` line")
     nodes, includes = _calls(tree, "Node"), _calls(tree, "IncludeLaunchDescription")
-    if not nodes and not includes:
+    package_nodes = _calls(tree, "package_node")
+    if not nodes and not includes and not package_nodes:
         errors.append(f"{filename}: starts no node")
     for call in nodes:
         _check_node(call, f"{filename}:{call.lineno}", errors)
+    for call in package_nodes:
+        _check_package_node(call, f"{filename}:{call.lineno}", errors, declared_arguments(tree))
     for call in includes:
         _check_include(call, f"{filename}:{call.lineno}", errors, tree)
-    if nodes or includes:
+    if nodes or includes or package_nodes:
         _check_middleware_environment(tree, filename, errors)
     declared = declared_arguments(tree)
     aliases = {  # arg = LaunchConfiguration
@@ -260,7 +320,25 @@ def check_launch_text(text: str, filename: str = "test.launch.py") -> list[str]:
         for t in n.targets
         if isinstance(t, ast.Name)
     }
+    common = {  # names bound by a loop over launch_support's COMMON_ARGUMENTS
+        gen.target.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.DictComp | ast.ListComp | ast.SetComp | ast.GeneratorExp)
+        for gen in n.generators
+        if isinstance(gen.iter, ast.Name)
+        and gen.iter.id == "COMMON_ARGUMENTS"
+        and isinstance(gen.target, ast.Name)
+    }
     for call in [c for alias in ("LaunchConfiguration", *sorted(aliases)) for c in _calls(tree, alias)]:
+        if call.args and isinstance(call.args[0], ast.Name) and call.args[0].id in common:
+            from lifelong_learning.nodes.launch_support import COMMON_ARGUMENTS
+
+            errors += [
+                f"{filename}:{call.lineno}: launch argument {name!r} is not declared"
+                for name in COMMON_ARGUMENTS
+                if name not in declared
+            ]
+            continue
         name = _string(call.args[0]) if call.args else None
         if name is None:
             errors.append(f"{filename}:{call.lineno}: LaunchConfiguration of a non-literal name")
@@ -281,7 +359,7 @@ def test_every_learner_has_a_launch_file_and_the_bring_up_includes_them(built_in
     started = set()
     for path in LAUNCH_FILES:
         tree = ast.parse(path.read_text())
-        started |= {_string(_keyword(c, "executable")) for c in _calls(tree, "Node")}
+        started |= {_executable(c) for c in _calls(tree, "Node") + _calls(tree, "package_node")}
     assert set(node_names()) <= started, f"no launch file starts {set(node_names()) - started}"
     bring_up = ast.parse((REPO / "launch" / "lifelong_learning.launch.py").read_text())
     included = {
@@ -346,6 +424,43 @@ def test_the_checker_finds_each_kind_of_mistake(built_interfaces):
         "test.launch.py: the docstring shows no example `ros2 launch lifelong_learning ...` line",
         "test.launch.py: starts no node",
     ]
+
+
+BAD_PACKAGE_NODES = '''"""ros2 launch lifelong_learning bad.launch.py"""
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+
+from lifelong_learning.nodes.launch_support import package_node
+
+
+def _nodes(context):
+    return [
+        package_node(context, "object_recognizer"),
+        package_node(
+            context, "feature_extractor", parameters=("image_topc",), remappings=("camera", "image")
+        ),
+    ]
+
+
+def generate_launch_description():
+    return LaunchDescription([DeclareLaunchArgument("image_topc"), OpaqueFunction(function=_nodes)])
+'''
+
+
+def test_the_checker_finds_each_kind_of_mistake_in_package_nodes(built_interfaces):
+    errors = "\n".join(check_launch_text(BAD_PACKAGE_NODES, "bad.launch.py"))
+    for expected in (
+        "no executable scripts/nodes/object_recognizer",
+        "feature_extractor: parameter 'image_topc' is not declared by feature_extractor",
+        "feature_extractor: remaps 'camera', not a topic of feature_extractor",
+        "feature_extractor: launch argument 'camera' is not declared",
+        "feature_extractor: launch argument 'image' is not declared",
+        "bad.launch.py: does not give its nodes the middleware environment",
+    ):
+        assert expected in errors, f"{expected!r} not found in:\n{errors}"
+    assert "remaps 'image'" not in errors  # a topic feature_extractor does use
+    assert "'image_topc' is not declared\n" not in errors + "\n"  # declared as a launch argument
+    assert len(errors.splitlines()) == 6, errors
 
 
 class _Action:
@@ -511,7 +626,17 @@ def test_bad_launch_arguments_are_clear_errors(given, message, monkeypatch, buil
 
 def test_the_bring_up_passes_the_common_arguments_to_every_file(built_interfaces):
     tree = ast.parse((REPO / "launch" / "lifelong_learning.launch.py").read_text())
-    common = {"namespace", "params_file", "use_sim_time", "log_level", "sigterm_timeout", "sigkill_timeout"}
+    from lifelong_learning.nodes.launch_support import COMMON_ARGUMENTS
+
+    common = set(COMMON_ARGUMENTS)
+    assert {
+        "namespace",
+        "params_file",
+        "use_sim_time",
+        "log_level",
+        "sigterm_timeout",
+        "sigkill_timeout",
+    } <= common
     for call in _calls(tree, "IncludeLaunchDescription"):
         args = _keyword(call, "launch_arguments").func.value
         passed = {_string(k) for k in _dict_keys(tree, args)}

@@ -1,8 +1,10 @@
 """What the launch files in ``launch/`` share: from launch arguments (strings) to a node's parameters.
 
-It imports nothing from ``launch`` (which has no PyPI wheel, so the launch files cannot run on
-machines set up from the wheels): the rules are tested here, and ``test/test_launch_files.py``
-checks the launch files that use them.
+Importing it imports nothing from ``launch`` (which has no PyPI wheel, so the launch files cannot
+run on machines set up from the wheels): the rules are tested here, and
+``test/test_launch_files.py`` checks the launch files that use them. The two builders of launch
+actions, :func:`common_actions` and :func:`package_node`, import ``launch`` and ``launch_ros`` when
+a launch file calls them.
 
 Every node a launch file starts gets, in this order (later wins, as in ``lifelong-learning up``):
 
@@ -22,6 +24,16 @@ from typing import Any
 
 import yaml
 
+#: the launch arguments every launch file here declares (:func:`common_actions`) and the bring-up
+#: passes on to each file it includes
+COMMON_ARGUMENTS = (
+    "namespace",
+    "sigterm_timeout",
+    "sigkill_timeout",
+    "params_file",
+    "use_sim_time",
+    "log_level",
+)
 #: the levels rcutils accepts for ``--log-level``
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
@@ -146,3 +158,61 @@ def node_parameters(
     if chosen:
         parameters.append(chosen)
     return parameters
+
+
+def common_actions(nodes: str = "the node") -> list[Any]:
+    """The actions every launch file here starts with: the shipped Fast DDS profile in the
+    environment (large camera frames; unless ``FASTDDS_DEFAULT_PROFILES_FILE`` is set), then the
+    launch arguments :data:`COMMON_ARGUMENTS` (``nodes``: what the namespace applies to, for its
+    description)."""
+    from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
+
+    from lifelong_learning.nodes.supervisor import middleware_environment
+
+    return [
+        *(SetEnvironmentVariable(name, value) for name, value in middleware_environment().items()),
+        DeclareLaunchArgument("namespace", default_value="", description=f"namespace of {nodes}"),
+        DeclareLaunchArgument("sigterm_timeout", **stop_timeout("sigterm_timeout")),
+        DeclareLaunchArgument("sigkill_timeout", **stop_timeout("sigkill_timeout")),
+        DeclareLaunchArgument(
+            "params_file", default_value="", description="params file applied after the shipped ones"
+        ),
+        DeclareLaunchArgument("use_sim_time", default_value="false", description="time from /clock"),
+        DeclareLaunchArgument("log_level", default_value="info", description="|".join(LOG_LEVELS)),
+    ]
+
+
+def package_node(
+    context: Any, executable: str, parameters: tuple[str, ...] = (), remappings: tuple[str, ...] = ()
+) -> Any:
+    """The launch_ros ``Node`` of this package's node ``executable`` (named after it), from the
+    launch arguments in ``context``: its namespace, parameters (:func:`node_parameters`; each name
+    of ``parameters`` is a launch argument that sets the parameter of that name), the topics named
+    in ``remappings`` remapped to their launch arguments, its log level and the stop escalation
+    (:func:`stop_escalation`).
+
+    Raises:
+        LaunchArgumentError: an argument that cannot become what it sets.
+    """
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import Node
+
+    def argument(name: str) -> str:
+        return LaunchConfiguration(name).perform(context)
+
+    return Node(
+        package="lifelong_learning",
+        executable=executable,
+        name=executable,
+        namespace=argument("namespace"),
+        parameters=node_parameters(
+            executable,
+            argument("params_file"),
+            argument("use_sim_time"),
+            {name: argument(name) for name in parameters},
+        ),
+        remappings=[(topic, argument(topic)) for topic in remappings],
+        ros_arguments=["--log-level", log_level(argument("log_level"))],
+        output="screen",
+        **stop_escalation(argument("sigterm_timeout"), argument("sigkill_timeout")),
+    )
