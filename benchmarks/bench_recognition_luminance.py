@@ -124,16 +124,16 @@ def one_seed(seed: int) -> dict:
     return out
 
 
-def _finding(results: list[dict]) -> str:
-    """Each variant against the node's, in words, from the measured means."""
-    mean = {n: {k: float(np.mean(seed_values(results, n, k))) for k in results[0][n]} for n in VARIANTS}
-    node = mean[VARIANTS[0]]
+def finding(results: list[dict], variants: tuple[str, ...] = VARIANTS) -> str:
+    """Each variant against the first (the node's), in words, from the measured means."""
+    mean = {n: {k: float(np.mean(seed_values(results, n, k))) for k in results[0][n]} for n in variants}
+    node = mean[variants[0]]
 
     def delta(x: float, digits: int) -> str:
         return f"{round(x, digits) + 0.0:+.{digits}f}"  # no "-0.0"
 
     parts = []
-    for name in VARIANTS[1:]:
+    for name in variants[1:]:
         m = mean[name]
         parts.append(
             f"{name}: AUROC {m['auroc']:.3f} ({delta(m['auroc'] - node['auroc'], 3)}), flagged "
@@ -142,7 +142,7 @@ def _finding(results: list[dict]) -> str:
             f"{m['per frame']:.1f} % ({delta(m['per frame'] - node['per frame'], 1)})"
         )
     return (
-        f"Against the node's colour features (AUROC {node['auroc']:.3f}, {node['flagged']:.1f} % flagged, "
+        f"Against the node's features (AUROC {node['auroc']:.3f}, {node['flagged']:.1f} % flagged, "
         f"{node['per showing']:.1f} % per showing): " + "; ".join(parts) + "."
     )
 
@@ -162,21 +162,31 @@ def markdown(results: list[dict], seconds: float) -> str:
         f"showings above the threshold that answers {100 * ANSWERED:.0f} % of the taught ones. "
         "Mean over seeds; the seeds' range of the AUROC beside it.",
         "",
-        _finding(results),
+        finding(results),
         "",
+        *table(results),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def table(
+    results: list[dict], variants: tuple[str, ...] = VARIANTS, cost: dict[str, tuple[str, int]] = COST
+) -> list[str]:
+    """The markdown table of the variants: cost, accuracy, novelty (means over seeds)."""
+    lines = [
         "| features | CNN passes a frame | dimension | per frame % | per showing % | AUROC | seeds "
         "| flagged % |",
         "|---|---:|---:|---:|---:|---:|---|---:|",
     ]
-    for name in VARIANTS:
+    for name in variants:
         mean = {k: float(np.mean(seed_values(results, name, k))) for k in results[0][name]}
         auroc = seed_values(results, name, "auroc")
-        passes, d = COST[name]
+        passes, d = cost[name]
         lines.append(
             f"| {name} | {passes} | {d} | {mean['per frame']:.1f} | {mean['per showing']:.1f} | "
             f"{mean['auroc']:.3f} | {min(auroc):.2f}–{max(auroc):.2f} | {mean['flagged']:.1f} |"
         )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main() -> None:
