@@ -128,7 +128,7 @@ def markdown(results: list[dict], seconds: float) -> str:
         "seeds' range of the AUROC beside it. Images/s of each network alone: table 5 of "
         "recognition-showing.md.",
         "",
-        finding(results, VARIANTS),
+        finding(results, VARIANTS, "the node's features"),
         "",
         *table(results, VARIANTS, COST),
     ]

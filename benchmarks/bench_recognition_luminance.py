@@ -124,8 +124,10 @@ def one_seed(seed: int) -> dict:
     return out
 
 
-def finding(results: list[dict], variants: tuple[str, ...] = VARIANTS) -> str:
-    """Each variant against the first (the node's), in words, from the measured means."""
+def finding(
+    results: list[dict], variants: tuple[str, ...] = VARIANTS, first: str = "the node's colour features"
+) -> str:
+    """Each variant against the first (``first``: what it is), in words, from the measured means."""
     mean = {n: {k: float(np.mean(seed_values(results, n, k))) for k in results[0][n]} for n in variants}
     node = mean[variants[0]]
 
@@ -142,7 +144,7 @@ def finding(results: list[dict], variants: tuple[str, ...] = VARIANTS) -> str:
             f"{m['per frame']:.1f} % ({delta(m['per frame'] - node['per frame'], 1)})"
         )
     return (
-        f"Against the node's features (AUROC {node['auroc']:.3f}, {node['flagged']:.1f} % flagged, "
+        f"Against {first} (AUROC {node['auroc']:.3f}, {node['flagged']:.1f} % flagged, "
         f"{node['per showing']:.1f} % per showing): " + "; ".join(parts) + "."
     )
 

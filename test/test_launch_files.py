@@ -91,15 +91,19 @@ def _check_config_file(path: Path, name: str, where: str, errors: list[str]) -> 
 
 
 def _check_inline_names(item: ast.expr, exe: str, where: str, errors: list[str]) -> None:
-    """The literal keys of an inline parameters dict (or the names of a literal tuple): parameters
-    ``exe`` (or rclpy) declares."""
+    """The literal keys of an inline parameters dict: parameters ``exe`` (or rclpy) declares."""
+    if not isinstance(item, ast.Dict):
+        errors.append(f"{where}: inline parameters must be a literal dict, not {ast.unparse(item)!r}")
+        return
+    _check_parameter_names(item.keys, exe, where, errors)
+
+
+def _check_parameter_names(names: list[ast.expr | None], exe: str, where: str, errors: list[str]) -> None:
+    """Each of ``names`` a string literal naming a parameter ``exe`` (or rclpy) declares."""
     from lifelong_learning.nodes.catalog import declared_parameters, is_builtin_parameter
 
     declared = {s.name for s in declared_parameters(exe)}
-    if not isinstance(item, ast.Dict | ast.Tuple | ast.List):
-        errors.append(f"{where}: inline parameters must be a literal dict, not {ast.unparse(item)!r}")
-        return
-    for key in item.keys if isinstance(item, ast.Dict) else item.elts:
+    for key in names:
         pname = _string(key) if key is not None else None
         if pname is None:
             errors.append(f"{where}: inline parameter names must be string literals")
@@ -137,16 +141,26 @@ def _check_parameters(call: ast.Call, exe: str, name: str, where: str, errors: l
         _check_config_file(REPO / "config" / Path(files[0]).name, name, where, errors)
 
 
+def _known_executable(call: ast.Call, where: str, errors: list[str]) -> str | None:
+    """The executable a ``Node(executable=...)`` or ``package_node(context, executable, ...)``
+    starts, if it is a literal naming one of scripts/nodes (else an error, and None)."""
+    if _call_name(call) == "package_node":
+        exe = _string(call.args[1]) if len(call.args) > 1 else _string(_keyword(call, "executable"))
+    else:
+        exe = _string(_keyword(call, "executable"))
+    if exe is None:
+        errors.append(f"{where}: {_call_name(call)} without a literal executable")
+    elif not (REPO / "scripts" / "nodes" / exe).is_file():
+        errors.append(f"{where}: no executable scripts/nodes/{exe}")
+        return None
+    return exe
+
+
 def _check_node(call: ast.Call, where: str, errors: list[str]) -> None:
-    executables = {p.name for p in (REPO / "scripts" / "nodes").iterdir()}
     if _string(_keyword(call, "package")) != "lifelong_learning":
         errors.append(f"{where}: Node without package='lifelong_learning'")
-    exe = _string(_keyword(call, "executable"))
+    exe = _known_executable(call, where, errors)
     if exe is None:
-        errors.append(f"{where}: Node without a literal executable=")
-        return
-    if exe not in executables:
-        errors.append(f"{where}: no executable scripts/nodes/{exe}")
         return
     where = f"{where}: {exe}"
     name = _string(_keyword(call, "name")) or exe
@@ -172,30 +186,20 @@ def _check_remappings(call: ast.Call, exe: str, where: str, errors: list[str]) -
             errors.append(f"{where}: remaps {source!r}, not a topic of {exe} ({sorted(topics)})")
 
 
-def _executable(call: ast.Call) -> str | None:
-    """The executable a ``Node(executable=...)`` or ``package_node(context, executable, ...)`` starts."""
-    if _call_name(call) == "package_node":
-        return _string(call.args[1]) if len(call.args) > 1 else _string(_keyword(call, "executable"))
-    return _string(_keyword(call, "executable"))
-
-
 def _check_package_node(call: ast.Call, where: str, errors: list[str], declared: set[str]) -> None:
     """``package_node(context, "<exe>", parameters=(...), remappings=(...))`` (launch_support): an
     executable of the package, its shipped config, parameters it declares and topics it uses, each
     set from a launch argument the file declares."""
-    executables = {p.name for p in (REPO / "scripts" / "nodes").iterdir()}
-    exe = _executable(call)
+    exe = _known_executable(call, where, errors)
     if exe is None:
-        errors.append(f"{where}: package_node without a literal executable")
-        return
-    if exe not in executables:
-        errors.append(f"{where}: no executable scripts/nodes/{exe}")
         return
     where = f"{where}: {exe}"
     _check_config_file(REPO / "config" / f"{exe}.yaml", exe, where, errors)
     parameters = _keyword(call, "parameters")
-    if parameters is not None:
-        _check_inline_names(parameters, exe, where, errors)
+    if parameters is not None and not isinstance(parameters, ast.Tuple | ast.List):
+        errors.append(f"{where}: parameters= must be a literal tuple of names")
+    elif parameters is not None:
+        _check_parameter_names(parameters.elts, exe, where, errors)
     _check_remappings(call, exe, where, errors)
     for kind in ("parameters", "remappings"):
         names = _keyword(call, kind)
@@ -302,17 +306,17 @@ def check_launch_text(text: str, filename: str = "test.launch.py") -> list[str]:
         errors.append(f"{filename}: the docstring shows no example `ros2 launch lifelong_learning ...` line")
     nodes, includes = _calls(tree, "Node"), _calls(tree, "IncludeLaunchDescription")
     package_nodes = _calls(tree, "package_node")
+    declared = declared_arguments(tree)
     if not nodes and not includes and not package_nodes:
         errors.append(f"{filename}: starts no node")
     for call in nodes:
         _check_node(call, f"{filename}:{call.lineno}", errors)
     for call in package_nodes:
-        _check_package_node(call, f"{filename}:{call.lineno}", errors, declared_arguments(tree))
+        _check_package_node(call, f"{filename}:{call.lineno}", errors, declared)
     for call in includes:
         _check_include(call, f"{filename}:{call.lineno}", errors, tree)
     if nodes or includes or package_nodes:
         _check_middleware_environment(tree, filename, errors)
-    declared = declared_arguments(tree)
     aliases = {  # arg = LaunchConfiguration
         t.id
         for n in ast.walk(tree)
@@ -359,7 +363,9 @@ def test_every_learner_has_a_launch_file_and_the_bring_up_includes_them(built_in
     started = set()
     for path in LAUNCH_FILES:
         tree = ast.parse(path.read_text())
-        started |= {_executable(c) for c in _calls(tree, "Node") + _calls(tree, "package_node")}
+        started |= {
+            _known_executable(c, path.name, []) for c in _calls(tree, "Node") + _calls(tree, "package_node")
+        }
     assert set(node_names()) <= started, f"no launch file starts {set(node_names()) - started}"
     bring_up = ast.parse((REPO / "launch" / "lifelong_learning.launch.py").read_text())
     included = {
@@ -436,6 +442,7 @@ from lifelong_learning.nodes.launch_support import package_node
 def _nodes(context):
     return [
         package_node(context, "object_recognizer"),
+        package_node(context, context["which"]),
         package_node(
             context, "feature_extractor", parameters=("image_topc",), remappings=("camera", "image")
         ),
@@ -456,11 +463,12 @@ def test_the_checker_finds_each_kind_of_mistake_in_package_nodes(built_interface
         "feature_extractor: launch argument 'camera' is not declared",
         "feature_extractor: launch argument 'image' is not declared",
         "bad.launch.py: does not give its nodes the middleware environment",
+        "package_node without a literal executable",
     ):
         assert expected in errors, f"{expected!r} not found in:\n{errors}"
     assert "remaps 'image'" not in errors  # a topic feature_extractor does use
     assert "'image_topc' is not declared\n" not in errors + "\n"  # declared as a launch argument
-    assert len(errors.splitlines()) == 6, errors
+    assert len(errors.splitlines()) == 7, errors
 
 
 class _Action:

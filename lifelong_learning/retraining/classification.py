@@ -219,8 +219,10 @@ class Classification:
             )
         self.known = [str(c) for c in serving.classes_.tolist()]
         last = self.group.rank == self.group.world_size - 1
-        mine = row_digests(self.held_out[0]).tolist() if self.group.is_main and len(self.held_out[0]) else []
-        gate = set(itertools.chain.from_iterable(self.group.all_gather(mine)))
+        held_out = (
+            row_digests(self.held_out[0]).tolist() if self.group.is_main and len(self.held_out[0]) else []
+        )
+        gate = set(itertools.chain.from_iterable(self.group.all_gather(held_out)))
         if serving.feature_map is None and serving.n_validation_ and last:
             val_X, val_labels = serving.validation_samples()
             fresh = ~np.isin(row_digests(val_X), np.fromiter(gate, np.uint64, len(gate)))
