@@ -21,11 +21,14 @@ lines from :func:`node_argv`), and retraining jobs from :func:`tuning_job` (fixt
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import os
 import random
 import signal
+import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -159,6 +162,59 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"marked serial without the words `mark.serial` in the module: {unseen}")
     if config.getoption("numprocesses", None) or _WORKER is not None:
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+#: a test running longer than this (s) is taken for hung (the longest, the demo, takes about 2 min here);
+#: ``LL_TEST_HUNG_S`` sets another
+HUNG_S = float(os.environ.get("LL_TEST_HUNG_S", "600"))
+
+
+def _children() -> list[int]:
+    """The processes this one started that still run (their parent is this process)."""
+    mine, out = str(os.getpid()), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if fields[1] == mine:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _end_hung_test(item: pytest.Item) -> None:
+    """Print every thread's stack, kill the processes the test started and end this process: a
+    deadlock must fail its test within minutes, never hold the run until CI's limit. One was seen in
+    Fast DDS 3.2 under three test workers on two cores (a participant's receive thread, holding its
+    discovery lock, waits for its event thread, which waits for that lock: a writer of a peer
+    leaving while a timer of the reader's proxy of it runs); the node processes have their own
+    guard, the launch files' stop escalation."""
+    capture = item.config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:  # what is written now must reach the terminal, not the test's capture
+        capture.suspend_global_capture(in_=False)
+    print(f"\n{item.nodeid} has run for {HUNG_S:.0f} s: taken for hung; its threads:", file=sys.stderr)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    for pid in _children():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sys.stderr.flush()
+    os._exit(70)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Every test, its fixtures' set-up and tear-down included, under :data:`HUNG_S`."""
+    done = threading.Event()
+    guard = threading.Thread(
+        target=lambda: done.wait(HUNG_S) or _end_hung_test(item), name="hung-test-guard", daemon=True
+    )
+    guard.start()
+    try:
+        return (yield)
+    finally:
+        done.set()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -3,6 +3,7 @@ root (where the source tree comes first on ``sys.path``) and from any other fold
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,36 @@ def test_worker_domains_differ_and_avoid_the_default_domain(base):
     assert domains[0] == base and len(set(domains)) == 8
     assert all(0 <= d <= 101 for d in domains)
     assert base == 0 or 0 not in domains  # wrapping never lands on the default domain
+
+
+HANGS = """
+import subprocess, sys, time
+def test_hangs():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    open("child.pid", "w").write(str(child.pid))
+    time.sleep(300)
+"""
+
+
+def test_a_hung_test_prints_its_stacks_kills_what_it_started_and_ends_its_process(tmp_path):
+    """A deadlock (one in Fast DDS was seen) fails its test in minutes instead of holding the run."""
+    (tmp_path / "test_hangs.py").write_text(HANGS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LL_TEST_DOMAIN"))}
+    env |= {
+        "LL_TEST_HUNG_S": "2",
+        "PYTHONPATH": os.pathsep.join([str(REPO / "test"), env.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-c", os.devnull, "-q"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 70, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "test_hangs.py::test_hangs has run for 2 s: taken for hung" in out.stderr
+    assert "in test_hangs" in out.stderr  # the stack of the hung test's thread
+    child = Path("/proc") / (tmp_path / "child.pid").read_text() / "stat"
+    # killed: gone, or a zombie until whoever adopted it reaps it
+    assert not child.exists() or child.read_text().rsplit(")", 1)[1].split()[0] == "Z"
