@@ -14,9 +14,10 @@ same object is recorded elsewhere. Here a *session* of one object is:
   the lower part of the object);
 - with the sensor's noise (σ = 2 grey levels per pixel and frame).
 
-Each frame comes with the object's true box (from the renderer's segmentation mask), what a detector
-would give. The teaching session and the test session of an object draw their room, light, distance,
-start pose and path from different seeds: the robot is taught in one room and used in another.
+Each frame comes with the object's true box and pixels (from the renderer's segmentation mask): what a
+detector, or the segmentation of a depth camera, would give. The teaching session and the test session
+of an object draw their room, light, distance, start pose and path from different seeds: the robot is
+taught in one room and used in another.
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ CLUTTER_PALETTE = np.vstack([PALETTE, [[0.9, 0.9, 0.85], [0.15, 0.15, 0.18]]])
 
 @dataclass(frozen=True)
 class ShownFrame:
-    """One camera frame of a session: uint8 (height, width, 3) RGB, and the object's true box
-    ``(x, y, width, height)`` in pixels (None when the object is out of view)."""
+    """One camera frame of a session: uint8 (height, width, 3) RGB, the object's true box
+    ``(x, y, width, height)`` in pixels (None when the object is out of view), and its pixels, bool
+    (height, width) (None in the lead-in frames: no object; the hand drawn over the object stays in it)."""
 
     image: np.ndarray
     box: tuple[int, int, int, int] | None
+    mask: np.ndarray | None = None
 
 
 def room(rng: np.random.Generator, size: tuple[int, int]) -> np.ndarray:
@@ -155,7 +158,7 @@ def show_object(
         box = _box_of(mask)
         if held and box is not None and rng.uniform() < 0.8:
             _hand(picture, box, rng)
-        frames.append(ShownFrame(_exposed(picture, rng), box))
+        frames.append(ShownFrame(_exposed(picture, rng), box, mask))
     return frames
 
 

@@ -51,7 +51,22 @@ def test_sessions_are_repeatable_and_the_test_room_is_another_room(renderer):
 def test_a_lead_in_shows_the_room_before_the_object_comes(renderer):
     frames = show_object(renderer, 2, "test", 3, size=(64, 80), lead_in=2)
     assert [f.box is None for f in frames] == [True, True, False, False, False]
+    assert [f.mask is None for f in frames] == [True, True, False, False, False]
     assert np.abs(frames[0].image.astype(int) - frames[1].image.astype(int)).mean() < 4
+
+
+def test_the_objects_pixels_fill_its_box_and_differ_from_the_room(renderer):
+    frames = show_object(renderer, 1, "test", 4, size=(96, 128), lead_in=1)
+    room = frames[0].image.astype(int)
+    for frame in frames[1:]:
+        x, y, w, h = frame.box
+        ys, xs = np.nonzero(frame.mask)
+        assert frame.mask.shape == (96, 128) and frame.mask.dtype == bool
+        # the box is the mask's: it touches all four sides of it
+        assert (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1) == (x, y, x + w, y + h)
+        # the object's pixels show the object, the others (away from the hand) the room
+        change = np.abs(frame.image.astype(int) - room).mean(axis=2)
+        assert change[frame.mask].mean() > 10 > np.median(change[~frame.mask])
 
 
 def test_bad_sessions_are_refused(renderer):
