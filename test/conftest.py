@@ -278,10 +278,25 @@ def new_executor(context: Any) -> Iterator[Any]:
     try:
         yield ex
     finally:
-        for node in list(ex.get_nodes()):
-            ex.remove_node(node)
-            node.destroy_node()
+        destroy_nodes(ex)
         ex.shutdown()
+
+
+def destroy_nodes(executor: Any) -> None:
+    """Remove every node from ``executor`` and destroy it."""
+    for node in list(executor.get_nodes()):
+        executor.remove_node(node)
+        node.destroy_node()
+
+
+def stop_after_nodes(executor: Any, *processes: NodeProcess) -> None:
+    """Destroy ``executor``'s nodes, then stop ``processes``: the test's readers are gone before the
+    writers they matched leave, the order that keeps a fixture's end out of the Fast DDS deadlock
+    :func:`_end_hung_test` tells of (a peer's writer leaving while this process's reader of it has a
+    timer running)."""
+    destroy_nodes(executor)
+    for process in processes:
+        process.stop()
 
 
 @pytest.fixture

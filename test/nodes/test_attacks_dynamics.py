@@ -24,6 +24,7 @@ from conftest import (
     new_executor,
     node_argv,
     spin_until,
+    stop_after_nodes,
 )
 
 from lifelong_learning.nodes.supervisor import NodeProcess
@@ -169,7 +170,7 @@ def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> 
             t.wait_value("joint_states messages", 81)
             yield t
         finally:
-            proc.stop()
+            stop_after_nodes(executor, proc)
 
 
 def unchanged_after(target: Target, attack: Callable[[], None]) -> None:

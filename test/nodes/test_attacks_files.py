@@ -26,6 +26,7 @@ from conftest import (
     new_executor,
     node_argv,
     spin_until,
+    stop_after_nodes,
     write_oversized_model_file,
 )
 
@@ -166,7 +167,7 @@ def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> 
             assert [label for label, _ in t.baseline] == [c for c in CLASSES for _ in range(2)]
             yield t
         finally:
-            proc.stop()
+            stop_after_nodes(executor, proc)
 
 
 def test_save_to_a_path_outside_the_model_directory_is_refused(target):

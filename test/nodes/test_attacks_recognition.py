@@ -24,6 +24,7 @@ from conftest import (
     new_executor,
     node_argv,
     spin_until,
+    stop_after_nodes,
 )
 
 from lifelong_learning.nodes.supervisor import NodeProcess
@@ -159,7 +160,7 @@ def node(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> It
             assert [label for label, _ in n.baseline] == [c for c in CLASSES for _ in range(4)]
             yield n
         finally:
-            proc.stop()
+            stop_after_nodes(executor, proc)
 
 
 def publish_labeled(node: Node, data: Any, label: str) -> None:

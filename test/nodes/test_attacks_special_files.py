@@ -28,6 +28,7 @@ from conftest import (
     new_executor,
     node_argv,
     spin_until,
+    stop_after_nodes,
 )
 
 from lifelong_learning.learners.rlsc import IncrementalRLSC
@@ -135,7 +136,7 @@ def target(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> 
             assert spin_until(executor, lambda: t.version() >= 0, 10), proc.log()
             yield t
         finally:
-            proc.stop()
+            stop_after_nodes(executor, proc)
 
 
 def test_load_model_of_a_fifo_or_dev_zero_is_refused_at_once(target):

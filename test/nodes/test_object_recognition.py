@@ -23,6 +23,7 @@ from conftest import (
     new_executor,
     node_argv,
     spin_until,
+    stop_after_nodes,
 )
 
 from lifelong_learning.nodes.supervisor import NodeProcess
@@ -137,7 +138,7 @@ def recognizer(built_interfaces, tmp_path_factory) -> Iterator[Recognizer]:
             assert rec.spin(lambda: rec.info().samples_seen == rec.taught, 20), rec.proc.log()
             yield rec
         finally:
-            rec.proc.stop()
+            stop_after_nodes(executor, rec.proc)
 
 
 def test_teaching_adds_classes_and_chooses_the_regularization(recognizer):
@@ -322,4 +323,4 @@ def test_unknown_threshold_answers_unknown_far_from_every_taught_class(built_int
             values = diagnostics.values(name)
             assert values["unknown threshold"] == "0.7"
         finally:
-            proc.stop()
+            stop_after_nodes(executor, proc)

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DiagnosticsReader, first_call, new_context, new_executor, node_argv, spin_until
+from conftest import (
+    DiagnosticsReader,
+    first_call,
+    new_context,
+    new_executor,
+    node_argv,
+    spin_until,
+    stop_after_nodes,
+)
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 from lifelong_learning.sim.panda import panda_urdf_path
@@ -85,7 +93,7 @@ def test_absurd_periods_and_rates_are_refused_at_run_time_and_the_diagnostics_ke
             assert spin_until(executor, lambda: len(statuses) >= 2, 30), proc.log()[-2000:]
             assert proc.alive(), proc.log()
         finally:
-            proc.stop()
+            stop_after_nodes(executor, proc)
 
 
 def test_an_absurd_period_at_start_ends_the_process_with_status_2_naming_the_range(

@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, first_call, new_context, new_executor, node_argv, spin_until
+from conftest import (
+    DiagnosticsReader,
+    first_call,
+    new_context,
+    new_executor,
+    node_argv,
+    spin_until,
+    stop_after_nodes,
+)
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 
@@ -93,7 +101,7 @@ def graph(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> I
             assert spin_until(executor, taught, 20), proc.log()
             yield executor, peer, rng, proc
         finally:
-            proc.stop()
+            stop_after_nodes(executor, proc)
 
 
 def asked(peer: Peer, answers: list[Any]) -> bool:

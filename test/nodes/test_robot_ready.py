@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DiagnosticsReader, call_service, new_context, new_executor, node_argv, spin_until
+from conftest import (
+    DiagnosticsReader,
+    call_service,
+    new_context,
+    new_executor,
+    node_argv,
+    spin_until,
+    stop_after_nodes,
+)
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 from lifelong_learning.sim.panda import JOINT_NAMES, PandaSimulation, joint_states, panda_urdf_path
@@ -148,7 +156,7 @@ def robot(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> I
             assert robot.torques, proc.log()
             yield robot
         finally:
-            proc.stop()
+            stop_after_nodes(executor, proc)
 
 
 def test_arm_only_joint_states_with_the_default_joint_names_are_answered(robot):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DiagnosticsReader, new_context, new_executor, node_argv, spin_until
+from conftest import DiagnosticsReader, new_context, new_executor, node_argv, spin_until, stop_after_nodes
 
 from lifelong_learning.nodes.supervisor import NodeProcess
 from lifelong_learning.sim.panda import PandaSimulation, joint_states, panda_urdf_path
@@ -120,7 +120,7 @@ def test_a_clock_reset_is_logged_once_and_the_node_answers_again_within_two_seco
             jumps = [float(x) for x in re.findall(r"the clock jumped back by (\d+\.\d+) s", proc.log())]
             assert len(jumps) == 1 and 4.8 <= jumps[0] <= 5.0, (jumps, proc.log()[-2000:])
         finally:
-            proc.stop()
+            stop_after_nodes(executor, proc)
 
 
 def test_time_alternating_between_two_clock_publishers_is_one_reset_logged_once(
@@ -182,4 +182,4 @@ def test_time_alternating_between_two_clock_publishers_is_one_reset_logged_once(
             assert log.count("the clock keeps jumping back") == 1, log[-3000:]
             assert "/clock has 2 publisher(s)" in log, log[-3000:]
         finally:
-            proc.stop()
+            stop_after_nodes(executor, proc)
