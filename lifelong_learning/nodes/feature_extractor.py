@@ -18,10 +18,16 @@ Subscribes (topic names relative, remappable):
 - ``roi`` (sensor_msgs/RegionOfInterest), with ``crop: roi``: the object's box in the frames (a
   detector's, a tracker's). The message has no stamp: a frame takes the latest box received before it
   arrived, if younger than ``roi_max_age_s``; else the whole frame (counted ``whole frames``).
+- ``depth`` (sensor_msgs/Image), with ``crop: depth``: depth registered to the colour frames
+  (:mod:`lifelong_learning.vision.depth`: 16UC1 or mono16 in millimetres, 32FC1 in metres). A frame
+  takes the latest depth image received before it arrived, if younger than ``depth_max_age_s``; else
+  the whole frame. Another encoding, a malformed image or one above ``max_image_pixels`` is counted
+  (``malformed depth image``, ``image too large``) and not kept.
 
 Crop to the object (``crop``, :mod:`lifelong_learning.vision.crop`): ``none`` (the whole frame),
-``roi``, ``motion`` (what moves against a still background while a person shows the object) or
-``saliency`` (what stands out); the box is made square with ``crop_margin`` around it. What each
+``roi``, ``motion`` (what moves against a still background while a person shows the object),
+``saliency`` (what stands out) or ``depth`` (the nearest blob within ``depth_range_m``, its pixels
+kept and the room made grey); the box is made square with ``crop_margin`` around it. What each
 gains, and costs per frame: docs/benchmarks/recognition-scale.md.
 
 Publishes:
@@ -66,8 +72,14 @@ from lifelong_learning.vision import FeatureExtractor, Preprocessing, to_rgb8
 from lifelong_learning.vision.annotate import annotated
 from lifelong_learning.vision.compressed import compressed_image_size, decode_compressed
 from lifelong_learning.vision.crop import CROP_MODES, Box, MotionCrop, cut, roi_box, saliency_box, square_box
+from lifelong_learning.vision.depth import depth_metres, greyed, nearest_object, registered
 from lifelong_learning.vision.feature_extractor import BACKBONES, DEFAULT_MODEL
-from lifelong_learning.vision.image_conversion import ImageTooLargeError, check_image_fields, numpy_to_image
+from lifelong_learning.vision.image_conversion import (
+    ImageTooLargeError,
+    check_image_fields,
+    image_to_numpy,
+    numpy_to_image,
+)
 from lifelong_learning.vision.normalisation import NORMALISATIONS, normalised
 from lifelong_learning.vision.paste import RoomPaster
 from lifelong_learning.vision.quantization import PRECISIONS
@@ -96,12 +108,14 @@ def frame_loss_remedy(compressed: bool) -> str:
 
 @dataclass(frozen=True)
 class _Frame:
-    """A checked frame waiting for the CNN: the teacher label and the box current when it arrived."""
+    """A checked frame waiting for the CNN: the teacher label, and the box or the depth image (m)
+    current when it arrived."""
 
     msg: Image | CompressedImage
     label: str
     arrived: float
     roi: RegionOfInterest | None
+    depth: np.ndarray | None = None
 
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -177,7 +191,8 @@ PARAMS: tuple[ParamSpec, ...] = (
         "crop",
         "none",
         "Cut each frame to the object before the CNN: 'none' (whole frame), 'roi' (the box on roi_topic), "
-        "'motion' (what moves against a still background), 'saliency' (what stands out). "
+        "'motion' (what moves against a still background), 'saliency' (what stands out), 'depth' (the "
+        "nearest blob of the depth image on depth_topic, its pixels kept and the rest grey). "
         "docs/benchmarks/recognition-scale.md measures each.",
     ),
     ParamSpec("roi_topic", "roi", "sensor_msgs/RegionOfInterest input, with crop 'roi'."),
@@ -186,6 +201,31 @@ PARAMS: tuple[ParamSpec, ...] = (
         0.5,
         "With crop 'roi': a box older than this when a frame arrives is not used (the whole frame is; "
         "settable at run time).",
+        bounds=(0.0, 3600.0),
+        at_run_time=True,
+    ),
+    ParamSpec(
+        "depth_topic",
+        "depth",
+        "sensor_msgs/Image input, with crop 'depth': depth registered to the colour frames (16UC1 or "
+        "mono16 in millimetres, 32FC1 in metres; another resolution of the same view is scaled).",
+    ),
+    ParamSpec(
+        "depth_range_m",
+        [0.2, 1.5],
+        "With crop 'depth': [near, far], the depths (m) where the object is looked for.",
+    ),
+    ParamSpec(
+        "depth_band_m",
+        0.3,
+        "With crop 'depth': the object's pixels are those within this (m) behind the nearest ones.",
+        bounds=(0.001, 100.0),
+    ),
+    ParamSpec(
+        "depth_max_age_s",
+        0.2,
+        "With crop 'depth': a depth image older than this when a frame arrives is not used (the whole "
+        "frame is; settable at run time).",
         bounds=(0.0, 3600.0),
         at_run_time=True,
     ),
@@ -245,6 +285,11 @@ class FeatureExtractorNode(NodeBase):
             )
         if p["crop"] not in CROP_MODES:
             raise ValueError(f"crop must be one of {CROP_MODES}, got {p['crop']!r}")
+        near_far = [float(v) for v in p["depth_range_m"]]
+        if len(near_far) != 2 or not 0.0 <= near_far[0] < near_far[1]:
+            raise ValueError(f"depth_range_m must be [near, far] with 0 <= near < far, got {near_far}")
+        self._depth_range = (near_far[0], near_far[1])
+        self._depth_band = float(p["depth_band_m"])
         if p["feature_normalisation"] not in NORMALISATIONS:
             raise ValueError(f"feature_normalisation must be one of {NORMALISATIONS}")
         self.normalisation = str(p["feature_normalisation"])
@@ -279,6 +324,7 @@ class FeatureExtractorNode(NodeBase):
         self._paste_copies = int(p["paste_copies"]) if self.crop == "motion" else 0
         self.pasted = 0
         self._roi: tuple[RegionOfInterest, float] | None = None  # the latest box, when it arrived
+        self._depth: tuple[np.ndarray, float] | None = None  # the latest depth image (m), when it arrived
         self.cropped = self.whole_frames = 0
         self._queue_size = int(p["queue_size"])
         self._max_batch = int(p["max_batch"])
@@ -334,6 +380,10 @@ class FeatureExtractorNode(NodeBase):
             self.create_counted_subscription(
                 RegionOfInterest, p["roi_topic"], self._on_roi, qos_profile_sensor_data, stream="roi"
             )
+        if self.crop == "depth":
+            self.create_counted_subscription(
+                Image, p["depth_topic"], self._on_depth, qos_profile_sensor_data, stream="depth"
+            )
 
     # ------------------------------------------------------------ callbacks
     def _on_label(self, msg: String) -> None:
@@ -347,6 +397,18 @@ class FeatureExtractorNode(NodeBase):
 
     def _on_roi(self, msg: RegionOfInterest) -> None:
         self._roi = (msg, time.monotonic())
+
+    def _on_depth(self, msg: Image) -> None:
+        try:
+            check_image_fields(msg, self._max_pixels)  # header fields first: no copy of a huge image
+            depth = depth_metres(image_to_numpy(msg), msg.encoding)
+        except ImageTooLargeError as error:
+            self.reject("image too large", f"depth: {error}")
+            return
+        except ValueError as error:
+            self.reject("malformed depth image", str(error))
+            return
+        self._depth = (depth, time.monotonic())
 
     def _on_image(self, msg: Image) -> None:
         self.stats.arrived("image")
@@ -383,9 +445,12 @@ class FeatureExtractorNode(NodeBase):
                 self._queue.popleft()
                 self.dropped += 1
             now = time.monotonic()
-            roi = self._roi
+            roi, depth = self._roi, self._depth
             fresh = roi is not None and now - roi[1] <= float(self.params["roi_max_age_s"])
-            self._queue.append(_Frame(msg, self._label, now, roi[0] if fresh else None))
+            deep = depth is not None and now - depth[1] <= float(self.params["depth_max_age_s"])
+            self._queue.append(
+                _Frame(msg, self._label, now, roi[0] if fresh else None, depth[0] if deep else None)
+            )
             self._condition.notify()
 
     # ------------------------------------------------------------ worker
@@ -417,7 +482,7 @@ class FeatureExtractorNode(NodeBase):
             except ValueError as error:
                 self.reject("malformed image", str(error))
                 continue
-            cut_picture, box = self._cut(picture, frame.roi)
+            cut_picture, box = self._cut(picture, frame.roi, frame.depth)
             pictures.append(cut_picture)
             kept.append((msg, frame.label, frame.arrived))
             if self._paste_copies and box is not None and self._motion.foreground is not None:
@@ -468,7 +533,9 @@ class FeatureExtractorNode(NodeBase):
         self.annotated_pub.publish(out)
         self.stats.timed("annotate", time.perf_counter() - t)
 
-    def _cut(self, picture: np.ndarray, roi: RegionOfInterest | None) -> tuple[np.ndarray, Box | None]:
+    def _cut(
+        self, picture: np.ndarray, roi: RegionOfInterest | None, depth: np.ndarray | None = None
+    ) -> tuple[np.ndarray, Box | None]:
         """``picture`` cut to the object by the ``crop`` mode (on the worker thread), or whole; and the
         square box cut (None: the whole frame)."""
         box: Box | None = None
@@ -482,6 +549,11 @@ class FeatureExtractorNode(NodeBase):
                 box = roi_box(roi.x_offset, roi.y_offset, roi.width, roi.height, picture.shape)
             except ValueError as error:
                 self.reject("bad region of interest", str(error))
+        elif self.crop == "depth" and depth is not None:
+            found = nearest_object(registered(depth, picture.shape), *self._depth_range, self._depth_band)
+            if found is not None:
+                box, mask = found
+                picture = greyed(picture, mask)
         if box is None:
             self.whole_frames += self.crop != "none"
             return picture, None

@@ -41,7 +41,7 @@ import cv2
 import numpy as np
 
 #: values of the ``crop`` parameter
-CROP_MODES = ("none", "roi", "motion", "saliency")
+CROP_MODES = ("none", "roi", "motion", "saliency", "depth")
 
 
 class Box(NamedTuple):

@@ -76,6 +76,78 @@ def test_a_region_of_interest_cuts_the_frame_and_a_bad_or_stale_one_leaves_it_wh
     assert "1 frames cut, 3 whole" in node.diagnostic_values()["crop"]
 
 
+#: where the depth images hold the object up (pixels of the 300x200 frame)
+HELD = Box(150, 40, 80, 60)
+
+
+def depth_image(encoding: str = "16UC1", held: Box = HELD):
+    """A depth image of the 300x200 frame at half its resolution: the room 2.5 m away, an object held
+    0.6 m away in ``held`` (full-resolution pixels)."""
+    from lifelong_learning.vision.depth import DEPTH_ENCODINGS
+
+    metres = np.full((100, 150), 2.5, dtype=np.float32)
+    metres[held.y // 2 : (held.y + held.height) // 2, held.x // 2 : (held.x + held.width) // 2] = 0.6
+    pixels = (metres / DEPTH_ENCODINGS[encoding]).astype(np.uint16 if encoding != "32FC1" else np.float32)
+    return image_message(pixels, encoding)
+
+
+def test_depth_cuts_to_the_nearest_object_greys_the_room_and_a_bad_or_stale_image_leaves_it_whole(
+    executor, spin, rclpy_context
+):
+    from rclpy.parameter import Parameter
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image
+
+    from lifelong_learning.vision.depth import greyed
+
+    node = make_node(rclpy_context, crop="depth", crop_margin=0.1, queue_size=10)
+    peer = Peer(rclpy_context)
+    peer.depth = peer.node.create_publisher(Image, "depth", qos_profile_sensor_data)
+    executor.add_node(node)
+    executor.add_node(peer.node)
+    assert spin(executor, lambda: peer.connected() and peer.depth.get_subscription_count() > 0, 10)
+    whole = published(node, [PICTURE])[0]
+    held = HELD
+    mask = np.zeros(PICTURE.shape[:2], dtype=bool)
+    mask[held.y : held.y + held.height, held.x : held.x + held.width] = True
+    cropped = published(node, [cut(greyed(PICTURE, mask), square_box(held, PICTURE.shape, 0.1))])[0]
+
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=1))  # no depth yet: the whole frame
+    np.testing.assert_allclose(features_of(node, peer, executor, spin, 1), whole, atol=1e-5)
+    for stamp, encoding in ((2, "16UC1"), (3, "32FC1")):
+        node._depth = None
+        peer.depth.publish(depth_image(encoding))
+        assert spin(executor, lambda: node._depth is not None, 10)
+        peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=stamp))
+        np.testing.assert_allclose(features_of(node, peer, executor, spin, stamp), cropped, atol=1e-5)
+    assert np.linalg.norm(cropped - whole) > 1.0
+
+    refused = node.rejections.snapshot()
+    bad = image_message(np.zeros((100, 150), dtype=np.uint8), "mono8")  # not a depth encoding
+    peer.depth.publish(bad)
+    assert spin(executor, lambda: node.rejections.snapshot().get("malformed depth image", 0) == 1, 10)
+    assert refused.get("malformed depth image", 0) == 0
+    far = image_message(np.full((100, 150), 2500, dtype=np.uint16), "16UC1")  # nothing held up
+    node._depth = None
+    peer.depth.publish(far)
+    assert spin(executor, lambda: node._depth is not None, 10)
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=4))
+    np.testing.assert_allclose(features_of(node, peer, executor, spin, 4), whole, atol=1e-5)
+
+    peer.depth.publish(depth_image())
+    assert spin(executor, lambda: np.nanmin(node._depth[0]) < 1.0, 10)
+    assert node.set_parameters([Parameter("depth_max_age_s", value=0.0)])[0].successful  # all stale
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=5))
+    np.testing.assert_allclose(features_of(node, peer, executor, spin, 5), whole, atol=1e-5)
+    assert node.cropped == 2 and node.whole_frames == 3
+    assert "depth: 2 frames cut, 3 whole" in node.diagnostic_values()["crop"]
+
+
+def test_depth_range_must_be_near_then_far(rclpy_context):
+    with pytest.raises(ValueError, match="depth_range_m"):
+        make_node(rclpy_context, crop="depth", depth_range_m=[1.5, 0.2])
+
+
 def test_motion_cuts_to_what_moves_against_the_still_background(executor, spin, rclpy_context):
     node = make_node(rclpy_context, crop="motion", queue_size=20, max_batch=1)
     peer = Peer(rclpy_context)

@@ -67,6 +67,12 @@ def test_the_objects_pixels_fill_its_box_and_differ_from_the_room(renderer):
         # the object's pixels show the object, the others (away from the hand) the room
         change = np.abs(frame.image.astype(int) - room).mean(axis=2)
         assert change[frame.mask].mean() > 10 > np.median(change[~frame.mask])
+        # the stand-in depth camera: the object held up near, the room far, a few pixels without depth
+        near = frame.depth < 1.0
+        assert frame.depth.shape == (96, 128) and frame.depth.dtype == np.float32
+        assert near[frame.mask].mean() > 0.95 and np.isnan(frame.depth).mean() < 0.05
+        assert (near & ~frame.mask).sum() <= frame.mask.sum()  # the hand, at most
+    assert np.nanmin(frames[0].depth) > 2.0  # the lead-in: the room alone
 
 
 def test_bad_sessions_are_refused(renderer):
