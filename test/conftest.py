@@ -21,6 +21,7 @@ lines from :func:`node_argv`), and retraining jobs from :func:`tuning_job` (fixt
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import functools
 import os
@@ -165,20 +166,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 #: a test running longer than this (s) is taken for hung (the longest, the demo, takes about 2 min here);
-#: ``LL_TEST_HUNG_S`` sets another
+#: ``LL_TEST_HUNG_S`` sets another. A thread of this process ends it (:func:`_end_hung_test`); a hang
+#: that holds Python's lock (a C call of rclpy that waits inside Fast DDS) stops that thread too, and
+#: pytest's ``faulthandler_timeout`` (pyproject.toml, a minute later, outside Python) ends it then.
 HUNG_S = float(os.environ.get("LL_TEST_HUNG_S", "600"))
 
 
-def _children() -> list[int]:
-    """The processes this one started that still run (their parent is this process)."""
-    mine, out = str(os.getpid()), []
+def _descendants() -> list[int]:
+    """The processes this one started, and theirs, that still run (a node process started by a
+    command the test ran, in a session of its own, included)."""
+    children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # ended meanwhile
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # ended meanwhile
             continue
-        if fields[1] == mine:
-            out.append(int(stat.parent.name))
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    out, todo = [], list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
     return out
 
 
@@ -189,23 +197,29 @@ def _end_hung_test(item: pytest.Item) -> None:
     discovery lock, waits for its event thread, which waits for that lock: a writer of a peer
     leaving while a timer of the reader's proxy of it runs); the node processes have their own
     guard, the launch files' stop escalation."""
-    capture = item.config.pluginmanager.getplugin("capturemanager")
-    if capture is not None:  # what is written now must reach the terminal, not the test's capture
-        capture.suspend_global_capture(in_=False)
-    print(f"\n{item.nodeid} has run for {HUNG_S:.0f} s: taken for hung; its threads:", file=sys.stderr)
-    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-    for pid in _children():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    sys.stderr.flush()
-    os._exit(70)
+    try:
+        for pid in _descendants():  # stopped first: none starts another while the others are killed
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+        if capture is not None:  # what is written now must reach the terminal, not the test's capture
+            capture.suspend_global_capture(in_=False)
+        print(f"\n{item.nodeid} has run for {HUNG_S:.0f} s: taken for hung; its threads:", file=sys.stderr)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        for pid in _descendants():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        sys.stderr.flush()
+    finally:
+        os._exit(70)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    """Every test, its fixtures' set-up and tear-down included, under :data:`HUNG_S`."""
+    """Every test, its fixtures' set-up and tear-down included, under :data:`HUNG_S` (not under
+    ``--pdb``: a person at the debugger is not a hang)."""
+    if item.config.getoption("usepdb", False):
+        return (yield)
     done = threading.Event()
     guard = threading.Thread(
         target=lambda: done.wait(HUNG_S) or _end_hung_test(item), name="hung-test-guard", daemon=True
@@ -294,9 +308,11 @@ def stop_after_nodes(executor: Any, *processes: NodeProcess) -> None:
     writers they matched leave, the order that keeps a fixture's end out of the Fast DDS deadlock
     :func:`_end_hung_test` tells of (a peer's writer leaving while this process's reader of it has a
     timer running)."""
-    destroy_nodes(executor)
-    for process in processes:
-        process.stop()
+    try:
+        destroy_nodes(executor)
+    finally:
+        for process in processes:
+            process.stop()
 
 
 @pytest.fixture

@@ -77,11 +77,26 @@ def test_worker_domains_differ_and_avoid_the_default_domain(base):
 
 HANGS = """
 import subprocess, sys, time
+SLEEP = "import time; time.sleep(300)"
+LEADER = (  # starts a process in a session of its own, as a command starts its nodes
+    "import subprocess, sys, time; "
+    "p = subprocess.Popen([sys.executable, '-c', sys.argv[1]], start_new_session=True); "
+    "open('grandchild.pid', 'w').write(str(p.pid)); time.sleep(300)"
+)
 def test_hangs():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    child = subprocess.Popen([sys.executable, "-c", LEADER, SLEEP])
     open("child.pid", "w").write(str(child.pid))
-    time.sleep(300)
+    while True:
+        time.sleep(0.1)
 """
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs: killed is gone, or a zombie until whoever adopted it reaps it."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_a_hung_test_prints_its_stacks_kills_what_it_started_and_ends_its_process(tmp_path):
@@ -89,7 +104,8 @@ def test_a_hung_test_prints_its_stacks_kills_what_it_started_and_ends_its_proces
     (tmp_path / "test_hangs.py").write_text(HANGS)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LL_TEST_DOMAIN"))}
     env |= {
-        "LL_TEST_HUNG_S": "2",
+        "LL_TEST_HUNG_S": "5",
+        "LL_KEEP_SHARED_MEMORY": "1",  # the other workers' nodes are running: their files are theirs
         "PYTHONPATH": os.pathsep.join([str(REPO / "test"), env.get("PYTHONPATH", "")]),
     }
     out = subprocess.run(
@@ -101,8 +117,9 @@ def test_a_hung_test_prints_its_stacks_kills_what_it_started_and_ends_its_proces
         timeout=120,
     )
     assert out.returncode == 70, out.stdout[-2000:] + out.stderr[-2000:]
-    assert "test_hangs.py::test_hangs has run for 2 s: taken for hung" in out.stderr
+    assert "test_hangs.py::test_hangs has run for 5 s: taken for hung" in out.stderr
     assert "in test_hangs" in out.stderr  # the stack of the hung test's thread
-    child = Path("/proc") / (tmp_path / "child.pid").read_text() / "stat"
-    # killed: gone, or a zombie until whoever adopted it reaps it
-    assert not child.exists() or child.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    child = int((tmp_path / "child.pid").read_text())
+    grandchild = int((tmp_path / "grandchild.pid").read_text())  # started within the 5 s
+    assert not running(child)
+    assert not running(grandchild)  # in a session of its own, as a command's node: killed too
