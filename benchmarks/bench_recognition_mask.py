@@ -14,7 +14,7 @@ renderer's segmentation mask (``sim.showing.ShownFrame.mask``, which keeps the h
 the object), and cut two ways by the object's true box (squared, as the node squares its boxes):
 
 - **true box, room kept**: the picture as it is (the ``roi`` crop of the simulator's box);
-- **object's pixels on grey**: every pixel outside the mask set to grey (:data:`GREY`);
+- **object's pixels on grey**: every pixel outside the mask set to grey (``vision.depth.greyed``);
 
 and as the node cuts with ``crop: depth``, from the simulator's stand-in depth camera
 (``ShownFrame.depth``: the object and the hand 0.6 m away, the room 2.5 m, noise and holes), with the
@@ -54,8 +54,6 @@ from lifelong_learning.vision.normalisation import normalised
 
 #: taught objects (the first 15 of each seed's order, as in bench_recognition_showing.py)
 OBJECTS = 15
-#: the grey outside the object's pixels (uint8, each channel)
-GREY = 128
 NODE, BOX, MASK = "the node's (motion crop, pasted copies)", "true box, room kept", "object's pixels on grey"
 DEPTH = "depth crop (stand-in depth camera)"
 VARIANTS = (NODE, BOX, MASK, DEPTH)
@@ -103,7 +101,9 @@ def mask_features(seed: int, objects: np.ndarray) -> dict[str, dict[str, np.ndar
         sessions += [(o, "test", TEST, "new") for o in range(TAUGHT, TAUGHT + NEW)]
         with ObjectRenderer(TAUGHT + NEW, seed) as renderer:  # the catalogue of showing_world.world()
             for index, session, n, key in sessions:
-                for variant, pictures in crops(show_object(renderer, index, session, n, seed=seed)).items():
+                for variant, pictures in crops(
+                    show_object(renderer, index, session, n, seed=seed, depth_camera=True)
+                ).items():
                     shown.setdefault((variant, key), []).append(pictures)
         extractor = FeatureExtractor(backend="onnxruntime", num_threads=1, precision="int8")
         out = {}

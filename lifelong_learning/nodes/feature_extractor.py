@@ -22,7 +22,8 @@ Subscribes (topic names relative, remappable):
   (:mod:`lifelong_learning.vision.depth`: 16UC1 or mono16 in millimetres, 32FC1 in metres). A frame
   takes the latest depth image received before it arrived, if younger than ``depth_max_age_s``; else
   the whole frame. Another encoding, a malformed image or one above ``max_image_pixels`` is counted
-  (``malformed depth image``, ``image too large``) and not kept.
+  (``malformed depth image``, ``image too large``) and not kept; one of another aspect ratio than the
+  frames (not registered to them) is counted (``depth not registered``) and the frame used whole.
 
 Crop to the object (``crop``, :mod:`lifelong_learning.vision.crop`): ``none`` (the whole frame),
 ``roi``, ``motion`` (what moves against a still background while a person shows the object),
@@ -72,7 +73,7 @@ from lifelong_learning.vision import FeatureExtractor, Preprocessing, to_rgb8
 from lifelong_learning.vision.annotate import annotated
 from lifelong_learning.vision.compressed import compressed_image_size, decode_compressed
 from lifelong_learning.vision.crop import CROP_MODES, Box, MotionCrop, cut, roi_box, saliency_box, square_box
-from lifelong_learning.vision.depth import depth_metres, greyed, nearest_object, registered
+from lifelong_learning.vision.depth import DEPTH_ENCODINGS, depth_metres, greyed, nearest_object, registered
 from lifelong_learning.vision.feature_extractor import BACKBONES, DEFAULT_MODEL
 from lifelong_learning.vision.image_conversion import (
     ImageTooLargeError,
@@ -349,7 +350,8 @@ class FeatureExtractorNode(NodeBase):
         self._worker.start()
 
     def _create_inputs(self) -> None:
-        """The image input (raw or compressed), the teacher label and, with ``crop: roi``, the boxes."""
+        """The image input (raw or compressed), the teacher label and, with ``crop: roi`` or ``depth``,
+        the boxes or the depth images."""
         p = self.params
         # counted: images published but never reaching the queue show as "images lost" in diagnostics,
         # those the middleware lost on the way as "images lost in transport", with the remedy
@@ -400,6 +402,10 @@ class FeatureExtractorNode(NodeBase):
 
     def _on_depth(self, msg: Image) -> None:
         try:
+            if msg.encoding not in DEPTH_ENCODINGS:  # before any copy
+                raise ValueError(
+                    f"depth encoding must be one of {tuple(DEPTH_ENCODINGS)}, got {msg.encoding!r}"
+                )
             check_image_fields(msg, self._max_pixels)  # header fields first: no copy of a huge image
             depth = depth_metres(image_to_numpy(msg), msg.encoding)
         except ImageTooLargeError as error:
@@ -550,7 +556,11 @@ class FeatureExtractorNode(NodeBase):
             except ValueError as error:
                 self.reject("bad region of interest", str(error))
         elif self.crop == "depth" and depth is not None:
-            found = nearest_object(registered(depth, picture.shape), *self._depth_range, self._depth_band)
+            try:
+                found = nearest_object(registered(depth, picture.shape), *self._depth_range, self._depth_band)
+            except ValueError as error:
+                self.reject("depth not registered", str(error))
+                found = None
             if found is not None:
                 box, mask = found
                 picture = greyed(picture, mask)

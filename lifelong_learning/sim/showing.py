@@ -124,11 +124,13 @@ def show_object(
     seed: int = 0,
     lead_in: int = 0,
     room_index: int = 0,
+    depth_camera: bool = False,
 ) -> list[ShownFrame]:
     """``n_frames`` frames of a person showing object ``object_index`` of ``renderer``'s catalogue
     to a still camera in the room of ``session`` (``"teach"`` or ``"test"``, see :data:`SESSIONS`),
     after ``lead_in`` frames of the room before the object comes into view (their box None).
-    ``room_index`` > 0: another showing of the same kind, in another room (light, pose, motion)."""
+    ``room_index`` > 0: another showing of the same kind, in another room (light, pose, motion).
+    ``depth_camera``: each frame with the stand-in depth image (``ShownFrame.depth``, else None)."""
     if session not in SESSIONS:
         raise ValueError(f"session must be one of {tuple(SESSIONS)}, got {session!r}")
     if n_frames < 1 or lead_in < 0 or room_index < 0:
@@ -157,7 +159,10 @@ def show_object(
     depth_rng = np.random.default_rng([*key, 104723])  # apart: the pictures do not depend on it
     nothing = np.zeros((height, width), dtype=np.uint8)
     frames = [
-        ShownFrame(_exposed(background, rng), None, depth=_depth(nothing, depth_rng)) for _ in range(lead_in)
+        ShownFrame(
+            _exposed(background, rng), None, depth=_depth(nothing, depth_rng) if depth_camera else None
+        )
+        for _ in range(lead_in)
     ]
     for frame in range(n_frames):
         viewpoint = Viewpoint(
@@ -184,7 +189,9 @@ def show_object(
         near = mask.astype(np.uint8)
         if held and box is not None and rng.uniform() < 0.8:
             _hand(picture, box, rng, near)
-        frames.append(ShownFrame(_exposed(picture, rng), box, mask, _depth(near, depth_rng)))
+        frames.append(
+            ShownFrame(_exposed(picture, rng), box, mask, _depth(near, depth_rng) if depth_camera else None)
+        )
     return frames
 
 

@@ -26,6 +26,8 @@ Where the box comes from (``crop`` of the feature_extractor node):
   channel's Fourier transform, ``R = log|F| − h₃ ∗ log|F|`` (``h₃`` a 3×3 mean filter) and
   ``S = g ∗ |F⁻¹[exp(R + i·arg F)]|²`` (``g`` a Gaussian); the box spans the pixels whose saliency
   is above ``k`` times its mean.
+- ``depth``: the nearest blob of a registered depth image, its pixels kept and the rest grey
+  (:mod:`lifelong_learning.vision.depth`).
 
 Every box becomes a square around the region, widened by ``margin`` on each side and kept inside the
 frame (:func:`square_box`): the CNN's input is square, and a little context helps. No box: the whole

@@ -3,10 +3,12 @@
 A person who shows the robot an object holds it in front of the room: in a depth image registered to
 the colour frames (the same field of view, REP 118 units: millimetres for ``16UC1``/``mono16``, metres
 for ``32FC1``), the object and the hand that holds it are the nearest pixels. :func:`nearest_object`
-takes the valid depths within ``near..far``, the nearest of them (their 2nd percentile, so that a few
-stray pixels do not set it), every pixel within ``band`` behind that, and the largest connected blob of
-those: the object's pixels and their box. :func:`greyed` keeps them and makes every other pixel grey,
-so that the CNN sees the object and not the room it was taught in.
+takes the valid depths within ``near..far``, the nearest of them (the ``min_pixels``-th nearest, so
+that a few stray pixels do not set it, however little of the view the object fills), every pixel
+within ``band`` behind that, and the largest connected region of those: the object's pixels and
+their box. The person holding it, or a table, further than ``band`` behind it is left out.
+:func:`greyed` keeps them and makes every other pixel grey, so that the CNN sees the object and not
+the room it was taught in.
 
 What that buys, measured with the simulator's exact pixels of the object (an ideal depth camera):
 docs/benchmarks/recognition-mask.md (94.4 % of the showings named at 15 objects, against 84.4 % for
@@ -46,12 +48,12 @@ def nearest_object(
     depth: np.ndarray, near: float, far: float, band: float, min_pixels: int = 16
 ) -> tuple[Box, np.ndarray] | None:
     """The box and the bool mask (``depth``'s shape) of the nearest blob of ``depth`` (metres, NaN:
-    none): the largest connected region of pixels within ``band`` behind the nearest valid depth in
-    ``near..far``; None when fewer than ``min_pixels`` pixels are in range."""
+    none): the largest connected region of pixels within ``band`` behind the ``min_pixels``-th
+    nearest valid depth in ``near..far``; None when fewer than ``min_pixels`` pixels are in range."""
     valid = np.isfinite(depth) & (depth >= near) & (depth <= far)
     if np.count_nonzero(valid) < min_pixels:
         return None
-    nearest = float(np.percentile(depth[valid], 2.0))
+    nearest = float(np.partition(depth[valid], min_pixels - 1)[min_pixels - 1])
     close = (valid & (depth <= nearest + band)).astype(np.uint8)
     count, labels, stats, _ = cv2.connectedComponentsWithStats(close, connectivity=8)
     if count < 2:
@@ -66,12 +68,26 @@ def nearest_object(
     return Box(x, y, w, h), labels == largest
 
 
+#: how far (relative) the depth image's aspect ratio may be from the frame's: more is another view
+ASPECT_TOLERANCE = 0.02
+
+
 def registered(depth: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``depth`` at the colour frame's size (``shape[:2]``): a registered depth image of another
-    resolution is scaled (nearest neighbour: no depth is made up between the object and the room)."""
+    resolution is scaled (nearest neighbour: no depth is made up between the object and the room).
+
+    Raises:
+        ValueError: an aspect ratio other than the frame's (a depth image not registered to it).
+    """
     height, width = int(shape[0]), int(shape[1])
     if depth.shape == (height, width):
         return depth
+    ratio = (depth.shape[1] / depth.shape[0]) / (width / height)
+    if abs(ratio - 1.0) > ASPECT_TOLERANCE:
+        raise ValueError(
+            f"depth image of {depth.shape[1]}x{depth.shape[0]} is not registered to frames of "
+            f"{width}x{height} (another aspect ratio): remap depth to the aligned depth topic"
+        )
     return cv2.resize(depth, (width, height), interpolation=cv2.INTER_NEAREST)
 
 

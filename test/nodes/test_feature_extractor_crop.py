@@ -100,7 +100,8 @@ def test_depth_cuts_to_the_nearest_object_greys_the_room_and_a_bad_or_stale_imag
 
     from lifelong_learning.vision.depth import greyed
 
-    node = make_node(rclpy_context, crop="depth", crop_margin=0.1, queue_size=10)
+    # every depth image is fresh until the stale step sets 0: a loaded machine must not make it stale
+    node = make_node(rclpy_context, crop="depth", crop_margin=0.1, queue_size=10, depth_max_age_s=60.0)
     peer = Peer(rclpy_context)
     peer.depth = peer.node.create_publisher(Image, "depth", qos_profile_sensor_data)
     executor.add_node(node)

@@ -56,7 +56,8 @@ def test_a_lead_in_shows_the_room_before_the_object_comes(renderer):
 
 
 def test_the_objects_pixels_fill_its_box_and_differ_from_the_room(renderer):
-    frames = show_object(renderer, 1, "test", 4, size=(96, 128), lead_in=1)
+    assert show_object(renderer, 1, "test", 1, size=(96, 128))[0].depth is None  # unless asked for
+    frames = show_object(renderer, 1, "test", 4, size=(96, 128), lead_in=1, depth_camera=True)
     room = frames[0].image.astype(int)
     for frame in frames[1:]:
         x, y, w, h = frame.box

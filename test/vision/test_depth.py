@@ -32,6 +32,19 @@ def test_a_speck_nearer_than_the_object_does_not_take_its_place():
     assert box == Box(100, 40, 60, 70)
 
 
+def test_the_person_behind_a_small_object_is_left_out():
+    depth = np.full((200, 300), 2.5, dtype=np.float32)
+    depth[20:200, 60:240] = 1.1  # the person holding it, in range, most of the view
+    depth[80:90, 140:150] = 0.6  # a small object held 0.5 m in front: 100 pixels, 0.3 % of the view
+    box, mask = nearest_object(depth, near=0.2, far=1.5, band=0.3)
+    assert box == Box(140, 80, 10, 10) and mask.sum() == 100
+
+
+def test_a_depth_image_of_another_view_is_refused():
+    with pytest.raises(ValueError, match="not registered"):
+        registered(np.zeros((100, 100), dtype=np.float32), (200, 300))
+
+
 def test_nothing_in_range_gives_no_object():
     depth = np.full((50, 60), 2.5, dtype=np.float32)
     assert nearest_object(depth, near=0.2, far=1.5, band=0.3) is None
