@@ -28,7 +28,7 @@ is grey). The node's pipeline (motion crop, pasted copies) comes from the caches
 ``bench_recognition_showing.py``. Reported per variant, mean over seeds (the seeds' range): per frame,
 per showing (the node's rule), the AUROC of the node's novelty (``confidence``) of taught against
 never-taught showings, and the share of never-taught showings flagged at the novelty that answers
-95 % of the taught ones. The crops' features are cached under ``runs/bench_cache/`` (about 3 min a
+95 % of the taught ones. The crops' features are cached under ``runs/bench_cache/`` (about 4 min a
 seed to render on one core).
 """
 

@@ -192,11 +192,10 @@ def _descendants() -> list[int]:
 
 def _end_hung_test(item: pytest.Item) -> None:
     """Print every thread's stack, kill the processes the test started and end this process: a
-    deadlock must fail its test within minutes, never hold the run until CI's limit. One was seen in
-    Fast DDS 3.2 under three test workers on two cores (a participant's receive thread, holding its
-    discovery lock, waits for its event thread, which waits for that lock: a writer of a peer
-    leaving while a timer of the reader's proxy of it runs); the node processes have their own
-    guard, the launch files' stop escalation."""
+    deadlock must fail its test within minutes, never hold the run until CI's limit. Fast DDS 3.2 has
+    one (a participant's receive thread, holding its discovery lock, waits for its event thread,
+    which waits for that lock: a writer of a peer leaving while a timer of the reader's proxy of it
+    runs); the node processes have their own guard, the launch files' stop escalation."""
     try:
         for pid in _descendants():  # stopped first: none starts another while the others are killed
             with contextlib.suppress(ProcessLookupError):

@@ -73,7 +73,7 @@ from lifelong_learning.vision import FeatureExtractor, Preprocessing, to_rgb8
 from lifelong_learning.vision.annotate import annotated
 from lifelong_learning.vision.compressed import compressed_image_size, decode_compressed
 from lifelong_learning.vision.crop import CROP_MODES, Box, MotionCrop, cut, roi_box, saliency_box, square_box
-from lifelong_learning.vision.depth import DEPTH_ENCODINGS, depth_metres, greyed, nearest_object, registered
+from lifelong_learning.vision.depth import depth_metres, depth_unit, greyed, nearest_object, registered
 from lifelong_learning.vision.feature_extractor import BACKBONES, DEFAULT_MODEL
 from lifelong_learning.vision.image_conversion import (
     ImageTooLargeError,
@@ -402,10 +402,7 @@ class FeatureExtractorNode(NodeBase):
 
     def _on_depth(self, msg: Image) -> None:
         try:
-            if msg.encoding not in DEPTH_ENCODINGS:  # before any copy
-                raise ValueError(
-                    f"depth encoding must be one of {tuple(DEPTH_ENCODINGS)}, got {msg.encoding!r}"
-                )
+            depth_unit(msg.encoding)  # before any copy
             check_image_fields(msg, self._max_pixels)  # header fields first: no copy of a huge image
             depth = depth_metres(image_to_numpy(msg), msg.encoding)
         except ImageTooLargeError as error:

@@ -8,11 +8,7 @@ that a few stray pixels do not set it, however little of the view the object fil
 within ``band`` behind that, and the largest connected region of those: the object's pixels and
 their box. The person holding it, or a table, further than ``band`` behind it is left out.
 :func:`greyed` keeps them and makes every other pixel grey, so that the CNN sees the object and not
-the room it was taught in.
-
-What that buys, measured with the simulator's exact pixels of the object (an ideal depth camera):
-docs/benchmarks/recognition-mask.md (94.4 % of the showings named at 15 objects, against 84.4 % for
-the motion crop with pasted copies).
+the room it was taught in. What that buys, and costs: docs/benchmarks/recognition-mask.md.
 """
 
 from __future__ import annotations
@@ -28,6 +24,17 @@ DEPTH_ENCODINGS = {"16UC1": 1e-3, "mono16": 1e-3, "32FC1": 1.0}
 GREY = 128
 
 
+def depth_unit(encoding: str) -> float:
+    """Metres per unit of a depth image ``encoding`` (checked before any pixel is read).
+
+    Raises:
+        ValueError: an encoding not in :data:`DEPTH_ENCODINGS`.
+    """
+    if encoding not in DEPTH_ENCODINGS:
+        raise ValueError(f"depth encoding must be one of {tuple(DEPTH_ENCODINGS)}, got {encoding!r}")
+    return DEPTH_ENCODINGS[encoding]
+
+
 def depth_metres(pixels: np.ndarray, encoding: str) -> np.ndarray:
     """float32 metres of a depth image's ``pixels`` (height, width), NaN where there is no depth
     (0, or not finite).
@@ -35,11 +42,10 @@ def depth_metres(pixels: np.ndarray, encoding: str) -> np.ndarray:
     Raises:
         ValueError: an encoding not in :data:`DEPTH_ENCODINGS`, or pixels that are not one channel.
     """
-    if encoding not in DEPTH_ENCODINGS:
-        raise ValueError(f"depth encoding must be one of {tuple(DEPTH_ENCODINGS)}, got {encoding!r}")
+    unit = depth_unit(encoding)
     if pixels.ndim != 2:
         raise ValueError(f"a depth image has one channel, got shape {pixels.shape}")
-    metres = pixels.astype(np.float32) * np.float32(DEPTH_ENCODINGS[encoding])
+    metres = pixels.astype(np.float32) * np.float32(unit)
     metres[~np.isfinite(metres) | (metres <= 0)] = np.nan
     return metres
 
