@@ -22,14 +22,11 @@ lines from :func:`node_argv`), and retraining jobs from :func:`tuning_job` (fixt
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import functools
 import os
 import random
 import signal
-import sys
 import tempfile
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -38,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hangs import RERUN_IF_IT_HANGS
+from hangs import pytest_handlecrashitem as pytest_handlecrashitem  # the hooks, taken as this file's
+from hangs import pytest_runtest_protocol as pytest_runtest_protocol
 
 from lifelong_learning.core.persistence import PersistentModel
 from lifelong_learning.learners import RecursiveRLS
@@ -86,7 +86,6 @@ def clean_dead_shared_memory() -> str:
     ``fastdds shm clean`` it removes the files of every participant on the machine whose lock no
     process holds; ``LL_KEEP_SHARED_MEMORY=1`` leaves them (another Fast DDS application starting on
     the machine at that very moment)."""
-    import contextlib
     import importlib.util
     import io
     import shutil
@@ -163,71 +162,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"marked serial without the words `mark.serial` in the module: {unseen}")
     if config.getoption("numprocesses", None) or _WORKER is not None:
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
-#: a test running longer than this (s) is taken for hung (the longest, the demo, takes about 2 min here);
-#: ``LL_TEST_HUNG_S`` sets another. A thread of this process ends it (:func:`_end_hung_test`); a hang
-#: that holds Python's lock (a C call of rclpy that waits inside Fast DDS) stops that thread too, and
-#: pytest's ``faulthandler_timeout`` (pyproject.toml, a minute later, outside Python) ends it then.
-HUNG_S = float(os.environ.get("LL_TEST_HUNG_S", "600"))
-
-
-def _descendants() -> list[int]:
-    """The processes this one started, and theirs, that still run (a node process started by a
-    command the test ran, in a session of its own, included)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):  # ended meanwhile
-            continue
-        children.setdefault(parent, []).append(int(stat.parent.name))
-    out, todo = [], list(children.get(os.getpid(), []))
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += children.get(pid, [])
-    return out
-
-
-def _end_hung_test(item: pytest.Item) -> None:
-    """Print every thread's stack, kill the processes the test started and end this process: a
-    deadlock must fail its test within minutes, never hold the run until CI's limit. Fast DDS 3.2 has
-    one (a participant's receive thread, holding its discovery lock, waits for its event thread,
-    which waits for that lock: a writer of a peer leaving while a timer of the reader's proxy of it
-    runs); the node processes have their own guard, the launch files' stop escalation."""
-    try:
-        for pid in _descendants():  # stopped first: none starts another while the others are killed
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
-        capture = item.config.pluginmanager.getplugin("capturemanager")
-        if capture is not None:  # what is written now must reach the terminal, not the test's capture
-            capture.suspend_global_capture(in_=False)
-        print(f"\n{item.nodeid} has run for {HUNG_S:.0f} s: taken for hung; its threads:", file=sys.stderr)
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-        for pid in _descendants():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        sys.stderr.flush()
-    finally:
-        os._exit(70)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    """Every test, its fixtures' set-up and tear-down included, under :data:`HUNG_S` (not under
-    ``--pdb``: a person at the debugger is not a hang)."""
-    if item.config.getoption("usepdb", False):
-        return (yield)
-    done = threading.Event()
-    guard = threading.Thread(
-        target=lambda: done.wait(HUNG_S) or _end_hung_test(item), name="hung-test-guard", daemon=True
-    )
-    guard.start()
-    try:
-        return (yield)
-    finally:
-        done.set()
+    if _WORKER is not None:  # a test whose worker ends in it runs once more; a failed one does not
+        for item in items:
+            item.add_marker(RERUN_IF_IT_HANGS)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -305,7 +242,7 @@ def destroy_nodes(executor: Any) -> None:
 def stop_after_nodes(executor: Any, *processes: NodeProcess) -> None:
     """Destroy ``executor``'s nodes, then stop ``processes``: the test's readers are gone before the
     writers they matched leave, the order that keeps a fixture's end out of the Fast DDS deadlock
-    :func:`_end_hung_test` tells of (a peer's writer leaving while this process's reader of it has a
+    :mod:`hangs` tells of (a peer's writer leaving while this process's reader of it has a
     timer running)."""
     try:
         destroy_nodes(executor)

@@ -102,7 +102,7 @@ def running(pid: int) -> bool:
 def test_a_hung_test_prints_its_stacks_kills_what_it_started_and_ends_its_process(tmp_path):
     """A deadlock (one in Fast DDS was seen) fails its test in minutes instead of holding the run."""
     (tmp_path / "test_hangs.py").write_text(HANGS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LL_TEST_DOMAIN"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LL_TEST_"))}
     env |= {
         "LL_TEST_HUNG_S": "5",
         "LL_KEEP_SHARED_MEMORY": "1",  # the other workers' nodes are running: their files are theirs
@@ -123,3 +123,69 @@ def test_a_hung_test_prints_its_stacks_kills_what_it_started_and_ends_its_proces
     grandchild = int((tmp_path / "grandchild.pid").read_text())  # started within the 5 s
     assert not running(child)
     assert not running(grandchild)  # in a session of its own, as a command's node: killed too
+
+
+HANGS_ONCE = """
+import ctypes, os, subprocess, sys, time
+def hang_once(name, hold_the_lock):
+    if os.path.exists(name + ".ran"):
+        return
+    open(name + ".ran", "w").close()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    open(name + ".pid", "w").write(str(child.pid))
+    if hold_the_lock:  # as rclpy's destroy waiting inside Fast DDS: no Python thread runs meanwhile
+        ctypes.PyDLL(None).sleep(300)
+    while True:
+        time.sleep(0.1)
+def test_hangs_once():
+    hang_once("free", False)
+def test_hangs_once_holding_the_lock():
+    hang_once("held", True)
+def test_fails():
+    open("fails.ran", "a").write("x")
+    assert False
+"""
+
+
+def test_under_workers_a_hung_test_runs_once_more_and_a_failed_one_does_not(tmp_path):
+    """A deadlock inside Fast DDS costs the run minutes, not the test: ended by the guard (or by
+    faulthandler, when it holds Python's lock), its worker is replaced, what it started is killed,
+    and it runs once more; a test that fails is not run again."""
+    (tmp_path / "test_hangs_once.py").write_text(HANGS_ONCE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LL_TEST_"))}
+    env |= {
+        "LL_TEST_HUNG_S": "4",
+        "LL_KEEP_SHARED_MEMORY": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO / "test"), env.get("PYTHONPATH", "")]),
+    }
+    pytest = [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-c", os.devnull]
+    out = subprocess.run(
+        [
+            *pytest,
+            "-ra",
+            "-n",
+            "2",
+            "-o",
+            "faulthandler_timeout=8",
+            "-o",
+            "faulthandler_exit_on_timeout=true",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    said = out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.returncode == 1, said
+    assert "1 failed, 2 passed, 2 rerun" in out.stdout, said
+    assert (tmp_path / "fails.ran").read_text() == "x"  # run once
+    assert "test_hangs_once.py::test_hangs_once has run for 4 s: taken for hung" in out.stderr, said
+    assert "Timeout (0:00:08)!" in out.stderr, said  # faulthandler's, for the hang holding the lock
+    # the guard killed what the first started; what the second started, the controller
+    assert (
+        "test_hangs_once.py::test_hangs_once (hung or crashed): 0 processes it started killed" in out.stdout
+    )
+    assert "::test_hangs_once_holding_the_lock (hung or crashed): 1 processes it started killed" in out.stdout
+    for name in ("free", "held"):
+        assert not running(int((tmp_path / f"{name}.pid").read_text())), name

@@ -348,6 +348,7 @@ class ModelDataReceiver:
         ]
         rename_threads(self.middleware_threads, THREAD_PREFIX)
         self._stop = threading.Event()
+        self._destroyed = False
         self._thread = threading.Thread(target=self._run, name="model-data", daemon=True)
         self._thread.start()
 
@@ -419,12 +420,16 @@ class ModelDataReceiver:
             self._report(RELOAD_FAILED, f"model {header.name!r} received on {self.topic} failed: {exc!r}")
 
     def stop(self, timeout: float = 10.0) -> None:
-        """End the thread (it finishes the message in hand, up to ``timeout`` s) and the participant."""
+        """End the thread (it finishes the message in hand, up to ``timeout`` s) and the participant;
+        once stopped, a call does nothing."""
         import rclpy
 
         self._stop.set()
         self._thread.join(timeout)
-        if self._thread.is_alive():  # a load still runs: the participant goes with the process
+        if (
+            self._thread.is_alive() or self._destroyed
+        ):  # a load still runs: the participant goes with the process
             return
+        self._destroyed = True
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.context)

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import array
 import hashlib
-import threading
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from conftest import spin_until
 
 from lifelong_learning.core.realtime import thread_names
 from lifelong_learning.nodes.model_data import (
@@ -79,33 +83,75 @@ def test_the_own_participant_takes_its_qos_from_this_package_profile_only(tmp_pa
     assert own_participant_environment(ours) == {}
 
 
-@pytest.mark.graph
-def test_the_receiver_hands_over_a_view_of_the_bytes_or_only_the_header(executor):
-    """In one process: a model within the limit arrives as a memoryview of the very bytes taken;
-    one over it as its header only; a malformed one as an error; and the receiver stops."""
-    from lifelong_learning.msg import ModelFile
-    from rclpy.node import Node
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+#: the sender, a process of its own: the receiver's participant is then the only one in the test's
+#: process (destroying one of several participants in one process can hang inside Fast DDS). It
+#: publishes each line of hex it reads as a serialized message, once the receiver has matched.
+SENDER = """
+import sys, rclpy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from lifelong_learning.msg import ModelFile
+rclpy.init()
+node = rclpy.create_node("model_sender", start_parameter_services=False)
+qos = QoSProfile(depth=2, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+pub = node.create_publisher(ModelFile, sys.argv[1], qos)
+while pub.get_subscription_count() == 0:
+    rclpy.spin_once(node, timeout_sec=0.05)
+print("matched", flush=True)
+for line in sys.stdin:
+    pub.publish(bytes.fromhex(line.strip()))
+    print("sent", flush=True)
+"""
 
+
+@contextmanager
+def sender(topic: str) -> Iterator[Callable[[bytes], None]]:
+    """A process that publishes serialized ``ModelFile`` messages on ``topic`` (RELIABLE,
+    TRANSIENT_LOCAL, depth 2); yields ``send(raw)``, which returns once it is published."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", SENDER, topic], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdin is not None and process.stdout is not None
+
+    def send(raw: bytes) -> None:
+        process.stdin.write(raw.hex() + "\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "sent\n"
+
+    try:
+        assert process.stdout.readline() == "matched\n"  # it waits for the receiver, then says so
+        yield send
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """Whether ``predicate()`` becomes true within ``timeout`` s (the receiver's thread makes it so)."""
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return predicate()
+
+
+@pytest.mark.graph
+def test_the_receiver_hands_over_a_view_of_the_bytes_or_only_the_header(built_interfaces):
+    """A model within the limit arrives as a memoryview of the very bytes taken; one over it as its
+    header only; a malformed one as an error; and the receiver stops."""
     got: list[tuple[ModelFileHeader, Any]] = []
     errors: list[tuple[str, str]] = []
-    arrived = threading.Event()
 
     def on_message(header: ModelFileHeader, data: memoryview | None) -> None:
         got.append((header, None if data is None else (type(data), bytes(data))))
-        arrived.set()
 
-    node = Node("model_sender", context=executor.context)
-    executor.add_node(node)
-    qos = QoSProfile(
-        depth=2, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-    )
-    pub = node.create_publisher(ModelFile, "/test_model_data", qos)
     receiver = ModelDataReceiver(
         "/test_model_data",
         "_test_model_data",
         "/",
-        executor.context.get_domain_id(),
+        int(os.environ["ROS_DOMAIN_ID"]),
         depth=2,
         max_bytes=100,
         on_message=on_message,
@@ -116,31 +162,30 @@ def test_the_receiver_hands_over_a_view_of_the_bytes_or_only_the_header(executor
         assert receiver.middleware_threads and all(
             names[t].startswith("mdl.") for t in receiver.middleware_threads
         )
-        assert spin_until(executor, lambda: pub.get_subscription_count() > 0, 20)
-        for n, data in enumerate((b"small", bytes(101)), start=1):  # raw, as any sender's bytes
-            pub.publish(serialized(name=f"{len(data)}.model", data=data))
-            assert spin_until(executor, lambda n=n: len(got) == n, 20), (got, errors)
-        raw = bytearray(serialized(data=b"0123456789"))
-        raw[len(raw) - 14 : len(raw) - 10] = (2**31).to_bytes(4, "little")
-        pub.publish(bytes(raw))
-        assert spin_until(executor, lambda: len(errors) == 1, 20), (got, errors)
+        with sender("/test_model_data") as send:
+            for n, data in enumerate((b"small", bytes(101)), start=1):  # raw, as any sender's bytes
+                send(serialized(name=f"{len(data)}.model", data=data))
+                assert wait_for(lambda n=n: len(got) == n), (got, errors)
+            raw = bytearray(serialized(data=b"0123456789"))
+            raw[len(raw) - 14 : len(raw) - 10] = (2**31).to_bytes(4, "little")
+            send(bytes(raw))
+            assert wait_for(lambda: len(errors) == 1), (got, errors)
+            receiver.stop()  # before the sender leaves: its reader goes before the writer it matched
     finally:
         receiver.stop()
     (small, view), (large, none) = got
     assert small.name == "5.model" and view == (memoryview, b"small")
     assert large.name == "101.model" and large.data_size == 101 and none is None
     assert errors[0][0] == "malformed model message" and "past the message's end" in errors[0][1]
-    assert f"({len(raw)} bytes)" in errors[0][1]
+    padded = len(raw) + -len(raw) % 4  # the middleware pads a serialized payload to 4 bytes
+    assert f"({padded} bytes)" in errors[0][1]
     assert not receiver.running
 
 
-def test_the_receiver_goes_on_when_its_callbacks_raise(executor):
+@pytest.mark.graph
+def test_the_receiver_goes_on_when_its_callbacks_raise(built_interfaces):
     """A model whose handling raises, and an error counter that raises too, do not end the
     receiver's thread: the next model is taken and handed over."""
-    from lifelong_learning.msg import ModelFile
-    from rclpy.node import Node
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-
     got: list[str] = []
     errors: list[str] = []
 
@@ -153,29 +198,24 @@ def test_the_receiver_goes_on_when_its_callbacks_raise(executor):
         errors.append(reason)
         raise RuntimeError("the counter failed too")
 
-    node = Node("model_sender_raising", context=executor.context)
-    executor.add_node(node)
-    qos = QoSProfile(
-        depth=2, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-    )
-    pub = node.create_publisher(ModelFile, "/test_model_data_raising", qos)
     receiver = ModelDataReceiver(
         "/test_model_data_raising",
         "_test_model_data_raising",
         "/",
-        executor.context.get_domain_id(),
+        int(os.environ["ROS_DOMAIN_ID"]),
         depth=2,
         max_bytes=100,
         on_message=on_message,
         on_error=on_error,
     )
     try:
-        assert spin_until(executor, lambda: pub.get_subscription_count() > 0, 20)
-        pub.publish(serialized(name="first.model"))
-        assert spin_until(executor, lambda: errors == ["model reload failed"], 20), (got, errors)
-        pub.publish(serialized(name="second.model"))
-        assert spin_until(executor, lambda: len(got) == 2, 20), (got, errors)
-        assert receiver.running
+        with sender("/test_model_data_raising") as send:
+            send(serialized(name="first.model"))
+            assert wait_for(lambda: errors == ["model reload failed"]), (got, errors)
+            send(serialized(name="second.model"))
+            assert wait_for(lambda: len(got) == 2), (got, errors)
+            assert receiver.running
+            receiver.stop()
     finally:
         receiver.stop()
     assert got == ["first.model", "second.model"]

@@ -1,0 +1,142 @@
+"""Hung tests: a test that runs past :data:`HUNG_S` is ended with its stacks printed and what it
+started killed, and under pytest-xdist it runs once more on a new worker.
+
+Why: Fast DDS 3.2 has deadlocks that the tests cannot avoid (a participant's receive thread, holding
+its discovery lock, waits for its event thread, which waits for that lock: upstream issue 6502;
+destroying one of several participants in one process: issue 6193). One must fail its test within
+minutes, or better cost the run minutes and not the test, never hold the run until CI's limit.
+``test/conftest.py`` takes the hooks from here; the node processes have their own guard, the
+launch files' stop escalation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import signal
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# this test session's mark, inherited by its workers and every process they start: what a worker
+# that ended in a test left running is found by it (pytest_handlecrashitem)
+os.environ.setdefault("LL_TEST_SESSION", uuid.uuid4().hex)
+
+#: a test running longer than this (s) is taken for hung (the longest, the demo, takes about 2 min here);
+#: ``LL_TEST_HUNG_S`` sets another. A thread of this process ends it (:func:`_end_hung_test`); a hang
+#: that holds Python's lock (a C call of rclpy that waits inside Fast DDS) stops that thread too, and
+#: pytest's ``faulthandler_timeout`` (pyproject.toml, 30 s later, outside Python) ends it then.
+#: Under xdist the test then runs once more on a new worker (:func:`pytest_handlecrashitem`).
+HUNG_S = float(os.environ.get("LL_TEST_HUNG_S", "300"))
+
+
+class NeverRaisedError(Exception):
+    """Raised by no test. Every test under xdist is marked ``flaky(reruns=1, only_rerun=[NeverRaisedError])``
+    (:func:`pytest_collection_modifyitems`): pytest-rerunfailures then runs again, once, a test whose
+    worker ended while running it (:func:`pytest_handlecrashitem`), and no test that failed."""
+
+
+def session_processes(worker: str) -> list[int]:
+    """The processes that this test session's worker ``worker`` started, and theirs, found by the
+    environment they inherited (``LL_TEST_SESSION``, ``PYTEST_XDIST_WORKER``): after the worker has
+    ended, whatever of them still runs."""
+    marks = {
+        f"LL_TEST_SESSION={os.environ['LL_TEST_SESSION']}".encode(),
+        f"PYTEST_XDIST_WORKER={worker}".encode(),
+    }
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marks <= set(environ.read_bytes().split(b"\0")) and int(environ.parent.name) != os.getpid():
+                found.append(int(environ.parent.name))
+        except (OSError, ValueError):  # ended meanwhile, or not ours to read
+            continue
+    return found
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+    """A worker ended while running ``crashitem`` (a hang ended by the guard or by faulthandler, or a
+    crash): the processes it started are killed (a hang that held Python's lock left them running),
+    and pytest-rerunfailures, which handles this hook next, runs the test once more on a new worker.
+    A deadlock inside Fast DDS (:func:`_end_hung_test`) is what this is for: it costs the run
+    :data:`HUNG_S`, not the test. The report says so; the test's stacks are in the output above it."""
+    worker = report.node.gateway.id  # type: ignore[attr-defined]
+    killed = session_processes(worker)
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    said = (
+        f"worker {worker} ended in {crashitem} (hung or crashed): {len(killed)} processes it started killed"
+    )
+    terminal = sched.config.pluginmanager.getplugin("terminalreporter")
+    if terminal is not None:
+        terminal.write_line(said)
+    report.longrepr = f"{report.longrepr} ({said})"
+
+
+def _descendants() -> list[int]:
+    """The processes this one started, and theirs, that still run (a node process started by a
+    command the test ran, in a session of its own, included)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    out, todo = [], list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def _end_hung_test(item: pytest.Item) -> None:
+    """Print every thread's stack, kill the processes the test started and end this process: a
+    deadlock must fail its test within minutes, never hold the run until CI's limit. Fast DDS 3.2 has
+    one (a participant's receive thread, holding its discovery lock, waits for its event thread,
+    which waits for that lock: a writer of a peer leaving while a timer of the reader's proxy of it
+    runs); the node processes have their own guard, the launch files' stop escalation."""
+    try:
+        for pid in _descendants():  # stopped first: none starts another while the others are killed
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+        if capture is not None:  # what is written now must reach the terminal, not the test's capture
+            capture.suspend_global_capture(in_=False)
+        print(f"\n{item.nodeid} has run for {HUNG_S:.0f} s: taken for hung; its threads:", file=sys.stderr)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        for pid in _descendants():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        sys.stderr.flush()
+    finally:
+        os._exit(70)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Every test, its fixtures' set-up and tear-down included, under :data:`HUNG_S` (not under
+    ``--pdb``: a person at the debugger is not a hang)."""
+    if item.config.getoption("usepdb", False):
+        return (yield)
+    done = threading.Event()
+    guard = threading.Thread(
+        target=lambda: done.wait(HUNG_S) or _end_hung_test(item), name="hung-test-guard", daemon=True
+    )
+    guard.start()
+    try:
+        return (yield)
+    finally:
+        done.set()
+
+
+#: the mark every test gets under xdist (conftest's ``pytest_collection_modifyitems``)
+RERUN_IF_IT_HANGS = pytest.mark.flaky(reruns=1, only_rerun=[NeverRaisedError])
