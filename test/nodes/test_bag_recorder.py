@@ -4,6 +4,8 @@ size, stopped with SIGINT; after ~/split_bagfile and SIGKILL the bag holds what 
 split; a topic with two types is refused and counted; an existing output is refused."""
 
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -25,17 +27,29 @@ def recorder_argv(*params: str) -> list[str]:
     return node_argv("bag_recorder", *args, params_file=False)
 
 
+#: a publisher of std_msgs/Int32 on /mixed until its standard input closes
+OTHER_TYPE = """
+import sys, rclpy
+from std_msgs.msg import Int32
+rclpy.init()
+node = rclpy.create_node("recorder_peer_int", start_parameter_services=False)
+node.create_publisher(Int32, "mixed", 10)
+print("ready", flush=True)
+sys.stdin.read()
+node.destroy_node()
+rclpy.try_shutdown()
+"""
+
+
 class Peer:
     """The publishers the recorder records, a diagnostics listener and a split client."""
 
     def __init__(self, context):
-        import rclpy
         from lifelong_learning.msg import LabeledFeatures
-        from rclpy.context import Context
         from rclpy.node import Node
         from rclpy.qos import QoSProfile
         from sensor_msgs.msg import JointState
-        from std_msgs.msg import Int32, String
+        from std_msgs.msg import String
         from std_srvs.srv import Trigger
 
         self.node = Node("recorder_peer", context=context)
@@ -43,18 +57,23 @@ class Peer:
         self.lf = self.node.create_publisher(LabeledFeatures, "labeled_features", deep)
         self.js = self.node.create_publisher(JointState, "joint_states", deep)
         self.gripper = self.node.create_publisher(JointState, "gripper", deep)
-        # a second type on one topic needs a second participant (rmw refuses it in one)
+        # a second type on one topic needs a second participant (rmw refuses it in one), in a process
+        # of its own (destroying one of several participants in one process can hang inside Fast DDS)
         self.mixed = self.node.create_publisher(String, "mixed", 10)
-        self.other_context = Context()
-        rclpy.init(context=self.other_context)
-        self.other = Node("recorder_peer_int", context=self.other_context)
-        self.other.create_publisher(Int32, "mixed", 10)
+        self.other = subprocess.Popen(
+            [sys.executable, "-c", OTHER_TYPE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.other.stdout.readline() == "ready\n"
         self.diag = DiagnosticsReader(self.node)
         self.split = self.node.create_client(Trigger, "/bag_recorder/split_bagfile")
 
     def close(self):
-        self.other.destroy_node()
-        self.other_context.try_shutdown()
+        self.other.stdin.close()  # it ends its node and itself
+        try:
+            self.other.wait(10)
+        except subprocess.TimeoutExpired:
+            self.other.kill()
+            self.other.wait()
 
     def subscribed(self):
         return all(p.get_subscription_count() > 0 for p in (self.lf, self.js, self.gripper))
