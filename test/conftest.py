@@ -26,6 +26,8 @@ import functools
 import os
 import random
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -387,6 +389,54 @@ def model_file_message(model: Any, folder: Path, name: str) -> Any:
     msg = ModelFile(kind=model.kind, name=name, sha256=hashlib.sha256(data).hexdigest())
     msg.data = array.array("B", data)
     return msg
+
+
+#: :func:`model_sender`'s process: it publishes each line of hex it reads as a serialized message,
+#: once a reader has matched
+MODEL_SENDER = """
+import sys, rclpy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from lifelong_learning.msg import ModelFile
+rclpy.init()
+node = rclpy.create_node("model_sender", start_parameter_services=False)
+qos = QoSProfile(depth=2, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+pub = node.create_publisher(ModelFile, sys.argv[1], qos)
+while pub.get_subscription_count() == 0:
+    rclpy.spin_once(node, timeout_sec=0.05)
+print("matched", flush=True)
+for line in sys.stdin:
+    pub.publish(bytes.fromhex(line.strip()))
+    print("sent", flush=True)
+"""
+
+
+@contextmanager
+def model_sender(topic: str) -> Iterator[Callable[[bytes], None]]:
+    """A process that publishes serialized ``ModelFile`` messages on ``topic`` (RELIABLE,
+    TRANSIENT_LOCAL, depth 2) once a reader has matched; yields ``send(raw)``, which returns once it
+    is published. In a process of its own, so that a model data receiver's participant is the only
+    one in the test's (destroying one of several participants in one process can hang inside Fast
+    DDS: :mod:`hangs`)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", MODEL_SENDER, topic], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdin is not None and process.stdout is not None
+
+    def send(raw: bytes) -> None:
+        process.stdin.write(raw.hex() + "\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "sent\n"
+
+    try:
+        assert process.stdout.readline() == "matched\n"  # it waits for the receiver, then says so
+        yield send
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def set_double(executor: Any, peer: Any, node: str, name: str, value: float) -> None:

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, RLSModel, node_argv
+from conftest import DiagnosticsReader, RLSModel, model_sender, node_argv
 
 from lifelong_learning.learners import RecursiveRLS
 
@@ -101,7 +101,7 @@ def test_after_cleanup_and_configure_a_latched_model_is_loaded_again(executor, s
     import hashlib
 
     from lifelong_learning.msg import ModelFile
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from rclpy.serialization import serialize_message
 
     topic = "cleanup_test_model_data"
     node = make_node(
@@ -117,22 +117,21 @@ def test_after_cleanup_and_configure_a_latched_model_is_loaded_again(executor, s
     sent.update([1.0, 2.0, 3.0], [1.0])
     sent.save(tmp_path / "sent.llm")
     data = (tmp_path / "sent.llm").read_bytes()
-    latched = QoSProfile(
-        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-    )
-    publisher = node.create_publisher(ModelFile, topic, latched)
     message = ModelFile(kind=RLSModel.kind, name="sent.llm", sha256=hashlib.sha256(data).hexdigest())
     message.data = array.array("B", data)
-    publisher.publish(message)
     x = np.eye(3)
-    assert spin(executor, lambda: node.model_version == 1, 20)
-    assert np.array_equal(node.model.predict(x), sent.predict(x))
-    node.trigger_deactivate()
-    node.trigger_cleanup()
-    assert node.model is None
-    node.trigger_configure()  # a fresh model; the latched message comes again
-    assert spin(executor, lambda: node.model_version == 2, 20), node.serving.received.last
-    assert np.array_equal(node.model.predict(x), sent.predict(x))
+    with model_sender(f"/{topic}") as send:  # latched (transient local), from another process
+        send(serialize_message(message))
+        assert spin(executor, lambda: node.model_version == 1, 20)
+        assert np.array_equal(node.model.predict(x), sent.predict(x))
+        node.trigger_deactivate()
+        node.trigger_cleanup()
+        assert node.model is None
+        node.trigger_configure()  # a fresh model; the latched message comes again
+        assert spin(executor, lambda: node.model_version == 2, 20), node.serving.received.last
+        assert np.array_equal(node.model.predict(x), sent.predict(x))
+        node.trigger_deactivate()
+        node.trigger_cleanup()  # the receiver's reader goes before the sender's writer
 
 
 def test_checkpoint_on_shutdown_restore_and_corrupt_checkpoint_moved_aside(executor, tmp_path):

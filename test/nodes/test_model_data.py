@@ -7,14 +7,12 @@ from __future__ import annotations
 import array
 import hashlib
 import os
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import model_sender
 
 from lifelong_learning.core.realtime import thread_names
 from lifelong_learning.nodes.model_data import (
@@ -83,52 +81,6 @@ def test_the_own_participant_takes_its_qos_from_this_package_profile_only(tmp_pa
     assert own_participant_environment(ours) == {}
 
 
-#: the sender, a process of its own: the receiver's participant is then the only one in the test's
-#: process (destroying one of several participants in one process can hang inside Fast DDS). It
-#: publishes each line of hex it reads as a serialized message, once the receiver has matched.
-SENDER = """
-import sys, rclpy
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from lifelong_learning.msg import ModelFile
-rclpy.init()
-node = rclpy.create_node("model_sender", start_parameter_services=False)
-qos = QoSProfile(depth=2, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-pub = node.create_publisher(ModelFile, sys.argv[1], qos)
-while pub.get_subscription_count() == 0:
-    rclpy.spin_once(node, timeout_sec=0.05)
-print("matched", flush=True)
-for line in sys.stdin:
-    pub.publish(bytes.fromhex(line.strip()))
-    print("sent", flush=True)
-"""
-
-
-@contextmanager
-def sender(topic: str) -> Iterator[Callable[[bytes], None]]:
-    """A process that publishes serialized ``ModelFile`` messages on ``topic`` (RELIABLE,
-    TRANSIENT_LOCAL, depth 2); yields ``send(raw)``, which returns once it is published."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", SENDER, topic], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert process.stdin is not None and process.stdout is not None
-
-    def send(raw: bytes) -> None:
-        process.stdin.write(raw.hex() + "\n")
-        process.stdin.flush()
-        assert process.stdout.readline() == "sent\n"
-
-    try:
-        assert process.stdout.readline() == "matched\n"  # it waits for the receiver, then says so
-        yield send
-    finally:
-        process.stdin.close()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
     """Whether ``predicate()`` becomes true within ``timeout`` s (the receiver's thread makes it so)."""
     deadline = time.monotonic() + timeout
@@ -162,7 +114,7 @@ def test_the_receiver_hands_over_a_view_of_the_bytes_or_only_the_header(built_in
         assert receiver.middleware_threads and all(
             names[t].startswith("mdl.") for t in receiver.middleware_threads
         )
-        with sender("/test_model_data") as send:
+        with model_sender("/test_model_data") as send:
             for n, data in enumerate((b"small", bytes(101)), start=1):  # raw, as any sender's bytes
                 send(serialized(name=f"{len(data)}.model", data=data))
                 assert wait_for(lambda n=n: len(got) == n), (got, errors)
@@ -209,7 +161,7 @@ def test_the_receiver_goes_on_when_its_callbacks_raise(built_interfaces):
         on_error=on_error,
     )
     try:
-        with sender("/test_model_data_raising") as send:
+        with model_sender("/test_model_data_raising") as send:
             send(serialized(name="first.model"))
             assert wait_for(lambda: errors == ["model reload failed"]), (got, errors)
             send(serialized(name="second.model"))
