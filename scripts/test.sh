@@ -19,7 +19,7 @@ export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 # the processes they start. Each worker's graph tests run on a ROS domain of their own
 # (test/conftest.py). The tests marked `serial` (the demo and the launch files: a whole robot's
 # processes; real-time scheduling) run after them, alone, in one worker. Under workers, a test
-# that hangs (a deadlock inside Fast DDS) is ended after 300 s and run once more on a new worker;
+# that hangs (a deadlock inside Fast DDS) is ended after 300 s and run once more on another worker;
 # a test that fails is not (test/hangs.py).
 # The `pytest` executable, not `python -m pytest`: the latter would put the source tree first
 # on sys.path, and the tests must exercise the built package (LL_REQUIRE_INSTALLED checks it).

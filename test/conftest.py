@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hangs import RERUN_IF_IT_HANGS
+from hangs import RERUN_IF_IT_HANGS, forget_failures
 from hangs import pytest_handlecrashitem as pytest_handlecrashitem  # the hooks, taken as this file's
+from hangs import pytest_runtest_makereport as pytest_runtest_makereport
 from hangs import pytest_runtest_protocol as pytest_runtest_protocol
 
 from lifelong_learning.core.persistence import PersistentModel
@@ -131,6 +132,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(_SESSION_ROS_HOME, ignore_errors=True)  # this process's (the tests' own are in tmp_path's)
     if _WORKER is None:
         session.config.stash[_SHM_CLEANED] = clean_dead_shared_memory()
+        forget_failures()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -394,16 +396,17 @@ def model_file_message(model: Any, folder: Path, name: str) -> Any:
 #: :func:`model_sender`'s process: it publishes each line of hex it reads as a serialized message,
 #: once a reader has matched
 MODEL_SENDER = """
-import sys, rclpy
+import sys, time, rclpy
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from lifelong_learning.msg import ModelFile
 rclpy.init()
 node = rclpy.create_node("model_sender", start_parameter_services=False)
 qos = QoSProfile(depth=2, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 pub = node.create_publisher(ModelFile, sys.argv[1], qos)
-while pub.get_subscription_count() == 0:
+deadline = time.monotonic() + 20.0
+while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
     rclpy.spin_once(node, timeout_sec=0.05)
-print("matched", flush=True)
+print("matched" if pub.get_subscription_count() else "no reader within 20 s", flush=True)
 for line in sys.stdin:
     pub.publish(bytes.fromhex(line.strip()))
     print("sent", flush=True)

@@ -127,6 +127,7 @@ def test_a_hung_test_prints_its_stacks_kills_what_it_started_and_ends_its_proces
 
 HANGS_ONCE = """
 import ctypes, os, subprocess, sys, time
+import pytest
 def hang_once(name, hold_the_lock):
     if os.path.exists(name + ".ran"):
         return
@@ -144,13 +145,21 @@ def test_hangs_once_holding_the_lock():
 def test_fails():
     open("fails.ran", "a").write("x")
     assert False
+@pytest.fixture
+def hangs_after():
+    yield
+    while True:
+        time.sleep(0.1)
+def test_fails_then_hangs(hangs_after):
+    open("fails_then_hangs.ran", "a").write("x")
+    assert 1 == 2, "the failure before the hang"
 """
 
 
 def test_under_workers_a_hung_test_runs_once_more_and_a_failed_one_does_not(tmp_path):
     """A deadlock inside Fast DDS costs the run minutes, not the test: ended by the guard (or by
     faulthandler, when it holds Python's lock), its worker is replaced, what it started is killed,
-    and it runs once more; a test that fails is not run again."""
+    and it runs once more; a test that fails is not run again, nor one that failed and then hung."""
     (tmp_path / "test_hangs_once.py").write_text(HANGS_ONCE)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LL_TEST_"))}
     env |= {
@@ -178,8 +187,11 @@ def test_under_workers_a_hung_test_runs_once_more_and_a_failed_one_does_not(tmp_
     )
     said = out.stdout[-3000:] + out.stderr[-3000:]
     assert out.returncode == 1, said
-    assert "1 failed, 2 passed, 2 rerun" in out.stdout, said
+    assert "2 failed, 2 passed, 2 rerun" in out.stdout, said
     assert (tmp_path / "fails.ran").read_text() == "x"  # run once
+    # failed, then hung in its teardown: not run again, and its failure is in the report
+    assert (tmp_path / "fails_then_hangs.ran").read_text() == "x"
+    assert "the failure before the hang" in out.stdout, said
     assert "test_hangs_once.py::test_hangs_once has run for 4 s: taken for hung" in out.stderr, said
     assert "Timeout (0:00:08)!" in out.stderr, said  # faulthandler's, for the hang holding the lock
     # the guard killed what the first started; what the second started, the controller

@@ -378,9 +378,11 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Shut down (from any state): the final checkpoint, if there is a model; then the node is
         finalized for good: its services answer ``success: false`` (counted ``node finalized``), the
-        model topics and the checkpoint timer are gone, and nothing changes the model any more."""
+        model topics (paths and bytes) and the checkpoint timer are gone, and nothing changes the
+        model any more."""
         self.active = False
         self.finalized = True  # first: a request that comes while the checkpoint is written is refused
+        self._stop_receiving_models()  # before the final checkpoint: it holds any model taken before
         self.shutdown()
         self._schedule_checkpoints(0.0)
         for entity in [e for e in self._configured if isinstance(e, Subscription)]:
@@ -614,8 +616,12 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
     def _on_model_data(self, header: ModelFileHeader, data: memoryview | None) -> None:
         """A model file as bytes (``model_data_topic``), on the receiver's thread: checked, stored,
-        hot-reloaded; ``data`` is None when it was over ``max_model_bytes`` (its bytes are gone)."""
+        hot-reloaded; ``data`` is None when it was over ``max_model_bytes`` (its bytes are gone).
+        Refused once the node is finalized (counted ``node finalized``)."""
         where = str(self.params["model_data_topic"])
+        if self.finalized:
+            self.reject(FINALIZED, f"model {header.name!r} received on {where} refused: {FINALIZED_MESSAGE}")
+            return
         self.serving.receive(
             header.kind, header.name, data, header.sha256, where, self.reload, size=header.data_size
         )

@@ -426,9 +426,9 @@ class ModelDataReceiver:
 
         self._stop.set()
         self._thread.join(timeout)
-        if (
-            self._thread.is_alive() or self._destroyed
-        ):  # a load still runs: the participant goes with the process
+        if self._thread.is_alive():  # a load still runs: the participant goes with the process
+            return
+        if self._destroyed:  # stopped before
             return
         self._destroyed = True
         self.node.destroy_node()

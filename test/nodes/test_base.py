@@ -121,17 +121,59 @@ def test_after_cleanup_and_configure_a_latched_model_is_loaded_again(executor, s
     message.data = array.array("B", data)
     x = np.eye(3)
     with model_sender(f"/{topic}") as send:  # latched (transient local), from another process
-        send(serialize_message(message))
-        assert spin(executor, lambda: node.model_version == 1, 20)
-        assert np.array_equal(node.model.predict(x), sent.predict(x))
-        node.trigger_deactivate()
-        node.trigger_cleanup()
-        assert node.model is None
-        node.trigger_configure()  # a fresh model; the latched message comes again
-        assert spin(executor, lambda: node.model_version == 2, 20), node.serving.received.last
-        assert np.array_equal(node.model.predict(x), sent.predict(x))
-        node.trigger_deactivate()
-        node.trigger_cleanup()  # the receiver's reader goes before the sender's writer
+        try:
+            send(serialize_message(message))
+            assert spin(executor, lambda: node.model_version == 1, 20)
+            assert np.array_equal(node.model.predict(x), sent.predict(x))
+            node.trigger_deactivate()
+            node.trigger_cleanup()
+            assert node.model is None
+            node.trigger_configure()  # a fresh model; the latched message comes again
+            assert spin(executor, lambda: node.model_version == 2, 20), node.serving.received.last
+            assert np.array_equal(node.model.predict(x), sent.predict(x))
+        finally:
+            node.shutdown()  # the receiver's reader goes before the sender's writer
+
+
+def test_a_finalized_node_takes_no_model_as_bytes(executor, spin, tmp_path):
+    """Lifecycle shutdown ends the model data receiver (its reader leaves the graph) and a model
+    the receiver had in hand is refused and counted: a finalized node's model never changes."""
+    import array
+    import hashlib
+
+    from lifelong_learning.msg import ModelFile
+    from rclpy.node import Node
+    from rclpy.serialization import serialize_message
+
+    from lifelong_learning.nodes.learner import FINALIZED
+    from lifelong_learning.nodes.model_data import parse_model_file
+
+    topic = "finalized_test_model_data"
+    node = make_node(
+        executor.context,
+        model_directory=str(tmp_path),
+        checkpoint_path="",
+        model_topic="",
+        model_data_topic=topic,
+        diagnostics_period_s=0.0,
+    )
+    executor.add_node(node)
+    peer = Node("finalized_test_peer", context=executor.context)
+    executor.add_node(peer)
+    sent = RLSModel(3, 1, lam=1.0)
+    sent.update([1.0, 2.0, 3.0], [1.0])
+    sent.save(tmp_path / "sent.llm")
+    data = (tmp_path / "sent.llm").read_bytes()
+    message = ModelFile(kind=RLSModel.kind, name="sent.llm", sha256=hashlib.sha256(data).hexdigest())
+    message.data = array.array("B", data)
+    raw = serialize_message(message)
+    assert spin(executor, lambda: peer.count_subscribers(f"/{topic}") == 1, 20)
+    node.trigger_shutdown()
+    assert node.finalized
+    assert spin(executor, lambda: peer.count_subscribers(f"/{topic}") == 0, 20)  # the receiver is gone
+    header = parse_model_file(raw)
+    node._on_model_data(header, memoryview(raw)[header.data_offset :])  # one it had in hand
+    assert node.model_version == 0 and node.rejections.counts.get(FINALIZED) == 1
 
 
 def test_checkpoint_on_shutdown_restore_and_corrupt_checkpoint_moved_aside(executor, tmp_path):

@@ -115,16 +115,18 @@ def test_the_receiver_hands_over_a_view_of_the_bytes_or_only_the_header(built_in
             names[t].startswith("mdl.") for t in receiver.middleware_threads
         )
         with model_sender("/test_model_data") as send:
-            for n, data in enumerate((b"small", bytes(101)), start=1):  # raw, as any sender's bytes
-                send(serialized(name=f"{len(data)}.model", data=data))
-                assert wait_for(lambda n=n: len(got) == n), (got, errors)
-            raw = bytearray(serialized(data=b"0123456789"))
-            raw[len(raw) - 14 : len(raw) - 10] = (2**31).to_bytes(4, "little")
-            send(bytes(raw))
-            assert wait_for(lambda: len(errors) == 1), (got, errors)
-            receiver.stop()  # before the sender leaves: its reader goes before the writer it matched
+            try:
+                for n, data in enumerate((b"small", bytes(101)), start=1):  # raw, as any sender's bytes
+                    send(serialized(name=f"{len(data)}.model", data=data))
+                    assert wait_for(lambda n=n: len(got) == n), (got, errors)
+                raw = bytearray(serialized(data=b"0123456789"))
+                raw[len(raw) - 14 : len(raw) - 10] = (2**31).to_bytes(4, "little")
+                send(bytes(raw))
+                assert wait_for(lambda: len(errors) == 1), (got, errors)
+            finally:
+                receiver.stop()  # before the sender leaves: its reader goes before the writer it matched
     finally:
-        receiver.stop()
+        receiver.stop()  # when the sender did not start
     (small, view), (large, none) = got
     assert small.name == "5.model" and view == (memoryview, b"small")
     assert large.name == "101.model" and large.data_size == 101 and none is None
@@ -162,14 +164,16 @@ def test_the_receiver_goes_on_when_its_callbacks_raise(built_interfaces):
     )
     try:
         with model_sender("/test_model_data_raising") as send:
-            send(serialized(name="first.model"))
-            assert wait_for(lambda: errors == ["model reload failed"]), (got, errors)
-            send(serialized(name="second.model"))
-            assert wait_for(lambda: len(got) == 2), (got, errors)
-            assert receiver.running
-            receiver.stop()
+            try:
+                send(serialized(name="first.model"))
+                assert wait_for(lambda: errors == ["model reload failed"]), (got, errors)
+                send(serialized(name="second.model"))
+                assert wait_for(lambda: len(got) == 2), (got, errors)
+                assert receiver.running
+            finally:
+                receiver.stop()  # before the sender leaves
     finally:
-        receiver.stop()
+        receiver.stop()  # when the sender did not start
     assert got == ["first.model", "second.model"]
     assert not receiver.running
 
