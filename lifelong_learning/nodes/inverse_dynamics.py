@@ -79,7 +79,7 @@ from lifelong_learning.nodes.inverse_dynamics_params import (
 )
 from lifelong_learning.nodes.learner import LearnerNode
 from lifelong_learning.nodes.learning_metrics import MIN_WINDOW_SAMPLES, message_from_report
-from lifelong_learning.nodes.learning_queue import MODEL_REPLACED, LearningQueue, ToLearn
+from lifelong_learning.nodes.learning_queue import LEARNING_STOPPED, MODEL_REPLACED, LearningQueue, ToLearn
 from lifelong_learning.nodes.learning_starvation import LearningStarvation
 from lifelong_learning.nodes.runner import run_node
 from lifelong_learning.nodes.shadow import ShadowMonitor
@@ -148,6 +148,7 @@ class InverseDynamicsNode(LearnerNode):
         # answer in the callback, learn on this thread: what queues while a block is learned is
         # the next block (one rank-k update), and the answers never wait for learning
         self.gate = LearningQueue(self)  # learn or count each answered sample; hold back loads
+        self._learning_ended = False  # set by shutdown() once the learning thread was stopped
         self.learner: BlockWorker[ToLearn] = BlockWorker(
             f"{self.get_name()}-learning",
             self._learn_block,
@@ -360,7 +361,9 @@ class InverseDynamicsNode(LearnerNode):
             model, key = self.serving.read_with_digest(path, digest)
         except (ModelFileError, ValueError, OSError) as exc:  # UnsafePathError: a FIFO, a device
             return self.serving.failed(f"model reload from {path} failed: {exc}")
-        with self.model_lock:
+        with self.serving.replacing() as closed, self.model_lock:
+            if closed:
+                return self.serving.failed(f"model reload from {path} refused: {closed}")
             self._serve(model)
             self.serving.swap_loaded(model, path, key)  # version, bookkeeping
         return Outcome(True, f"loaded {path}: joints {model.joint_names}")
@@ -532,6 +535,9 @@ class InverseDynamicsNode(LearnerNode):
             if serving.model is not model or staged.base_samples != model.n_samples:
                 self.not_learned[MODEL_REPLACED] = self.not_learned.get(MODEL_REPLACED, 0) + samples
                 return
+            if self._learning_ended:  # the learning thread outlived its stop: the final checkpoint is made
+                self.not_learned[LEARNING_STOPPED] = self.not_learned.get(LEARNING_STOPPED, 0) + samples
+                return
             model.commit(staged)
             if self.contact is not None and any(item.prepared is None for item in mine):
                 self.contact.restart_thresholds()  # a load's samples, learned at once: a new model
@@ -597,8 +603,10 @@ class InverseDynamicsNode(LearnerNode):
 
     def shutdown(self) -> None:
         """The final checkpoint, with every sample queued for learning learned first; the learning
-        thread ends (process exit, the shutdown transition: nothing configures the node again)."""
+        thread ends (process exit, the shutdown transition: nothing configures the node again); a
+        block it still learns after its 10 s is not committed (counted ``learning thread stopped``)."""
         self._stop_learning()
+        self._learning_ended = True
         super().shutdown()
 
     def destroy_node(self) -> None:

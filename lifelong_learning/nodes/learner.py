@@ -125,6 +125,8 @@ LEARNER_PARAMS: tuple[ParamSpec, ...] = (
 )
 
 
+#: why a model received or promoted between cleanup and the next configure is refused
+UNCONFIGURED = "the node is not configured: no model replaces the serving one until it is configured again"
 #: the rejection counted for a request to a finalized node, and its answer
 FINALIZED = "node finalized"
 FINALIZED_MESSAGE = (
@@ -327,6 +329,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Configure: files checked, model services, checkpoint timer, model topic, then the model."""
         self._configure_error = None
+        self.serving.open()
         try:
             self.serving.prepare_files()
             self.create_configured_service(SaveModel, "~/save_model", self._on_save)
@@ -366,6 +369,8 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
         Reversible: what the node runs for its whole life (a learning thread) keeps running, so
         that configure and activate make it serve and learn again, as often as a manager asks."""
+        self.serving.close(UNCONFIGURED)  # first: a model received or promoted meanwhile is refused
+        self._stop_receiving_models()  # before the final checkpoint: it holds any model taken before
         self.final_checkpoint()
         self._destroy_configured()
         with self.model_lock:
@@ -382,6 +387,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         model any more."""
         self.active = False
         self.finalized = True  # first: a request that comes while the checkpoint is written is refused
+        self.serving.close(FINALIZED_MESSAGE)  # and a model received or promoted meanwhile
         self._stop_receiving_models()  # before the final checkpoint: it holds any model taken before
         self.shutdown()
         self._schedule_checkpoints(0.0)
@@ -392,8 +398,13 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """A transition raised: back to unconfigured, model kept on disk by the last checkpoint."""
+        """A transition raised: back to unconfigured, model kept on disk by the last checkpoint; a
+        node that was being shut down stays finalized (FAILURE: the lifecycle's finalized state)."""
         self.active = False
+        if self.finalized:
+            self.get_logger().error("the shutdown transition failed; the node is finalized")
+            return TransitionCallbackReturn.FAILURE
+        self.serving.close(UNCONFIGURED)
         self.get_logger().error("a lifecycle transition failed; the node is unconfigured")
         self._destroy_configured()
         return TransitionCallbackReturn.SUCCESS

@@ -206,6 +206,8 @@ class ShadowMonitor:
         ``as_is`` (``~/load_model``'s ``as_is: true``): if promoted, not caught up with the serving
         model (:meth:`LearnerNode.reload`)."""
         serving = self.node.serving
+        if serving.closed:
+            return serving.failed(f"model reload from {path} refused, previous model kept: {serving.closed}")
         if self.slot.running(digest) is not None and digest is not None:
             return Outcome(True, f"{path} is in shadow already")
         try:

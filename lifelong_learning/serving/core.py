@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +125,35 @@ class ServingCore:
         self.received = ReceivedModels(model_directory / "received" / own, max_received_bytes)
         self.checkpoints = Checkpoints(checkpoint_path, self.report, checkpoint_name)
         self._replace_lock = threading.RLock()
+        #: why no model may replace the serving one now ("": any may): set by :meth:`close` (the node's
+        #: cleanup and shutdown) before what could still deliver a model is stopped
+        self.closed = ""
 
     # ---------------------------------------------------------------- the serving model
+    def close(self, why: str) -> None:
+        """No model replaces the serving one any more (a replacement, a promotion, a rollback, a
+        first model read from a file are refused with ``why``) until :meth:`open`; waits for a
+        replacement under way to end."""
+        with self._replace_lock:
+            self.closed = why
+
+    def open(self) -> None:
+        """Models may replace the serving one (configure)."""
+        with self._replace_lock:
+            self.closed = ""
+
+    @contextmanager
+    def replacing(self) -> Iterator[str]:
+        """Hold off :meth:`close` while the caller replaces the serving model in steps of its own;
+        yields why it may not ("" when it may)."""
+        with self._replace_lock:
+            yield self.closed
+
+    def _check_open(self) -> None:
+        """ValueError when closed (:meth:`close`; ``_replace_lock`` held)."""
+        if self.closed:
+            raise ValueError(self.closed)
+
     def read(self, path: str | os.PathLike[str]) -> Any:
         """Read, build and check the model in ``path`` (does not touch the serving model).
 
@@ -185,8 +213,14 @@ class ServingCore:
     def swap_loaded(self, model: Any, path: str | os.PathLike[str], digest: str | None) -> None:
         """:meth:`swap` in ``model``, read from ``path`` (whose bytes' SHA-256 is ``digest``, None if
         unknown: :meth:`read_with_digest`), keeping nothing for rollback: a node's first model, when
-        the model decides what it serves (a version of its own, a reload in diagnostics)."""
-        self.swap(model, digest)
+        the model decides what it serves (a version of its own, a reload in diagnostics).
+
+        Raises:
+            ValueError: closed (:meth:`close`); nothing changed.
+        """
+        with self._replace_lock:
+            self._check_open()
+            self.swap(model, digest)
         self.reloaded(path)
 
     def serve_first(self, model: Any) -> None:
@@ -262,9 +296,10 @@ class ServingCore:
 
         Raises:
             OSError / ModelFileError: the serving model could not be written; nothing changed.
-            ValueError: ``catch_up`` refused the model; nothing changed.
+            ValueError: ``catch_up`` refused the model, or closed (:meth:`close`); nothing changed.
         """
         with self._replace_lock:
+            self._check_open()
             with self.lock:
                 if catch_up and self.catch_up is not None and self.model is not None:
                     model = self.catch_up(model, self.model)
@@ -399,6 +434,8 @@ class ServingCore:
         rollback goes one further back), or when the serving model cannot be written.
         """
         with self._replace_lock:
+            if self.closed:
+                return Outcome(False, f"rollback refused, the serving model is unchanged: {self.closed}")
             try:
                 files = self._rollback_files()
                 self._swap_back(self._read_previous(files[-1]), self.history.learned_of(files[-1]))

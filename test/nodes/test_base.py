@@ -142,6 +142,7 @@ def test_a_finalized_node_takes_no_model_as_bytes(executor, spin, tmp_path):
     import hashlib
 
     from lifelong_learning.msg import ModelFile
+    from rclpy.lifecycle import TransitionCallbackReturn
     from rclpy.node import Node
     from rclpy.serialization import serialize_message
 
@@ -174,6 +175,26 @@ def test_a_finalized_node_takes_no_model_as_bytes(executor, spin, tmp_path):
     header = parse_model_file(raw)
     node._on_model_data(header, memoryview(raw)[header.data_offset :])  # one it had in hand
     assert node.model_version == 0 and node.rejections.counts.get(FINALIZED) == 1
+    ok, message = node.reload(tmp_path / "sent.llm")  # one promoted or loaded while it shut down
+    assert not ok and "finalized" in message and node.model_version == 0, message
+    assert node.on_error(None) == TransitionCallbackReturn.FAILURE  # a failed shutdown stays finalized
+
+
+def test_between_cleanup_and_configure_no_model_is_loaded(executor, tmp_path):
+    """A model read while the node cleans up (a reload under way, a promotion) is refused; configured
+    again, the node loads models."""
+    node = make_node(executor.context, model_directory=str(tmp_path), checkpoint_path="", model_topic="")
+    executor.add_node(node)
+    sent = RLSModel(3, 1, lam=1.0)
+    sent.update([1.0, 2.0, 3.0], [1.0])
+    sent.save(tmp_path / "sent.llm")
+    node.trigger_deactivate()
+    node.trigger_cleanup()
+    ok, message = node.reload(tmp_path / "sent.llm")
+    assert not ok and "not configured" in message and node.model is None, message
+    node.trigger_configure()
+    assert node.reload(tmp_path / "sent.llm").ok
+    assert np.array_equal(node.model.predict(np.eye(3)), sent.predict(np.eye(3)))
 
 
 def test_checkpoint_on_shutdown_restore_and_corrupt_checkpoint_moved_aside(executor, tmp_path):

@@ -315,6 +315,30 @@ def test_rollback_goes_two_steps_back_and_keeps_the_model_it_replaced(tmp_path):
     assert np.array_equal(core.model.predict(X), trained(1.0).predict(X))
 
 
+def test_closed_no_model_replaces_the_serving_one_until_opened(tmp_path):
+    """Between a node's cleanup (or shutdown) and its next configure: a reload, a first model read
+    from a file and a rollback are refused with the reason, and change nothing."""
+    core = make_core(tmp_path)
+    models = tmp_path / "models"
+    trained(1.0).save(models / "a.model")
+    trained(2.0).save(models / "b.model")
+    assert core.reload(models / "a.model").ok
+    serving, version = core.model, core.version
+    core.close("the node is finalized")
+    ok, message = core.reload(models / "b.model")
+    assert not ok and "the node is finalized" in message and "previous model kept" in message, message
+    ok, message = core.rollback()
+    assert not ok and "the node is finalized" in message and "unchanged" in message, message
+    with pytest.raises(ValueError, match="the node is finalized"):
+        core.swap_loaded(trained(2.0), models / "b.model", None)
+    with core.replacing() as closed:
+        assert closed == "the node is finalized"
+    assert core.model is serving and core.version == version
+    core.open()
+    assert core.reload(models / "b.model").ok and core.rollback().ok
+    assert np.array_equal(core.model.predict(X), trained(1.0).predict(X))
+
+
 def test_nothing_to_roll_back_to_says_why(tmp_path):
     none_kept = make_core(tmp_path / "a", keep=0)
     none_kept.reset(lambda: RLSModel(3, 1))
