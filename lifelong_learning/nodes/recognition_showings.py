@@ -12,7 +12,10 @@ or ambiguous, the node asks on ``~/query`` (lifelong_learning/Query, rate-limite
 the showing asked about is still the current one: after it, a name on ``teacher_label`` is the
 teacher naming the next object), and teaches the showing's kept frames. Refused and counted
 (``answer refused``), nothing learned: an unknown showing, one ended more than ``answer_window_s``
-ago, one already taught, a bad label.
+ago, one already taught, a bad label. With ``learn_confident_showings``, a showing that ends
+unlabelled and unasked, whose answer over its kept frames is then sure (named, no doubt by the
+question rule), is learned under its own answer (unscored, as pasted copies are; published on
+``learned_features`` like every frame a label taught, so ``~/undo_teaching`` undoes it).
 
 Pasted copies of a frame (``pasted_features``, the frame's stamp: the feature_extractor's
 ``paste_copies``), checked by the node as inputs, wait until their frame is taught and are learned
@@ -118,6 +121,14 @@ SHOWING_PARAMS: tuple[ParamSpec, ...] = (
         "An answer for a showing ended longer ago is refused [s].",
         bounds=(0.0, 86400.0),
     ),
+    ParamSpec(
+        "learn_confident_showings",
+        False,
+        "Learn a showing that ends unlabelled and unasked under its own answer when that answer is "
+        "sure (named, novelty below question_novelty, best two classes ambiguity_margin apart): the "
+        "robot asks what it doubts and teaches itself the rest "
+        "(docs/benchmarks/recognition-self-teaching.md).",
+    ),
 )
 
 
@@ -158,6 +169,8 @@ class ShowingDesk:
         self.waiting = 0  # copies in ``pasted``
         self.asked: int | None = None  # the last showing asked about
         self.answers_taken = 0
+        self.learn_confident = bool(p["learn_confident_showings"])
+        self.self_taught = 0  # showings learned under their own answer
         self.showing_pub = node.create_overridable_publisher(ShowingAnswer, p["showing_topic"], 10)
         self.query_pub = node.create_overridable_publisher(Query, "~/query", 10)
         if p["teacher_label_topic"]:
@@ -173,9 +186,12 @@ class ShowingDesk:
         """A classified frame: into its showing; the showing's answer published; maybe a question."""
         now = time.monotonic()
         with self.lock:
+            before = self.tracker.current
             showing = self.tracker.add(x, _stamp(header), now)
             frames = showing.features()
             label = showing.label
+        if self.learn_confident and before is not None and before is not showing:
+            self._learn_if_sure(before)
         with self.node.model_lock:
             model = self.node.model
             try:
@@ -292,16 +308,43 @@ class ShowingDesk:
         with self.lock:
             return stamp != (0, 0) and any(stamp in s.taught for s in self._showings())
 
-    def _teach(self, showing: Showing, label: str, like: np.ndarray | None = None) -> int:
+    def _learn_if_sure(self, showing: Showing) -> None:
+        """``showing`` ended: learned under its own answer if nobody labelled it, the robot did not ask
+        about it, and its answer over its kept frames is sure now (``learn_confident_showings``)."""
+        with self.lock:
+            if showing.label or showing.asked or not showing.frames:
+                return
+            frames = showing.features()
+        with self.node.model_lock:
+            model = self.node.model
+            if model is None:
+                return
+            answer = answer_showing(model, frames, 0.0, self.novelty_threshold, self.rule, self.score)
+            guesses = best_guesses(model, frames, 2, self.rule)
+        with self.lock:
+            if self.policy.doubt(answer.label, guesses, answer.novelty) or showing.label:
+                return
+            showing.label = answer.label  # an answer for it now is refused: it is taught
+        learned = self._teach(showing, answer.label, observed=False)
+        self.self_taught += 1
+        self.node.get_logger().info(
+            f"showing {showing.id} learned as {answer.label!r} under its own answer ({learned} frames, "
+            f"confidence {answer.confidence:.2f})"
+        )
+
+    def _teach(
+        self, showing: Showing, label: str, like: np.ndarray | None = None, observed: bool = True
+    ) -> int:
         """Learn ``showing``'s kept frames not learned yet with ``label`` (with ``like``: those like it,
-        :meth:`Showing.untaught`); returns how many were."""
+        :meth:`Showing.untaught`); returns how many were. ``observed`` False: the robot's own answer,
+        learned unscored (:meth:`ObjectRecognitionNode.learn`)."""
         with self.lock:
             frames = showing.untaught(like, self.tracker.change)
             showing.taught.update(stamp for stamp, _ in frames)
             copies = [self._take_pasted(stamp) for stamp, _ in frames]
         learned = 0
         for (stamp, x), pasted in zip(frames, copies, strict=True):
-            if self.node.learn(x, label, stamp=stamp):
+            if self.node.learn(x, label, observed=observed, stamp=stamp):
                 learned += 1
                 for copy in pasted:
                     self.node.learn(copy, label, observed=False, stamp=stamp)
@@ -357,4 +400,5 @@ class ShowingDesk:
                 else f"{current.id} ({len(current.frames)} frames)",
                 "questions asked": str(self.policy.asked_count),
                 "answers taken": str(self.answers_taken),
+                "showings learned under their own answer": str(self.self_taught),
             }

@@ -2,13 +2,16 @@
 for a new object, and the answer that teaches the showing's frames.
 
 One node process serves the module (taught three classes of small synthetic feature vectors; the
-CNN is not what is tested here); each test shows one object.
+CNN is not what is tested here); each test shows one object. ``learn_confident_showings``: in
+test_recognition_self_teaching.py, with a node of its own.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,11 +75,19 @@ class Peer:
 @pytest.fixture(scope="module")
 def graph(built_interfaces: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Peer]]:
     """The node, taught 30 samples of each class, and the peer."""
+    with taught_node(tmp_path_factory.mktemp("showings")) as started:
+        yield started
+
+
+@contextmanager
+def taught_node(folder: Path, *more: str) -> Iterator[tuple[Any, Peer, Any, NodeProcess]]:
+    """The node (with the parameters ``more`` too), taught 30 samples of each class; the executor,
+    the peer, the random generator of the frames, the node's process."""
     from lifelong_learning.msg import LabeledFeatures
     from lifelong_learning.srv import GetClassifierInfo
 
-    folder = tmp_path_factory.mktemp("showings")
     params = (f"checkpoint_path:={folder / 'model.llm'}", f"model_directory:={folder}", "showing_gap_s:=5.0")
+    params += more
     # three classes known: their calibration leaves a clear answer a novelty of about 0.3
     # (docs/recognition.md), the default question_novelty: asked above 0.45 here, unknown above 0.5
     params += (
