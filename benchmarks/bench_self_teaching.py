@@ -8,7 +8,9 @@ accuracy. Here the robot also learns a showing it did not ask about under its ow
 object_recognition node does with ``learn_confident_showings: true``
 (``nodes/recognition_showings.py``): when the showing's answer is named, its novelty is at most the
 question rule's and its best two classes are at least its margin apart, the showing's frames (and
-their pasted copies) are learned under that answer.
+their pasted copies) are learned under that answer. Doubt is judged once per showing, over all its
+frames (as table 4 does): the node asks during a showing and at most one question every
+``question_interval_s``, so the labels it would be given differ somewhat.
 
 The world, the teaching and the test are those of ``bench_recognition_showing.py`` (its cached
 features): 15 objects, each shown three times (a third of its 150 teaching frames each, with their

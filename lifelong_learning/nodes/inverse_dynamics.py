@@ -596,6 +596,9 @@ class InverseDynamicsNode(LearnerNode):
         learning = self.learner.native_id
         return int(self.params["realtime_priority"]), [] if learning is None else [learning]
 
+    def end_trials(self, why: str) -> None:
+        self.shadow.end(why)
+
     def settle(self) -> None:
         """Learn what is queued before a final checkpoint (cleanup); the learning thread goes on."""
         if not self.learner.wait_idle(timeout=10.0):

@@ -346,6 +346,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         except (ValueError, OSError) as exc:
             self._configure_error = exc
             self.get_logger().error(f"configure failed: {exc}")
+            self.serving.close(UNCONFIGURED)
             self._destroy_configured()
             return TransitionCallbackReturn.FAILURE
         self.get_logger().info("configured")
@@ -373,7 +374,8 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         self._stop_receiving_models()  # before the final checkpoint: it holds any model taken before
         self.final_checkpoint()
         self._destroy_configured()
-        with self.model_lock:
+        self.end_trials("the node was cleaned up")
+        with self.serving.replacing(), self.model_lock:  # the core's order: replacements, then the model
             note = self.serving.release()
             self.forget_inputs()
         where = "the checkpoint keeps it" if self.serving.checkpoints.path is not None else "no checkpoint"
@@ -389,6 +391,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         self.finalized = True  # first: a request that comes while the checkpoint is written is refused
         self.serving.close(FINALIZED_MESSAGE)  # and a model received or promoted meanwhile
         self._stop_receiving_models()  # before the final checkpoint: it holds any model taken before
+        self.end_trials("the node was shut down")
         self.shutdown()
         self._schedule_checkpoints(0.0)
         for entity in [e for e in self._configured if isinstance(e, Subscription)]:
@@ -513,6 +516,11 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         """Write the checkpoint if anything changed since the last one (or the last attempt failed);
         True when written. A failure is retried by the next one and shown at ERROR in diagnostics."""
         return self.serving.checkpoint()
+
+    def end_trials(self, why: str) -> None:
+        """Subclass hook: end what compares models while they serve (a model in shadow or canary, the
+        drift alarm's reference), because of ``why`` (cleanup, shutdown): no verdict of a trial
+        started before replaces the model served after."""
 
     def settle(self) -> None:
         """Subclass hook: finish what was queued for the serving model (what the node answered and

@@ -95,8 +95,9 @@ PARAMS: tuple[ParamSpec, ...] = (
         "learned_features_topic",
         "learned_features",
         "lifelong_learning/LabeledFeatures out (reliable): every sample learned that no message on "
-        "labeled_features carried (a showing's frames taught by a later label or an answer, pasted "
-        "copies), with its frame's stamp, so that a bag holds all the node learned; '' disables.",
+        "labeled_features carried (a showing's frames taught by a later label or an answer, or under "
+        "its own answer with learn_confident_showings; pasted copies), with its frame's stamp, so that "
+        "a bag holds all the node learned; '' disables.",
     ),
     ParamSpec("prediction_topic", "prediction", "lifelong_learning/Prediction output."),
     ParamSpec(
@@ -643,6 +644,9 @@ class ObjectRecognitionNode(LearnerNode):
         its file said (neither changes what the model learned)."""
         model.set_keep_samples(self._model_kwargs["keep_samples"])
         model.set_params(calibration_evidence=self._model_kwargs["calibration_evidence"])
+
+    def end_trials(self, why: str) -> None:
+        self.shadow.end(why)
 
     def forget_inputs(self) -> None:
         """``~/reset`` and the cleanup transition (model lock held): forget the norm statistics too,

@@ -15,7 +15,8 @@ teacher naming the next object), and teaches the showing's kept frames. Refused 
 ago, one already taught, a bad label. With ``learn_confident_showings``, a showing that ends
 unlabelled and unasked, whose answer over its kept frames is then sure (named, no doubt by the
 question rule), is learned under its own answer (unscored, as pasted copies are; published on
-``learned_features`` like every frame a label taught, so ``~/undo_teaching`` undoes it).
+``learned_features`` like every frame a label taught, and undone by ``~/undo_teaching`` as any
+teaching is).
 
 Pasted copies of a frame (``pasted_features``, the frame's stamp: the feature_extractor's
 ``paste_copies``), checked by the node as inputs, wait until their frame is taught and are learned
@@ -125,7 +126,7 @@ SHOWING_PARAMS: tuple[ParamSpec, ...] = (
         "learn_confident_showings",
         False,
         "Learn a showing that ends unlabelled and unasked under its own answer when that answer is "
-        "sure (named, novelty below question_novelty, best two classes ambiguity_margin apart): the "
+        "sure (named, novelty at most question_novelty, best two classes ambiguity_margin apart): the "
         "robot asks what it doubts and teaches itself the rest "
         "(docs/benchmarks/recognition-self-teaching.md).",
     ),
@@ -191,7 +192,9 @@ class ShowingDesk:
             frames = showing.features()
             label = showing.label
         if self.learn_confident and before is not None and before is not showing:
-            self._learn_if_sure(before)
+            self._learn_if_sure(before, now)
+            with self.lock:  # the time it took is no gap in the showing that goes on
+                showing.last = max(showing.last, time.monotonic())
         with self.node.model_lock:
             model = self.node.model
             try:
@@ -308,11 +311,14 @@ class ShowingDesk:
         with self.lock:
             return stamp != (0, 0) and any(stamp in s.taught for s in self._showings())
 
-    def _learn_if_sure(self, showing: Showing) -> None:
-        """``showing`` ended: learned under its own answer if nobody labelled it, the robot did not ask
-        about it, and its answer over its kept frames is sure now (``learn_confident_showings``)."""
+    def _learn_if_sure(self, showing: Showing, now: float) -> None:
+        """``showing`` ended (``now``): learned under its own answer if nobody labelled it, the robot
+        did not ask about it, it ended within ``answer_window_s`` (not before the node was inactive),
+        and its answer over its kept frames is sure now (``learn_confident_showings``). Its frames are
+        learned into the model that answered (none if another serves by then)."""
         with self.lock:
-            if showing.label or showing.asked or not showing.frames:
+            late = now - showing.last > self.tracker.answer_window_s
+            if showing.label or showing.asked or not showing.frames or late:
                 return
             frames = showing.features()
         with self.node.model_lock:
@@ -325,7 +331,14 @@ class ShowingDesk:
             if self.policy.doubt(answer.label, guesses, answer.novelty) or showing.label:
                 return
             showing.label = answer.label  # an answer for it now is refused: it is taught
-        learned = self._teach(showing, answer.label, observed=False)
+        with self.node.model_lock:
+            current = self.node.model is model
+        learned = self._teach(showing, answer.label, observed=False) if current else 0
+        if not learned:  # nothing of it learned: it may be answered
+            with self.lock:
+                if showing.label == answer.label:
+                    showing.label = ""
+            return
         self.self_taught += 1
         self.node.get_logger().info(
             f"showing {showing.id} learned as {answer.label!r} under its own answer ({learned} frames, "

@@ -236,16 +236,26 @@ class ShadowMonitor:
             if ended is not None:
                 self._ended(ended, f"{path} was swapped in")
 
-    def swapped(self) -> None:
-        """The serving model was swapped (under the model lock): a trial not of this swap compared
-        with the old model and ends; the drift alarm takes a new reference."""
+    def end(self, why: str) -> None:
+        """End the running trial, if any, because of ``why`` (nothing is swapped for it), and give the
+        drift alarm a new reference: the model it compared goes (cleanup, shutdown)."""
+        trial = self.slot.stop()
+        if trial is not None:
+            self._ended(trial, why)
+        self._rebase_drift(why, "lifecycle")
+
+    def _rebase_drift(self, why: str, by: str) -> None:
+        """The drift alarm takes a new reference (a raised alarm is cleared, ``cleared_by`` ``by``)."""
         if self.drift is not None:
             raised = self.drift.raised
             self.drift.rebase(time.monotonic())
             if raised:
-                self._publish_drift(
-                    DiagnosticStatus.OK, "drift alarm cleared: a new serving model", {}, cleared_by="swap"
-                )
+                self._publish_drift(DiagnosticStatus.OK, f"drift alarm cleared: {why}", {}, cleared_by=by)
+
+    def swapped(self) -> None:
+        """The serving model was swapped (under the model lock): a trial not of this swap compared
+        with the old model and ends; the drift alarm takes a new reference."""
+        self._rebase_drift("a new serving model", "swap")
         if not self._own_swap:
             trial = self.slot.stop()
             if trial is not None:

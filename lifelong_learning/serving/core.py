@@ -381,6 +381,8 @@ class ServingCore:
 
     def _reset(self, build: Callable[[], Any], before_swap: Callable[[], None] | None) -> tuple[str, str]:
         """``(note on the kept model, '')`` when reset, ``('', why not)`` when refused."""
+        if self.closed:
+            return "", self.closed
         try:
             model = build()
         except ValueError as exc:  # e.g. no robot description yet
@@ -410,6 +412,8 @@ class ServingCore:
         with self._replace_lock, self.lock:
             if self.model is None:
                 return Outcome(False, "no model serves yet")
+            if self.closed:
+                return Outcome(False, f"refused, the model is unchanged: {self.closed}")
             learned = self.learned
             try:
                 model, note = change(self.model)

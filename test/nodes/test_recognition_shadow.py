@@ -263,3 +263,33 @@ def test_a_candidate_that_wins_in_shadow_is_not_swapped_in_over_an_undo(executor
     assert res.success, res.message  # in shadow now; promoted as it is
     assert graph.stream(lambda: graph.values().get("model version") == "6", 20), proc.log()
     assert graph.answers() == list(LABELS) and proc.alive()
+
+
+def test_cleanup_ends_a_trial_so_no_verdict_replaces_the_model_served_after(
+    executor, start_process, tmp_path
+):
+    """A model in shadow when the node is cleaned up: the trial ends (published, no verdict); the
+    node configured and activated again serves its own model, and no verdict of that trial comes."""
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+
+    proc, tuner = start_node(start_process, tmp_path, "-p", f"checkpoint_path:={tmp_path / 'ckpt.llm'}")
+    graph = Graph(executor)
+    assert graph.stream(lambda: graph.values().get("model version") == "0", 60), proc.log()
+    set_parameter(graph, "shadow_window_s", 2.0)
+    graph.send(trained(2000, 3, permute=False), tuner, "candidate.model")
+    assert graph.stream(lambda: graph.event("started") is not None, 20), proc.log()
+    change = graph.node.create_client(ChangeState, f"/{NODE}/change_state")
+    for transition in (Transition.TRANSITION_DEACTIVATE, Transition.TRANSITION_CLEANUP):
+        res = call_service(executor, change, ChangeState.Request(transition=Transition(id=transition)), 20.0)
+        assert res.success, proc.log()
+    assert graph.stream(lambda: graph.event("ended") is not None, 10), graph.events
+    ended = graph.event("ended")
+    assert ended["reason"] == "the node was cleaned up" and ended["model"].endswith("candidate.model"), ended
+    for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+        res = call_service(executor, change, ChangeState.Request(transition=Transition(id=transition)), 20.0)
+        assert res.success, proc.log()
+    before = graph.sent
+    assert graph.stream(lambda: graph.sent >= before + 600, 30)  # past the trial's window, learning
+    assert graph.event("promoted") is None and graph.event("dropped") is None, graph.events
+    assert graph.values().get("model version") == "0", graph.values()

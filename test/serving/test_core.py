@@ -333,6 +333,10 @@ def test_closed_no_model_replaces_the_serving_one_until_opened(tmp_path):
         core.swap_loaded(trained(2.0), models / "b.model", None)
     with core.replacing() as closed:
         assert closed == "the node is finalized"
+    ok, message = core.reset(lambda: RLSModel(3, 1))
+    assert not ok and "the node is finalized" in message, message
+    ok, message = core.edit(lambda model: (trained(3.0), "edited"), "edit")
+    assert not ok and "the node is finalized" in message, message
     assert core.model is serving and core.version == version
     core.open()
     assert core.reload(models / "b.model").ok and core.rollback().ok
