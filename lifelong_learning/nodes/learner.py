@@ -127,6 +127,8 @@ LEARNER_PARAMS: tuple[ParamSpec, ...] = (
 
 #: why a model received or promoted between cleanup and the next configure is refused
 UNCONFIGURED = "the node is not configured: no model replaces the serving one until it is configured again"
+#: why a model received or promoted while the node's process ends is refused
+ENDING = "the node is ending: its final checkpoint is being written"
 #: the rejection counted for a request to a finalized node, and its answer
 FINALIZED = "node finalized"
 FINALIZED_MESSAGE = (
@@ -534,7 +536,12 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
 
     def shutdown(self) -> None:
         """Final checkpoint; called by :func:`~lifelong_learning.nodes.runner.run_node` on exit and by
-        the shutdown transition (subclasses end what runs for the node's whole life here)."""
+        the shutdown transition (subclasses end what runs for the node's whole life here). First no
+        model may replace the serving one and the model receiver stops: the checkpoint holds the
+        model that serves to the end."""
+        if not self.serving.closed:
+            self.serving.close(ENDING)
+        self._stop_receiving_models()
         self.final_checkpoint()
 
     def _schedule_checkpoints(self, interval: float) -> None:
