@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import hashlib
+import math
 import os
 import shutil
 import signal
@@ -30,13 +31,26 @@ import pytest
 if "PYTEST_XDIST_WORKER" not in os.environ:
     os.environ["LL_TEST_SESSION"] = uuid.uuid4().hex
 
+
+def _hung_s(text: str) -> float:
+    """``LL_TEST_HUNG_S`` read: finite seconds > 0 (else a clear error before any test runs, not every
+    test taken for hung)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise pytest.UsageError(f"LL_TEST_HUNG_S must be a finite number of seconds above 0, got {text!r}")
+    return seconds
+
+
 #: a test running longer than this (s) is taken for hung (the longest, the demo, takes about 2 min here);
-#: ``LL_TEST_HUNG_S`` sets another (above 300 s, raise pytest's ``faulthandler_timeout`` with it:
+#: ``LL_TEST_HUNG_S`` sets another (above 330 s, raise pytest's ``faulthandler_timeout`` with it:
 #: ``-o faulthandler_timeout=``). A thread of this process ends it (:func:`_end_hung_test`); a hang
 #: that holds Python's lock (a C call of rclpy that waits inside Fast DDS) stops that thread too, and
 #: pytest's ``faulthandler_timeout`` (pyproject.toml, 30 s later, outside Python) ends it then.
 #: Under xdist the test then runs once more (:func:`pytest_handlecrashitem`).
-HUNG_S = float(os.environ.get("LL_TEST_HUNG_S", "300"))
+HUNG_S = _hung_s(os.environ.get("LL_TEST_HUNG_S", "300"))
 #: where a worker notes the tests that failed before their teardown (:func:`pytest_runtest_makereport`)
 FAILURES = Path(tempfile.gettempdir()) / f"lifelong-learning-tests-{os.environ['LL_TEST_SESSION']}-failed"
 

@@ -373,10 +373,10 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         Reversible: what the node runs for its whole life (a learning thread) keeps running, so
         that configure and activate make it serve and learn again, as often as a manager asks."""
         self.serving.close(UNCONFIGURED)  # first: a model received or promoted meanwhile is refused
+        self.end_trials("the node was cleaned up")
         self._stop_receiving_models()  # before the final checkpoint: it holds any model taken before
         self.final_checkpoint()
         self._destroy_configured()
-        self.end_trials("the node was cleaned up")
         with self.serving.replacing(), self.model_lock:  # the core's order: replacements, then the model
             note = self.serving.release()
             self.forget_inputs()
@@ -392,9 +392,8 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         self.active = False
         self.finalized = True  # first: a request that comes while the checkpoint is written is refused
         self.serving.close(FINALIZED_MESSAGE)  # and a model received or promoted meanwhile
-        self._stop_receiving_models()  # before the final checkpoint: it holds any model taken before
         self.end_trials("the node was shut down")
-        self.shutdown()
+        self.shutdown()  # the model receiver stopped, then the final checkpoint
         self._schedule_checkpoints(0.0)
         for entity in [e for e in self._configured if isinstance(e, Subscription)]:
             self.destroy_subscription(entity)

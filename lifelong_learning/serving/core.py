@@ -131,9 +131,9 @@ class ServingCore:
 
     # ---------------------------------------------------------------- the serving model
     def close(self, why: str) -> None:
-        """No model replaces the serving one any more (a replacement, a promotion, a rollback, a
-        first model read from a file are refused with ``why``) until :meth:`open`; waits for a
-        replacement under way to end."""
+        """No model replaces the serving one any more (a reload, a promotion, a rollback, a reset, an
+        edit, a first model read from a file are refused with ``why``) until :meth:`open`; waits for
+        a replacement under way to end."""
         with self._replace_lock:
             self.closed = why
 

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import DiagnosticsReader, RLSModel, model_sender, node_argv
+from conftest import DiagnosticsReader, RLSModel, model_file_message, model_sender, node_argv
 
 from lifelong_learning.learners import RecursiveRLS
 
@@ -53,6 +53,13 @@ def make_node(context, **params):
     return RLSNode()
 
 
+def sent_model() -> RLSModel:
+    """The model a test sends to the node: one sample learned (its answers differ from a fresh one's)."""
+    model = RLSModel(3, 1, lam=1.0)
+    model.update([1.0, 2.0, 3.0], [1.0])
+    return model
+
+
 def test_save_load_reset_and_failed_load_keeps_model(executor, call, tmp_path):
     from lifelong_learning.srv import LoadModel, SaveModel
     from std_srvs.srv import Trigger
@@ -97,10 +104,7 @@ def test_after_cleanup_and_configure_a_latched_model_is_loaded_again(executor, s
     """Cleanup releases the model and what the node knew of it: configured again without a
     checkpoint (a fresh model serves), the latched model delivered anew is loaded, not skipped as
     "already the serving model"."""
-    import array
-    import hashlib
 
-    from lifelong_learning.msg import ModelFile
     from rclpy.serialization import serialize_message
 
     topic = "cleanup_test_model_data"
@@ -113,12 +117,8 @@ def test_after_cleanup_and_configure_a_latched_model_is_loaded_again(executor, s
         diagnostics_period_s=0.0,
     )
     executor.add_node(node)
-    sent = RLSModel(3, 1, lam=1.0)
-    sent.update([1.0, 2.0, 3.0], [1.0])
-    sent.save(tmp_path / "sent.llm")
-    data = (tmp_path / "sent.llm").read_bytes()
-    message = ModelFile(kind=RLSModel.kind, name="sent.llm", sha256=hashlib.sha256(data).hexdigest())
-    message.data = array.array("B", data)
+    sent = sent_model()
+    message = model_file_message(sent, tmp_path, "sent.llm")
     x = np.eye(3)
     with model_sender(f"/{topic}") as send:  # latched (transient local), from another process
         try:
@@ -138,10 +138,7 @@ def test_after_cleanup_and_configure_a_latched_model_is_loaded_again(executor, s
 def test_a_finalized_node_takes_no_model_as_bytes(executor, spin, tmp_path):
     """Lifecycle shutdown ends the model data receiver (its reader leaves the graph) and a model
     the receiver had in hand is refused and counted: a finalized node's model never changes."""
-    import array
-    import hashlib
 
-    from lifelong_learning.msg import ModelFile
     from rclpy.lifecycle import TransitionCallbackReturn
     from rclpy.node import Node
     from rclpy.serialization import serialize_message
@@ -161,13 +158,8 @@ def test_a_finalized_node_takes_no_model_as_bytes(executor, spin, tmp_path):
     executor.add_node(node)
     peer = Node("finalized_test_peer", context=executor.context)
     executor.add_node(peer)
-    sent = RLSModel(3, 1, lam=1.0)
-    sent.update([1.0, 2.0, 3.0], [1.0])
-    sent.save(tmp_path / "sent.llm")
-    data = (tmp_path / "sent.llm").read_bytes()
-    message = ModelFile(kind=RLSModel.kind, name="sent.llm", sha256=hashlib.sha256(data).hexdigest())
-    message.data = array.array("B", data)
-    raw = serialize_message(message)
+    raw = serialize_message(model_file_message(sent_model(), tmp_path, "sent.llm"))
+    sent_model().save(tmp_path / "sent.llm")  # for a reload
     assert spin(executor, lambda: peer.count_subscribers(f"/{topic}") == 1, 20)
     node.trigger_shutdown()
     assert node.finalized
@@ -185,8 +177,7 @@ def test_between_cleanup_and_configure_no_model_is_loaded(executor, tmp_path):
     again, the node loads models."""
     node = make_node(executor.context, model_directory=str(tmp_path), checkpoint_path="", model_topic="")
     executor.add_node(node)
-    sent = RLSModel(3, 1, lam=1.0)
-    sent.update([1.0, 2.0, 3.0], [1.0])
+    sent = sent_model()
     sent.save(tmp_path / "sent.llm")
     node.trigger_deactivate()
     node.trigger_cleanup()
