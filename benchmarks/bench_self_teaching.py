@@ -26,21 +26,20 @@ import argparse
 
 import numpy as np
 from bench_recognition_showing import (
-    NOVELTY_THRESHOLD,
     _showing_accuracy,
     _three_showings,
     features,
     node_learner,
     pasted_features,
     published,
+    robot_asks,
 )
 from harness import run_seeds
 from harness.provenance import report_head
 from showing_report import seed_values
 from showing_world import ROOT, TAUGHT
 
-from lifelong_learning.learners.showing import answer_showing, best_guesses
-from lifelong_learning.learners.showings import QUESTION_NOVELTY, QuestionPolicy
+from lifelong_learning.learners.showings import QUESTION_NOVELTY
 
 OBJECTS = 15
 #: question rules (novelty above which the robot asks, margin below which it asks): the node's first
@@ -51,27 +50,6 @@ TEACHER = "the teacher labels every frame of the three showings"
 def rule_name(unsure: float, margin: float, self_teaching: bool) -> str:
     teaches = "and teaches itself the rest" if self_teaching else "only"
     return f"asks (novelty > {unsure:g} or margin < {margin:g}) {teaches}"
-
-
-def asks(X: dict, objects: np.ndarray, unsure: float, margin: float, self_teaching: bool) -> dict:
-    """The robot shown each object three times asks by the node's rule and learns each answer; with
-    ``self_teaching``, a showing it did not ask about is learned under its own answer."""
-    model, labels, own, wrong = node_learner(), 0, 0, 0
-    policy = QuestionPolicy(margin=margin, unsure=unsure)
-    for _, o, frames, learned in _three_showings(X, objects):
-        answer = answer_showing(model, frames, novelty_threshold=NOVELTY_THRESHOLD)
-        if policy.doubt(answer.label, best_guesses(model, frames, 2), answer.novelty):
-            model.partial_fit(learned, [str(o)] * len(learned))
-            labels += len(frames)
-        elif self_teaching:
-            own, wrong = own + 1, wrong + (answer.label != str(o))
-            model.partial_fit(learned, [answer.label] * len(learned))
-    return {
-        "labels": labels,
-        "own answers learned": own,
-        "own answers wrong": wrong,
-        **_showing_accuracy(model, X, objects),
-    }
 
 
 def one_seed(seed: int) -> dict:
@@ -92,7 +70,9 @@ def one_seed(seed: int) -> dict:
     }
     for unsure, margin in RULES:
         for self_teaching in (False, True):
-            out[rule_name(unsure, margin, self_teaching)] = asks(X, objects, unsure, margin, self_teaching)
+            out[rule_name(unsure, margin, self_teaching)] = robot_asks(
+                X, objects, unsure, margin, self_teaching
+            )
     print(f"seed {seed}: {out}", flush=True)
     return out
 
