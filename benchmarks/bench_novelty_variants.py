@@ -8,14 +8,16 @@ averaged over a showing's frames. This one asks whether a score the learner does
 another way to make one number of a showing's frames, would separate never-taught objects better:
 
 - scores: ``confidence`` (the node's), the classifier's largest raw score, negated (no calibration;
-  Hendrycks and Gimpel's maximum-logit baseline), and the cosine distance to the nearest taught
-  frame, and the mean of the five nearest (deep nearest neighbours, Sun et al., ICML 2022: it needs
-  every taught frame kept); the Mahalanobis distance to the nearest class mean in the metric of the
-  taught rows' shared within-class covariance (Lee et al., NeurIPS 2018; the learner's
+  Hendrycks and Gimpel's maximum-logit baseline), the entropy of the calibrated probabilities, the
+  energy of the raw scores, ``−T log Σ_c exp(s_c / T)`` at ``T`` = :data:`ENERGY_T` (Liu et al.,
+  NeurIPS 2020; every class's score counts, not only the largest), and the cosine distance to the
+  nearest taught frame, and the mean of the five nearest (deep nearest neighbours, Sun et al., ICML
+  2022: it needs every taught frame kept); the Mahalanobis distance to the nearest class mean in the
+  metric of the taught rows' shared within-class covariance (Lee et al., NeurIPS 2018; the learner's
   ``mahalanobis`` uses their uncentred second moment), and the same minus the distance to the mean
   of all taught rows in the metric of their covariance (relative Mahalanobis, Ren et al., 2021: it
-  discounts what sets every test row apart from the taught ones, such as the room); both
-  covariances shrunk halfway to their mean variance (:data:`SHRINK`);
+  discounts what sets every test row apart from the taught ones, such as the room); both covariances
+  shrunk halfway to their mean variance (:data:`SHRINK`);
 - a showing's number: the mean of its frames' scores (the node's), their median, or the score of
   the mean of its frames' features.
 
@@ -43,11 +45,15 @@ OBJECTS = 15
 SCORES = (
     "confidence",
     "largest raw score",
+    "entropy of the probabilities",
+    "energy of the raw scores",
     "nearest taught frame",
     "5 nearest taught frames",
     "Mahalanobis, within-class covariance",
     "relative Mahalanobis",
 )
+#: the energy's temperature (the raw scores are one-hot codes' least squares fits: about 0..1)
+ENERGY_T = 0.2
 #: the covariances of the Mahalanobis scores are ``(1 − SHRINK) Σ + SHRINK · (tr Σ / d) I``
 SHRINK = 0.5
 #: how one number is made of a showing's frames
@@ -95,6 +101,8 @@ def mahalanobis(taught: np.ndarray, labels: np.ndarray) -> Callable[[np.ndarray,
 def scorer(model, taught: np.ndarray, labels: np.ndarray) -> Callable[[np.ndarray, str], np.ndarray]:
     """``score(F, name)``: the novelty of each row of ``F`` (rows × d), higher: more likely new;
     ``taught``: the rows the model learned, of ``labels``."""
+    from scipy.special import logsumexp
+
     kept = _unit(taught)
     distance = mahalanobis(taught, labels)
 
@@ -103,6 +111,11 @@ def scorer(model, taught: np.ndarray, labels: np.ndarray) -> Callable[[np.ndarra
             return model.novelty_score(F, "confidence")
         if name == "largest raw score":
             return -model.decision_function(F).max(axis=1)
+        if name == "entropy of the probabilities":
+            P = model.predict_proba(F)
+            return -(P * np.log(np.maximum(P, 1e-300))).sum(axis=1)
+        if name == "energy of the raw scores":
+            return -ENERGY_T * logsumexp(model.decision_function(F) / ENERGY_T, axis=1)
         if "Mahalanobis" in name:
             return distance(F, relative=name.startswith("relative"))
         similarity = _unit(F) @ kept.T

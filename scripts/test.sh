@@ -14,16 +14,17 @@ export LL_REQUIRE_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1
 # One BLAS thread per process: tests start several processes on few cores, and oversubscribed
 # OpenBLAS threads made small solves ~15x slower here. Nothing tested depends on it.
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
-# Two test processes at once (pytest-xdist; LL_TEST_WORKERS=0 runs every test in this one): a run
+# Three test processes at once (pytest-xdist; LL_TEST_WORKERS=0 runs every test in this one): a run
 # alone used 0.68 of one of this machine's 2 cores on average, most tests wait on DDS discovery, timers and
-# the processes they start. Each worker's graph tests run on a ROS domain of their own
+# the processes they start. On 2 cores the part run in workers took 405 s with two, 305 s with three
+# and 328 s with four. Each worker's graph tests run on a ROS domain of their own
 # (test/conftest.py). The tests marked `serial` (the demo and the launch files: a whole robot's
 # processes; real-time scheduling) run after them, alone, in one worker. Under workers, a test
 # that hangs (a deadlock inside Fast DDS) is ended after 300 s and run once more on another worker;
 # a test that fails is not (test/hangs.py).
 # The `pytest` executable, not `python -m pytest`: the latter would put the source tree first
 # on sys.path, and the tests must exercise the built package (LL_REQUIRE_INSTALLED checks it).
-workers="${LL_TEST_WORKERS:-2}"
+workers="${LL_TEST_WORKERS:-3}"
 if [ "$workers" = 0 ]; then
   exec pytest -p no:cacheprovider --durations=15 "$@"
 fi

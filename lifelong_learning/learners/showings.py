@@ -102,14 +102,26 @@ class ShowingTracker:
         self.started_count = 0
 
     def _start(self, now: float, label: str = "") -> Showing:
-        if self.current is not None:
-            self.current.ended = now
-            self.ended.append(self.current)
+        self.end(now)
         showing = Showing(self._next_id, now, now, deque(maxlen=self.max_frames), label=label)
         self._next_id += 1
         self.started_count += 1
         self.current = showing
         return showing
+
+    def end(self, now: float) -> None:
+        """End the current showing at ``now`` (kept, answerable as any ended one): the next frame
+        starts another, however soon it comes."""
+        if self.current is not None:
+            self.current.ended = now
+            self.ended.append(self.current)
+            self.current = None
+
+    def forget(self) -> None:
+        """Forget every showing, current and ended: none can be answered any more. Ids go on from
+        where they were: an answer naming an old one is told it is no longer kept."""
+        self.current = None
+        self.ended.clear()
 
     def _changed(self, x: np.ndarray) -> bool:
         """Whether ``x`` is far (cosine distance > ``change``) from the mean of the showing's last frames."""

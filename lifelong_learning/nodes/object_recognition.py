@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from rclpy.lifecycle import LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from std_msgs.msg import Header
 
@@ -647,6 +648,19 @@ class ObjectRecognitionNode(LearnerNode):
 
     def end_trials(self, why: str) -> None:
         self.shadow.end(why)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Deactivate, and the showing in view ends: frames after the next activate start another."""
+        result = super().on_deactivate(state)
+        self.desk.pause()
+        return result
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Clean up, and the showings are forgotten: an answer naming one of them is refused, as the
+        model it was shown to is released."""
+        result = super().on_cleanup(state)
+        self.desk.forget()
+        return result
 
     def forget_inputs(self) -> None:
         """``~/reset`` and the cleanup transition (model lock held): forget the norm statistics too,

@@ -182,6 +182,20 @@ class ShowingDesk:
     def create_services(self) -> None:
         self.node.create_configured_service(AnswerQuery, "~/answer", self.on_answer)
 
+    def pause(self) -> None:
+        """The node was deactivated: the showing in view ends there (answerable as any ended one);
+        frames after the node is active again start another."""
+        with self.lock:
+            self.tracker.end(time.monotonic())
+
+    def forget(self) -> None:
+        """The node was cleaned up: its showings and the copies waiting for their frames are forgotten
+        (an answer naming one is refused); the frames unlearned stay refused their copies."""
+        with self.lock:
+            self.tracker.forget()
+            self.pasted.clear()
+            self.waiting, self.asked = 0, None
+
     # ---------------------------------------------------------------- frames
     def on_frame(self, header: Any, x: np.ndarray) -> None:
         """A classified frame: into its showing; the showing's answer published; maybe a question."""

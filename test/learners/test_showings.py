@@ -60,6 +60,25 @@ def test_answers_for_showings_long_ended_unknown_or_forgotten_are_refused():
         ShowingTracker(max_frames=0)
 
 
+def test_an_ended_showing_stays_answerable_and_forgotten_ones_are_not():
+    """end(): the next frame starts another showing however soon it comes, the ended one is found;
+    forget(): none is found, and ids go on (an old id is no longer kept)."""
+    rng = np.random.default_rng(3)
+    tracker = ShowingTracker(gap_s=1.0, change=0.5)
+    first = tracker.add(frame(0, rng), (1, 0), 0.0)
+    tracker.end(0.1)
+    assert tracker.current is None and first.ended == 0.1 and tracker.find(first.id, 0.2)[0] is first
+    tracker.end(0.15)  # nothing in view: nothing ends
+    second = tracker.add(frame(0, rng), (2, 0), 0.2)  # within gap_s, the same object: still another
+    assert second.id == first.id + 1 and list(tracker.ended) == [first]
+    tracker.forget()
+    assert tracker.current is None and not tracker.ended
+    for showing in (first, second):
+        found, why = tracker.find(showing.id, 0.3)
+        assert found is None and "no longer kept" in why
+    assert tracker.add(frame(0, rng), (3, 0), 0.3).id == second.id + 1
+
+
 def test_the_robot_asks_once_per_showing_after_a_while_and_at_most_once_per_interval():
     rng = np.random.default_rng(4)
     tracker = ShowingTracker(gap_s=100.0)

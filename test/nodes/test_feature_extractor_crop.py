@@ -265,7 +265,9 @@ def test_motion_pastes_what_moves_onto_the_room_of_a_scene_seen_before(executor,
             )
             > 1.0
         )
-    assert node.pasted == 4 and "4 copies onto 2 rooms" in node.diagnostic_values()["pasted"]
+    # counted after each copy is published (from the node's processing thread): waited for
+    assert spin(executor, lambda: node.pasted == 4, 10), node.pasted
+    assert "4 copies onto 2 rooms" in node.diagnostic_values()["pasted"]
 
 
 def test_a_failed_paste_is_counted_and_its_frame_still_answered(executor, spin, rclpy_context):
@@ -286,4 +288,8 @@ def test_a_failed_paste_is_counted_and_its_frame_still_answered(executor, spin, 
             frame[60:100, 30 + 30 * stamp : 70 + 30 * stamp] = (40, 200, 90)
         peer.images.publish(image_message(frame, "rgb8", stamp_sec=stamp))
         features_of(node, peer, executor, spin, stamp)  # every frame answered
-    assert node.rejections.snapshot().get("paste failed") == 3 and node.pasted == 0
+    # a frame's paste is tried after its features are published (from the node's processing
+    # thread): the count is waited for, not read as the last frame's features arrive
+    failed = lambda: node.rejections.snapshot().get("paste failed", 0)  # noqa: E731
+    assert spin(executor, lambda: failed() == 3, 10), node.rejections.snapshot()
+    assert node.pasted == 0

@@ -41,12 +41,12 @@ FINALIZED = "node finalized"
 class Managed:
     """The test's side of one managed learner node: lifecycle clients, diagnostics, its services."""
 
-    def __init__(self, executor: Any, proc: Any, node: str) -> None:
+    def __init__(self, executor: Any, proc: Any, node: str, namespace: str = NAMESPACE) -> None:
         from lifecycle_msgs.srv import ChangeState, GetState
         from rclpy.node import Node
 
-        self.executor, self.proc, self.name = executor, proc, node
-        self.peer = Node(f"{node}_cycles_peer", namespace=NAMESPACE, context=executor.context)
+        self.executor, self.proc, self.name, self.namespace = executor, proc, node, namespace
+        self.peer = Node(f"{node}_cycles_peer", namespace=namespace, context=executor.context)
         executor.add_node(self.peer)
         self.get_state = self.peer.create_client(GetState, self.service("get_state"))
         self.change = self.peer.create_client(ChangeState, self.service("change_state"))
@@ -54,10 +54,10 @@ class Managed:
 
     @property
     def status_name(self) -> str:
-        return f"{NAMESPACE}/{self.name}"
+        return f"{self.namespace}/{self.name}"
 
     def service(self, name: str) -> str:
-        return f"{NAMESPACE}/{self.name}/{name}"
+        return f"{self.namespace}/{self.name}/{name}"
 
     def client(self, srv_type: Any, name: str) -> Any:
         return self.peer.create_client(srv_type, self.service(name))
