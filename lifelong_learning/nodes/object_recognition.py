@@ -432,7 +432,10 @@ class ObjectRecognitionNode(LearnerNode):
         serving = self.serving
         with self.model_lock:
             model = serving.model
-            refusal = self.gate.check_labeled(x, label, model)
+            if model is None:  # released by cleanup while an answer was being taught
+                refusal = Refusal("no model", "no model serves: the node is not configured")
+            else:
+                refusal = self.gate.check_labeled(x, label, model)
             if refusal is None and not observed and label in self.gone_classes and not model.has_class(label):
                 # a copy of a frame taught before its class was forgotten (renamed, undone): it never
                 # brings the class back (checked under the lock the edits change the model under)
@@ -652,13 +655,21 @@ class ObjectRecognitionNode(LearnerNode):
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Deactivate, and the showing in view ends: frames after the next activate start another."""
         result = super().on_deactivate(state)
-        self.desk.pause()
+        if result == TransitionCallbackReturn.SUCCESS:
+            self.desk.pause()
         return result
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Clean up, and the showings are forgotten: an answer naming one of them is refused, as the
-        model it was shown to is released."""
+        """Clean up, and the showings are forgotten with the rest of what the node keeps of its
+        inputs: configured again, an answer naming one of them is refused."""
         result = super().on_cleanup(state)
+        if result == TransitionCallbackReturn.SUCCESS:
+            self.desk.forget()
+        return result
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """A transition raised: unconfigured (or finalized), and the showings forgotten as by cleanup."""
+        result = super().on_error(state)
         self.desk.forget()
         return result
 

@@ -21,14 +21,14 @@ teaching is).
 Pasted copies of a frame (``pasted_features``, the frame's stamp: the feature_extractor's
 ``paste_copies``), checked by the node as inputs, wait until their frame is taught and are learned
 with it, with its label; one that comes after its frame was taught is learned at once. Those of
-frames never taught are dropped, the oldest first, beyond as many copies as the kept showings hold
-frames; a copy without a stamp (0) is never learned; copies of one frame beyond :data:`MAX_COPIES`
-are refused and counted (``pasted copy refused``): a flood of copies under a taught frame's stamp
-cannot outweigh what was taught. A copy never brings back a class forgotten (``~/forget_class``,
-undone whole by ``~/undo_teaching``, or known before a ``~/reset``) since its frame was taught:
-refused and counted (the node checks it under the model lock); nor a frame unlearned by
-``~/undo_teaching`` or ``~/reset`` (refused by the frame's stamp); after ``~/rename_class`` copies
-are learned under the new name.
+frames never taught are dropped (all of them by cleanup, which forgets the showings), the oldest
+first, beyond as many copies as the kept showings hold frames; a copy without a stamp (0) is never
+learned; copies of one frame beyond :data:`MAX_COPIES` are refused and counted (``pasted copy
+refused``): a flood of copies under a taught frame's stamp cannot outweigh what was taught. A copy
+never brings back a class forgotten (``~/forget_class``, undone whole by ``~/undo_teaching``, or
+known before a ``~/reset``) since its frame was taught: refused and counted (the node checks it
+under the model lock); nor a frame unlearned by ``~/undo_teaching`` or ``~/reset`` (refused by the
+frame's stamp); after ``~/rename_class`` copies are learned under the new name.
 """
 
 from __future__ import annotations
@@ -326,9 +326,10 @@ class ShowingDesk:
             return stamp != (0, 0) and any(stamp in s.taught for s in self._showings())
 
     def _learn_if_sure(self, showing: Showing, now: float) -> None:
-        """``showing`` ended (``now``): learned under its own answer if nobody labelled it, the robot
-        did not ask about it, it ended within ``answer_window_s`` (not before the node was inactive),
-        and its answer over its kept frames is sure now (``learn_confident_showings``). Its frames are
+        """``showing`` ended (``now``) as the next one started: learned under its own answer if nobody
+        labelled it, the robot did not ask about it, its last frame came within ``answer_window_s``,
+        and its answer over its kept frames is sure now (``learn_confident_showings``). A showing that
+        deactivate ended (:meth:`pause`) is never judged: no showing started after it. Its frames are
         learned into the model that answered (none if another serves by then)."""
         with self.lock:
             late = now - showing.last > self.tracker.answer_window_s
