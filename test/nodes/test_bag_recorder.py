@@ -314,7 +314,9 @@ def test_a_flood_is_recorded_or_counted_lost(executor, spin, rclpy_context, star
     deadline = time.monotonic() + 30
     while accounted() < sent + trailing and time.monotonic() < deadline:
         before = accounted()
-        if not spin(executor, lambda before=before: accounted() != before, 0.5) and trailing < 20:
+        if spin(executor, lambda before=before: accounted() != before, 0.5):
+            deadline = time.monotonic() + 30  # still rising: the recorder works at the machine's pace
+        elif trailing < 20:
             pub.publish(Int32(data=k + sent + trailing))
             trailing += 1
     assert accounted() >= sent + trailing, (accounted(), trailing, diag.values(NODE), process.log())
