@@ -30,12 +30,11 @@ the threshold that answers 95 % of the taught ones.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 
 import numpy as np
 from bench_recognition_showing import features, node_learner, pasted_features, published, rows, teach
-from harness import run_seeds
+from harness import seeds_main
 from harness.provenance import report_head
 from showing_report import ANSWERED, seed_values
 from showing_world import ROOT, TAUGHT
@@ -197,11 +196,7 @@ def markdown(results: list[dict], seconds: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
-    ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/recognition-novelty-variants.md"))
-    args = ap.parse_args()
-    run_seeds(args.seeds, one_seed, markdown, args.out)
+    seeds_main(__doc__, one_seed, markdown, ROOT / "docs/benchmarks/recognition-novelty-variants.md")
 
 
 if __name__ == "__main__":

@@ -20,12 +20,10 @@ computed here from its cached crops and cached under ``runs/bench_cache/``. Need
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 from bench_recognition_luminance import OBJECTS, finding, scored, table
 from bench_recognition_showing import features, pasted_features, published
-from harness import run_seeds
+from harness import seeds_main
 from harness.provenance import report_head
 from showing_report import ANSWERED, PUBLISHED
 from showing_world import NEW, ROOT, TAUGHT, TEACH, TEST, pasted_world, world
@@ -136,11 +134,7 @@ def markdown(results: list[dict], seconds: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
-    ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/recognition-backbone-pairs.md"))
-    args = ap.parse_args()
-    run_seeds(args.seeds, one_seed, markdown, args.out)
+    seeds_main(__doc__, one_seed, markdown, ROOT / "docs/benchmarks/recognition-backbone-pairs.md")
 
 
 if __name__ == "__main__":

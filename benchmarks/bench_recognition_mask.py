@@ -34,13 +34,12 @@ seed to render on one core).
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 from bench_recognition_alternatives import judged
 from bench_recognition_showing import features, node_learner, pasted_features, published, teach
-from harness import run_seeds
+from harness import seeds_main
 from harness.provenance import report_head
 from showing_report import ANSWERED, PUBLISHED, seed_values
 from showing_world import NEW, ROOT, TAUGHT, TEACH, TEST, _stored
@@ -182,11 +181,7 @@ def markdown(results: list[dict], seconds: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
-    ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/recognition-mask.md"))
-    args = ap.parse_args()
-    run_seeds(args.seeds, one_seed, markdown, args.out)
+    seeds_main(__doc__, one_seed, markdown, ROOT / "docs/benchmarks/recognition-mask.md")
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ every frame of the three showings.
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 from bench_recognition_showing import (
     _showing_accuracy,
@@ -34,7 +32,7 @@ from bench_recognition_showing import (
     published,
     robot_asks,
 )
-from harness import run_seeds
+from harness import seeds_main
 from harness.provenance import report_head
 from showing_report import seed_values
 from showing_world import ROOT, TAUGHT
@@ -119,11 +117,7 @@ def markdown(results: list[dict], seconds: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
-    ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/recognition-self-teaching.md"))
-    args = ap.parse_args()
-    run_seeds(args.seeds, one_seed, markdown, args.out)
+    seeds_main(__doc__, one_seed, markdown, ROOT / "docs/benchmarks/recognition-self-teaching.md")
 
 
 if __name__ == "__main__":

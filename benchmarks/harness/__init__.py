@@ -23,7 +23,7 @@ from harness.provenance import (
     report_head,
     usable_cores,
 )
-from harness.seeds import per_seed_table, run_seeds
+from harness.seeds import per_seed_table, run_seeds, seeds_main
 
 __all__ = [
     "Latencies",
@@ -39,5 +39,6 @@ __all__ = [
     "provenance_line",
     "report_head",
     "run_seeds",
+    "seeds_main",
     "usable_cores",
 ]

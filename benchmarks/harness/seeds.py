@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +41,18 @@ def run_seeds(
         path.with_suffix(".json").write_text(json.dumps(results, indent=1, default=json_default))
     print(text)
     return results
+
+
+def seeds_main(
+    doc: str, one_seed: Callable[[int], Any], report: Callable[[list, float], str], out: str | Path
+) -> None:
+    """The command line of a benchmark that runs ``one_seed`` per seed: ``--seeds`` (default 0-5) and
+    ``--out`` (default ``out``), then :func:`run_seeds`; ``doc``'s first line describes it."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
+    ap.add_argument("--out", default=str(out))
+    args = ap.parse_args()
+    run_seeds(args.seeds, one_seed, report, args.out)
 
 
 def per_seed_table(results: list[dict], fmt: str) -> list[str]:
