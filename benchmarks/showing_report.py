@@ -4,10 +4,11 @@ against the goals of the issue (no ROS imports beyond the node modules' settings
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 from harness import cpu_model, provenance_line  # benchmarks/harness (sys.path[0] is benchmarks/)
-from showing_world import NEW, TAUGHT, TEACH, TEST
+from showing_world import NEW, ROOT, TAUGHT, TEACH, TEST
 
 from lifelong_learning.learners.novelty import DEFAULT_SCORE, SCORES
 from lifelong_learning.learners.showing import DEFAULT_RULE, RULES
@@ -292,11 +293,15 @@ def _cost_tables(results: list[dict]) -> list[str]:
 
 def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> str:
     seeds = " ".join(str(r["seed"]) for r in results)
+    more = "" if args.backbones else " --no-backbones"
+    out = Path(args.out).resolve()
+    if out != (ROOT / "docs/benchmarks/recognition-showing.md").resolve():
+        more += f" --out {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}"
     lines = [
         '# Recognition a person can trust: per showing, "I don\'t know", asking',
         "",
         f"Command: `OPENBLAS_NUM_THREADS=1 python benchmarks/bench_recognition_showing.py --seeds {seeds} "
-        f"--objects {' '.join(map(str, args.objects))} --taught {args.taught}`  ",
+        f"--objects {' '.join(map(str, args.objects))} --taught {args.taught}{more}`  ",
         f"Machine: {cpu_model()}. {provenance_line()}. Total time {seconds:.0f} s.",
         "",
         f"Per seed: {TAUGHT} objects, each shown for {TEACH} frames (320×240) in a teaching room and {TEST} "
