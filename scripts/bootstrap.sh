@@ -57,10 +57,11 @@ want=$(cat requirements/*.txt | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing Python packages (requirements/*.txt changed or first run)"
   python -m pip install --quiet --upgrade pip wheel "setuptools<80"
-  # What colcon needs (the ROS wheels, and numpy and the rest at the pins of base.txt) first: the
+  # What colcon needs (the ROS wheels, numpy and the rest at the pins of base.txt, the pytest plugins
+  # colcon-core pulls at those of test.txt, so that the second install changes none) first: the
   # build runs while the other packages install. It must not see a package change under it: the
   # versions it saw are compared with the final ones below (then it builds again, after the rest).
-  python -m pip install --quiet -r requirements/ros-pypi.txt -c requirements/base.txt
+  python -m pip install --quiet -r requirements/ros-pypi.txt -c requirements/base.txt -c requirements/test.txt
   python -m pip freeze > log/bootstrap-build-packages.txt
   say "colcon build -> install/ (while the other packages install)"
   t_build=$SECONDS

@@ -16,8 +16,8 @@ export LL_REQUIRE_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 # Three test processes at once (pytest-xdist; LL_TEST_WORKERS=0 runs every test in this one): a run
 # alone used 0.68 of one of this machine's 2 cores on average, most tests wait on DDS discovery, timers and
-# the processes they start. On 2 cores the part run in workers took 405 s with two, 305 s with three
-# and 328 s with four. Each worker's graph tests run on a ROS domain of their own
+# the processes they start; three keep 2 cores busy (README: the runs with two to five). Each
+# worker's graph tests run on a ROS domain of their own
 # (test/conftest.py). The tests marked `serial` (the demo and the launch files: a whole robot's
 # processes; real-time scheduling) run after them, alone, in one worker. Under workers, a test
 # that hangs (a deadlock inside Fast DDS) is ended after 300 s and run once more on another worker;

@@ -279,15 +279,12 @@ def spin_until(executor: object, predicate: Callable[[], bool], timeout: float =
     return predicate()
 
 
-def spin_while_rising(
-    executor: object, value: Callable[[], int], goal: int, stall_s: float = 30.0, limit_s: float = 240.0
-) -> bool:
+def spin_while_rising(executor: object, value: Callable[[], int], goal: int, stall_s: float = 30.0) -> bool:
     """Spin ``executor`` until ``value()`` reaches ``goal``; give up once it has not risen for
-    ``stall_s`` seconds (or after ``limit_s``). For work whose pace is the machine's (a flood the node
-    works through): a loaded machine gets there later, a stuck node fails."""
-    start = time.monotonic()
-    best, since = value(), start
-    while time.monotonic() - start < limit_s:
+    ``stall_s`` seconds. For work whose pace is the machine's (a flood the node works through): a
+    loaded machine gets there later, a stuck node fails (test/hangs.py bounds the whole test)."""
+    best, since = value(), time.monotonic()
+    while True:
         now_value = value()
         if now_value >= goal:
             return True
@@ -296,7 +293,6 @@ def spin_while_rising(
         elif time.monotonic() - since > stall_s:
             return False
         executor.spin_once(timeout_sec=0.05)  # type: ignore[attr-defined]
-    return value() >= goal
 
 
 @pytest.fixture

@@ -607,7 +607,9 @@ class InverseDynamicsNode(LearnerNode):
     def shutdown(self) -> None:
         """The final checkpoint, with every sample queued for learning learned first; the learning
         thread ends (process exit, the shutdown transition: nothing configures the node again); a
-        block it still learns after its 10 s is not committed (counted ``learning thread stopped``)."""
+        block it still learns after its 10 s is not committed (counted ``learning thread stopped``).
+        No model replaces the serving one while the queue is learned."""
+        self.end_serving()
         self._stop_learning()
         self._learning_ended = True
         super().shutdown()

@@ -208,6 +208,7 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
             catch_up=self.catch_up_model,
             report=_NodeReport(self),
         )
+        self.serving.close(UNCONFIGURED)  # until configure opens it
         #: held around every use of :attr:`model` (re-entrant; the serving core's lock)
         self.model_lock = self.serving.lock
         self.service_group = MutuallyExclusiveCallbackGroup()
@@ -394,21 +395,28 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         self.serving.close(FINALIZED_MESSAGE)  # and a model received or promoted meanwhile
         self.end_trials("the node was shut down")
         self.shutdown()  # the model receiver stopped, then the final checkpoint
+        self._finalize()
+        self.get_logger().info("finalized: services refuse every request, nothing changes the model")
+        return TransitionCallbackReturn.SUCCESS
+
+    def _finalize(self) -> None:
+        """The checkpoint timer and the model subscriptions go: nothing runs for the model any more."""
         self._schedule_checkpoints(0.0)
         for entity in [e for e in self._configured if isinstance(e, Subscription)]:
             self.destroy_subscription(entity)
             self._configured.remove(entity)
-        self.get_logger().info("finalized: services refuse every request, nothing changes the model")
-        return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         """A transition raised: back to unconfigured, model kept on disk by the last checkpoint; a
         node that was being shut down stays finalized (FAILURE: the lifecycle's finalized state)."""
         self.active = False
         if self.finalized:
+            self.serving.close(FINALIZED_MESSAGE)
+            self._finalize()
             self.get_logger().error("the shutdown transition failed; the node is finalized")
             return TransitionCallbackReturn.FAILURE
         self.serving.close(UNCONFIGURED)
+        self.end_trials("a lifecycle transition failed")
         self.get_logger().error("a lifecycle transition failed; the node is unconfigured")
         self._destroy_configured()
         return TransitionCallbackReturn.SUCCESS
@@ -538,10 +546,15 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
         the shutdown transition (subclasses end what runs for the node's whole life here). First no
         model may replace the serving one and the model receiver stops: the checkpoint holds the
         model that serves to the end."""
+        self.end_serving()
+        self.final_checkpoint()
+
+    def end_serving(self) -> None:
+        """No model replaces the serving one any more (unless already closed) and the model receiver
+        stops: what the node does at its end, before its final checkpoint."""
         if not self.serving.closed:
             self.serving.close(ENDING)
         self._stop_receiving_models()
-        self.final_checkpoint()
 
     def _schedule_checkpoints(self, interval: float) -> None:
         if self._checkpoint_timer is not None:

@@ -340,8 +340,12 @@ class ShowingDesk:
             model = self.node.model
             if model is None:
                 return
-            answer = answer_showing(model, frames, 0.0, self.novelty_threshold, self.rule, self.score)
-            guesses = best_guesses(model, frames, 2, self.rule)
+            try:
+                answer = answer_showing(model, frames, 0.0, self.novelty_threshold, self.rule, self.score)
+                guesses = best_guesses(model, frames, 2, self.rule)
+            except ValueError as error:  # frames the model cannot take (another dimension): not learned
+                self.node.reject("bad features", f"showing {showing.id}: {error}")
+                return
         with self.lock:
             if self.policy.doubt(answer.label, guesses, answer.novelty) or showing.label:
                 return

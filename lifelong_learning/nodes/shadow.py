@@ -295,20 +295,23 @@ class ShadowMonitor:
         if verdict.outcome == FAILED:
             node.reject(SHADOW_FAILED, f"{trial.label}: {verdict.reason}; the serving model is unchanged")
         elif verdict.role == SHADOW and verdict.other_wins:
-            self._own_swap = True
-            try:
-                note = node.serving.replace(trial.other, "reload", trial.key, catch_up=trial.catch_up)
-            except (OSError, ValueError) as exc:  # not kept, or refused by the catch-up: nothing changed
-                node.serving.failed(f"{trial.label} won in shadow but was not swapped in: {exc}")
-                self._publish({**verdict.as_dict(), "promoted": False, "reason": f"not swapped in: {exc}"})
-                return
-            finally:
-                self._own_swap = False
+            # the swap and its canary at once: a cleanup (which ends trials) never comes between them
+            with node.serving.replacing():
+                self._own_swap = True
+                try:
+                    note = node.serving.replace(trial.other, "reload", trial.key, catch_up=trial.catch_up)
+                except (OSError, ValueError) as exc:  # not kept, refused by the catch-up or closed
+                    node.serving.failed(f"{trial.label} won in shadow but was not swapped in: {exc}")
+                    refused = {"promoted": False, "reason": f"not swapped in: {exc}"}
+                    self._publish({**verdict.as_dict(), **refused})
+                    return
+                finally:
+                    self._own_swap = False
+                window = float(node.params["canary_window_s"])
+                if window > 0:
+                    self.slot.start(self._trial(CANARY, serving_model, window, "the model it replaced", None))
             node.serving.reloaded(trial.label)
             log.info(f"promoted {trial.label} after its shadow window: {verdict.reason}{note}")
-            window = float(node.params["canary_window_s"])
-            if window > 0:
-                self.slot.start(self._trial(CANARY, serving_model, window, "the model it replaced", None))
         elif verdict.outcome == ROLLED_BACK:
             outcome = node.serving.rollback()
             self.rollbacks += outcome.ok

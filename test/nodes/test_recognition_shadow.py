@@ -270,8 +270,7 @@ def test_cleanup_ends_a_trial_so_no_verdict_replaces_the_model_served_after(
 ):
     """A model in shadow when the node is cleaned up: the trial ends (published, no verdict); the
     node configured and activated again serves its own model, and no verdict of that trial comes."""
-    from lifecycle_msgs.msg import Transition
-    from lifecycle_msgs.srv import ChangeState
+    from test_lifecycle_cycles import Managed
 
     proc, tuner = start_node(start_process, tmp_path, "-p", f"checkpoint_path:={tmp_path / 'ckpt.llm'}")
     graph = Graph(executor)
@@ -279,16 +278,14 @@ def test_cleanup_ends_a_trial_so_no_verdict_replaces_the_model_served_after(
     set_parameter(graph, "shadow_window_s", 2.0)
     graph.send(trained(2000, 3, permute=False), tuner, "candidate.model")
     assert graph.stream(lambda: graph.event("started") is not None, 20), proc.log()
-    change = graph.node.create_client(ChangeState, f"/{NODE}/change_state")
-    for transition in (Transition.TRANSITION_DEACTIVATE, Transition.TRANSITION_CLEANUP):
-        res = call_service(executor, change, ChangeState.Request(transition=Transition(id=transition)), 20.0)
-        assert res.success, proc.log()
+    managed = Managed(executor, proc, NODE, namespace="")  # a lost first reply is recovered
+    managed.transition("deactivate", "inactive")
+    managed.transition("cleanup", "unconfigured")
     assert graph.stream(lambda: graph.event("ended") is not None, 10), graph.events
     ended = graph.event("ended")
     assert ended["reason"] == "the node was cleaned up" and ended["model"].endswith("candidate.model"), ended
-    for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
-        res = call_service(executor, change, ChangeState.Request(transition=Transition(id=transition)), 20.0)
-        assert res.success, proc.log()
+    managed.transition("configure", "inactive")
+    managed.transition("activate", "active")
     before = graph.sent
     assert graph.stream(lambda: graph.sent >= before + 600, 30)  # past the trial's window, learning
     assert graph.event("promoted") is None and graph.event("dropped") is None, graph.events

@@ -25,7 +25,7 @@ def test_deactivate_ends_the_showing_and_cleanup_forgets_the_showings(built_inte
         assert before and before[-1].label == "", proc.log()
         node.transition("deactivate", "inactive")
         node.transition("activate", "active")
-        # the same object again, well within showing_gap_s (5 s): another showing all the same
+        # the same object again, well within showing_gap_s (120 s here): another showing all the same
         after = show(started, 3, lambda a: len(a) >= 5 and asked(peer, a))
         assert after and {a.showing_id for a in after} == {before[-1].showing_id + 1}, proc.log()
 
