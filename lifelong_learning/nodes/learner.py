@@ -126,6 +126,8 @@ LEARNER_PARAMS: tuple[ParamSpec, ...] = (
 
 
 #: why a model received or promoted between cleanup and the next configure is refused
+#: the refusal of a model received as bytes while the node is not configured (or ending)
+MODEL_WHILE_CLOSED = "model refused: node not configured"
 UNCONFIGURED = "the node is not configured: no model replaces the serving one until it is configured again"
 #: why a model received or promoted while the node's process ends is refused
 ENDING = "the node is ending: its final checkpoint is being written"
@@ -655,10 +657,14 @@ class LearnerNode(LifecycleStateMixin, NodeBase):
     def _on_model_data(self, header: ModelFileHeader, data: memoryview | None) -> None:
         """A model file as bytes (``model_data_topic``), on the receiver's thread: checked, stored,
         hot-reloaded; ``data`` is None when it was over ``max_model_bytes`` (its bytes are gone).
-        Refused once the node is finalized (counted ``node finalized``)."""
+        Refused before anything is written while no model may replace the serving one (cleanup,
+        shutdown, the process's end: counted ``node finalized`` once finalized, else
+        :data:`MODEL_WHILE_CLOSED`)."""
         where = str(self.params["model_data_topic"])
-        if self.finalized:
-            self.reject(FINALIZED, f"model {header.name!r} received on {where} refused: {FINALIZED_MESSAGE}")
+        closed = self.serving.closed
+        if closed:
+            reason = FINALIZED if self.finalized else MODEL_WHILE_CLOSED
+            self.reject(reason, f"model {header.name!r} received on {where} refused: {closed}")
             return
         self.serving.receive(
             header.kind, header.name, data, header.sha256, where, self.reload, size=header.data_size

@@ -173,8 +173,13 @@ def test_a_finalized_node_takes_no_model_as_bytes(executor, spin, tmp_path):
 
 
 def test_between_cleanup_and_configure_no_model_is_loaded(executor, tmp_path):
-    """A model read while the node cleans up (a reload under way, a promotion) is refused; configured
-    again, the node loads models."""
+    """A model read while the node cleans up (a reload under way, a promotion) is refused, and one
+    received as bytes is refused before it is written; configured again, the node loads models."""
+    from rclpy.serialization import serialize_message
+
+    from lifelong_learning.nodes.learner import MODEL_WHILE_CLOSED
+    from lifelong_learning.nodes.model_data import parse_model_file
+
     node = make_node(executor.context, model_directory=str(tmp_path), checkpoint_path="", model_topic="")
     executor.add_node(node)
     sent = sent_model()
@@ -183,6 +188,12 @@ def test_between_cleanup_and_configure_no_model_is_loaded(executor, tmp_path):
     node.trigger_cleanup()
     ok, message = node.reload(tmp_path / "sent.llm")
     assert not ok and "not configured" in message and node.model is None, message
+    raw = serialize_message(model_file_message(sent, tmp_path, "bytes.llm"))
+    header = parse_model_file(raw)
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    node._on_model_data(header, memoryview(raw)[header.data_offset :])  # received meanwhile
+    assert node.rejections.counts.get(MODEL_WHILE_CLOSED) == 1 and node.model is None
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == files  # nothing written
     node.trigger_configure()
     assert node.reload(tmp_path / "sent.llm").ok
     assert np.array_equal(node.model.predict(np.eye(3)), sent.predict(np.eye(3)))
