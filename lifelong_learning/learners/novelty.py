@@ -38,6 +38,13 @@ SCORES = ("confidence", "leverage", "mahalanobis", "cosine")
 DEFAULT_SCORE = "confidence"
 
 
+def confidence_novelty(P: np.ndarray) -> np.ndarray:
+    """``"confidence"`` of each row of calibrated probabilities ``P`` (rows × ``T`` classes):
+    ``(1 − max_c p_c) · T/(T − 1)``, unscaled while ``T`` ≤ 1."""
+    T = P.shape[1]
+    return (1.0 - P.max(axis=1)) * (T / (T - 1) if T > 1 else 1.0)
+
+
 def class_means(rhs: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """``(d × T')`` means ``B e_c / k_c`` of the classes with a training row."""
     have = np.flatnonzero(counts > 0)

@@ -49,7 +49,7 @@ from lifelong_learning.learners.model_selection import (
     SelectionRule,
     recoding,
 )
-from lifelong_learning.learners.novelty import DEFAULT_SCORE, novelty_scores
+from lifelong_learning.learners.novelty import DEFAULT_SCORE, confidence_novelty, novelty_scores
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 from lifelong_learning.learners.taken_back import TakenBack, row_digests
 from lifelong_learning.learners.unlearning import InputDigests, SampleStore, Unlearning
@@ -729,8 +729,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         """How likely each row of ``X`` shows what was never taught (higher: more likely), by the
         measure ``score`` (:mod:`~lifelong_learning.learners.novelty`). Raises as decision_function."""
         if score == "confidence" or not self._labels:
-            T = len(self._labels)
-            return (1.0 - self.predict_proba(X).max(axis=1)) * (T / (T - 1) if T > 1 else 1.0)
+            return confidence_novelty(self.predict_proba(X))
         engine = self._engines[0] if self.shares_factor else self._engines[self._select().lambda_index]
         cache = self.__dict__.setdefault("_novelty_cache", {})
         return novelty_scores(engine, self._features(X), self._train_counts, score, cache)

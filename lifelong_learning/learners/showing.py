@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lifelong_learning.learners.novelty import DEFAULT_SCORE
+from lifelong_learning.learners.novelty import DEFAULT_SCORE, confidence_novelty
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 
 #: the rules :func:`answer_showing` can accumulate a showing's frames with
@@ -106,17 +106,22 @@ def evidence(model: IncrementalRLSC, X: np.ndarray, rule: str = DEFAULT_RULE) ->
     """The accumulated probability of every class (``classes_`` order) over the frames ``X``."""
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
-    S = model.decision_function(X)
+    return _evidence(model, model.decision_function(X), rule)[0]
+
+
+def _evidence(model: IncrementalRLSC, S: np.ndarray, rule: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`evidence` from the frames' recoded scores ``S``, and the frames' calibrated
+    probabilities when the rule computed them (None otherwise)."""
     if rule == "mean_scores":
-        return model.proba_from_scores(S.mean(axis=0, keepdims=True))[0]
+        return model.proba_from_scores(S.mean(axis=0, keepdims=True))[0], None
     if rule == "vote":
-        return np.bincount(np.argmax(S, axis=1), minlength=S.shape[1]) / S.shape[0]
+        return np.bincount(np.argmax(S, axis=1), minlength=S.shape[1]) / S.shape[0], None
     P = model.proba_from_scores(S)
     if rule == "mean_proba":
-        return P.mean(axis=0)
+        return P.mean(axis=0), P
     log_mean = np.log(np.maximum(P, 1e-300)).mean(axis=0)
     p = np.exp(log_mean - log_mean.max())
-    return p / p.sum()
+    return p / p.sum(), P
 
 
 def answer_showing(
@@ -134,18 +139,48 @@ def answer_showing(
     Raises:
         ValueError: no frame, or the model's own checks.
     """
+    return judge_showing(model, X, 0, unknown_threshold, novelty_threshold, rule, score)[0]
+
+
+def judge_showing(
+    model: IncrementalRLSC,
+    X: np.ndarray,
+    k: int,
+    unknown_threshold: float = 0.0,
+    novelty_threshold: float = np.inf,
+    rule: str = DEFAULT_RULE,
+    score: str = DEFAULT_SCORE,
+) -> tuple[ShowingAnswer, list[tuple[str, float]]]:
+    """:func:`answer_showing` and :func:`best_guesses` (the ``k`` best) of the frames ``X``, from one
+    evaluation of the classifier's scores (a node asks both of every frame's showing).
+
+    Raises:
+        ValueError: no frame, an unknown rule, or the model's own checks.
+    """
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     if X.shape[0] == 0:
         raise ValueError("a showing needs at least one frame")
     if len(model.classes_) == 0:
-        return ShowingAnswer("", 0.0, 0.0)
-    p = evidence(model, X, rule)
+        return ShowingAnswer("", 0.0, 0.0), []
+    S = model.decision_function(X)
+    p, P = _evidence(model, S, rule)
     best = int(np.argmax(p))
-    novelty = float(np.mean(model.novelty_score(X, score)))
+    if score == "confidence":
+        frames = confidence_novelty(model.proba_from_scores(S) if P is None else P)
+    else:
+        frames = model.novelty_score(X, score)
+    novelty = float(np.mean(frames))
     label = _known(
         model, str(model.classes_[best]), float(p[best]), novelty, unknown_threshold, novelty_threshold
     )
-    return ShowingAnswer(label, float(p[best]), novelty)
+    return ShowingAnswer(label, float(p[best]), novelty), _guesses(model, p, k)
+
+
+def _guesses(model: IncrementalRLSC, p: np.ndarray, k: int) -> list[tuple[str, float]]:
+    order = np.argsort(-p, kind="stable")[:k]
+    return [(str(model.classes_[i]), float(p[i])) for i in order]
 
 
 def best_guesses(
@@ -154,6 +189,4 @@ def best_guesses(
     """The ``k`` classes of highest accumulated probability over the frames ``X``, best first."""
     if len(model.classes_) == 0:
         return []
-    p = evidence(model, np.atleast_2d(np.asarray(X, dtype=np.float64)), rule)
-    order = np.argsort(-p, kind="stable")[:k]
-    return [(str(model.classes_[i]), float(p[i])) for i in order]
+    return _guesses(model, evidence(model, np.atleast_2d(np.asarray(X, dtype=np.float64)), rule), k)

@@ -420,14 +420,20 @@ class ObjectRecognitionNode(LearnerNode):
             self.desk.on_pasted(msg.header, x)
 
     def learn(
-        self, x: np.ndarray, label: str, observed: bool = True, stamp: tuple[int, int] | None = None
+        self,
+        x: np.ndarray,
+        label: str,
+        observed: bool = True,
+        stamp: tuple[int, int] | None = None,
+        source: str = "LabeledFeatures",
     ) -> bool:
         """Learn one labeled sample unless the gate or the model refuses it (counted); True if learned.
         ``observed``: a frame of the world (scored prequentially, and by a model in trial), not a
         pasted copy (learned by a model in trial too, unscored). ``stamp``: the frame's, for a sample
         that no labeled_features message carried (a showing's frame, a copy): published on
         ``learned_features`` once learned; a copy is refused if its frame was unlearned since (checked
-        under the lock the edits change the model under)."""
+        under the lock the edits change the model under). ``source``: what the sample is, in the
+        message of a refusal."""
         t = time.perf_counter()
         serving = self.serving
         with self.model_lock:
@@ -453,7 +459,7 @@ class ObjectRecognitionNode(LearnerNode):
                 except ValueError as exc:
                     refusal = Refusal("bad labeled features", str(exc))
             if refusal is not None:
-                self.reject(refusal.reason, f"LabeledFeatures: {refusal.detail}")
+                self.reject(refusal.reason, f"{source}: {refusal.detail}")
                 return False
             self.gate.accepted(x)
             serving.count_updates()

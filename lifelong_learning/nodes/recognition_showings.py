@@ -2,12 +2,12 @@
 :mod:`~lifelong_learning.learners.showings` and :mod:`~lifelong_learning.learners.showing`.
 
 Every classified frame joins a showing (:class:`~lifelong_learning.learners.showings.ShowingTracker`);
-after each, the showing's answer (:func:`~lifelong_learning.learners.showing.answer_showing` over its
-kept frames) is published on ``showing`` (lifelong_learning/ShowingAnswer). A labeled frame names its
-showing: the showing's kept frames not learned yet are learned with the label too (the teacher's
-label applies to every frame of the showing it was given in). When a showing's answer stays unknown
-or ambiguous, the node asks on ``~/query`` (lifelong_learning/Query, rate-limited,
-:class:`~lifelong_learning.learners.showings.QuestionPolicy`); the answer comes on ``~/answer``
+after each, the showing's answer (:func:`~lifelong_learning.learners.showing.judge_showing` over its
+kept frames, with its best guesses) is published on ``showing`` (lifelong_learning/ShowingAnswer).
+A labeled frame names its showing: the showing's kept frames not learned yet are learned with the
+label too (the teacher's label applies to every frame of the showing it was given in). When a
+showing's answer stays unknown or ambiguous, the node asks on ``~/query`` (lifelong_learning/Query,
+rate-limited, :class:`~lifelong_learning.learners.showings.QuestionPolicy`); the answer comes on ``~/answer``
 (lifelong_learning/AnswerQuery, naming the showing) or on ``teacher_label`` (std_msgs/String, while
 the showing asked about is still the current one: after it, a name on ``teacher_label`` is the
 teacher naming the next object), and teaches the showing's kept frames. Refused and counted
@@ -44,7 +44,7 @@ from std_msgs.msg import String
 
 from lifelong_learning.learners.novelty import DEFAULT_SCORE, SCORES
 from lifelong_learning.learners.recognition_gate import label_problem
-from lifelong_learning.learners.showing import DEFAULT_RULE, RULES, answer_showing, best_guesses
+from lifelong_learning.learners.showing import DEFAULT_RULE, RULES, judge_showing
 from lifelong_learning.learners.showings import QUESTION_NOVELTY, QuestionPolicy, Showing, ShowingTracker
 from lifelong_learning.msg import Query, ShowingAnswer
 from lifelong_learning.nodes.base import ParamSpec
@@ -58,6 +58,8 @@ from lifelong_learning.srv import AnswerQuery
 NOVELTY_THRESHOLD = 0.70
 #: the refusal of a pasted copy (too many of one frame; its class no longer known)
 COPY_REFUSED = "pasted copy refused"
+#: what a pasted copy is called in the message of a refusal of it
+PASTED_COPY = "pasted copy"
 #: most pasted copies learned per frame (the feature_extractor's ``paste_copies`` is at most 8)
 MAX_COPIES = 8
 
@@ -212,8 +214,9 @@ class ShowingDesk:
         with self.node.model_lock:
             model = self.node.model
             try:
-                answer = answer_showing(model, frames, 0.0, self.novelty_threshold, self.rule, self.score)
-                guesses = best_guesses(model, frames, 3, self.rule)
+                answer, guesses = judge_showing(
+                    model, frames, 3, 0.0, self.novelty_threshold, self.rule, self.score
+                )
             except ValueError as error:
                 self.node.reject("bad features", f"showing {showing.id}: {error}")
                 return
@@ -260,7 +263,7 @@ class ShowingDesk:
             self.unlearned.pop(stamp, None)  # taught again: its copies with it
             copies = self._take_pasted(stamp)
         for copy in copies:
-            self.node.learn(copy, label, observed=False, stamp=stamp)
+            self.node.learn(copy, label, observed=False, stamp=stamp, source=PASTED_COPY)
         self._teach(showing, label, like=x)
 
     def on_pasted(self, header: Any, x: np.ndarray) -> None:
@@ -286,7 +289,7 @@ class ShowingDesk:
         elif unlearned:
             self.node.reject(COPY_REFUSED, f"the frame stamped {stamp} was unlearned since (undo, reset)")
         elif label:
-            self.node.learn(x, label, observed=False, stamp=stamp)
+            self.node.learn(x, label, observed=False, stamp=stamp, source=PASTED_COPY)
 
     def relabel(self, old: str, new: str) -> None:
         """The class ``old`` was renamed ``new``: the kept showings taught as ``old`` take the new
@@ -341,8 +344,9 @@ class ShowingDesk:
             if model is None:
                 return
             try:
-                answer = answer_showing(model, frames, 0.0, self.novelty_threshold, self.rule, self.score)
-                guesses = best_guesses(model, frames, 2, self.rule)
+                answer, guesses = judge_showing(
+                    model, frames, 2, 0.0, self.novelty_threshold, self.rule, self.score
+                )
             except ValueError as error:  # frames the model cannot take (another dimension): not learned
                 self.node.reject("bad features", f"showing {showing.id}: {error}")
                 return
@@ -375,11 +379,14 @@ class ShowingDesk:
             showing.taught.update(stamp for stamp, _ in frames)
             copies = [self._take_pasted(stamp) for stamp, _ in frames]
         learned = 0
+        source = f"showing {showing.id}" + ("" if observed else ", taught by its own answer")
         for (stamp, x), pasted in zip(frames, copies, strict=True):
-            if self.node.learn(x, label, observed=observed, stamp=stamp):
+            if self.node.learn(x, label, observed=observed, stamp=stamp, source=source):
                 learned += 1
                 for copy in pasted:
-                    self.node.learn(copy, label, observed=False, stamp=stamp)
+                    self.node.learn(
+                        copy, label, observed=False, stamp=stamp, source=f"{source}, {PASTED_COPY}"
+                    )
             else:  # refused: not taught, and its copies, waiting or to come, are not learned for it
                 with self.lock:
                     showing.taught.discard(stamp)

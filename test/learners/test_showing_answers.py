@@ -13,6 +13,7 @@ from lifelong_learning.learners.showing import (
     answer_showing,
     best_guesses,
     evidence,
+    judge_showing,
 )
 
 D = 12
@@ -63,6 +64,28 @@ def test_a_never_taught_object_is_more_novel_than_taught_ones_and_unknown_at_the
         isinstance(frame, FrameAnswer) and frame.label == "" and frame.top_label in ("mug", "duck", "teddy")
     )
     assert sorted(frame.labels) == ["duck", "mug", "teddy"] and len(frame.scores) == 3
+
+
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("score", SCORES)
+def test_a_showing_judged_once_gives_its_answer_and_guesses_from_one_evaluation(
+    model, monkeypatch, rule, score
+):
+    rng = np.random.default_rng(3)
+    frames = np.vstack([objects(rng, 2, 6, spread=1.5), objects(rng, 3, 3)])  # some frames unlike any
+    threshold = float(np.quantile(model.novelty_score(frames, score), 0.5))
+    expected = answer_showing(model, frames, 0.3, threshold, rule, score)
+    guesses = best_guesses(model, frames, 3, rule)
+    calls = []
+    scores = model.decision_function
+    monkeypatch.setattr(model, "decision_function", lambda X: calls.append(len(X)) or scores(X))
+    answer, judged = judge_showing(model, frames, 3, 0.3, threshold, rule, score)
+    assert answer.label == expected.label and judged == guesses
+    assert np.allclose(answer[1:], expected[1:], rtol=1e-12, atol=0.0)
+    # the node asks both of every frame's showing: the classifier scores its frames once
+    assert calls == [len(frames)]
+    with pytest.raises(ValueError, match="rule"):
+        judge_showing(model, frames, 3, rule="median")
 
 
 def test_an_empty_model_answers_unknown_and_a_showing_needs_a_frame():

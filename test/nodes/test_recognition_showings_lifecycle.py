@@ -5,6 +5,8 @@ showings, so an answer naming one of them is refused after the node is configure
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from conftest import call_service, first_call, spin_until
@@ -75,14 +77,21 @@ def test_after_cleanup_nothing_is_learned_and_the_waiting_copies_are_gone(rclpy_
         header.stamp.sec = 9
         node.desk.on_frame(header, sample(rng, 2)[0])
         node.desk.on_pasted(header, sample(rng, 2)[0])  # its frame not taught: the copy waits
-        assert node.desk.waiting == 1 and node.desk.tracker.current is not None
+        shown = node.desk.tracker.current
+        assert node.desk.waiting == 1 and shown is not None
         node.trigger_deactivate()
         assert node.desk.tracker.current is None and len(node.desk.tracker.ended) == 1
         node.trigger_cleanup()
         assert node.model is None and node.desk.waiting == 0 and not node.desk.pasted
         assert not node.desk.tracker.ended
+        warnings: list[str] = []
+        node.rejections._logger = SimpleNamespace(warning=warnings.append)
+        # a showing taught by its own answer after cleanup released the model: refused, and the
+        # warning says which showing's frame it was
+        assert node.desk._teach(shown, "box", observed=False) == 0
+        assert len(warnings) == 1 and f"showing {shown.id}, taught by its own answer: no model" in warnings[0]
         assert not node.learn(sample(rng, 2)[0], "box", observed=False)
-        assert node.rejections.snapshot()["no model"] == 1
+        assert node.rejections.snapshot()["no model"] == 2
         node.trigger_configure()
         assert node.learn(sample(rng, 2)[0], "box")  # configured again: it learns
     finally:
