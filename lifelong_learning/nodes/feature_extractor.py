@@ -33,7 +33,8 @@ gains, and costs per frame: docs/benchmarks/recognition-scale.md.
 
 Publishes:
 - ``features`` (lifelong_learning/Features): the features of every processed image (normalised
-  by ``feature_normalisation``), with the image's header.
+  by ``feature_normalisation``; with ``room_directions``, those directions projected out), with the
+  image's header.
 - ``labeled_features`` (lifelong_learning/LabeledFeatures): the same, while a teacher label
   is set (the label current when the image arrived): the training stream of
   object_recognition.
@@ -84,6 +85,7 @@ from lifelong_learning.vision.image_conversion import (
 from lifelong_learning.vision.normalisation import NORMALISATIONS, normalised
 from lifelong_learning.vision.paste import RoomPaster
 from lifelong_learning.vision.quantization import PRECISIONS
+from lifelong_learning.vision.room_directions import RoomDirections
 
 #: default of ``max_image_pixels``: 4096 x 4096 = 16.8 Mpx, above common robot cameras (4K UHD is 8.3 Mpx)
 MAX_IMAGE_PIXELS = 4096 * 4096
@@ -252,6 +254,14 @@ PARAMS: tuple[ParamSpec, ...] = (
         "L2-normalised to norm 16; vision/normalisation.py). docs/benchmarks/recognition-showing.md "
         "measures each.",
     ),
+    ParamSpec(
+        "room_directions",
+        "",
+        "A room directions file ('' = none; .npz from `lifelong-learning room-directions`, learned from "
+        "bags of labels shown in more than one room): every feature published, pasted copies too, less "
+        "its part along them, scaled to norm 16 (vision/room_directions.py). An error at start if the "
+        "file is unreadable or of another dimension than the network's features.",
+    ),
     ParamSpec("num_threads", 2, "CPU threads of the CNN backend.", bounds=(1, 256)),
     ParamSpec(
         "queue_size", 2, "Images waiting for the CNN; when full the oldest is dropped.", bounds=(1, 100)
@@ -314,6 +324,11 @@ class FeatureExtractorNode(NodeBase):
             backbone=p["backbone"],
         )
         self.network = p["model_path"] or p["backbone"]
+        self.room = (
+            RoomDirections.load(p["room_directions"], dim=self.extractor.dim)
+            if p["room_directions"]
+            else None
+        )
         self.get_logger().info(
             f"{p['backend']} on {p['device']}, {self.extractor.precision}: "
             f"{self.network}, {self.extractor.dim}-d features"
@@ -493,7 +508,7 @@ class FeatureExtractorNode(NodeBase):
         if not pictures:
             return
         self._annotate(picture, box, kept[-1][0].header)
-        features = normalised(self.extractor.extract_batch(pictures), self.normalisation)
+        features = self._published(self.extractor.extract_batch(pictures))
         for (msg, label, arrived), vector in zip(kept, features, strict=True):
             out = Features(header=msg.header, data=vector)
             self.features_pub.publish(out)
@@ -503,6 +518,11 @@ class FeatureExtractorNode(NodeBase):
             self.processed += 1
         if moving:  # after the frames' own features: the copies add no latency to their answers
             self._publish_pasted(moving)
+
+    def _published(self, raw: np.ndarray) -> np.ndarray:
+        """The network's features as published: normalised, then the room directions projected out."""
+        features = normalised(raw, self.normalisation)
+        return features if self.room is None else self.room.project(features)
 
     def _publish_pasted(self, moving: list[tuple[Any, np.ndarray, np.ndarray, int, Box]]) -> None:
         """Paste each moving frame ``(header, picture, foreground, scene, box)`` onto rooms seen before,
@@ -516,7 +536,7 @@ class FeatureExtractorNode(NodeBase):
             ]
             if not pasted:
                 return
-            copies = normalised(self.extractor.extract_batch([p for _, p in pasted]), self.normalisation)
+            copies = self._published(self.extractor.extract_batch([p for _, p in pasted]))
         except Exception as error:  # the frames were answered: whatever happens here costs the copies only
             self.reject("paste failed", repr(error))
             return

@@ -321,3 +321,32 @@ def test_default_precision_is_int8_on_onnxruntime(executor, spin, rclpy_context)
     peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=3))
     assert spin(executor, lambda: len(peer.features) == 1, 20)
     assert len(peer.features[0].data) == 1280
+
+
+def test_room_directions_are_projected_out_of_what_is_published(executor, spin, rclpy_context, tmp_path):
+    from lifelong_learning.vision.normalisation import normalised
+    from lifelong_learning.vision.room_directions import RoomDirections
+
+    rng = np.random.default_rng(0)
+    room = RoomDirections(np.linalg.qr(rng.normal(size=(1280, 5)))[0].T)
+    room.save(tmp_path / "room.npz")
+    node, peer = setup_graph(executor, spin, rclpy_context, room_directions=str(tmp_path / "room.npz"))
+    peer.images.publish(image_message(PICTURE, "rgb8", stamp_sec=4))
+    assert spin(executor, lambda: len(peer.features) == 1, 20)
+    f = np.asarray(peer.features[0].data, dtype=np.float64)
+    assert np.isclose(np.linalg.norm(f), 16.0, rtol=1e-4) and np.abs(room.directions @ f).max() < 1e-3
+    # the same picture's features as published without the file lie along them
+    plain = normalised(node.extractor.extract_batch([PICTURE]), "sqrt_l2")[0]
+    assert np.abs(room.directions @ plain).max() > 0.05
+    np.testing.assert_allclose(f, room.project(plain), atol=1e-3)
+
+
+def test_a_room_directions_file_of_another_dimension_is_refused_at_start(rclpy_context, tmp_path):
+    from lifelong_learning.vision.room_directions import RoomDirections
+
+    RoomDirections(np.eye(3, 64)).save(tmp_path / "room.npz")
+    with pytest.raises(ValueError, match="are 64-d, the features 1280-d"):
+        make_node(rclpy_context, room_directions=str(tmp_path / "room.npz"))
+    (tmp_path / "bad.npz").write_bytes(b"not numpy")
+    with pytest.raises(ValueError, match="not a room directions file"):
+        make_node(rclpy_context, room_directions=str(tmp_path / "bad.npz"))

@@ -1,0 +1,149 @@
+"""The room's directions projected out of the features (no ROS imports).
+
+An object shown in another room moves in feature space, and a classifier taught in one room follows
+the room: most wrong answers name an object taught in a room like the one it is asked in. Nuisance
+attribute projection (Solomonoff, Campbell and Boardman, ICASSP 2005, for the channel of speaker
+recognition; here the room) removes the directions of that move. From features ``x_i`` of labels
+``y_i`` seen in sessions ``g_i`` (one label in one room, or one showing), each session's move from
+its label's centre is
+
+    δ_g = mean_{i ∈ g} x_i − (1/|G_y|) Σ_{g' ∈ G_y} mean_{i ∈ g'} x_i
+
+over the sessions ``G_y`` of its label (labels seen in one session only move nowhere and are left
+out). The ``k`` leading right singular vectors ``V_k`` (``k × d``, orthonormal rows) of the stacked
+``δ_g`` span the room's directions, and every feature becomes
+
+    x ↦ s · (x − V_kᵀ V_k x) / ‖x − V_kᵀ V_k x‖,
+
+scaled back to the norm ``s`` of the published features (:data:`~lifelong_learning.vision.
+normalisation.SCALE`). Measured on the recognition benchmark's world with directions learned on its
+other worlds: docs/benchmarks/recognition-room-projection.md. Files (``.npz``: ``directions``, and
+``sessions`` and ``labels``, how many of each they were learned from) load without executing code.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lifelong_learning.core.files import atomic_path
+from lifelong_learning.vision.normalisation import SCALE
+
+#: largest file :meth:`RoomDirections.load` reads (bytes): 1,000 directions of 8,192 values
+MAX_FILE_BYTES = 1000 * 8192 * 8 + 65536
+#: how far from orthonormal a file's rows may be (largest entry of ``V Vᵀ − I``)
+ORTHONORMAL_TOLERANCE = 1e-4
+
+
+@dataclass(frozen=True)
+class RoomDirections:
+    """``k × d`` orthonormal rows: the directions :meth:`project` removes."""
+
+    directions: np.ndarray
+    #: sessions and labels they were learned from (0: not known)
+    sessions: int = 0
+    labels: int = 0
+
+    def __post_init__(self) -> None:
+        V = self.directions
+        if V.ndim != 2 or V.shape[0] < 1 or V.shape[0] >= V.shape[1]:
+            raise ValueError(f"directions must be k × d with 1 <= k < d, got shape {V.shape}")
+        if not np.all(np.isfinite(V)):
+            raise ValueError("directions hold NaN or Inf")
+        off = np.abs(V @ V.T - np.eye(V.shape[0])).max()
+        if off > ORTHONORMAL_TOLERANCE:
+            raise ValueError(f"directions are not orthonormal (|V Vᵀ − I| up to {off:.2g})")
+
+    @property
+    def dim(self) -> int:
+        """The features' dimension ``d``."""
+        return int(self.directions.shape[1])
+
+    def project(self, features: np.ndarray, scale: float = SCALE) -> np.ndarray:
+        """``features`` (``(n, d)`` or ``(d,)``) less their part along the directions, scaled to the norm
+        ``scale``, float32.
+
+        Raises:
+            ValueError: another dimension than the directions'.
+        """
+        F = np.asarray(features, dtype=np.float64)
+        if F.shape[-1] != self.dim:
+            raise ValueError(f"features have {F.shape[-1]} values, the room directions {self.dim}")
+        V = self.directions
+        G = F - (F @ V.T) @ V
+        norm = np.linalg.norm(G, axis=-1, keepdims=True)
+        return (scale * G / np.maximum(norm, 1e-12)).astype(np.float32)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the ``.npz`` file atomically (complete or absent)."""
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            np.savez(f, directions=self.directions, sessions=self.sessions, labels=self.labels)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], dim: int | None = None) -> RoomDirections:
+        """Read a file :meth:`save` wrote (no code executed: no pickle); ``dim``: the dimension the
+        features must have.
+
+        Raises:
+            ValueError: not such a file, too large, bad content, or another dimension than ``dim``.
+        """
+        path = Path(path)
+        try:
+            size = path.stat().st_size
+        except OSError as error:
+            raise ValueError(f"room directions {path}: {error.strerror or error}") from None
+        if size > MAX_FILE_BYTES:
+            raise ValueError(f"room directions {path}: {size} bytes, more than {MAX_FILE_BYTES}")
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                V = np.asarray(f["directions"], dtype=np.float64)
+                sessions, labels = int(f["sessions"]), int(f["labels"])
+        except (OSError, KeyError, ValueError, TypeError, EOFError) as error:
+            raise ValueError(f"room directions {path}: not a room directions file ({error})") from None
+        try:
+            out = cls(V, sessions, labels)
+        except ValueError as error:
+            raise ValueError(f"room directions {path}: {error}") from None
+        if dim is not None and out.dim != dim:
+            raise ValueError(f"room directions {path} are {out.dim}-d, the features {dim}-d")
+        return out
+
+    @classmethod
+    def fit(
+        cls, features: np.ndarray, labels: Sequence[str], sessions: Sequence[object], k: int
+    ) -> RoomDirections:
+        """The ``k`` leading directions of the sessions' moves (module docstring) of ``features``
+        (``n × d``) with their ``labels`` and ``sessions`` (any hashable id per row).
+
+        Raises:
+            ValueError: sizes that differ, NaN or Inf, or fewer moves than ``k`` (labels seen in at
+            least two sessions give them).
+        """
+        X = np.asarray(features, dtype=np.float64)
+        if X.ndim != 2 or len(labels) != len(X) or len(sessions) != len(X):
+            raise ValueError("features must be n × d, with one label and one session per row")
+        if not np.all(np.isfinite(X)):
+            raise ValueError("features hold NaN or Inf")
+        groups: dict[str, dict[object, list[int]]] = {}
+        for i, (label, session) in enumerate(zip(labels, sessions, strict=True)):
+            groups.setdefault(str(label), {}).setdefault(session, []).append(i)
+        moves = []
+        kept = 0
+        for by_session in groups.values():
+            if len(by_session) < 2:
+                continue
+            kept += 1
+            means = np.stack([X[rows].mean(axis=0) for rows in by_session.values()])
+            moves.append(means - means.mean(axis=0))
+        rank = sum(len(m) - 1 for m in moves)
+        if not 1 <= k <= rank:
+            raise ValueError(
+                f"{k} directions asked for; the moves of {kept} labels seen in two sessions or more span "
+                f"at most {rank}"
+            )
+        _, _, Vt = np.linalg.svd(np.concatenate(moves), full_matrices=False)
+        return cls(Vt[:k].copy(), sum(len(m) for m in moves), kept)

@@ -1,0 +1,55 @@
+"""``lifelong-learning room-directions``: the room's directions learned from a real rosbag2 bag."""
+
+import shutil
+import subprocess
+
+import numpy as np
+
+from lifelong_learning.io.bags import write_labeled_features
+from lifelong_learning.vision.room_directions import RoomDirections
+
+D = 32
+
+
+def recorded(path, rng, rooms=3, labels=4, frames=6):
+    """A bag of ``labels`` objects shown in each of ``rooms`` rooms, one session after the other (1 s
+    between frames, every label's session in a room before the next room); the rooms differ along
+    two planted directions (three rooms: two independent moves)."""
+    planted = np.linalg.qr(rng.normal(size=(D, 2)))[0].T
+    centres = 3.0 * rng.normal(size=(labels, D))
+    offsets = 5.0 * rng.normal(size=(rooms, 2)) @ planted
+    X, y = [], []
+    for r in range(rooms):
+        for c in range(labels):
+            X.append(centres[c] + offsets[r] + 0.05 * rng.normal(size=(frames, D)))
+            y += [f"object {c}"] * frames
+    write_labeled_features(path, np.vstack(X), y, period_ns=10**9)
+    return planted
+
+
+def room_directions(*args, cwd):
+    exe = shutil.which("lifelong-learning")
+    assert exe, "lifelong-learning is not on PATH (source install/setup.bash)"
+    return subprocess.run([exe, "room-directions", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def test_the_rooms_directions_are_learned_from_a_bag(tmp_path):
+    planted = recorded(tmp_path / "bag", np.random.default_rng(0))
+    out = tmp_path / "room.npz"
+    res = room_directions(tmp_path / "bag", "--out", out, "--directions", 2, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "2 room directions of 32-d features, from 12 sessions of 4 labels" in res.stdout
+    room = RoomDirections.load(out, dim=D)
+    np.testing.assert_allclose(np.linalg.norm(room.directions @ planted.T, axis=0), 1.0, atol=1e-3)
+
+
+def test_one_session_per_label_or_no_bag_gives_a_clear_error_and_no_file(tmp_path):
+    recorded(tmp_path / "bag", np.random.default_rng(1), rooms=1)
+    out = tmp_path / "room.npz"
+    # every label shown in one room only: one session each, nothing moves
+    res = room_directions(tmp_path / "bag", "--out", out, cwd=tmp_path)
+    assert res.returncode == 2 and "no room directions" in res.stderr and not out.exists()
+    res = room_directions(tmp_path / "missing", "--out", out, cwd=tmp_path)
+    assert res.returncode == 2 and "cannot read the bags" in res.stderr and not out.exists()
+    res = room_directions(tmp_path / "bag", "--out", out, "--session-gap-s", 0, cwd=tmp_path)
+    assert res.returncode == 2 and "--session-gap-s must be > 0" in res.stderr

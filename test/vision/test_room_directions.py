@@ -1,0 +1,88 @@
+"""The room's directions projected out of the features (vision/room_directions.py)."""
+
+import numpy as np
+import pytest
+
+from lifelong_learning.vision.normalisation import SCALE
+from lifelong_learning.vision.room_directions import RoomDirections
+
+D = 40
+
+
+def world(rng, labels=6, rooms=3, frames=8, noise=0.05):
+    """Features of ``labels`` objects, each seen in every room: an object's centre, plus its room's
+    offset along two planted directions, plus noise. Returns (X, labels, sessions, planted)."""
+    planted = np.linalg.qr(rng.normal(size=(D, 2)))[0].T  # 2 × D orthonormal
+    centres = 4.0 * rng.normal(size=(labels, D))
+    offsets = 6.0 * rng.normal(size=(rooms, 2)) @ planted
+    X, y, g = [], [], []
+    for c in range(labels):
+        for r in range(rooms):
+            X.append(centres[c] + offsets[r] + noise * rng.normal(size=(frames, D)))
+            y += [f"object {c}"] * frames
+            g += [f"room {r}"] * frames
+    return np.vstack(X), y, g, planted
+
+
+def test_the_planted_room_directions_are_found_and_projected_out():
+    rng = np.random.default_rng(0)
+    X, labels, sessions, planted = world(rng)
+    room = RoomDirections.fit(X, labels, sessions, 2)
+    assert room.directions.shape == (2, D) and room.labels == 6 and room.sessions == 18
+    # the same plane: the planted directions lie in it
+    np.testing.assert_allclose(np.linalg.norm(room.directions @ planted.T, axis=0), 1.0, atol=1e-3)
+    P = room.project(X)
+    assert P.dtype == np.float32 and np.allclose(np.linalg.norm(P, axis=1), SCALE, rtol=1e-5)
+    assert np.abs(P @ room.directions.T).max() < 1e-4
+    # an object's features in two rooms: far apart before, together after; two objects stay apart
+    a, b, other = X[0], X[8], X[24]  # object 0 in rooms 0 and 1; object 1 in room 0
+    pa, pb, po = room.project(np.stack([a, b, other]))
+    assert np.linalg.norm(a - b) > 2.0 and np.linalg.norm(pa - pb) < 0.1 * np.linalg.norm(pa - po)
+
+
+def test_labels_seen_once_move_nowhere_and_too_many_directions_are_refused():
+    rng = np.random.default_rng(1)
+    X, labels, sessions, _ = world(rng, labels=3, rooms=2)
+    once = np.vstack([X, 5.0 + rng.normal(size=(4, D))])  # a label seen in one session only
+    room = RoomDirections.fit(once, [*labels, *["alone"] * 4], [*sessions, *["room 9"] * 4], 3)
+    assert room.labels == 3 and room.sessions == 6
+    with pytest.raises(ValueError, match="at most 3"):  # 3 labels in 2 sessions: 3 moves
+        RoomDirections.fit(X, labels, sessions, 4)
+    with pytest.raises(ValueError, match="at most 0"):
+        RoomDirections.fit(X, labels, ["room 0"] * len(X), 1)
+    bad = X.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        RoomDirections.fit(bad, labels, sessions, 1)
+    with pytest.raises(ValueError, match="one label and one session per row"):
+        RoomDirections.fit(X, labels[:-1], sessions, 1)
+    with pytest.raises(ValueError, match="features have 39 values"):
+        room.project(np.ones(D - 1))
+
+
+def test_a_file_round_trips_and_bad_files_are_refused_without_running_code(tmp_path, monkeypatch):
+    rng = np.random.default_rng(2)
+    room = RoomDirections.fit(*world(rng)[:3], 2)
+    path = tmp_path / "room.npz"
+    room.save(path)
+    again = RoomDirections.load(path, dim=D)
+    assert np.array_equal(again.directions, room.directions) and (again.sessions, again.labels) == (18, 6)
+    with pytest.raises(ValueError, match="are 40-d, the features 1280-d"):
+        RoomDirections.load(path, dim=1280)
+    with pytest.raises(ValueError, match="No such file"):
+        RoomDirections.load(tmp_path / "missing.npz")
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(rng.bytes(500))
+    with pytest.raises(ValueError, match="not a room directions file"):
+        RoomDirections.load(garbage)
+    pickled = tmp_path / "pickled.npz"  # an object array would need pickle to load: refused
+    np.savez(pickled, directions=np.array([room.directions], dtype=object), sessions=1, labels=1)
+    with pytest.raises(ValueError, match="not a room directions file"):
+        RoomDirections.load(pickled)
+    skewed = tmp_path / "skewed.npz"
+    np.savez(skewed, directions=2.0 * room.directions, sessions=1, labels=1)
+    with pytest.raises(ValueError, match="not orthonormal"):
+        RoomDirections.load(skewed)
+    monkeypatch.setattr("lifelong_learning.vision.room_directions.MAX_FILE_BYTES", 100)
+    with pytest.raises(ValueError, match="more than 100"):
+        RoomDirections.load(path)
