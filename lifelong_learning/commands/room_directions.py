@@ -5,8 +5,9 @@ The bags' labelled features (every LabeledFeatures topic, or ``--topic``) are gr
 each label's frames, in the order they were recorded, into sessions: a new session begins after a
 gap of more than ``--session-gap-s`` between two frames of the label. Labels seen in two sessions or
 more (an object taught in one room and shown again in another) give the moves; their ``--directions``
-leading directions are written, atomically, to ``--out``. Learn them from features recorded with
-``room_directions`` empty: features already projected give directions of what was left.
+leading directions (as many as the moves span, if fewer) are written, atomically, to ``--out``.
+Learn them from features recorded with ``room_directions`` empty: features already projected give
+directions of what was left.
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``room-directions``."""
     parser.add_argument("bags", nargs="+", help="bag directories or files with LabeledFeatures")
     parser.add_argument("--out", required=True, help="the .npz file to write")
-    parser.add_argument("--directions", type=int, default=10, help="directions to learn (default 10)")
+    parser.add_argument(
+        "--directions",
+        type=int,
+        default=10,
+        help="directions to learn, or as many as the bags' moves span if fewer (default 10)",
+    )
     parser.add_argument(
         "--session-gap-s",
         type=float,
@@ -56,8 +62,12 @@ def run(args: argparse.Namespace) -> int:
     from lifelong_learning.io.labeled_features import read_labeled_features
     from lifelong_learning.vision.room_directions import RoomDirections
 
-    if not args.session_gap_s > 0:
-        print(f"--session-gap-s must be > 0, got {args.session_gap_s}", file=sys.stderr)
+    if not args.session_gap_s > 0 or args.directions < 1:
+        print(
+            "--session-gap-s must be > 0 and --directions >= 1, "
+            f"got {args.session_gap_s} and {args.directions}",
+            file=sys.stderr,
+        )
         return 2
     try:
         data = read_labeled_features(args.bags, topic=args.topic)
@@ -66,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     sessions = sessions_of(data.labels, data.stamps, args.session_gap_s)
     try:
-        room = RoomDirections.fit(data.X, data.labels, sessions, args.directions)
+        room = RoomDirections.fit(data.X, data.labels, sessions, args.directions, fewer=True)
     except ValueError as error:
         print(f"no room directions: {error}", file=sys.stderr)
         return 2

@@ -114,14 +114,20 @@ class RoomDirections:
 
     @classmethod
     def fit(
-        cls, features: np.ndarray, labels: Sequence[str], sessions: Sequence[object], k: int
+        cls,
+        features: np.ndarray,
+        labels: Sequence[str],
+        sessions: Sequence[object],
+        k: int,
+        fewer: bool = False,
     ) -> RoomDirections:
         """The ``k`` leading directions of the sessions' moves (module docstring) of ``features``
-        (``n × d``) with their ``labels`` and ``sessions`` (any hashable id per row).
+        (``n × d``) with their ``labels`` and ``sessions`` (any hashable id per row); ``fewer``: as many
+        as the moves span when that is fewer than ``k``.
 
         Raises:
-            ValueError: sizes that differ, NaN or Inf, or fewer moves than ``k`` (labels seen in at
-            least two sessions give them).
+            ValueError: sizes that differ, NaN or Inf, no move (no label seen in two sessions), or
+            (unless ``fewer``) moves that span fewer than ``k`` directions.
         """
         X = np.asarray(features, dtype=np.float64)
         if X.ndim != 2 or len(labels) != len(X) or len(sessions) != len(X):
@@ -139,7 +145,9 @@ class RoomDirections:
             kept += 1
             means = np.stack([X[rows].mean(axis=0) for rows in by_session.values()])
             moves.append(means - means.mean(axis=0))
-        rank = sum(len(m) - 1 for m in moves)
+        rank = min(sum(len(m) - 1 for m in moves), X.shape[1] - 1)
+        if fewer:
+            k = min(k, rank)
         if not 1 <= k <= rank:
             raise ValueError(
                 f"{k} directions asked for; the moves of {kept} labels seen in two sessions or more span "

@@ -53,3 +53,12 @@ def test_one_session_per_label_or_no_bag_gives_a_clear_error_and_no_file(tmp_pat
     assert res.returncode == 2 and "cannot read the bags" in res.stderr and not out.exists()
     res = room_directions(tmp_path / "bag", "--out", out, "--session-gap-s", 0, cwd=tmp_path)
     assert res.returncode == 2 and "--session-gap-s must be > 0" in res.stderr
+
+
+def test_directions_beyond_what_the_moves_span_are_not_made_up(tmp_path):
+    recorded(tmp_path / "bag", np.random.default_rng(2), rooms=2, labels=3)
+    out = tmp_path / "room.npz"
+    res = room_directions(tmp_path / "bag", "--out", out, cwd=tmp_path)  # 10 asked, 3 moves
+    assert res.returncode == 0, res.stderr
+    assert "3 room directions of 32-d features, from 6 sessions of 3 labels" in res.stdout
+    assert RoomDirections.load(out).directions.shape == (3, D)

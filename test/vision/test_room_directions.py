@@ -48,8 +48,9 @@ def test_labels_seen_once_move_nowhere_and_too_many_directions_are_refused():
     assert room.labels == 3 and room.sessions == 6
     with pytest.raises(ValueError, match="at most 3"):  # 3 labels in 2 sessions: 3 moves
         RoomDirections.fit(X, labels, sessions, 4)
+    assert RoomDirections.fit(X, labels, sessions, 4, fewer=True).directions.shape == (3, D)
     with pytest.raises(ValueError, match="at most 0"):
-        RoomDirections.fit(X, labels, ["room 0"] * len(X), 1)
+        RoomDirections.fit(X, labels, ["room 0"] * len(X), 1, fewer=True)
     bad = X.copy()
     bad[3, 2] = np.nan
     with pytest.raises(ValueError, match="NaN"):
