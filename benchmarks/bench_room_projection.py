@@ -8,11 +8,12 @@ move, and most of its mistakes follow the room. Nuisance attribute projection (S
 Campbell and Boardman, ICASSP 2005: the channel of speaker recognition, here the room) removes the
 directions of that move (the feature_extractor's ``room_directions``,
 lifelong_learning/vision/room_directions.py): learned on every taught object of a set of *other*
-worlds (other objects, other rooms), each a label seen in two sessions, its teaching room and its
-test room; every feature, taught or asked about, is replaced by ``x − V_kᵀ V_k x`` scaled back to the
-published norm (16). The
-world evaluated never contributes to its own projection: for each seed the directions are learned
-on the worlds of ``--worlds`` other than it (by default the nine cached worlds, so eight).
+worlds (other rooms; the objects are the catalogue's meshes in other colours, sizes and orders: the
+14 named meshes begin every world's catalogue, the rest are drawn from 1,000 blobs), each a label
+seen in two sessions, its teaching room and its test room; every feature, taught or asked about, is
+replaced by ``x − V_kᵀ V_k x`` scaled back to the published norm (16). The world evaluated never
+contributes to its own projection: for each seed the directions are learned on the worlds of
+``--worlds`` other than it (by default the nine cached worlds, so eight).
 
 The world, the teaching (the node's default learner, 150 frames each with their pasted copies, one
 object at a time) and the test showings (12 frames each in a test room; 10 objects never taught in
@@ -48,9 +49,10 @@ def world_features(seed: int) -> dict[str, np.ndarray]:
 
 
 def room_directions(worlds: list[int], k: int) -> RoomDirections:
-    """The ``k`` room directions of the taught objects of ``worlds``: each object is a label seen in
-    two sessions, its teaching room and its test room (one row each: the session's mean feature,
-    which gives :meth:`RoomDirections.fit` the same moves as every frame would)."""
+    """The ``k`` room directions of the taught objects of ``worlds`` (the first ``j`` of them are the
+    ``j`` directions): each object is a label seen in two sessions, its teaching room and its test
+    room (one row each: the session's mean feature, which gives :meth:`RoomDirections.fit` the same
+    moves as every frame would)."""
     means, labels, sessions = [], [], []
     for seed in worlds:
         X = features(seed)  # the raw cache; published below, without the pasted copies
@@ -77,7 +79,8 @@ def one_seed(seed: int, worlds: list[int]) -> dict:
     others = [w for w in worlds if w != seed]
     X = world_features(seed)
     order = np.random.default_rng([seed, 31]).permutation(TAUGHT)
-    rooms = {k: room_directions(others, k) if k else None for k in {*DIRECTIONS_15, *DIRECTIONS_50}}
+    most = room_directions(others, max(DIRECTIONS_15 + DIRECTIONS_50))
+    rooms = {k: RoomDirections(most.directions[:k]) if k else None for k in {*DIRECTIONS_15, *DIRECTIONS_50}}
     out: dict = {"seed": seed, "worlds": others}
     for n, directions in ((15, DIRECTIONS_15), (50, DIRECTIONS_50)):
         objects = order[:n]

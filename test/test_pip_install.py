@@ -19,7 +19,10 @@ from lifelong_learning.learners import RecursiveRLS
 rls = RecursiveRLS(4, 2, lam=0.1)
 rls.update(np.eye(4), np.ones((4, 2)))
 assert np.allclose(rls.predict(np.eye(4)), 1 / 1.1)
-for name in ("rclpy", "torch"):
+from lifelong_learning.vision.room_directions import RoomDirections  # room-directions' numerics
+room = RoomDirections.fit(np.r_[np.eye(4), 2 * np.eye(4)], list("abcd") * 2, [0] * 4 + [1] * 4, 2)
+assert np.allclose(np.linalg.norm(room.project(np.ones((3, 4))), axis=1), 16.0)
+for name in ("rclpy", "torch", "cv2"):
     assert name not in sys.modules, name + " was imported"
 print("ok", lifelong_learning.__file__)
 """

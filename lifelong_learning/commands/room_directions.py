@@ -1,9 +1,10 @@
 """``lifelong-learning room-directions``: learn the room's directions from bags, for the
 feature_extractor's ``room_directions`` (:mod:`lifelong_learning.vision.room_directions`).
 
-The bags' labelled features (every LabeledFeatures topic, or ``--topic``) are grouped by label, and
-each label's frames, in the order they were recorded, into sessions: a new session begins after a
-gap of more than ``--session-gap-s`` between two frames of the label. Labels seen in two sessions or
+The bags' labelled features (``--topic``, the teacher's ``/labeled_features``) are grouped by label,
+and each label's frames, in the order they were recorded, into sessions: a new session begins after
+a gap of more than ``--session-gap-s`` between two frames of the label; sessions of fewer than
+``--min-session-frames`` frames are left out. Labels seen in two sessions or
 more (an object taught in one room and shown again in another) give the moves; their ``--directions``
 leading directions (as many as the moves span, if fewer) are written, atomically, to ``--out``.
 Learn them from features recorded with ``room_directions`` empty: features already projected give
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 
 HELP = "learn the room directions (for feature_extractor's room_directions) from bags of labelled features"
 
@@ -34,7 +36,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=5.0,
         help="a label's frames further apart than this (receive time) begin another session (default 5)",
     )
-    parser.add_argument("--topic", default=None, help="one LabeledFeatures topic (default: every one)")
+    parser.add_argument(
+        "--min-session-frames",
+        type=int,
+        default=3,
+        help="sessions of fewer frames (a stray frame after a gap) are left out (default 3)",
+    )
+    parser.add_argument(
+        "--topic",
+        default="/labeled_features",
+        help="the LabeledFeatures topic (default /labeled_features; learned_features also carries the "
+        "pasted copies, the frame's object on other rooms, which would blur the sessions)",
+    )
 
 
 def sessions_of(labels: list[str], stamps_ns: object, gap_s: float) -> list[tuple[str, int]]:
@@ -62,10 +75,10 @@ def run(args: argparse.Namespace) -> int:
     from lifelong_learning.io.labeled_features import read_labeled_features
     from lifelong_learning.vision.room_directions import RoomDirections
 
-    if not args.session_gap_s > 0 or args.directions < 1:
+    if not args.session_gap_s > 0 or args.directions < 1 or args.min_session_frames < 1:
         print(
-            "--session-gap-s must be > 0 and --directions >= 1, "
-            f"got {args.session_gap_s} and {args.directions}",
+            "--session-gap-s must be > 0, --directions and --min-session-frames >= 1, "
+            f"got {args.session_gap_s}, {args.directions} and {args.min_session_frames}",
             file=sys.stderr,
         )
         return 2
@@ -75,16 +88,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"cannot read the bags: {error}", file=sys.stderr)
         return 2
     sessions = sessions_of(data.labels, data.stamps, args.session_gap_s)
+    sizes = Counter(sessions)
+    keep = [i for i, session in enumerate(sessions) if sizes[session] >= args.min_session_frames]
     try:
-        room = RoomDirections.fit(data.X, data.labels, sessions, args.directions, fewer=True)
+        room = RoomDirections.fit(
+            data.X[keep],
+            [data.labels[i] for i in keep],
+            [sessions[i] for i in keep],
+            args.directions,
+            fewer=True,
+        )
     except ValueError as error:
         print(f"no room directions: {error}", file=sys.stderr)
         return 2
-    room.save(args.out)
-    skipped = sum(data.skipped.values())
+    try:
+        room.save(args.out)
+    except OSError as error:
+        print(f"cannot write {args.out}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    n, skipped = room.directions.shape[0], sum(data.skipped.values())
     print(
-        f"{room.directions.shape[0]} room directions of {room.dim}-d features, from {room.sessions} sessions "
-        f"of {room.labels} labels ({len(data.labels)} labelled frames read, {skipped} messages skipped): "
-        f"{args.out}"
+        f"{n} room direction{'' if n == 1 else 's'} of {room.dim}-d features "
+        f"({100 * room.explained:.0f} % of the moves), from {room.sessions} sessions of {room.labels} "
+        f"labels ({len(data.labels)} labelled frames read, {skipped} messages skipped): {args.out}"
     )
     return 0

@@ -324,11 +324,7 @@ class FeatureExtractorNode(NodeBase):
             backbone=p["backbone"],
         )
         self.network = p["model_path"] or p["backbone"]
-        self.room = (
-            RoomDirections.load(p["room_directions"], dim=self.extractor.dim)
-            if p["room_directions"]
-            else None
-        )
+        self.room = self._room_directions(str(p["room_directions"]))
         self.get_logger().info(
             f"{p['backend']} on {p['device']}, {self.extractor.precision}: "
             f"{self.network}, {self.extractor.dim}-d features"
@@ -519,6 +515,17 @@ class FeatureExtractorNode(NodeBase):
         if moving:  # after the frames' own features: the copies add no latency to their answers
             self._publish_pasted(moving)
 
+    def _room_directions(self, path: str) -> RoomDirections | None:
+        """The ``room_directions`` file's directions ('' = none), logged; ValueError if unusable."""
+        if not path:
+            return None
+        room = RoomDirections.load(path, dim=self.extractor.dim)
+        self.get_logger().info(
+            f"room directions: {room.directions.shape[0]} projected out of every feature published ({path}: "
+            f"learned from {room.sessions} sessions of {room.labels} labels)"
+        )
+        return room
+
     def _published(self, raw: np.ndarray) -> np.ndarray:
         """The network's features as published: normalised, then the room directions projected out."""
         features = normalised(raw, self.normalisation)
@@ -604,6 +611,7 @@ class FeatureExtractorNode(NodeBase):
         if self._paste_copies:
             values["pasted"] = f"{self.pasted} copies onto {len(self._paster)} rooms seen before"
         values["network"] = f"{self.network} ({self.extractor.precision})"
+        values["room directions"] = "none" if self.room is None else str(self.room.directions.shape[0])
         return values
 
     def finish(self) -> None:

@@ -11,14 +11,16 @@ its label's centre is
 
 over the sessions ``G_y`` of its label (labels seen in one session only move nowhere and are left
 out). The ``k`` leading right singular vectors ``V_k`` (``k × d``, orthonormal rows) of the stacked
-``δ_g`` span the room's directions, and every feature becomes
+``δ_g`` (those of a singular value above :data:`RELATIVE_RANK` of the largest) span the room's
+directions, and every feature becomes
 
     x ↦ s · (x − V_kᵀ V_k x) / ‖x − V_kᵀ V_k x‖,
 
 scaled back to the norm ``s`` of the published features (:data:`~lifelong_learning.vision.
 normalisation.SCALE`). Measured on the recognition benchmark's world with directions learned on its
-other worlds: docs/benchmarks/recognition-room-projection.md. Files (``.npz``: ``directions``, and
-``sessions`` and ``labels``, how many of each they were learned from) load without executing code.
+other worlds: docs/benchmarks/recognition-room-projection.md. Files are model files
+(:mod:`~lifelong_learning.core.model_file`, kind :data:`KIND`: the ``directions``, and how many
+sessions and labels they were learned from): they load without executing code.
 """
 
 from __future__ import annotations
@@ -30,16 +32,21 @@ from pathlib import Path
 
 import numpy as np
 
-from lifelong_learning.core.files import atomic_path
+from lifelong_learning.core.model_file import ModelFile, load_model_file, save_model_file
 from lifelong_learning.vision.normalisation import SCALE
 
-#: largest file :meth:`RoomDirections.load` reads (bytes): 1,000 directions of 8,192 values
-MAX_FILE_BYTES = 1000 * 8192 * 8 + 65536
+#: the model-file kind of a room directions file
+KIND = "room_directions"
+#: the most a file's arrays may declare (bytes): 1,000 directions of 8,192 float64 values
+MAX_FILE_BYTES = 1000 * 8192 * 8
 #: how far from orthonormal a file's rows may be (largest entry of ``V Vᵀ − I``)
 ORTHONORMAL_TOLERANCE = 1e-4
+#: a move's direction is kept when its singular value is at least this share of the largest: the
+#: directions below it are rounding, not moves
+RELATIVE_RANK = 1e-6
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RoomDirections:
     """``k × d`` orthonormal rows: the directions :meth:`project` removes."""
 
@@ -47,6 +54,8 @@ class RoomDirections:
     #: sessions and labels they were learned from (0: not known)
     sessions: int = 0
     labels: int = 0
+    #: the share of the moves' squared length along the directions (0: not known)
+    explained: float = 0.0
 
     def __post_init__(self) -> None:
         V = self.directions
@@ -79,35 +88,33 @@ class RoomDirections:
         return (scale * G / np.maximum(norm, 1e-12)).astype(np.float32)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the ``.npz`` file atomically (complete or absent)."""
-        with atomic_path(path) as tmp, open(tmp, "wb") as f:
-            np.savez(f, directions=self.directions, sessions=self.sessions, labels=self.labels)
+        """Write the file atomically (complete or absent): a model file of kind :data:`KIND`."""
+        meta = {
+            "sessions": int(self.sessions),
+            "labels": int(self.labels),
+            "explained": float(self.explained),
+        }
+        save_model_file(path, ModelFile(KIND, meta, {"directions": self.directions}))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], dim: int | None = None) -> RoomDirections:
-        """Read a file :meth:`save` wrote (no code executed: no pickle); ``dim``: the dimension the
-        features must have.
+        """Read a file :meth:`save` wrote (``~`` expanded; no code executed, sizes bounded before
+        anything is allocated); ``dim``: the dimension the features must have.
 
         Raises:
-            ValueError: not such a file, too large, bad content, or another dimension than ``dim``.
+            ValueError: not such a file (missing, not a regular file, truncated, corrupt, too
+            large, another kind), bad content, or another dimension than ``dim``.
         """
-        path = Path(path)
+        path = Path(path).expanduser()
+        model = load_model_file(path, KIND, max_bytes=MAX_FILE_BYTES)  # ModelFileError: a ValueError
         try:
-            size = path.stat().st_size
-        except OSError as error:
-            raise ValueError(f"room directions {path}: {error.strerror or error}") from None
-        if size > MAX_FILE_BYTES:
-            raise ValueError(f"room directions {path}: {size} bytes, more than {MAX_FILE_BYTES}")
-        try:
-            with np.load(path, allow_pickle=False) as f:
-                V = np.asarray(f["directions"], dtype=np.float64)
-                sessions, labels = int(f["sessions"]), int(f["labels"])
-        except (OSError, KeyError, ValueError, TypeError, EOFError) as error:
-            raise ValueError(f"room directions {path}: not a room directions file ({error})") from None
-        try:
-            out = cls(V, sessions, labels)
-        except ValueError as error:
-            raise ValueError(f"room directions {path}: {error}") from None
+            V = np.asarray(model.arrays["directions"], dtype=np.float64)
+            meta = model.meta
+            out = cls(
+                V, int(meta.get("sessions", 0)), int(meta.get("labels", 0)), float(meta.get("explained", 0))
+            )
+        except (KeyError, TypeError, ValueError, OverflowError) as error:
+            raise ValueError(f"room directions {path}: {error!r}") from None
         if dim is not None and out.dim != dim:
             raise ValueError(f"room directions {path} are {out.dim}-d, the features {dim}-d")
         return out
@@ -145,13 +152,15 @@ class RoomDirections:
             kept += 1
             means = np.stack([X[rows].mean(axis=0) for rows in by_session.values()])
             moves.append(means - means.mean(axis=0))
-        rank = min(sum(len(m) - 1 for m in moves), X.shape[1] - 1)
-        if fewer:
-            k = min(k, rank)
-        if not 1 <= k <= rank:
+        s, Vt = np.zeros(1), np.zeros((0, X.shape[1]))
+        if moves:
+            _, s, Vt = np.linalg.svd(np.concatenate(moves), full_matrices=False)
+        rank = min(int(np.sum(s > RELATIVE_RANK * s[0])) if s[0] > 0 else 0, X.shape[1] - 1)
+        n = min(k, rank) if fewer else k
+        if not 1 <= n <= rank:
             raise ValueError(
                 f"{k} directions asked for; the moves of {kept} labels seen in two sessions or more span "
-                f"at most {rank}"
+                f"{rank}"
             )
-        _, _, Vt = np.linalg.svd(np.concatenate(moves), full_matrices=False)
-        return cls(Vt[:k].copy(), sum(len(m) for m in moves), kept)
+        explained = float(np.sum(s[:n] ** 2) / np.sum(s**2))
+        return cls(Vt[:n].copy(), sum(len(m) for m in moves), kept, explained)

@@ -11,7 +11,7 @@ from lifelong_learning.vision.room_directions import RoomDirections
 D = 32
 
 
-def recorded(path, rng, rooms=3, labels=4, frames=6):
+def recorded(path, rng, rooms=3, labels=4, frames=6, noise=0.05):
     """A bag of ``labels`` objects shown in each of ``rooms`` rooms, one session after the other (1 s
     between frames, every label's session in a room before the next room); the rooms differ along
     two planted directions (three rooms: two independent moves)."""
@@ -21,7 +21,7 @@ def recorded(path, rng, rooms=3, labels=4, frames=6):
     X, y = [], []
     for r in range(rooms):
         for c in range(labels):
-            X.append(centres[c] + offsets[r] + 0.05 * rng.normal(size=(frames, D)))
+            X.append(centres[c] + offsets[r] + noise * rng.normal(size=(frames, D)))
             y += [f"object {c}"] * frames
     write_labeled_features(path, np.vstack(X), y, period_ns=10**9)
     return planted
@@ -38,7 +38,9 @@ def test_the_rooms_directions_are_learned_from_a_bag(tmp_path):
     out = tmp_path / "room.npz"
     res = room_directions(tmp_path / "bag", "--out", out, "--directions", 2, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "2 room directions of 32-d features, from 12 sessions of 4 labels" in res.stdout
+    assert (
+        "2 room directions of 32-d features (100 % of the moves), from 12 sessions of 4 labels" in res.stdout
+    )
     room = RoomDirections.load(out, dim=D)
     np.testing.assert_allclose(np.linalg.norm(room.directions @ planted.T, axis=0), 1.0, atol=1e-3)
 
@@ -56,9 +58,24 @@ def test_one_session_per_label_or_no_bag_gives_a_clear_error_and_no_file(tmp_pat
 
 
 def test_directions_beyond_what_the_moves_span_are_not_made_up(tmp_path):
-    recorded(tmp_path / "bag", np.random.default_rng(2), rooms=2, labels=3)
+    # two rooms: every label moves along the one direction between them, and nothing else moves
+    recorded(tmp_path / "bag", np.random.default_rng(2), rooms=2, labels=3, noise=0.0)
     out = tmp_path / "room.npz"
-    res = room_directions(tmp_path / "bag", "--out", out, cwd=tmp_path)  # 10 asked, 3 moves
+    res = room_directions(tmp_path / "bag", "--out", out, cwd=tmp_path)  # 10 asked
     assert res.returncode == 0, res.stderr
-    assert "3 room directions of 32-d features, from 6 sessions of 3 labels" in res.stdout
-    assert RoomDirections.load(out).directions.shape == (3, D)
+    assert "1 room direction of 32-d features (100 % of the moves), from 6 sessions of 3 labels" in res.stdout
+    assert RoomDirections.load(out).directions.shape == (1, D)
+
+
+def test_a_stray_frame_after_a_gap_is_no_session_and_an_unwritable_file_is_an_error(tmp_path):
+    rng = np.random.default_rng(3)
+    # 'mug' in 6 frames 1 s apart, then once more 60 s later (another bag): a session of one frame
+    write_labeled_features(tmp_path / "first", rng.normal(size=(6, D)), ["mug"] * 6, period_ns=10**9)
+    write_labeled_features(tmp_path / "later", rng.normal(size=(1, D)), ["mug"], start_ns=10**18 + 60 * 10**9)
+    bags, out = (tmp_path / "first", tmp_path / "later"), tmp_path / "room.npz"
+    res = room_directions(*bags, "--out", out, cwd=tmp_path)  # the stray frame is left out: nothing moves
+    assert res.returncode == 2 and "no room directions" in res.stderr and not out.exists()
+    res = room_directions(*bags, "--out", out, "--min-session-frames", 1, cwd=tmp_path)
+    assert res.returncode == 0 and "1 room direction" in res.stdout, res.stderr
+    res = room_directions(*bags, "--out", tmp_path, "--min-session-frames", 1, cwd=tmp_path)  # a directory
+    assert res.returncode == 2 and "cannot write" in res.stderr

@@ -74,16 +74,21 @@ def test_a_showing_judged_once_gives_its_answer_and_guesses_from_one_evaluation(
     rng = np.random.default_rng(3)
     frames = np.vstack([objects(rng, 2, 6, spread=1.5), objects(rng, 3, 3)])  # some frames unlike any
     threshold = float(np.quantile(model.novelty_score(frames, score), 0.5))
-    expected = answer_showing(model, frames, 0.3, threshold, rule, score)
+    # what the answer must be, from the model's own evidence and novelty score of the frames
+    p = evidence(model, frames, rule)
+    novelty = float(model.novelty_score(frames, score).mean())
+    named = p.max() >= 0.3 and (novelty <= threshold or model.calibration_[1] == 0)
+    expected = (str(model.classes_[np.argmax(p)]) if named else "", float(p.max()), novelty)
     guesses = best_guesses(model, frames, 3, rule)
     calls = []
     scores = model.decision_function
     monkeypatch.setattr(model, "decision_function", lambda X: calls.append(len(X)) or scores(X))
     answer, judged = judge_showing(model, frames, 3, 0.3, threshold, rule, score)
-    assert answer.label == expected.label and judged == guesses
+    assert answer.label == expected[0] and judged == guesses
     assert np.allclose(answer[1:], expected[1:], rtol=1e-12, atol=0.0)
     # the node asks both of every frame's showing: the classifier scores its frames once
     assert calls == [len(frames)]
+    assert answer == answer_showing(model, frames, 0.3, threshold, rule, score)
     with pytest.raises(ValueError, match="rule"):
         judge_showing(model, frames, 3, rule="median")
 

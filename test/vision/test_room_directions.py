@@ -1,5 +1,7 @@
 """The room's directions projected out of the features (vision/room_directions.py)."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -46,11 +48,15 @@ def test_labels_seen_once_move_nowhere_and_too_many_directions_are_refused():
     once = np.vstack([X, 5.0 + rng.normal(size=(4, D))])  # a label seen in one session only
     room = RoomDirections.fit(once, [*labels, *["alone"] * 4], [*sessions, *["room 9"] * 4], 3)
     assert room.labels == 3 and room.sessions == 6
-    with pytest.raises(ValueError, match="at most 3"):  # 3 labels in 2 sessions: 3 moves
+    with pytest.raises(ValueError, match="span 3"):  # 3 labels in 2 sessions: 3 moves
         RoomDirections.fit(X, labels, sessions, 4)
     assert RoomDirections.fit(X, labels, sessions, 4, fewer=True).directions.shape == (3, D)
-    with pytest.raises(ValueError, match="at most 0"):
+    with pytest.raises(ValueError, match="span 0"):
         RoomDirections.fit(X, labels, ["room 0"] * len(X), 1, fewer=True)
+    # sessions that do not move (the same features in both rooms) span nothing: no axis is made up
+    F = rng.normal(size=(4, D))
+    with pytest.raises(ValueError, match="span 0"):
+        RoomDirections.fit(np.vstack([F, F]), list("pqrs") * 2, ["a"] * 4 + ["b"] * 4, 1, fewer=True)
     bad = X.copy()
     bad[3, 2] = np.nan
     with pytest.raises(ValueError, match="NaN"):
@@ -62,28 +68,42 @@ def test_labels_seen_once_move_nowhere_and_too_many_directions_are_refused():
 
 
 def test_a_file_round_trips_and_bad_files_are_refused_without_running_code(tmp_path, monkeypatch):
+    from lifelong_learning.core.model_file import ModelFile, save_model_file
+
     rng = np.random.default_rng(2)
     room = RoomDirections.fit(*world(rng)[:3], 2)
     path = tmp_path / "room.npz"
     room.save(path)
     again = RoomDirections.load(path, dim=D)
     assert np.array_equal(again.directions, room.directions) and (again.sessions, again.labels) == (18, 6)
+    assert 0.99 < again.explained == room.explained <= 1.0  # two planted directions: nearly all of it
     with pytest.raises(ValueError, match="are 40-d, the features 1280-d"):
         RoomDirections.load(path, dim=1280)
-    with pytest.raises(ValueError, match="No such file"):
-        RoomDirections.load(tmp_path / "missing.npz")
-    garbage = tmp_path / "garbage.npz"
-    garbage.write_bytes(rng.bytes(500))
-    with pytest.raises(ValueError, match="not a room directions file"):
-        RoomDirections.load(garbage)
-    pickled = tmp_path / "pickled.npz"  # an object array would need pickle to load: refused
-    np.savez(pickled, directions=np.array([room.directions], dtype=object), sessions=1, labels=1)
-    with pytest.raises(ValueError, match="not a room directions file"):
-        RoomDirections.load(pickled)
-    skewed = tmp_path / "skewed.npz"
-    np.savez(skewed, directions=2.0 * room.directions, sessions=1, labels=1)
+    refused = {
+        "missing.npz": None,
+        "garbage.npz": rng.bytes(500),
+        "truncated.npz": path.read_bytes()[:300],  # a zip cut short: its directory is gone
+    }
+    for name, content in refused.items():
+        if content is not None:
+            (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError, match=name):
+            RoomDirections.load(tmp_path / name)
+    np.savez(tmp_path / "plain.npz", directions=room.directions)  # numbers, but not a model file
+    with pytest.raises(ValueError, match="no header"):
+        RoomDirections.load(tmp_path / "plain.npz")
+    save_model_file(tmp_path / "other.npz", ModelFile("rlsc", {}, {"directions": room.directions}))
+    with pytest.raises(ValueError, match="rlsc"):
+        RoomDirections.load(tmp_path / "other.npz")
+    save_model_file(
+        tmp_path / "skewed.npz", ModelFile("room_directions", {}, {"directions": 2 * room.directions})
+    )
     with pytest.raises(ValueError, match="not orthonormal"):
-        RoomDirections.load(skewed)
+        RoomDirections.load(tmp_path / "skewed.npz")
+    fifo = tmp_path / "fifo.npz"
+    os.mkfifo(fifo)  # opened, it would block the node's start forever
+    with pytest.raises(ValueError, match="no such model file"):
+        RoomDirections.load(fifo)
     monkeypatch.setattr("lifelong_learning.vision.room_directions.MAX_FILE_BYTES", 100)
-    with pytest.raises(ValueError, match="more than 100"):
+    with pytest.raises(ValueError, match=r"room\.npz.*(declare|limit|more)"):  # members over the bound
         RoomDirections.load(path)
