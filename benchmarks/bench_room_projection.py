@@ -15,6 +15,10 @@ replaced by ``x − V_kᵀ V_k x`` scaled back to the published norm (16). The w
 contributes to its own projection: for each seed the directions are learned on the worlds of
 ``--worlds`` other than it (by default the nine cached worlds, so eight).
 
+Closer to what a robot has: directions learned on the world's *own* objects that are not among the
+15 taught and tested (35, never evaluated), each shown in 2 rooms (teaching and test) or 5 (three
+more test rooms of ``bench_recognition_rooms.py``, its cached features).
+
 The world, the teaching (the node's default learner, 150 frames each with their pasted copies, one
 object at a time) and the test showings (12 frames each in a test room; 10 objects never taught in
 test rooms) are those of ``bench_recognition_showing.py`` (its cached features). Reported per
@@ -29,6 +33,7 @@ import argparse
 
 import numpy as np
 from bench_recognition_luminance import scored
+from bench_recognition_rooms import room_features
 from bench_recognition_showing import features, pasted_features, published
 from harness import run_seeds
 from harness.provenance import report_head
@@ -41,6 +46,11 @@ from lifelong_learning.vision.room_directions import RoomDirections
 DIRECTIONS_15 = (0, 10, 20, 30)
 #: ... and at 50 (teaching 50 objects costs about three times as long)
 DIRECTIONS_50 = (0, 20)
+#: directions learned on the world's own objects that are not among the 15 taught, in this many rooms
+OWN_ROOMS = (2, 5)
+OWN_DIRECTIONS = 10
+#: more test rooms of bench_recognition_rooms.py's cache
+MORE_ROOMS = 3
 
 
 def world_features(seed: int) -> dict[str, np.ndarray]:
@@ -71,8 +81,25 @@ def projected(X: dict[str, np.ndarray], room: RoomDirections | None) -> dict[str
     return {k: F if k == "copied" else room.project(F).astype(np.float64) for k, F in X.items()}
 
 
+def own_room_directions(seed: int, objects: np.ndarray, rooms: int, k: int) -> RoomDirections:
+    """The ``k`` room directions of ``objects`` of the world ``seed`` itself, each shown in ``rooms``
+    rooms: its teaching room, its test room, and ``rooms`` − 2 more test rooms
+    (``bench_recognition_rooms.py``'s cached features)."""
+    X = world_features(seed)
+    more = room_features(seed, MORE_ROOMS)["test"]  # (rooms, objects, frames, d)
+    sessions = [X["teach"], X["test"], *more][:rooms]
+    means = np.concatenate([F[objects].mean(axis=1) for F in sessions])
+    labels = [str(o) for o in objects] * len(sessions)
+    names = [str(r) for r in range(len(sessions)) for _ in objects]
+    return RoomDirections.fit(means, labels, names, k)
+
+
 def variant(k: int) -> str:
-    return "the node's features" if k == 0 else f"{k} room directions projected out"
+    return "the node's features" if k == 0 else f"{k} room directions of the other worlds"
+
+
+def own_variant(rooms: int) -> str:
+    return f"{OWN_DIRECTIONS} room directions of this world's other {TAUGHT - 15} objects, {rooms} rooms each"
 
 
 def one_seed(seed: int, worlds: list[int]) -> dict:
@@ -89,6 +116,12 @@ def one_seed(seed: int, worlds: list[int]) -> dict:
             F = {"teach": P["teach"][objects], "pasted": P["pasted"][objects]}
             F |= {"test": P["test"][objects], "new": P["new"]}
             out[f"{n} | {variant(k)}"] = scored(F, X["copied"][objects])
+    objects = order[:15]
+    for rooms_each in OWN_ROOMS:
+        P = projected(X, own_room_directions(seed, order[15:], rooms_each, OWN_DIRECTIONS))
+        F = {"teach": P["teach"][objects], "pasted": P["pasted"][objects]}
+        F |= {"test": P["test"][objects], "new": P["new"]}
+        out[f"15 | {own_variant(rooms_each)}"] = scored(F, X["copied"][objects])
     print(f"seed {seed}: " + "; ".join(f"{k}: {v}" for k, v in out.items() if " | " in k), flush=True)
     return out
 
@@ -109,7 +142,9 @@ def markdown(results: list[dict], seconds: float, worlds: list[int]) -> str:
         "in another room; 10 objects never taught, in test rooms). Projected: every feature, taught or "
         "asked about, less its part along the leading directions of the taught objects' move from their "
         "teaching room to their test room, learned on the other worlds of `--worlds` (never on the world "
-        "evaluated), then scaled back to norm 16. Per showing: rule `mean_proba`; AUROC: novelty "
+        "evaluated), or on this world's 35 objects not among the 15 taught and tested (shown in 2 rooms: "
+        "teaching and test; or 5: three more test rooms of recognition-rooms.md), then scaled back to norm "
+        "16. Per showing: rule `mean_proba`; AUROC: novelty "
         "`confidence`, mean of a showing's frames; flagged: never-taught showings above the threshold that "
         f"answers {100 * ANSWERED:.0f} % of the taught ones. Mean over seeds; the seeds' range beside it.",
         "",
