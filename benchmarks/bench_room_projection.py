@@ -131,7 +131,7 @@ def markdown(results: list[dict], seconds: float, worlds: list[int]) -> str:
     keys = [k for k in results[0] if " | " in k]
     mean = {key: {m: float(np.mean(seed_values(results, key, m))) for m in results[0][key]} for key in keys}
     lines = report_head(
-        "Recognition: the room's directions projected out of the features, learned on other worlds",
+        "Recognition: the room's directions projected out of the features, learned on other objects' moves",
         "OPENBLAS_NUM_THREADS=1 python benchmarks/bench_room_projection.py --seeds "
         f"{seeds} --worlds {' '.join(map(str, worlds))}",
         seconds,
