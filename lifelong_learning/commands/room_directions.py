@@ -45,8 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--topic",
         default="/labeled_features",
-        help="the LabeledFeatures topic (default /labeled_features; learned_features also carries the "
-        "pasted copies, the frame's object on other rooms, which would blur the sessions)",
+        help="the LabeledFeatures topic (default /labeled_features; under a namespace, e.g. "
+        "/robot1/labeled_features; learned_features also carries the pasted copies, the frame's object "
+        "on other rooms, which would blur the sessions)",
     )
 
 

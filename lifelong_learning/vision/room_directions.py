@@ -41,9 +41,9 @@ KIND = "room_directions"
 MAX_FILE_BYTES = 1000 * 8192 * 8
 #: how far from orthonormal a file's rows may be (largest entry of ``V Vᵀ − I``)
 ORTHONORMAL_TOLERANCE = 1e-4
-#: a move's direction is kept when its singular value is at least this share of the largest: the
-#: directions below it are rounding, not moves
-RELATIVE_RANK = 1e-6
+#: a move's direction is kept when its singular value is at least this share of the largest: below it
+#: lie the rounding errors of float32 features (about 1e-7 of them), not moves
+RELATIVE_RANK = 1e-5
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,7 +88,8 @@ class RoomDirections:
         return (scale * G / np.maximum(norm, 1e-12)).astype(np.float32)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the file atomically (complete or absent): a model file of kind :data:`KIND`."""
+        """Write the file atomically (complete or absent; ``~`` expanded): a model file of kind
+        :data:`KIND`."""
         meta = {
             "sessions": int(self.sessions),
             "labels": int(self.labels),
@@ -157,10 +158,9 @@ class RoomDirections:
             _, s, Vt = np.linalg.svd(np.concatenate(moves), full_matrices=False)
         rank = min(int(np.sum(s > RELATIVE_RANK * s[0])) if s[0] > 0 else 0, X.shape[1] - 1)
         n = min(k, rank) if fewer else k
+        if kept == 0:
+            raise ValueError("no label was seen in two sessions or more: nothing moves")
         if not 1 <= n <= rank:
-            raise ValueError(
-                f"{k} directions asked for; the moves of {kept} labels seen in two sessions or more span "
-                f"{rank}"
-            )
+            raise ValueError(f"{k} directions asked for; the moves of {kept} labels span {rank}")
         explained = float(np.sum(s[:n] ** 2) / np.sum(s**2))
         return cls(Vt[:n].copy(), sum(len(m) for m in moves), kept, explained)
