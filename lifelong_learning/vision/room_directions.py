@@ -95,7 +95,7 @@ class RoomDirections:
             "labels": int(self.labels),
             "explained": float(self.explained),
         }
-        save_model_file(path, ModelFile(KIND, meta, {"directions": self.directions}))
+        save_model_file(Path(path).expanduser(), ModelFile(KIND, meta, {"directions": self.directions}))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], dim: int | None = None) -> RoomDirections:

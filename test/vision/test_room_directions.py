@@ -1,6 +1,7 @@
 """The room's directions projected out of the features (vision/room_directions.py)."""
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -74,6 +75,10 @@ def test_a_file_round_trips_and_bad_files_are_refused_without_running_code(tmp_p
     room = RoomDirections.fit(*world(rng)[:3], 2)
     path = tmp_path / "room.npz"
     room.save(path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    room.save("~/home.npz")  # '~' is the user's home, as when it is loaded
+    assert np.array_equal(RoomDirections.load("~/home.npz").directions, room.directions)
+    assert (tmp_path / "home.npz").is_file() and not (Path.cwd() / "~").exists()
     again = RoomDirections.load(path, dim=D)
     assert np.array_equal(again.directions, room.directions) and (again.sessions, again.labels) == (18, 6)
     assert 0.99 < again.explained == room.explained <= 1.0  # two planted directions: nearly all of it
