@@ -243,6 +243,39 @@ def _three_showings(
     return showings
 
 
+def asking_robot(
+    showings: list[tuple[int, int, np.ndarray, np.ndarray]],
+    unsure: float,
+    margin: float,
+    self_teaching: bool = False,
+    **learner: object,
+) -> tuple[IncrementalRLSC, dict[str, float]]:
+    """The robot shown ``showings`` (``(showing, object, frames, learned)``, :func:`_three_showings`)
+    asks by the node's rule (:class:`~lifelong_learning.learners.showings.QuestionPolicy`, question
+    novelty ``unsure``) and learns a showing's frames from each answer; with ``self_teaching`` (the
+    node's ``learn_confident_showings``) it learns a showing it did not ask about under its own answer.
+    Its model, and the labels given, the questions, the first showings asked about, the showings
+    learned under its own answer and how many of those answers were wrong."""
+    model, labels, questions, first_asked, own, wrong = node_learner(**learner), 0, 0, 0, 0, 0
+    policy = QuestionPolicy(margin=margin, unsure=unsure)
+    for s, o, frames, learned in showings:
+        answer = answer_showing(model, frames, novelty_threshold=NOVELTY_THRESHOLD)
+        if policy.doubt(answer.label, best_guesses(model, frames, 2), answer.novelty):
+            model.partial_fit(learned, [str(o)] * len(learned))
+            labels, questions, first_asked = labels + len(frames), questions + 1, first_asked + (s == 0)
+        elif self_teaching:
+            own, wrong = own + 1, wrong + (answer.label != str(o))
+            model.partial_fit(learned, [answer.label] * len(learned))
+    objects = {o for _, o, _, _ in showings}
+    return model, {
+        "labels": labels,
+        "questions": questions,
+        "first showings asked %": 100.0 * first_asked / len(objects),
+        "own answers learned": own,
+        "own answers wrong": wrong,
+    }
+
+
 def robot_asks(
     X: dict[str, np.ndarray],
     objects: np.ndarray,
@@ -251,30 +284,10 @@ def robot_asks(
     self_teaching: bool = False,
     **learner: object,
 ) -> dict[str, float]:
-    """The robot shown each object three times (:func:`_three_showings`) asks by the node's rule
-    (:class:`~lifelong_learning.learners.showings.QuestionPolicy`, question novelty ``unsure``) and
-    learns a showing's frames from each answer; with ``self_teaching`` (the node's
-    ``learn_confident_showings``) it learns a showing it did not ask about under its own answer.
-    Labels given, questions, the share of objects whose first showing it asked about, the showings
-    learned under its own answer and how many of those answers were wrong, per-showing accuracy."""
-    model, labels, questions, first_asked, own, wrong = node_learner(**learner), 0, 0, 0, 0, 0
-    policy = QuestionPolicy(margin=margin, unsure=unsure)
-    for s, o, frames, learned in _three_showings(X, objects):
-        answer = answer_showing(model, frames, novelty_threshold=NOVELTY_THRESHOLD)
-        if policy.doubt(answer.label, best_guesses(model, frames, 2), answer.novelty):
-            model.partial_fit(learned, [str(o)] * len(learned))
-            labels, questions, first_asked = labels + len(frames), questions + 1, first_asked + (s == 0)
-        elif self_teaching:
-            own, wrong = own + 1, wrong + (answer.label != str(o))
-            model.partial_fit(learned, [answer.label] * len(learned))
-    return {
-        "labels": labels,
-        "questions": questions,
-        "first showings asked %": 100.0 * first_asked / len(objects),
-        "own answers learned": own,
-        "own answers wrong": wrong,
-        **_showing_accuracy(model, X, objects),
-    }
+    """:func:`asking_robot` shown each object three times, object after object
+    (:func:`_three_showings`): its counts and its per-showing accuracy."""
+    model, counts = asking_robot(_three_showings(X, objects), unsure, margin, self_teaching, **learner)
+    return {**counts, **_showing_accuracy(model, X, objects)}
 
 
 def asking(X: dict[str, np.ndarray], order: np.ndarray) -> dict[str, dict]:
