@@ -4,7 +4,13 @@ confidence calibration fitted with them.
 - §7.5.2 (eq. 7.21), recoding: ``W_k = A_k⁻¹ b_k Γ_k^α`` with ``Γ_k = k · diag(k_1..k_T)⁻¹``
   (``k`` training samples, ``k_t`` of class ``t``). ``Γ`` is diagonal, so the recoded scores are
   the plain scores with column ``t`` scaled by ``(k/k_t)^α`` (:func:`recoding`): one solve serves
-  every α.
+  every α. The thesis's Γ lifts a class with few samples and shrinks one with many alike; here a
+  class with more samples than the median class ``m`` is shrunk more gently,
+  ``(k/m)^α (m/k_t)^min(α, RECODING_SHRINK)``. The selection below judges α on frames held out of
+  the stream that taught the classes, where a class taught far more often than the others is
+  recognised at any α, so it takes α near 1; in other rooms the full ``(m/k_t)^α`` then made such a
+  class the one least recognised (docs/benchmarks/recognition-favourite.md). Classes at or below
+  the median count get the thesis's factor, so balanced classes and the rare class are unchanged.
 - §7.6.3, the choice of λ and α on the held-out validation buffer (:meth:`SelectionRule.choose`):
   the best λ is the one with the highest validation accuracy; α follows the thesis heuristic: the
   largest α of a grid whose validation accuracy on well-represented classes (at least
@@ -54,11 +60,24 @@ class Selection(NamedTuple):
     calibration_samples: int
 
 
+#: the largest exponent by which a class taught more often than the median class is shrunk
+#: (:func:`recoding`)
+RECODING_SHRINK = 0.25
+
+
 def recoding(train_counts: np.ndarray, alpha: float) -> np.ndarray:
-    """Diagonal of Γ^α = (k · diag(k_1..k_T)⁻¹)^α over the training counts (§7.5.2, eq. 7.21)."""
-    k = train_counts.sum()
-    counts = np.maximum(train_counts, 1)
-    return (k / counts) ** alpha if alpha != 0.0 else np.ones(counts.size)
+    """Diagonal of the recoding Γ^α over the training counts (§7.5.2, eq. 7.21): class ``t`` scaled
+    by ``(k/k_t)^α`` when ``k_t`` is at most the median count ``m``, by
+    ``(k/m)^α (m/k_t)^min(α, RECODING_SHRINK)`` above it (module docstring). A class without a
+    training sample counts as one."""
+    counts = np.maximum(np.asarray(train_counts, dtype=float), 1.0)
+    if alpha == 0.0 or counts.size == 0:
+        return np.ones(counts.size)
+    k, m = float(np.sum(train_counts)), float(np.median(counts))
+    gamma = (k / np.minimum(counts, m)) ** alpha
+    above = counts > m
+    gamma[above] *= (m / counts[above]) ** min(alpha, RECODING_SHRINK)
+    return gamma
 
 
 #: what counts as one independent answer in the calibration's smoothing (learners/calibration.py)

@@ -8,8 +8,8 @@ time on :class:`~lifelong_learning.learners.RecursiveRLS` (one engine per λ can
 - eq. 7.20: a label never seen before appends a zero column to ``b`` (and a zero count);
   ``A`` is unchanged, nothing is retrained;
 - §7.5.2 (eq. 7.21): recoding ``W_k = A_k⁻¹ b_k Γ_k^α``, ``Γ_k = k · diag(k_1..k_T)⁻¹``: the
-  plain scores with column ``t`` scaled by ``(k/k_t)^α``
-  (:func:`~lifelong_learning.learners.model_selection.recoding`);
+  plain scores with column ``t`` scaled by ``(k/k_t)^α``, a class above the median count shrunk
+  more gently (:func:`~lifelong_learning.learners.model_selection.recoding`);
 - §7.6.3: online model selection. With several λ candidates and/or ``alpha="auto"``, every
   ``validation_every``-th labeled sample is held out (not trained on) and kept in a bounded
   validation buffer; λ, α and the confidence calibration are chosen on it

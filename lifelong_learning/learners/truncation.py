@@ -3,7 +3,8 @@ predictor (Jun, Cutkosky, Orabona, ``../shared/seeds/003_…``, Algorithm 1: ``T
 prediction truncated to the range of the targets), counted when that clips.
 
 The classifier's engine regresses each class's 0/1 indicator, so the data allow each plain score in
-``[0, 1]``; its recoded score ``w_c s_c`` (``w_c = (k/k_c)^α``, thesis eq. 7.21) in ``[0, w_c]``. A
+``[0, 1]``; its recoded score ``w_c s_c`` (``w_c``: the recoding of
+:func:`~lifelong_learning.learners.model_selection.recoding`, thesis eq. 7.21) in ``[0, w_c]``. A
 truncated score never changes the answer's class, taken from the scores before truncation (the
 largest recoded score: its truncation can tie with others'), only the scores a node publishes and
 the confidence calibrated on them (far from every taught class, where plain scores run outside

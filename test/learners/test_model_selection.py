@@ -5,6 +5,7 @@ import numpy as np
 from lifelong_learning.learners.calibration import T_DEFAULT
 from lifelong_learning.learners.model_selection import (
     MIN_CALIBRATION_SAMPLES,
+    RECODING_SHRINK,
     SelectionRule,
     calibrate,
     recoding,
@@ -16,10 +17,20 @@ def rule(lambdas=(0.1, 1.0, 10.0), alpha="auto", grid=(0.0, 0.5, 1.0), min_class
 
 
 def test_recoding_scales_each_class_by_k_over_its_count_to_the_alpha():
-    counts = np.array([30, 10, 0])  # a class without training sample counts as 1
-    np.testing.assert_allclose(recoding(counts, 1.0), [40 / 30, 4.0, 40.0])
-    np.testing.assert_allclose(recoding(counts, 0.5), np.sqrt([40 / 30, 4.0, 40.0]))
-    np.testing.assert_array_equal(recoding(counts, 0.0), [1.0, 1.0, 1.0])
+    counts = np.array([10, 10, 0, 10])  # a class without training sample counts as 1
+    np.testing.assert_allclose(recoding(counts, 1.0), [3.0, 3.0, 30.0, 3.0])
+    np.testing.assert_allclose(recoding(counts, 0.5), np.sqrt([3.0, 3.0, 30.0, 3.0]))
+    np.testing.assert_array_equal(recoding(counts, 0.0), [1.0, 1.0, 1.0, 1.0])
+
+
+def test_a_class_taught_more_than_the_median_is_shrunk_by_at_most_the_shrink_exponent():
+    counts = np.array([30, 10, 0])  # median 10: the class of 30 is shrunk by (10/30)^min(α, 0.25)
+    np.testing.assert_allclose(recoding(counts, 1.0), [4.0 * (1 / 3) ** RECODING_SHRINK, 4.0, 40.0])
+    np.testing.assert_allclose(recoding(counts, 0.2), [4.0**0.2 * (1 / 3) ** 0.2, 4.0**0.2, 40.0**0.2])
+    # however often it is taught, its weight against the median class falls as (m/k_t)^0.25, not as m/k_t
+    many = recoding(np.array([10_000, 10, 10, 1]), 1.0)
+    assert np.isclose(many[0] / many[1], 1000.0**-RECODING_SHRINK)
+    assert np.all(np.diff(recoding(np.array([1, 5, 10, 20, 400]), 1.0)) < 0)  # more samples: less weight
 
 
 def test_ties_go_to_the_larger_lambda_and_no_data_to_the_middle_one():

@@ -12,13 +12,16 @@ from lifelong_learning.learners import IncrementalRLSC
 
 
 def closed_form_scores(X_train, labels, classes, lam, alpha, X_test):
-    """X_test (XᵀX + λI)⁻¹ XᵀY Γ^α, Γ = k diag(k_t)⁻¹ (thesis §7.5.2), columns in `classes` order."""
+    """X_test (XᵀX + λI)⁻¹ XᵀY Γ^α, Γ = k diag(k_t)⁻¹ (thesis §7.5.2) for classes at most the median
+    count m, (k/m)^α (m/k_t)^min(α, 0.25) above it; columns in `classes` order."""
     col = {c: i for i, c in enumerate(classes)}
     Y = np.zeros((len(labels), len(classes)))
     Y[np.arange(len(labels)), [col[c] for c in labels]] = 1.0
     k, k_t = len(labels), Y.sum(axis=0)
     W = np.linalg.solve(X_train.T @ X_train + lam * np.eye(X_train.shape[1]), X_train.T @ Y)
-    return X_test @ W @ np.diag((k / k_t) ** alpha)
+    m = np.median(k_t)
+    gamma = np.where(k_t <= m, (k / k_t) ** alpha, (k / m) ** alpha * (m / k_t) ** min(alpha, 0.25))
+    return X_test @ W @ np.diag(gamma)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -83,6 +86,28 @@ def test_new_class_mid_stream_is_predicted(digits):
     new = test[y[test] >= 8]
     assert np.mean(clf.predict(X[new]) == y[new]) > 0.7
     assert np.mean(clf.predict(X[test]) == y[test]) > 0.85
+
+
+def test_a_class_taught_ten_times_as_often_is_recognised_as_well_as_the_others(digits):
+    """A favourite object: its class taught again and again (ten more times) must not become the
+    one least recognised. Judged on noisy test digits (another room, in small), where the thesis's
+    full recoding, (k/k_t)^α with α auto near 1, named it in 47 % against 73 % for the others."""
+    X, y = digits
+    favourite_recall, others = [], []
+    for trial in range(3):
+        rng = np.random.default_rng(trial)
+        perm = rng.permutation(len(y))
+        train, test = perm[:600], perm[600:]
+        clf = IncrementalRLSC(lambdas=[0.1, 1.0, 10.0], alpha="auto")
+        clf.partial_fit(X[train], y[train])
+        favourite = train[y[train] == trial]
+        for _ in range(10):
+            clf.partial_fit(X[favourite], y[favourite])
+        predicted = clf.predict(X[test] + 0.3 * rng.normal(size=X[test].shape))
+        is_favourite = y[test] == trial
+        favourite_recall.append(np.mean(predicted[is_favourite] == trial))
+        others.append(np.mean(predicted[~is_favourite] == y[test][~is_favourite]))
+    assert np.mean(favourite_recall) >= np.mean(others), (favourite_recall, others)
 
 
 def test_recoding_helps_the_rare_class(digits):
