@@ -7,7 +7,8 @@ class (the rare class's and the mean per-class accuracy), for
 - **no recoding**: the object_recognition node's learner with α = 0 (plain RLSC, λ chosen online
   on its validation buffer as the node does);
 - **recoding**: the node's learner with its defaults (α 'auto', thesis §7.6.3);
-- **recoding α=1**: full recoding, ``Γ = k·diag(k_t)⁻¹`` (eq. 7.21), λ chosen online;
+- **recoding α=1**: full recoding, ``Γ = k·diag(k_t)⁻¹`` (eq. 7.21; a class above the median count
+  shrunk more gently, ``learners/model_selection.py``), λ chosen online;
 - **rebalancing**: batch RLSC on every training sample with the loss weighted by the inverse class
   frequency (each class weighs the same; λ the one the recoding learner chose): the thesis'
   rebalanced baseline;

@@ -3,7 +3,8 @@
 A teacher who names an object wrongly, or teaches a class they did not mean to, must be able to
 take it back without losing everything taught since. RLSC's state is a sum
 over the training samples (thesis eqs. 7.16-7.17): ``A = λI + Σ zᵢzᵢᵀ``, ``B = Σ zᵢ e_{yᵢ}ᵀ``, the
-class counts ``kₜ`` and the recoding ``Γ = k · diag(k₁..k_T)⁻¹`` (eq. 7.21) built on them. Removing
+class counts ``kₜ`` and the recoding built on them (eq. 7.21,
+:func:`~lifelong_learning.learners.model_selection.recoding`). Removing
 samples is subtracting their terms:
 
 - ``A' = A − ZᵀZ``: a Cholesky rank-1 *downdate* per sample by hyperbolic rotations

@@ -109,7 +109,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec(
         "alpha",
         "auto",
-        "Recoding exponent: a number in [0, 1] (0 plain RLSC, 1 full recoding) or 'auto' (thesis §7.6.3).",
+        "Recoding exponent: a number in [0, 1] (0 plain RLSC, 1 full recoding of the classes at or below "
+        "the median count; those above it shrunk by at most (median/count)^0.25) or 'auto' (thesis §7.6.3).",
     ),
     ParamSpec(
         "alpha_grid",

@@ -33,6 +33,20 @@ def test_a_class_taught_more_than_the_median_is_shrunk_by_at_most_the_shrink_exp
     assert np.all(np.diff(recoding(np.array([1, 5, 10, 20, 400]), 1.0)) < 0)  # more samples: less weight
 
 
+def test_the_median_of_an_even_number_of_classes_is_the_midpoint_and_edge_cases_hold():
+    # two classes: the median is 825; the larger is shrunk against it, the smaller keeps k/k_t
+    np.testing.assert_allclose(
+        recoding(np.array([1500, 150]), 1.0), [1650 / 825 * (825 / 1500) ** RECODING_SHRINK, 1650 / 150]
+    )
+    # four classes: median 15 between 10 and 20; 20 and 40 are above it
+    got = recoding(np.array([5, 10, 20, 40]), 0.5)
+    np.testing.assert_allclose(
+        got, [(75 / 5) ** 0.5, (75 / 10) ** 0.5, *((75 / 15) ** 0.5 * (15 / np.array([20, 40])) ** 0.25)]
+    )
+    assert recoding(np.array([], dtype=int), 1.0).size == 0
+    np.testing.assert_allclose(recoding(np.array([7]), 1.0), [1.0])  # one class: k / k_1
+
+
 def test_ties_go_to_the_larger_lambda_and_no_data_to_the_middle_one():
     r = rule(lambdas=(10.0, 0.1, 1.0))
     assert r.lambdas[r.best_lambda(np.array([0.5, 0.9, 0.9]))] == 1.0

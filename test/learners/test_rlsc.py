@@ -93,21 +93,26 @@ def test_a_class_taught_ten_times_as_often_is_recognised_as_well_as_the_others(d
     one least recognised. Judged on noisy test digits (another room, in small), where the thesis's
     full recoding, (k/k_t)^α with α auto near 1, named it in 47 % against 73 % for the others."""
     X, y = digits
-    favourite_recall, others = [], []
+    favourite_recall, others, others_before = [], [], []
     for trial in range(3):
         rng = np.random.default_rng(trial)
         perm = rng.permutation(len(y))
         train, test = perm[:600], perm[600:]
         clf = IncrementalRLSC(lambdas=[0.1, 1.0, 10.0], alpha="auto")
         clf.partial_fit(X[train], y[train])
+        noisy = X[test] + 0.3 * rng.normal(size=X[test].shape)
+        is_favourite = y[test] == trial
+        before = np.mean(clf.predict(noisy)[~is_favourite] == y[test][~is_favourite])
         favourite = train[y[train] == trial]
         for _ in range(10):
             clf.partial_fit(X[favourite], y[favourite])
-        predicted = clf.predict(X[test] + 0.3 * rng.normal(size=X[test].shape))
-        is_favourite = y[test] == trial
+        predicted = clf.predict(noisy)
         favourite_recall.append(np.mean(predicted[is_favourite] == trial))
         others.append(np.mean(predicted[~is_favourite] == y[test][~is_favourite]))
+        others_before.append(before)
     assert np.mean(favourite_recall) >= np.mean(others), (favourite_recall, others)
+    # ... and the others are not given up for it (never shrinking it lets it take theirs: 70 → 68 %)
+    assert np.mean(others) >= np.mean(others_before) - 0.01, (others, others_before)  # 0.70 → 0.68 unshrunk
 
 
 def test_recoding_helps_the_rare_class(digits):
