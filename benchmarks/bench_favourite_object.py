@@ -31,7 +31,7 @@ the choices share one teaching.
 from __future__ import annotations
 
 import numpy as np
-from bench_recognition_rooms import room_features
+from bench_recognition_rooms import four_rooms
 from bench_recognition_showing import features, node_learner, pasted_features, published, rows, teach
 from harness import seeds_main
 from harness.provenance import report_head
@@ -62,8 +62,6 @@ OBJECTS = 15
 #: how many more showings of the favourite
 MORE = (9, 27)
 RARE_FRAMES = 3
-#: more test rooms of bench_recognition_rooms.py's cache
-MORE_ROOMS = 3
 
 
 def hits(model: IncrementalRLSC, rooms: np.ndarray, objects: np.ndarray) -> np.ndarray:
@@ -109,9 +107,8 @@ def auroc(model: IncrementalRLSC, taught: np.ndarray, new: np.ndarray) -> float:
 
 def one_seed(seed: int) -> dict:
     X = published({**features(seed), **pasted_features(seed)})
-    more = room_features(seed, MORE_ROOMS)
-    rooms = np.concatenate([X["test"][None], more["test"]])
-    new = np.concatenate([X["new"][None], more["new"]]).reshape(-1, *X["new"].shape[1:])
+    test = four_rooms(X, seed)
+    rooms, new = test["test"], test["new"]
     order = np.random.default_rng([seed, 31]).permutation(TAUGHT)
     objects = order[:OBJECTS]
     out: dict = {"seed": seed}

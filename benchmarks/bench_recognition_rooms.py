@@ -75,6 +75,17 @@ def room_features(seed: int, rooms: int, precision: str = "int8") -> dict[str, n
         return {k: normalised(f[k].astype(np.float64), PUBLISHED) for k in ("test", "new")}
 
 
+def four_rooms(X: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """``{"test", "new"}``: the world's first test room (``X``, published) and the 3 more of
+    :func:`room_features`: taught objects ``(4, objects, TEST, d)``, never-taught showings
+    ``(4 · NEW, TEST, d)``."""
+    more = room_features(seed, 3)
+    return {
+        "test": np.concatenate([X["test"][None], more["test"]]),
+        "new": np.concatenate([X["new"][None], more["new"]]).reshape(-1, *X["new"].shape[1:]),
+    }
+
+
 def showing_answers(model, showings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per showing (rows of ``showings``: frames × d): the answer's class index and the novelty."""
     answers = np.array([int(np.argmax(evidence(model, f))) for f in showings])

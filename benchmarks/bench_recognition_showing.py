@@ -48,7 +48,7 @@ from lifelong_learning.learners import IncrementalRLSC
 from lifelong_learning.learners.model_selection import CALIBRATION_EVIDENCE
 from lifelong_learning.learners.novelty import SCORES
 from lifelong_learning.learners.recursive_rls import QUEUE_ROWS
-from lifelong_learning.learners.showing import RULES, answer_showing, best_guesses, evidence
+from lifelong_learning.learners.showing import RULES, ShowingAnswer, evidence, judge_showing
 from lifelong_learning.learners.showings import QUESTION_NOVELTY, QuestionPolicy
 from lifelong_learning.nodes.object_recognition import PARAMS
 from lifelong_learning.nodes.recognition_showings import NOVELTY_THRESHOLD
@@ -243,6 +243,13 @@ def _three_showings(
     return showings
 
 
+def doubted(model: IncrementalRLSC, frames: np.ndarray, policy: QuestionPolicy) -> tuple[ShowingAnswer, str]:
+    """The node's answer over a showing's ``frames`` and the question rule's doubt about it
+    (``""``: none), from one evaluation of the scores (:func:`judge_showing`)."""
+    answer, guesses = judge_showing(model, frames, 2, novelty_threshold=NOVELTY_THRESHOLD)
+    return answer, policy.doubt(answer.label, guesses, answer.novelty)
+
+
 def asking_robot(
     showings: list[tuple[int, int, np.ndarray, np.ndarray]],
     unsure: float,
@@ -259,8 +266,8 @@ def asking_robot(
     model, labels, questions, first_asked, own, wrong = node_learner(**learner), 0, 0, 0, 0, 0
     policy = QuestionPolicy(margin=margin, unsure=unsure)
     for s, o, frames, learned in showings:
-        answer = answer_showing(model, frames, novelty_threshold=NOVELTY_THRESHOLD)
-        if policy.doubt(answer.label, best_guesses(model, frames, 2), answer.novelty):
+        answer, doubt = doubted(model, frames, policy)
+        if doubt:
             model.partial_fit(learned, [str(o)] * len(learned))
             labels, questions, first_asked = labels + len(frames), questions + 1, first_asked + (s == 0)
         elif self_teaching:

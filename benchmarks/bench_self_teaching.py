@@ -28,11 +28,12 @@ showings (its never-taught share by the node's question rule).
 from __future__ import annotations
 
 import numpy as np
-from bench_recognition_rooms import room_features
+from bench_recognition_rooms import four_rooms
 from bench_recognition_showing import (
     _showing_accuracy,
     _three_showings,
     asking_robot,
+    doubted,
     features,
     node_learner,
     pasted_features,
@@ -44,17 +45,13 @@ from showing_report import seed_values
 from showing_world import ROOT, TAUGHT
 
 from lifelong_learning.learners import IncrementalRLSC
-from lifelong_learning.learners.showing import answer_showing, best_guesses
 from lifelong_learning.learners.showings import QUESTION_NOVELTY, QuestionPolicy
-from lifelong_learning.nodes.recognition_showings import NOVELTY_THRESHOLD
 
 OBJECTS = 15
 #: question rules (novelty above which the robot asks, margin below which it asks): the node's first
 RULES = ((QUESTION_NOVELTY, 0.3), (0.3, 0.3), (0.5, 0.3))
 TEACHER = "the teacher labels every frame of the three showings"
 ORDERS = ("object after object", "shuffled")
-#: more test rooms of bench_recognition_rooms.py's cache
-MORE_ROOMS = 3
 
 
 def rule_name(unsure: float, margin: float, self_teaching: bool) -> str:
@@ -78,10 +75,7 @@ def unasked_new(model: IncrementalRLSC, new: np.ndarray, unsure: float, margin: 
     with no doubt by the question rule (``unsure``, ``margin``): those a robot teaching itself would
     learn under a taught object's name."""
     policy = QuestionPolicy(margin=margin, unsure=unsure)
-    sure = 0
-    for frames in new:
-        answer = answer_showing(model, frames, novelty_threshold=NOVELTY_THRESHOLD)
-        sure += not policy.doubt(answer.label, best_guesses(model, frames, 2), answer.novelty)
+    sure = sum(not doubted(model, frames, policy)[1] for frames in new)
     return 100.0 * sure / len(new)
 
 
@@ -100,11 +94,7 @@ def judged(
 
 def one_seed(seed: int) -> dict:
     X = published({**features(seed), **pasted_features(seed)})
-    more = room_features(seed, MORE_ROOMS)
-    rooms = {
-        "test": np.concatenate([X["test"][None], more["test"]]),
-        "new": np.concatenate([X["new"][None], more["new"]]).reshape(-1, *X["new"].shape[1:]),
-    }
+    rooms = four_rooms(X, seed)
     objects = np.random.default_rng([seed, 31]).permutation(TAUGHT)[:OBJECTS]
     out: dict = {"seed": seed}
     for order in ORDERS:
