@@ -53,8 +53,9 @@ def test_one_session_per_label_or_no_bag_gives_a_clear_error_and_no_file(tmp_pat
     assert res.returncode == 2 and "no room directions" in res.stderr and not out.exists()
     res = room_directions(tmp_path / "missing", "--out", out, cwd=tmp_path)
     assert res.returncode == 2 and "cannot read the bags" in res.stderr and not out.exists()
-    res = room_directions(tmp_path / "bag", "--out", out, "--session-gap-s", 0, cwd=tmp_path)
-    assert res.returncode == 2 and "--session-gap-s must be > 0" in res.stderr
+    for option, value in (("--session-gap-s", 0), ("--session-gap-s", "nan"), ("--directions", 0)):
+        res = room_directions(tmp_path / "bag", "--out", out, option, value, cwd=tmp_path)
+        assert res.returncode == 2 and "--session-gap-s must be > 0" in res.stderr and not out.exists()
 
 
 def test_directions_beyond_what_the_moves_span_are_not_made_up(tmp_path):
