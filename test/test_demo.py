@@ -8,17 +8,34 @@ import warnings
 from pathlib import Path
 
 import pytest
+from hangs import HUNG_S
 
 pytestmark = [pytest.mark.slow, pytest.mark.graph, pytest.mark.serial]
+
+
+def _tail(text: str | bytes | None) -> str:
+    """The last 3,000 characters of a timed-out child's output (bytes when it was cut mid-line)."""
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    return (text or "")[-3000:]
 
 
 def test_quick_demo_writes_a_report_with_both_learners(tmp_path, built_interfaces):
     exe = shutil.which("lifelong-learning")
     assert exe, "lifelong-learning is not on PATH (source install/setup.bash)"
     out = tmp_path / "run"
-    res = subprocess.run(
-        [exe, "demo", "--quick", "--out", str(out)], capture_output=True, text=True, timeout=400, cwd=tmp_path
-    )
+    try:  # ended before the hang guard ends the test, so that the demo's own output is shown
+        res = subprocess.run(
+            [exe, "demo", "--quick", "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=0.9 * HUNG_S,
+            cwd=tmp_path,
+        )
+    except subprocess.TimeoutExpired as hung:
+        pytest.fail(
+            f"the demo ran past {hung.timeout:.0f} s; its output:\n{_tail(hung.stdout)}\n{_tail(hung.stderr)}"
+        )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     report = (out / "report.md").read_text()
     for section in ("## Object recognition", "## Inverse dynamics", "## Bag and retraining", "## Latency"):
