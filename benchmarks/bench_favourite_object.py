@@ -9,7 +9,7 @@ shrinks one taught with many alike. ``alpha: auto`` (§7.6.3) takes the largest 
 validation accuracy of the well-represented classes, and the validation frames are held out of the
 teaching room itself, where every class is recognised at any α: it picks large α, which the test
 rooms pay for. The node's recoding (``learners/model_selection.py``) shrinks a class above the median
-count by at most ``(m/k_t)^RECODING_SHRINK``.
+count by at most ``(m/k_t)^recoding_shrink`` (default ``RECODING_SHRINK``).
 
 The world and features are those of ``bench_recognition_showing.py`` (and the three more test rooms
 of ``bench_recognition_rooms.py``), taught to the node's default learner with all 150 frames of each
@@ -22,10 +22,10 @@ object and their pasted copies. Scenarios, per seed:
 - the rare object: 3 frames of one of the last 5 taught (5 runs) against 150 for the others;
 - 50 objects: per showing in four test rooms and in the first.
 
-Each model is judged under every recoding choice (``learners/model_selection.py``'s
-``RECODING_SHRINK``: how much a class with more samples than the median class is shrunk, 1 for the
-thesis's recoding; and α, fixed or ``auto`` from a grid, through ``IncrementalRLSC.set_params``), so
-the choices share one teaching.
+Each model is judged under every recoding choice (the learner's ``recoding_shrink``: how much a
+class with more samples than the median class is shrunk, 1 for the thesis's recoding; and α, fixed
+or ``auto`` from a grid; both through ``IncrementalRLSC.set_params``), so the choices share one
+teaching.
 """
 
 from __future__ import annotations
@@ -38,23 +38,24 @@ from harness.provenance import report_head
 from showing_report import seed_values
 from showing_world import ROOT, TAUGHT
 
-from lifelong_learning.learners import IncrementalRLSC, model_selection
+from lifelong_learning.learners import IncrementalRLSC
 from lifelong_learning.learners.model_selection import RECODING_SHRINK
 from lifelong_learning.learners.showing import evidence
 
-#: the recoding choices judged: name → (``RECODING_SHRINK``, IncrementalRLSC.set_params arguments);
-#: a shrink of 1 is the thesis's recoding, (k/k_t)^α for every class; the node's default first
+#: the recoding choices judged: name → IncrementalRLSC.set_params arguments; a ``recoding_shrink`` of 1
+#: is the thesis's recoding, (k/k_t)^α for every class; the node's default first
 GRID = {"alpha": "auto", "alpha_grid": np.linspace(0.0, 1.0, 11)}
 CHOICES = {
-    f"shrink {RECODING_SHRINK:g}, α auto (the node's default)": (RECODING_SHRINK, GRID),
-    "shrink 0 (a class above the median count not shrunk), α auto": (0.0, GRID),
-    "shrink 0.5, α auto": (0.5, GRID),
-    "the thesis's recoding, α auto": (1.0, GRID),
-    "the thesis's recoding, α auto from 0-0.3": (
-        1.0,
-        {"alpha": "auto", "alpha_grid": np.linspace(0.0, 0.3, 4)},
-    ),
-    **{f"α = {a:g}": (1.0, {"alpha": a}) for a in (0.0, 0.25, 1.0)},
+    f"shrink {RECODING_SHRINK:g}, α auto (the node's default)": {"recoding_shrink": RECODING_SHRINK, **GRID},
+    "shrink 0 (a class above the median count not shrunk), α auto": {"recoding_shrink": 0.0, **GRID},
+    "shrink 0.5, α auto": {"recoding_shrink": 0.5, **GRID},
+    "the thesis's recoding, α auto": {"recoding_shrink": 1.0, **GRID},
+    "the thesis's recoding, α auto from 0-0.3": {
+        "recoding_shrink": 1.0,
+        "alpha": "auto",
+        "alpha_grid": np.linspace(0.0, 0.3, 4),
+    },
+    **{f"α = {a:g}": {"recoding_shrink": 1.0, "alpha": a} for a in (0.0, 0.25, 1.0)},
 }
 NODE = next(iter(CHOICES))
 THESIS = "the thesis's recoding, α auto"
@@ -76,13 +77,11 @@ def under_each(model: IncrementalRLSC, judge) -> dict[str, dict[str, float]]:
     """``judge(model)`` under every recoding choice of :data:`CHOICES` (the node's left in place)."""
     out = {}
     try:
-        for name, (shrink, params) in CHOICES.items():
-            model_selection.RECODING_SHRINK = shrink  # read by recoding() at every call
+        for name, params in CHOICES.items():
             model.set_params(**params)  # the selection is made again under it
             out[name] = {**judge(model), "α": model.alpha_}
     finally:
-        model_selection.RECODING_SHRINK = RECODING_SHRINK
-        model.set_params(**CHOICES[NODE][1])
+        model.set_params(**CHOICES[NODE])
     return out
 
 

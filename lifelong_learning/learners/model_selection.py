@@ -6,9 +6,10 @@ confidence calibration fitted with them.
   the plain scores with column ``t`` scaled by ``(k/k_t)^α`` (:func:`recoding`): one solve serves
   every α. The thesis's Γ lifts a class with few samples and shrinks one with many alike; here a
   class with more samples than the median class ``m`` is shrunk more gently,
-  ``(k/m)^α (m/k_t)^min(α, RECODING_SHRINK)``. The selection below judges α on frames held out of
-  the stream that taught the classes, where a class taught far more often than the others is
-  recognised at any α, so it takes a large α (0.8 in the benchmark); in other rooms the full
+  ``(k/m)^α (m/k_t)^min(α, σ)`` with ``σ`` the classifier's ``recoding_shrink`` (default
+  :data:`RECODING_SHRINK`; ``σ = 1``: the thesis's Γ exactly). The selection below judges α on
+  frames held out of the stream that taught the classes, where a class taught far more often than
+  the others is recognised at any α, so it takes a large α (0.8 in the benchmark); in other rooms the full
   ``(m/k_t)^α`` then made such a class the one least recognised
   (docs/benchmarks/recognition-favourite.md). Classes at or below
   the median count get the thesis's factor, so balanced classes and the rare class keep theirs. The
@@ -62,23 +63,23 @@ class Selection(NamedTuple):
     calibration_samples: int
 
 
-#: the largest exponent by which a class taught more often than the median class is shrunk
-#: (:func:`recoding`)
+#: the default largest exponent by which a class taught more often than the median class is shrunk
+#: (:func:`recoding`, the classifier's ``recoding_shrink``)
 RECODING_SHRINK = 0.25
 
 
-def recoding(train_counts: np.ndarray, alpha: float) -> np.ndarray:
+def recoding(train_counts: np.ndarray, alpha: float, shrink: float = RECODING_SHRINK) -> np.ndarray:
     """Diagonal of the recoding Γ^α over the training counts (§7.5.2, eq. 7.21): class ``t`` scaled
     by ``(k/k_t)^α`` when ``k_t`` is at most the median count ``m``, by
-    ``(k/m)^α (m/k_t)^min(α, RECODING_SHRINK)`` above it (module docstring). A class without a
-    training sample counts as one."""
+    ``(k/m)^α (m/k_t)^min(α, shrink)`` above it (module docstring; ``shrink`` 1: the thesis's
+    ``(k/k_t)^α`` for every class). A class without a training sample counts as one."""
     counts = np.maximum(np.asarray(train_counts, dtype=float), 1.0)
     if alpha == 0.0 or counts.size == 0:
         return np.ones(counts.size)
     k, m = float(np.sum(train_counts)), float(np.median(counts))
     gamma = (k / np.minimum(counts, m)) ** alpha
     above = counts > m
-    gamma[above] *= (m / counts[above]) ** min(alpha, RECODING_SHRINK)
+    gamma[above] *= (m / counts[above]) ** min(alpha, shrink)
     return gamma
 
 
@@ -92,16 +93,17 @@ def calibrate(
     val_y: np.ndarray,
     train_counts: np.ndarray,
     evidence: str = "samples",
+    shrink: float = RECODING_SHRINK,
 ) -> tuple[float, int]:
-    """Inverse temperature fitted on the validation ``scores`` of a λ, recoded at α, and the number
-    of samples; ``(T_DEFAULT, 0)`` with fewer than :data:`MIN_CALIBRATION_SAMPLES` or one class.
-    ``evidence``: each validation sample (``"samples"``) or each class among them (``"classes"``)
-    counts as one answer of the smoothing."""
+    """Inverse temperature fitted on the validation ``scores`` of a λ, recoded at α (and ``shrink``,
+    :func:`recoding`), and the number of samples; ``(T_DEFAULT, 0)`` with fewer than
+    :data:`MIN_CALIBRATION_SAMPLES` or one class. ``evidence``: each validation sample
+    (``"samples"``) or each class among them (``"classes"``) counts as one answer of the smoothing."""
     V = int(val_y.size)
     if scores is None or V < MIN_CALIBRATION_SAMPLES or train_counts.size < 2:
         return T_DEFAULT, 0
     answers = V if evidence == "samples" else int(np.unique(val_y).size)
-    recoded = scores * recoding(train_counts, alpha)[None, :]
+    recoded = scores * recoding(train_counts, alpha, shrink)[None, :]
     return fit_inverse_temperature(recoded, val_y, answers=answers), V
 
 
@@ -121,6 +123,7 @@ class SelectionRule:
     min_class_count: int
     alpha_init: float
     calibration_evidence: str = "samples"
+    recoding_shrink: float = RECODING_SHRINK
 
     def best_lambda(self, acc: np.ndarray) -> int:
         """Highest validation accuracy; ties go to the larger λ. No data: the middle candidate."""
@@ -149,7 +152,7 @@ class SelectionRule:
         acc_all, acc_wr = np.full((L, A), np.nan), np.full((L, A), np.nan)
         if val_y.size == 0 or len(scores) != L or not usable:
             return acc_all, acc_wr
-        gammas = np.stack([recoding(train_counts, float(a)) for a in self.alpha_grid])  # A × T
+        gammas = np.stack([recoding(train_counts, float(a), self.recoding_shrink) for a in self.alpha_grid])
         S = np.stack([scores[j] for j in usable])  # L' × V × T
         pred = np.argmax(S[:, None, :, :] * gammas[None, :, None, :], axis=3)  # L' × A × V
         hit = pred == val_y[None, None, :]
@@ -165,7 +168,7 @@ class SelectionRule:
         """Validation accuracy of each λ candidate at α (NaN: no validation sample, or not scored)."""
         if val_y.size == 0 or len(scores) != self.lambdas.size:
             return np.full(self.lambdas.size, np.nan)
-        g = recoding(train_counts, alpha)
+        g = recoding(train_counts, alpha, self.recoding_shrink)
         return np.array([np.nan if S is None else np.mean(np.argmax(S * g, axis=1) == val_y) for S in scores])
 
     def choose(
@@ -193,5 +196,7 @@ class SelectionRule:
             lam_idx = next(j for j, S in enumerate(scores) if S is not None)
             chosen = scores[lam_idx]
         per_lambda = self.accuracy_at(alpha, scores, val_y, train_counts)
-        calibration = calibrate(chosen, alpha, val_y, train_counts, self.calibration_evidence)
+        calibration = calibrate(
+            chosen, alpha, val_y, train_counts, self.calibration_evidence, self.recoding_shrink
+        )
         return Selection(lam_idx, alpha, per_lambda, *calibration)

@@ -181,20 +181,24 @@ class PrequentialLambdaClassifier:
     def _labels(self, X: Any) -> dict[str, np.ndarray]:
         """Every candidate's labels for rows ``X`` (a λ's scores recoded by each α)."""
         classes = self.classes_
-        counts = self.models[0].class_counts_
+        counts, shrink = self.models[0].class_counts_, self.models[0].recoding_shrink
         out = {}
         for i, model in enumerate(self.models):
             S = model.decision_function(X)
             for a in self.alphas:
                 out[f"{self.lambdas[i]!r}/{a!r}"] = classes[
-                    np.argmax(S * recoding(counts, a)[None, :], axis=1)
+                    np.argmax(S * recoding(counts, a, shrink)[None, :], axis=1)
                 ]
         return out
 
     def decision_function(self, X: Any) -> np.ndarray:
         """The serving candidate's recoded scores."""
         i, a = self.candidates[self.serving]
-        return self.models[i].decision_function(X) * recoding(self.models[0].class_counts_, a)[None, :]
+        first = self.models[0]
+        return (
+            self.models[i].decision_function(X)
+            * recoding(first.class_counts_, a, first.recoding_shrink)[None, :]
+        )
 
     def predict(self, X: Any) -> np.ndarray:
         return self.classes_[np.argmax(self.decision_function(X), axis=1)]

@@ -45,6 +45,7 @@ from lifelong_learning.learners.feature_map import FeatureMap
 from lifelong_learning.learners.labels import Label, check_label, label_key, labels_of
 from lifelong_learning.learners.model_selection import (
     CALIBRATION_EVIDENCE,
+    RECODING_SHRINK,
     Selection,
     SelectionRule,
     recoding,
@@ -136,6 +137,9 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         keep_samples: the last training samples kept for exact unlearning (:meth:`forget_class`,
             :meth:`unlearn`, :meth:`rename_class`; :mod:`~lifelong_learning.learners.unlearning`);
             0 keeps none (no sample can be unlearned), ``keep_samples · d`` floats kept.
+        recoding_shrink: in [0, 1], the largest exponent by which a class with more training samples
+            than the median class is shrunk (:func:`~lifelong_learning.learners.model_selection.
+            recoding`); 1: the thesis's recoding for every class, 0: such a class never shrunk.
 
     Attributes (after the first sample):
         classes_: the known labels, in score-column order (ints, strings, or both: an
@@ -168,6 +172,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         selection_every: int = 0,
         keep_samples: int = 0,
         calibration_evidence: str = "samples",
+        recoding_shrink: float = RECODING_SHRINK,
     ):
         lams = np.atleast_1d(np.asarray(lambdas, dtype=np.float64)).ravel()
         if lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams <= 0):
@@ -186,6 +191,8 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         _check_counts(validation_every, min_class_count, max_validation, selection_every, keep_samples)
         if not 0.0 <= float(alpha_init) <= 1.0:
             raise ValueError("alpha_init must be in [0, 1]")
+        if not (isinstance(recoding_shrink, numbers.Real) and 0.0 <= float(recoding_shrink) <= 1.0):
+            raise ValueError(f"recoding_shrink must be in [0, 1], got {recoding_shrink!r}")
         if feature_map is not None and not isinstance(feature_map, FeatureMap):
             raise ValueError("feature_map must follow the FeatureMap protocol")
         if calibration_evidence not in CALIBRATION_EVIDENCE:
@@ -201,6 +208,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         self.min_class_count = int(min_class_count)
         self.max_validation = int(max_validation)
         self.alpha_init = float(alpha_init)
+        self.recoding_shrink = float(recoding_shrink)
         self.feature_map = feature_map
         if feature_map is not None:
             if n_features is not None and int(n_features) != feature_map.n_inputs:
@@ -264,12 +272,20 @@ class IncrementalRLSC(Unlearning, PersistentModel):
 
     def set_params(self, **params: Any) -> IncrementalRLSC:
         """Change selection-only hyperparameters (``alpha``, ``alpha_grid``, ``min_class_count``,
-        ``alpha_init``, ``calibration_evidence``) without retraining: the learned state serves every α.
+        ``alpha_init``, ``calibration_evidence``, ``recoding_shrink``) without retraining: the learned
+        state serves every recoding.
 
         Raises:
             ValueError: another parameter, or a bad value (nothing changes then).
         """
-        allowed = {"alpha", "alpha_grid", "min_class_count", "alpha_init", "calibration_evidence"}
+        allowed = {
+            "alpha",
+            "alpha_grid",
+            "min_class_count",
+            "alpha_init",
+            "calibration_evidence",
+            "recoding_shrink",
+        }
         unknown = set(params) - allowed
         if unknown:
             raise ValueError(f"only {sorted(allowed)} can change after construction, got {sorted(unknown)}")
@@ -279,11 +295,13 @@ class IncrementalRLSC(Unlearning, PersistentModel):
             "min_class_count": self.min_class_count,
             "alpha_init": self.alpha_init,
             "calibration_evidence": self.calibration_evidence,
+            "recoding_shrink": self.recoding_shrink,
         }
         checked = IncrementalRLSC(lambdas=self.lambdas, **{**current, **params})  # validates
         self.alpha, self.alpha_grid = checked.alpha, checked.alpha_grid
         self.min_class_count, self.alpha_init = checked.min_class_count, checked.alpha_init
         self.calibration_evidence = checked.calibration_evidence
+        self.recoding_shrink = checked.recoding_shrink
         self._selection = None
         if self.shares_factor:
             self.select_model()
@@ -652,6 +670,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
             self.min_class_count,
             self.alpha_init,
             self.calibration_evidence,
+            self.recoding_shrink,
         )
 
     def _select(self) -> Selection:
@@ -709,7 +728,7 @@ class IncrementalRLSC(Unlearning, PersistentModel):
         Z = self._features(X)
         lam_idx, alpha = self._select()[:2]
         engine = self._engines[0] if self.shares_factor else self._engines[lam_idx]
-        return engine.predict(Z) * recoding(self._train_counts, alpha)[None, :]
+        return engine.predict(Z) * recoding(self._train_counts, alpha, self.recoding_shrink)[None, :]
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Calibrated class probabilities ``softmax(t · s)`` of the recoded scores, columns in

@@ -27,7 +27,7 @@ import numpy as np
 from lifelong_learning.core.model_file import prefixed, unprefixed
 from lifelong_learning.learners.feature_map import restore_feature_map, store_feature_map
 from lifelong_learning.learners.labels import Label, check_label, label_key
-from lifelong_learning.learners.model_selection import Selection
+from lifelong_learning.learners.model_selection import RECODING_SHRINK, Selection
 from lifelong_learning.learners.recursive_rls import RecursiveRLS
 from lifelong_learning.learners.taken_back import TakenBack
 from lifelong_learning.learners.unlearning import InputDigests, SampleStore
@@ -246,6 +246,7 @@ def state_of(clf: Any, tolerance: float) -> tuple[dict[str, Any], dict[str, np.n
         meta["calibration"] = {"method": "temperature", "inverse_temperature": t, "validation_samples": n}
     meta["selection_every"] = clf.selection_every
     meta["calibration_evidence"] = clf.calibration_evidence
+    meta["recoding_shrink"] = clf.recoding_shrink
     if clf.keep_samples or clf._clock != clf.n_samples:  # exact unlearning (learners/unlearning.py)
         meta.update(clf._kept.store_into(arrays, clf._clock))
     clf._taken_back.store_into(meta, arrays)
@@ -273,6 +274,7 @@ def restored(cls: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> A
         selection_every=int(meta.get("selection_every", 0)),
         keep_samples=int(meta.get("keep_samples", 0)),
         calibration_evidence=str(meta.get("calibration_evidence", "samples")),
+        recoding_shrink=float(meta.get("recoding_shrink", RECODING_SHRINK)),
     )
     if clf.shares_factor:
         clf._serving, clf._since_selection, selection = saved_shared_factor(

@@ -35,7 +35,7 @@ class ScoreBounds:
         class, when enabled (called with the model lock held: it counts)."""
         if not self.enabled:
             return scores
-        upper = recoding(np.asarray(model.class_counts_), float(model.alpha_))
+        upper = recoding(np.asarray(model.class_counts_), float(model.alpha_), model.recoding_shrink)
         out = np.clip(scores, 0.0, upper)
         self.clipped += int(np.count_nonzero(out != scores))
         return out

@@ -57,6 +57,7 @@ from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from std_msgs.msg import Header
 
 from lifelong_learning.core.prequential import PrequentialClassification
+from lifelong_learning.learners.model_selection import RECODING_SHRINK
 from lifelong_learning.learners.recognition_gate import RecognitionGate, Refusal, label_problem
 from lifelong_learning.learners.rlsc import IncrementalRLSC
 from lifelong_learning.learners.showing import FrameAnswer, answer_frame
@@ -110,7 +111,17 @@ PARAMS: tuple[ParamSpec, ...] = (
         "alpha",
         "auto",
         "Recoding exponent: a number in [0, 1] (0 plain RLSC, 1 full recoding of the classes at or below "
-        "the median count; those above it shrunk by at most (median/count)^0.25) or 'auto' (thesis §7.6.3).",
+        "the median count; those above it shrunk by at most (median/count)^recoding_shrink) or 'auto' "
+        "(thesis §7.6.3).",
+    ),
+    ParamSpec(
+        "recoding_shrink",
+        RECODING_SHRINK,
+        "The largest exponent by which a class taught more often than the median class is shrunk: "
+        "(median/count)^min(α, recoding_shrink); 1 is the thesis's recoding, under which an object shown "
+        "again and again became the one least recognised in other rooms (docs/recognition.md). In [0, 1]; "
+        "a checkpoint keeps its own.",
+        bounds=(0.0, 1.0),
     ),
     ParamSpec(
         "alpha_grid",
@@ -249,6 +260,7 @@ class ObjectRecognitionNode(LearnerNode):
             "selection_every": int(p["selection_every"]),
             "keep_samples": int(p["keep_samples"]),
             "calibration_evidence": str(p["calibration_evidence"]),
+            "recoding_shrink": float(p["recoding_shrink"]),
         }
         IncrementalRLSC(**self._model_kwargs)  # fail at start on bad parameters
         self.unknown_threshold = float(p["unknown_threshold"])
@@ -317,6 +329,7 @@ class ObjectRecognitionNode(LearnerNode):
         saved = {
             "lambdas": model.lambdas.tolist(),
             "alpha": model.alpha,
+            "recoding_shrink": model.recoding_shrink,
             "n_features": model.n_features_in_,
             "selection_every": model.selection_every,
         }

@@ -147,3 +147,35 @@ def test_calibration_evidence_is_a_setting_saved_with_the_model(tmp_path):
     assert by_sample.calibration_ == pytest.approx(by_class.calibration_, rel=1e-9)
     with pytest.raises(ValueError, match="calibration_evidence"):
         IncrementalRLSC(calibration_evidence="frames")
+
+
+def test_recoding_shrink_is_a_setting_saved_with_the_model(tmp_path):
+    X, y = overlapping_classes(3, n=3000)
+    each = [np.flatnonzero(y[:2400] == c)[:40] for c in range(30)]  # 40 of every class, none held out
+    rows = np.concatenate([*each, *[each[0]] * 4])  # class 0 taught five times as often
+    X, y = np.concatenate([X[rows], X[2400:]]), np.concatenate([y[rows], y[2400:]])
+    rows = np.arange(rows.size)
+    kwargs = {"lambdas": [1.0], "alpha": 1.0}
+    thesis = IncrementalRLSC(recoding_shrink=1.0, **kwargs).partial_fit(X[rows], y[rows])
+    gentle = IncrementalRLSC(**kwargs).partial_fit(X[rows], y[rows])
+    assert gentle.recoding_shrink == 0.25
+    S_thesis, S_gentle = thesis.decision_function(X[rows.size :]), gentle.decision_function(X[rows.size :])
+    np.testing.assert_allclose(S_thesis[:, 1:], S_gentle[:, 1:])  # at or below the median: alike
+    assert np.all(np.abs(S_thesis[:, 0]) <= np.abs(S_gentle[:, 0]) + 1e-12)  # the favourite shrunk more
+    thesis.save(tmp_path / "m.llm")
+    loaded = IncrementalRLSC.load(tmp_path / "m.llm")
+    assert loaded.recoding_shrink == 1.0
+    np.testing.assert_allclose(
+        loaded.predict_proba(X[rows.size :]), thesis.predict_proba(X[rows.size :]), rtol=1e-9
+    )
+    gentle.set_params(recoding_shrink=1.0)  # selection only: the thesis model's answers, no retraining
+    np.testing.assert_allclose(gentle.decision_function(X[rows.size :]), S_thesis, rtol=1e-9)
+    meta, arrays = thesis.to_state()
+    del meta["recoding_shrink"]  # a file that does not say: the default
+    assert IncrementalRLSC.from_state(meta, arrays).recoding_shrink == 0.25
+    for bad in (-0.1, 1.5, float("nan"), "1"):
+        with pytest.raises(ValueError, match="recoding_shrink"):
+            IncrementalRLSC(recoding_shrink=bad)
+    with pytest.raises(ValueError, match="recoding_shrink"):
+        gentle.set_params(recoding_shrink=2.0)
+    assert gentle.recoding_shrink == 1.0

@@ -33,6 +33,16 @@ def test_a_class_taught_more_than_the_median_is_shrunk_by_at_most_the_shrink_exp
     assert np.all(np.diff(recoding(np.array([1, 5, 10, 20, 400]), 1.0)) < 0)  # more samples: less weight
 
 
+def test_a_shrink_of_one_is_the_thesis_recoding_and_zero_never_shrinks():
+    counts = np.array([400, 20, 10, 3, 0])
+    k = counts.sum()
+    for alpha in (0.3, 1.0):
+        np.testing.assert_allclose(recoding(counts, alpha, 1.0), (k / np.maximum(counts, 1)) ** alpha)
+    never = recoding(counts, 1.0, 0.0)  # above the median (10): held at the median class's weight
+    np.testing.assert_allclose(never[:2], [k / 10, k / 10])
+    np.testing.assert_allclose(never[2:], k / np.array([10, 3, 1]))
+
+
 def test_the_median_of_an_even_number_of_classes_is_the_midpoint_and_edge_cases_hold():
     # two classes: the median is 825; the larger is shrunk against it, the smaller keeps k/k_t
     np.testing.assert_allclose(

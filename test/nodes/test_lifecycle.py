@@ -152,7 +152,7 @@ def test_a_checkpoint_that_conflicts_with_the_parameters_is_restored_and_reporte
 
     checkpoint = tmp_path / "recognition.llm"
     rng = np.random.default_rng(1)
-    saved = IncrementalRLSC(lambdas=[3.0], alpha=0.0)
+    saved = IncrementalRLSC(lambdas=[3.0], alpha=0.0, recoding_shrink=1.0)
     saved.partial_fit(rng.normal(size=(4, DIM)), ["a", "b", "a", "b"])
     saved.save(checkpoint)
     params = {"checkpoint_path": str(checkpoint), "diagnostics_period_s": 0.0, "lambdas": [0.1, 1.0]}
@@ -164,6 +164,8 @@ def test_a_checkpoint_that_conflicts_with_the_parameters_is_restored_and_reporte
         assert node.model.n_samples == 4
         conflicts = node.diagnostic_values()["checkpoint conflicts (checkpoint wins)"]
         assert "lambdas: checkpoint [3.0], parameter [0.1, 1.0]" in conflicts
+        assert node.model.recoding_shrink == 1.0  # how it recodes is the checkpoint's too
+        assert "recoding_shrink: checkpoint 1.0, parameter 0.25" in conflicts
         assert checkpoint.exists()  # not moved aside as "unreadable"
     finally:
         node.destroy_node()
