@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 
 from lifelong_learning.core.checks import as_rows
-from lifelong_learning.core.persistence import Stateful
-from lifelong_learning.learners.nystrom_features import gaussian_kernel
+from lifelong_learning.learners.nystrom_features import GaussianCentresMap, gaussian_kernel
 
 
-class SLKLFeatureMap(Stateful):
+class SLKLFeatureMap(GaussianCentresMap):
     """``φ_m(x) = √μ_m k(x, x_m)`` over the active centres (module docstring).
 
     Args:
@@ -38,58 +37,20 @@ class SLKLFeatureMap(Stateful):
     """
 
     kind = "slkl"
+    extra = "weights"
 
     def __init__(self, centers: Any, lengthscale: float | Any, weights: Any):
-        Z = np.array(centers, dtype=np.float64, ndmin=2)
-        if Z.ndim != 2 or Z.shape[0] < 1 or Z.shape[1] < 1 or not np.all(np.isfinite(Z)):
-            raise ValueError(
-                f"centers must be a finite (m, d) array with m >= 1, got shape {np.shape(centers)}"
-            )
-        ls = np.asarray(lengthscale, dtype=np.float64)
-        if ls.ndim > 1 or (ls.ndim == 1 and ls.shape[0] != Z.shape[1]):
-            raise ValueError(f"lengthscale must be a scalar or have {Z.shape[1]} entries")
-        if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
-            raise ValueError("lengthscale must be positive and finite")
+        self._set_centres(centers, lengthscale)
         mu = np.asarray(weights, dtype=np.float64)
-        if mu.shape != (Z.shape[0],) or not np.all(np.isfinite(mu)) or np.any(mu <= 0):
-            raise ValueError(f"weights must be {Z.shape[0]} positive finite numbers, got {np.shape(weights)}")
-        self.centers = Z
-        self.lengthscale = np.broadcast_to(ls, (Z.shape[1],)).copy()
+        m = self.n_features
+        if mu.shape != (m,) or not np.all(np.isfinite(mu)) or np.any(mu <= 0):
+            raise ValueError(f"weights must be {m} positive finite numbers, got {np.shape(weights)}")
         self.weights = mu.copy()
-
-    @property
-    def n_inputs(self) -> int:
-        """Input dimension ``d``."""
-        return self.centers.shape[1]
-
-    @property
-    def n_features(self) -> int:
-        """Active centres ``m₀``."""
-        return self.centers.shape[0]
 
     def transform(self, X: np.ndarray | Any) -> np.ndarray:
         """``Φ = k(X, Z) diag(√μ)``, shape ``(n, m₀)``; 1-D input is one row."""
         a = as_rows(X, self.n_inputs, "X")
         return gaussian_kernel(a, self.centers, self.lengthscale) * np.sqrt(self.weights)
-
-    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Scalars and arrays for the model file."""
-        return {"n_inputs": self.n_inputs, "n_features": self.n_features}, {
-            "centers": self.centers.copy(),
-            "lengthscale": self.lengthscale.copy(),
-            "weights": self.weights.copy(),
-        }
-
-    @classmethod
-    def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SLKLFeatureMap:
-        """Rebuild from :meth:`to_state` output (ValueError on missing or inconsistent arrays)."""
-        try:
-            fm = cls(arrays["centers"], arrays["lengthscale"], arrays["weights"])
-        except KeyError as exc:
-            raise ValueError(f"slkl feature map state lacks {exc}") from None
-        if meta.get("n_features", fm.n_features) != fm.n_features:
-            raise ValueError("slkl feature map state is inconsistent")
-        return fm
 
     def __repr__(self) -> str:
         return f"SLKLFeatureMap(m0={self.n_features}, d={self.n_inputs})"
