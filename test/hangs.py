@@ -87,6 +87,12 @@ def forget_failures() -> None:
     shutil.rmtree(FAILURES, ignore_errors=True)
 
 
+def session_marks() -> dict[str, str]:
+    """The variables by which :func:`session_processes` finds what a test started: for a child given an
+    environment of its own (not this one's), so that a hung test's guard still finds and ends it."""
+    return {k: os.environ[k] for k in ("LL_TEST_SESSION", "PYTEST_XDIST_WORKER") if k in os.environ}
+
+
 def session_processes(worker: str) -> list[int]:
     """The processes that this test session's worker ``worker`` started, and theirs, found by the
     environment they inherited (``LL_TEST_SESSION``, ``PYTEST_XDIST_WORKER``): after the worker has

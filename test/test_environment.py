@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hangs import session_marks
 
 REPO = Path(__file__).resolve().parents[1]
 SNIPPET = (
@@ -32,6 +33,7 @@ def test_env_sh_then_the_generated_interfaces_import(folder, tmp_path):
             "SNIPPET": SNIPPET,
             "PATH": "/usr/bin:/bin",
             "HOME": str(tmp_path),
+            **session_marks(),  # found and ended with the test if it hangs
             # the test session's isolated graph (conftest), not domain 0 of the network
             **{
                 k: os.environ[k]

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from hangs import session_marks
 
 from lifelong_learning.nodes.supervisor import (
     FASTDDS_PROFILE_NAME,
@@ -62,7 +63,7 @@ def _source_env_sh(cwd: Path, home: Path, **extra: str) -> str:
             f'source {REPO / "scripts" / "env.sh"} && echo "profile=${FASTDDS_PROFILES_VARIABLE}"',
         ],
         cwd=cwd,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home), **extra},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home), **session_marks(), **extra},
         capture_output=True,
         text=True,
         timeout=60,
