@@ -19,7 +19,15 @@ another way to make one number of a showing's frames, would separate never-taugh
   discounts what sets every test row apart from the taught ones, such as the room); both covariances
   shrunk halfway to their mean variance (:data:`SHRINK`);
 - a showing's number: the mean of its frames' scores (the node's), their median, or the score of
-  the mean of its frames' features.
+  the mean of its frames' features;
+- whether a showing's frames agree: the share of its frames whose own answer is not the class most
+  of them name (a taught object turning in a hand keeps its name; a never-taught one may be named
+  after one taught object and then another), alone and added to the node's number.
+
+And where the node's number fails: the never-taught objects are all blobs of the catalogue
+(``sim/objects.py``: random meshes in a palette of six colours, placed after its 14 named meshes),
+while the taught ones are drawn from both kinds; the AUROC of the never-taught showings against the
+taught named meshes' and against the taught blobs' tells which kind they are taken for.
 
 The world, the teaching (15 objects, 150 frames each with their pasted copies, the node's default
 learner) and the test showings are those of ``bench_recognition_showing.py`` (its cached features;
@@ -37,7 +45,7 @@ from bench_recognition_showing import features, node_learner, pasted_features, p
 from harness import seeds_main
 from harness.provenance import report_head
 from showing_report import ANSWERED, seed_values
-from showing_world import ROOT, TAUGHT
+from showing_world import NEW, ROOT, TAUGHT
 
 #: taught objects (table 3 of the recognition benchmark at 15 objects)
 OBJECTS = 15
@@ -61,6 +69,12 @@ SHOWING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "median of frames": lambda s: np.median(s, axis=1),
 }
 MEAN_FEATURE = "score of the mean feature"
+#: the node's number of a showing (the rows of the last two tables are measured with it)
+NODE = "confidence | mean of frames"
+#: weights of the frames' disagreement added to the node's number
+AGREEMENT_WEIGHTS = (0.25, 1.0)
+#: results kept apart from the table of scores and rules
+APART = ("seed", "agreement", "by kind")
 
 
 def _unit(Z: np.ndarray) -> np.ndarray:
@@ -124,8 +138,54 @@ def scorer(model, taught: np.ndarray, labels: np.ndarray) -> Callable[[np.ndarra
     return score
 
 
-def one_seed(seed: int) -> dict:
+def _separation(known: np.ndarray, new: np.ndarray) -> dict[str, float]:
+    """AUROC of ``new`` against ``known`` novelties, and the share of ``new`` flagged at the threshold
+    that answers :data:`~showing_report.ANSWERED` of the ``known``."""
     from sklearn.metrics import roc_auc_score
+
+    y = np.r_[np.zeros(len(known)), np.ones(len(new))]
+    return {
+        "auroc": float(roc_auc_score(y, np.r_[known, new])),
+        "flagged": 100.0 * float(np.mean(new > np.quantile(known, ANSWERED))),
+    }
+
+
+def disagreement(model, F: np.ndarray) -> np.ndarray:
+    """Per showing of ``F`` (showings × frames × d): the share of its frames whose answer is not the
+    class most of its frames name."""
+    answers = model.predict_proba(F.reshape(-1, F.shape[-1])).argmax(axis=1).reshape(F.shape[:2])
+    return np.array([1.0 - np.bincount(a).max() / a.size for a in answers])
+
+
+def agreement(model, known: np.ndarray, new: np.ndarray, node: tuple[np.ndarray, np.ndarray]) -> dict:
+    """The frames' disagreement as a showing's novelty, alone and added to the node's (``node``: its
+    numbers of the known and the new showings)."""
+    apart = disagreement(model, known), disagreement(model, new)
+    out = {"disagreement of the frames": _separation(*apart)}
+    for w in AGREEMENT_WEIGHTS:
+        out[f"the node's + {w:g} × the disagreement"] = _separation(
+            node[0] + w * apart[0], node[1] + w * apart[1]
+        )
+    return out
+
+
+def by_kind(seed: int, objects: np.ndarray, node: tuple[np.ndarray, np.ndarray]) -> dict:
+    """The node's separation of the never-taught showings from the taught named meshes' and from the
+    taught blobs' (with how many of each kind were taught)."""
+    from lifelong_learning.sim.objects import object_catalog
+
+    catalogue = object_catalog(TAUGHT + NEW, seed)
+    if not all(c.name.startswith("blob") for c in catalogue[TAUGHT:]):
+        raise ValueError("the never-taught objects are expected to be blobs")
+    blob = np.array([catalogue[int(o)].name.startswith("blob") for o in objects])
+    return {
+        kind: {**_separation(node[0][mask], node[1]), "taught": int(mask.sum())}
+        for kind, mask in (("named meshes", ~blob), ("blobs", blob))
+        if mask.any()
+    }
+
+
+def one_seed(seed: int) -> dict:
 
     X = published({**features(seed), **pasted_features(seed)})
     objects = np.random.default_rng([seed, 31]).permutation(TAUGHT)[:OBJECTS]
@@ -134,7 +194,6 @@ def one_seed(seed: int) -> dict:
     labels = np.concatenate([np.full(len(t), int(o)) for t, o in zip(taught, objects, strict=True)])
     score = scorer(model, np.concatenate(taught), labels)
     known, new = X["test"][objects], X["new"]
-    y = np.r_[np.zeros(len(known)), np.ones(len(new))]
     out: dict = {"seed": seed}
     for name in SCORES:
         per_frame = {
@@ -144,29 +203,66 @@ def one_seed(seed: int) -> dict:
         showings = {rule: (f(per_frame["known"]), f(per_frame["new"])) for rule, f in SHOWING.items()}
         showings[MEAN_FEATURE] = (score(known.mean(axis=1), name), score(new.mean(axis=1), name))
         for rule, (a, b) in showings.items():
-            out[f"{name} | {rule}"] = {
-                "auroc": float(roc_auc_score(y, np.r_[a, b])),
-                "flagged": 100.0 * float(np.mean(b > np.quantile(a, ANSWERED))),
-            }
-    print(f"seed {seed}: " + ", ".join(f"{k}: {v['auroc']:.3f}" for k, v in out.items() if k != "seed"))
+            out[f"{name} | {rule}"] = _separation(a, b)
+            if f"{name} | {rule}" == NODE:
+                node = (a, b)
+    out["agreement"] = agreement(model, known, new, node)
+    out["by kind"] = by_kind(seed, objects, node)
+    print(f"seed {seed}: " + ", ".join(f"{k}: {v['auroc']:.3f}" for k, v in out.items() if k not in APART))
+    print(f"seed {seed}: agreement {out['agreement']}, by kind {out['by kind']}", flush=True)
     return out
 
 
 def _finding(results: list[dict]) -> str:
     """The best row against the node's, in words, from the measured means."""
-    keys = [k for k in results[0] if k != "seed"]
+    keys = [k for k in results[0] if k not in APART]
     mean = {k: float(np.mean(seed_values(results, k, "auroc"))) for k in keys}
-    node = f"confidence | {next(iter(SHOWING))}"
     best = max(keys, key=mean.get)
-    spread = max(seed_values(results, node, "auroc")) - min(seed_values(results, node, "auroc"))
+    spread = max(seed_values(results, NODE, "auroc")) - min(seed_values(results, NODE, "auroc"))
+    kinds = {
+        kind: np.mean([r["by kind"][kind]["auroc"] for r in results if kind in r["by kind"]])
+        for kind in ("named meshes", "blobs")
+    }
     return (
         f"The best: {best.replace(' | ', ', ')}, AUROC {mean[best]:.3f}, against the node's "
-        f"({node.replace(' | ', ', ')}) {mean[node]:.3f}, whose seeds span {spread:.2f}."
+        f"({NODE.replace(' | ', ', ')}) {mean[NODE]:.3f}, whose seeds span {spread:.2f}. The node's "
+        f"separates the never-taught blobs from the taught named meshes at {kinds['named meshes']:.3f}, "
+        f"from the taught blobs at {kinds['blobs']:.3f}."
     )
 
 
+def _apart_tables(results: list[dict]) -> list[str]:
+    """The tables of the frames' agreement and of the taught objects' kinds."""
+    lines = [
+        "",
+        "## Whether a showing's frames agree",
+        "",
+        "| a showing's novelty | AUROC | seeds | flagged % |",
+        "|---|---:|---|---:|",
+    ]
+    for key in results[0]["agreement"]:
+        auroc = [r["agreement"][key]["auroc"] for r in results]
+        flagged = np.mean([r["agreement"][key]["flagged"] for r in results])
+        lines.append(f"| {key} | {np.mean(auroc):.3f} | {min(auroc):.2f}–{max(auroc):.2f} | {flagged:.1f} |")
+    lines += [
+        "",
+        "## The never-taught blobs against each kind of taught object (the node's number)",
+        "",
+        "| taught objects | per world | AUROC | seeds | flagged % |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for kind in ("named meshes", "blobs"):
+        rows = [r["by kind"][kind] for r in results if kind in r["by kind"]]
+        auroc = [row["auroc"] for row in rows]
+        lines.append(
+            f"| {kind} | {np.mean([row['taught'] for row in rows]):.1f} | {np.mean(auroc):.3f} | "
+            f"{min(auroc):.2f}–{max(auroc):.2f} | {np.mean([row['flagged'] for row in rows]):.1f} |"
+        )
+    return lines
+
+
 def markdown(results: list[dict], seconds: float) -> str:
-    keys = [k for k in results[0] if k != "seed"]
+    keys = [k for k in results[0] if k not in APART]
     seeds = " ".join(str(r["seed"]) for r in results)
     lines = report_head(
         "Novelty of a showing: scores and rules the learner does not use, against the one it does",
@@ -192,6 +288,7 @@ def markdown(results: list[dict], seconds: float) -> str:
         lines.append(
             f"| {name} | {rule} | {np.mean(auroc):.3f} | {min(auroc):.2f}–{max(auroc):.2f} | {flagged:.1f} |"
         )
+    lines += _apart_tables(results)
     return "\n".join(lines) + "\n"
 
 
