@@ -35,7 +35,7 @@ from bench_recognition_rooms import four_rooms
 from bench_recognition_showing import features, node_learner, pasted_features, published, rows, teach
 from harness import seeds_main
 from harness.provenance import report_head
-from showing_report import seed_values
+from showing_report import seed_values, separation
 from showing_world import ROOT, TAUGHT
 
 from lifelong_learning.learners import IncrementalRLSC
@@ -97,11 +97,9 @@ def favourite_split(h: np.ndarray) -> dict[str, float]:
 def auroc(model: IncrementalRLSC, taught: np.ndarray, new: np.ndarray) -> float:
     """AUROC of the showings' mean novelty: never-taught ``new`` against ``taught`` (showings × frames ×
     d)."""
-    from sklearn.metrics import roc_auc_score
-
     k = np.array([model.novelty_score(f).mean() for f in taught])
     n = np.array([model.novelty_score(f).mean() for f in new])
-    return float(roc_auc_score(np.r_[np.zeros(k.size), np.ones(n.size)], np.r_[k, n]))
+    return separation(k, n)["auroc"]
 
 
 def one_seed(seed: int) -> dict:

@@ -44,7 +44,7 @@ import numpy as np
 from bench_recognition_showing import features, node_learner, pasted_features, published, rows, teach
 from harness import seeds_main
 from harness.provenance import report_head
-from showing_report import ANSWERED, seed_values
+from showing_report import ANSWERED, seed_values, separation
 from showing_world import NEW, ROOT, TAUGHT
 
 #: taught objects (table 3 of the recognition benchmark at 15 objects)
@@ -138,18 +138,6 @@ def scorer(model, taught: np.ndarray, labels: np.ndarray) -> Callable[[np.ndarra
     return score
 
 
-def _separation(known: np.ndarray, new: np.ndarray) -> dict[str, float]:
-    """AUROC of ``new`` against ``known`` novelties, and the share of ``new`` flagged at the threshold
-    that answers :data:`~showing_report.ANSWERED` of the ``known``."""
-    from sklearn.metrics import roc_auc_score
-
-    y = np.r_[np.zeros(len(known)), np.ones(len(new))]
-    return {
-        "auroc": float(roc_auc_score(y, np.r_[known, new])),
-        "flagged": 100.0 * float(np.mean(new > np.quantile(known, ANSWERED))),
-    }
-
-
 def disagreement(model, F: np.ndarray) -> np.ndarray:
     """Per showing of ``F`` (showings × frames × d): the share of its frames whose answer is not the
     class most of its frames name."""
@@ -161,9 +149,9 @@ def agreement(model, known: np.ndarray, new: np.ndarray, node: tuple[np.ndarray,
     """The frames' disagreement as a showing's novelty, alone and added to the node's (``node``: its
     numbers of the known and the new showings)."""
     apart = disagreement(model, known), disagreement(model, new)
-    out = {"disagreement of the frames": _separation(*apart)}
+    out = {"disagreement of the frames": separation(*apart)}
     for w in AGREEMENT_WEIGHTS:
-        out[f"the node's + {w:g} × the disagreement"] = _separation(
+        out[f"the node's + {w:g} × the disagreement"] = separation(
             node[0] + w * apart[0], node[1] + w * apart[1]
         )
     return out
@@ -179,7 +167,7 @@ def by_kind(seed: int, objects: np.ndarray, node: tuple[np.ndarray, np.ndarray])
         raise ValueError("the never-taught objects are expected to be blobs")
     blob = np.array([catalogue[int(o)].name.startswith("blob") for o in objects])
     return {
-        kind: {**_separation(node[0][mask], node[1]), "taught": int(mask.sum())}
+        kind: {**separation(node[0][mask], node[1]), "taught": int(mask.sum())}
         for kind, mask in (("named meshes", ~blob), ("blobs", blob))
         if mask.any()
     }
@@ -203,7 +191,7 @@ def one_seed(seed: int) -> dict:
         showings = {rule: (f(per_frame["known"]), f(per_frame["new"])) for rule, f in SHOWING.items()}
         showings[MEAN_FEATURE] = (score(known.mean(axis=1), name), score(new.mean(axis=1), name))
         for rule, (a, b) in showings.items():
-            out[f"{name} | {rule}"] = _separation(a, b)
+            out[f"{name} | {rule}"] = separation(a, b)
             if f"{name} | {rule}" == NODE:
                 node = (a, b)
     out["agreement"] = agreement(model, known, new, node)

@@ -29,7 +29,7 @@ import numpy as np
 from bench_recognition_showing import accuracy, features, node_learner, pasted_features, published, teach
 from harness import seeds_main
 from harness.provenance import report_head
-from showing_report import ANSWERED, PUBLISHED, seed_values
+from showing_report import ANSWERED, PUBLISHED, seed_values, separation
 from showing_world import NEW, ROOT, TAUGHT, TEACH, TEST, pasted_world, world
 
 from lifelong_learning.vision.normalisation import normalised
@@ -80,8 +80,6 @@ def scored(F: dict[str, np.ndarray], copied: np.ndarray) -> dict[str, float]:
     """Teach the objects of ``F["teach"]`` (each frame, then its pasted copy where ``copied``: the
     benchmark's :func:`teach`) to the node's learner; per frame and per showing %, AUROC and
     flagged % of its test showings."""
-    from sklearn.metrics import roc_auc_score
-
     objects = np.arange(F["teach"].shape[0])  # the taught objects, as the rows of F
     model = teach(node_learner(), {"teach": F["teach"], "pasted": F["pasted"], "copied": copied}, objects, {})
     right = accuracy(model, F["test"], objects)
@@ -94,8 +92,7 @@ def scored(F: dict[str, np.ndarray], copied: np.ndarray) -> dict[str, float]:
     return {
         "per frame": right["per frame"],
         "per showing": right["mean_proba"],
-        "auroc": float(roc_auc_score(np.r_[np.zeros(known.size), np.ones(new.size)], np.r_[known, new])),
-        "flagged": 100.0 * float(np.mean(new > np.quantile(known, ANSWERED))),
+        **separation(known, new),
     }
 
 

@@ -18,6 +18,22 @@ from lifelong_learning.nodes.recognition_showings import NOVELTY_THRESHOLD
 
 #: the share of taught showings answered at the novelty threshold of table 3
 ANSWERED = 0.95
+
+
+def separation(known: np.ndarray, new: np.ndarray) -> dict[str, float]:
+    """How well novelties tell never-taught showings ``new`` from taught ones ``known`` (higher: more
+    likely new): ``"auroc"``, and ``"flagged"``, the % of ``new`` above the novelty that answers
+    :data:`ANSWERED` of the ``known``."""
+    from sklearn.metrics import roc_auc_score
+
+    known, new = np.asarray(known, dtype=float), np.asarray(new, dtype=float)
+    y = np.r_[np.zeros(known.size), np.ones(new.size)]
+    return {
+        "auroc": float(roc_auc_score(y, np.r_[known, new])),
+        "flagged": 100.0 * float(np.mean(new > np.quantile(known, ANSWERED))),
+    }
+
+
 #: the showing_change thresholds of table 5's grouping
 CHANGE_THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
 #: the feature_extractor node's default normalisation of the features it publishes

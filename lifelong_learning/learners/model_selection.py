@@ -9,7 +9,7 @@ confidence calibration fitted with them.
   ``(k/m)^α (m/k_t)^min(α, σ)`` with ``σ`` the classifier's ``recoding_shrink`` (default
   :data:`RECODING_SHRINK`; ``σ = 1``: the thesis's Γ exactly). The selection below judges α on
   frames held out of the stream that taught the classes, where a class taught far more often than
-  the others is recognised at any α, so it takes a large α (0.8 in the benchmark); in other rooms the full
+  the others is recognised at any α, so it takes a large α; in other rooms the full
   ``(m/k_t)^α`` then made such a class the one least recognised
   (docs/benchmarks/recognition-favourite.md). Classes at or below
   the median count get the thesis's factor, so balanced classes and the rare class keep theirs. The
