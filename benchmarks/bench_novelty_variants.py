@@ -182,18 +182,20 @@ def one_seed(seed: int) -> dict:
     labels = np.concatenate([np.full(len(t), int(o)) for t, o in zip(taught, objects, strict=True)])
     score = scorer(model, np.concatenate(taught), labels)
     known, new = X["test"][objects], X["new"]
-    out: dict = {"seed": seed}
+    novelties: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # a showing's number: (taught, never taught)
     for name in SCORES:
         per_frame = {
             key: score(F.reshape(-1, F.shape[-1]), name).reshape(F.shape[:2])
             for key, F in (("known", known), ("new", new))
         }
-        showings = {rule: (f(per_frame["known"]), f(per_frame["new"])) for rule, f in SHOWING.items()}
-        showings[MEAN_FEATURE] = (score(known.mean(axis=1), name), score(new.mean(axis=1), name))
-        for rule, (a, b) in showings.items():
-            out[f"{name} | {rule}"] = separation(a, b)
-            if f"{name} | {rule}" == NODE:
-                node = (a, b)
+        for rule, f in SHOWING.items():
+            novelties[f"{name} | {rule}"] = (f(per_frame["known"]), f(per_frame["new"]))
+        novelties[f"{name} | {MEAN_FEATURE}"] = (
+            score(known.mean(axis=1), name),
+            score(new.mean(axis=1), name),
+        )
+    out: dict = {"seed": seed, **{key: separation(a, b) for key, (a, b) in novelties.items()}}
+    node = novelties[NODE]
     out["agreement"] = agreement(model, known, new, node)
     out["by kind"] = by_kind(seed, objects, node)
     print(f"seed {seed}: " + ", ".join(f"{k}: {v['auroc']:.3f}" for k, v in out.items() if k not in APART))

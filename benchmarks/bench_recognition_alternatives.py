@@ -36,7 +36,7 @@ from bench_recognition_rooms import room_features, showing_answers
 from bench_recognition_showing import features, node_learner, pasted_features, published, teach
 from harness import run_seeds
 from harness.provenance import report_head
-from showing_report import ANSWERED, PUBLISHED, seed_values
+from showing_report import ANSWERED, PUBLISHED, seed_values, separation
 from showing_world import NEW, ROOT, TAUGHT, TEACH, TEST, motion_crops
 
 from lifelong_learning.learners.random_features import RandomFourierFeatures
@@ -103,17 +103,15 @@ def grey_features(seed: int) -> dict[str, np.ndarray]:
 def judged(model, known: np.ndarray, new: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     """Per frame, per showing, AUROC and flagged of ``model`` on showings ``known`` (taught objects
     ``truth``) and ``new`` (never taught), each (showings, frames, d)."""
-    from sklearn.metrics import roc_auc_score
-
     answers, seen = showing_answers(model, known)
     _, unseen = showing_answers(model, new)
     frames = model.predict(known.reshape(-1, known.shape[-1])).reshape(known.shape[:2])
-    y = np.r_[np.zeros(seen.size), np.ones(unseen.size)]
+    apart = separation(seen, unseen)
     return {
         "per frame %": 100.0 * float(np.mean(frames == truth[:, None])),
         "per showing %": 100.0 * float(np.mean(model.classes_.astype(str)[answers] == truth)),
-        "AUROC": float(roc_auc_score(y, np.r_[seen, unseen])),
-        "flagged %": 100.0 * float(np.mean(unseen > np.quantile(seen, ANSWERED))),
+        "AUROC": apart["auroc"],
+        "flagged %": apart["flagged"],
     }
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from bench_recognition_showing import asking, features, node_learner, pasted_features, published, teach
 from harness import run_seeds
 from harness.provenance import describe_machine, provenance_line
-from showing_report import ANSWERED, PUBLISHED, asking_table, seed_values
+from showing_report import ANSWERED, PUBLISHED, asking_table, seed_values, separation
 from showing_world import NEW, ROOT, TAUGHT, TEST, motion_crops
 
 from lifelong_learning.learners.showing import evidence
@@ -118,8 +118,6 @@ def same_colour(
 def one_seed(
     seed: int, rooms: int, objects: list[int], asked: bool = True, precision: str = "int8", copies: int = 1
 ) -> dict:
-    from sklearn.metrics import roc_auc_score
-
     X = published({**features(seed, precision=precision), **pasted_features(seed, precision, copies)})
     extra = room_features(seed, rooms, precision)
     test = np.concatenate([X["test"][None], extra["test"]])  # (rooms + 1, objects, frames, d)
@@ -137,8 +135,11 @@ def one_seed(
         right = classes[answers] == truth
         frames = model.predict(known.reshape(-1, known.shape[-1])).reshape(known.shape[:2])
         new_answers, new_novelty = showing_answers(model, new.reshape(-1, TEST, new.shape[-1]))
-        y = np.r_[np.zeros(known_novelty.size), np.ones(new_novelty.size)]
         threshold = float(np.quantile(known_novelty, ANSWERED))
+        every_room, first_room = (
+            separation(known_novelty, new_novelty),
+            separation(known_novelty[:n], new_novelty[:NEW]),
+        )
         passed = new_novelty <= threshold  # never taught, and answered with a name
         new_shown = np.tile(np.arange(TAUGHT, TAUGHT + NEW), rooms + 1)
         colour = {
@@ -153,11 +154,9 @@ def one_seed(
             "per frame %": 100.0 * float(np.mean(frames == truth[:, None])),
             "per showing %": 100.0 * float(np.mean(right)),
             "per showing, first room %": 100.0 * float(np.mean(right[:n])),
-            "AUROC": float(roc_auc_score(y, np.r_[known_novelty, new_novelty])),
-            "AUROC, first room": float(
-                roc_auc_score(np.r_[np.zeros(n), np.ones(NEW)], np.r_[known_novelty[:n], new_novelty[:NEW]])
-            ),
-            "flagged %": 100.0 * float(np.mean(new_novelty > np.quantile(known_novelty, ANSWERED))),
+            "AUROC": every_room["auroc"],
+            "AUROC, first room": first_room["auroc"],
+            "flagged %": every_room["flagged"],
             "threshold": threshold,
             "never taught answered %": 100.0 * float(np.mean(passed)),
             "never taught answered: named as the same colour %": colour["never taught"][0],

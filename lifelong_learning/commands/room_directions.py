@@ -8,7 +8,10 @@ a gap of more than ``--session-gap-s`` between two frames of the label; sessions
 more (an object taught in one room and shown again in another) give the moves; their ``--directions``
 leading directions (as many as the moves span, if fewer) are written, atomically, to ``--out``.
 Learn them from features recorded with ``room_directions`` empty: features already projected give
-directions of what was left.
+directions of what was left. The bags do not say which network made their features, nor how they were
+normalised: ``--network`` and ``--feature-normalisation`` say it (the feature_extractor's defaults
+unless given), the file records them, and a feature_extractor with another ``backbone`` (or
+``model_path``) or ``feature_normalisation`` refuses the file at start.
 """
 
 from __future__ import annotations
@@ -42,10 +45,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=3,
         help="sessions of fewer frames (a stray frame after a gap) are left out (default 3)",
     )
+    from lifelong_learning.io.bags import LABELED_FEATURES_TOPIC
+    from lifelong_learning.vision.backbones import DEFAULT_MODEL
+    from lifelong_learning.vision.normalisation import DEFAULT_NORMALISATION, NORMALISATIONS
+
+    parser.add_argument(
+        "--network",
+        default=DEFAULT_MODEL,
+        help="the feature_extractor's backbone (or its model_path) when the bags were recorded "
+        f"(default {DEFAULT_MODEL}): recorded in the file",
+    )
+    parser.add_argument(
+        "--feature-normalisation",
+        default=DEFAULT_NORMALISATION,
+        choices=NORMALISATIONS,
+        help=f"the feature_extractor's feature_normalisation when the bags were recorded (default "
+        f"{DEFAULT_NORMALISATION}): recorded in the file",
+    )
+
     parser.add_argument(
         "--topic",
-        default="/labeled_features",
-        help="the LabeledFeatures topic (default /labeled_features; under a namespace, e.g. "
+        default=LABELED_FEATURES_TOPIC,
+        help=f"the LabeledFeatures topic (default {LABELED_FEATURES_TOPIC}; under a namespace, e.g. "
         "/robot1/labeled_features; learned_features also carries the pasted copies, the frame's object "
         "on other rooms, which would blur the sessions)",
     )
@@ -102,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"no room directions: {error}", file=sys.stderr)
         return 2
+    room = room.in_space(args.network, args.feature_normalisation)
     try:
         room.save(args.out)
     except OSError as error:
@@ -111,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{n} room direction{'' if n == 1 else 's'} of {room.dim}-d features "
         f"({100 * room.explained:.0f} % of the moves), from {room.sessions} sessions of {room.labels} "
-        f"labels ({len(data.labels)} labelled frames read, {skipped} messages skipped): {args.out}"
+        f"labels ({len(data.labels)} labelled frames read, {skipped} messages skipped), for "
+        f"{room.network} features normalised {room.normalisation}: {args.out}"
     )
     return 0

@@ -44,6 +44,8 @@ import numpy as np
 from lifelong_learning.io.bag_files import DEFAULT_MAX_MESSAGE_BYTES, BagError, open_bag
 
 LABELED_FEATURES_TYPE = "lifelong_learning/msg/LabeledFeatures"
+#: the teacher's labelled features as a robot records them without a namespace
+LABELED_FEATURES_TOPIC = "/labeled_features"
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 STORAGES = ("mcap", "sqlite3")
 
@@ -584,7 +586,7 @@ def write_labeled_features(
     path: str | os.PathLike[str],
     X: Any,
     labels: Sequence[str],
-    topic: str = "/labeled_features",
+    topic: str = LABELED_FEATURES_TOPIC,
     storage: str = "mcap",
     period_ns: int = 10**8,
     start_ns: int = 10**18,

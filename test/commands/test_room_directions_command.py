@@ -43,6 +43,18 @@ def test_the_rooms_directions_are_learned_from_a_bag(tmp_path):
     )
     room = RoomDirections.load(out, dim=D)
     np.testing.assert_allclose(np.linalg.norm(room.directions @ planted.T, axis=0), 1.0, atol=1e-3)
+    # the feature_extractor's defaults, unless the user says otherwise: recorded, and checked on loading
+    assert (room.network, room.normalisation) == ("efficientnet-lite0", "sqrt_l2")
+    assert "for efficientnet-lite0 features normalised sqrt_l2" in res.stdout
+    res = room_directions(
+        tmp_path / "bag", "--out", out, "--directions", 2, "--network", "efficientnet-lite2",
+        "--feature-normalisation", "l2", cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    room = RoomDirections.load(out, dim=D, network="efficientnet-lite2", normalisation="l2")
+    assert (room.network, room.normalisation) == ("efficientnet-lite2", "l2")
+    res = room_directions(tmp_path / "bag", "--out", out, "--feature-normalisation", "cube", cwd=tmp_path)
+    assert res.returncode == 2 and "invalid choice: 'cube'" in res.stderr
 
 
 def test_one_session_per_label_or_no_bag_gives_a_clear_error_and_no_file(tmp_path):

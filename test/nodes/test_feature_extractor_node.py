@@ -342,12 +342,24 @@ def test_room_directions_are_projected_out_of_what_is_published(executor, spin, 
     assert node.diagnostic_values()["room directions"] == "5"
 
 
-def test_a_room_directions_file_of_another_dimension_is_refused_at_start(rclpy_context, tmp_path):
+def test_a_room_directions_file_of_another_dimension_or_feature_space_is_refused_at_start(
+    rclpy_context, tmp_path
+):
     from lifelong_learning.vision.room_directions import RoomDirections
 
     RoomDirections(np.eye(3, 64)).save(tmp_path / "room.npz")
     with pytest.raises(ValueError, match="are 64-d, the features 1280-d"):
         make_node(rclpy_context, room_directions=str(tmp_path / "room.npz"))
+    # EfficientNet-Lite1's features are 1280-d too: only the file's record of them tells them apart
+    lite1 = RoomDirections(np.eye(3, 1280)).in_space("efficientnet-lite1", "sqrt_l2")
+    lite1.save(tmp_path / "lite1.npz")
+    with pytest.raises(
+        ValueError, match="learned from efficientnet-lite1 features, these are efficientnet-lite0"
+    ):
+        make_node(rclpy_context, room_directions=str(tmp_path / "lite1.npz"))
+    RoomDirections(np.eye(3, 1280)).in_space("efficientnet-lite0", "l2").save(tmp_path / "l2.npz")
+    with pytest.raises(ValueError, match="normalised 'l2', these are normalised 'sqrt_l2'"):
+        make_node(rclpy_context, room_directions=str(tmp_path / "l2.npz"))
     (tmp_path / "bad.npz").write_bytes(b"not numpy")
     with pytest.raises(ValueError, match=r"bad\.npz"):
         make_node(rclpy_context, room_directions=str(tmp_path / "bad.npz"))

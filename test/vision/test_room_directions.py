@@ -112,3 +112,38 @@ def test_a_file_round_trips_and_bad_files_are_refused_without_running_code(tmp_p
     monkeypatch.setattr("lifelong_learning.vision.room_directions.MAX_FILE_BYTES", 100)
     with pytest.raises(ValueError, match=r"room\.npz.*(declare|limit|more)"):  # members over the bound
         RoomDirections.load(path)
+
+
+def test_a_file_records_its_feature_space_and_features_of_another_refuse_it(tmp_path):
+    from lifelong_learning.core.model_file import ModelFile, load_model_file, save_model_file
+
+    room = RoomDirections.fit(*world(np.random.default_rng(4))[:3], 2).in_space(
+        "efficientnet-lite0", "sqrt_l2"
+    )
+    room.save(tmp_path / "room.npz")
+    again = RoomDirections.load(tmp_path / "room.npz", D, "efficientnet-lite0", "sqrt_l2")
+    assert (again.network, again.normalisation) == ("efficientnet-lite0", "sqrt_l2")
+    with pytest.raises(
+        ValueError, match="learned from efficientnet-lite0 features, these are efficientnet-lite1"
+    ):
+        RoomDirections.load(tmp_path / "room.npz", D, "efficientnet-lite1", "sqrt_l2")
+    with pytest.raises(ValueError, match="normalised 'sqrt_l2', these are normalised 'none'"):
+        RoomDirections.load(tmp_path / "room.npz", D, "efficientnet-lite0", "none")
+    # a model file is the same network wherever it lies
+    mine = room.in_space("/home/me/models/mine.onnx", "l2")
+    mine.save(tmp_path / "mine.npz")
+    assert RoomDirections.load(tmp_path / "mine.npz", D, "/opt/robot/mine.onnx", "l2").network.endswith(
+        "mine.onnx"
+    )
+    with pytest.raises(ValueError, match=r"mine\.onnx features, these are /opt/robot/other\.onnx's"):
+        RoomDirections.load(tmp_path / "mine.npz", D, "/opt/robot/other.onnx", "l2")
+    # a file that records no space is compared by dimension only
+    plain = load_model_file(tmp_path / "room.npz", "room_directions")
+    meta = {k: v for k, v in plain.meta.items() if k not in ("network", "normalisation")}
+    save_model_file(tmp_path / "old.npz", ModelFile("room_directions", meta, plain.arrays))
+    old = RoomDirections.load(tmp_path / "old.npz", D, "efficientnet-lite1", "none")
+    assert (old.network, old.normalisation) == ("", "") and np.array_equal(old.directions, room.directions)
+    # a record that is not text is a corrupt file
+    save_model_file(tmp_path / "odd.npz", ModelFile("room_directions", {**meta, "network": 3}, plain.arrays))
+    with pytest.raises(ValueError, match=r"odd\.npz.*strings"):
+        RoomDirections.load(tmp_path / "odd.npz")
