@@ -32,12 +32,20 @@ Tables:
 The tables and the summary against the goals are written by benchmarks/showing_report.py.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_recognition_showing.py [--seeds 0 1 2 3 4 5] [--quick]
+        [--jobs 2] [--no-backbones | --reuse-backbones docs/benchmarks/recognition-showing.json]
+
+``--jobs 2`` measures two seeds at once (one process each; on two cores, the update's and the
+annotation's times are then taken beside another seed's work). ``--reuse-backbones`` takes table 5's
+backbones from an earlier run of the same seeds instead of measuring them again (their features are
+most of the run's time), and the report says where they were measured.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 from harness import run_seeds  # benchmarks/harness (sys.path[0] is benchmarks/)
@@ -62,6 +70,7 @@ ONLINE_PARAMS = (
     "min_class_count",
     "max_validation",
     "calibration_evidence",
+    "recoding_shrink",
 )
 
 
@@ -220,6 +229,12 @@ QUESTION_RULES = {
     },
     f"asks when unsure (novelty > {QUESTION_NOVELTY})": (QUESTION_NOVELTY, 0.0),
 }
+#: the node's rule with the thesis's recoding (``recoding_shrink: 1``): questions give some objects
+#: more frames than others, which the recoding's shrink of a class above the median treats otherwise
+THESIS_RECODING_RULE = (
+    f"asks when unsure (novelty > {QUESTION_NOVELTY}) or ambiguous (margin 0.3), the thesis's recoding "
+    "(`recoding_shrink: 1`)"
+)
 
 
 def _three_showings(
@@ -314,6 +329,7 @@ def asking(X: dict[str, np.ndarray], order: np.ndarray) -> dict[str, dict]:
         }
     for name, (unsure, margin) in QUESTION_RULES.items():
         out[name] = robot_asks(X, objects, unsure, margin)
+    out[THESIS_RECODING_RULE] = robot_asks(X, objects, QUESTION_NOVELTY, 0.3, recoding_shrink=1.0)
     return out
 
 
@@ -612,6 +628,8 @@ def one_seed(seed: int, args: argparse.Namespace) -> dict:
     out["choices"] = choices(seed, raw, order, args.taught)
     if args.backbones:
         out["backbones"] = backbones(seed, order, args.taught)
+    elif args.reused is not None:
+        out["backbones"], out["backbones measured"] = args.reused[seed]
     out["update cost"] = update_cost()
     out["annotate"] = annotate_cost()
     out["seconds"] = time.perf_counter() - t0
@@ -624,12 +642,59 @@ def main() -> None:
     ap.add_argument("--objects", type=int, nargs="+", default=[15, 50])
     ap.add_argument("--taught", type=int, default=TEACH, help="teaching frames per object")
     ap.add_argument("--quick", action="store_true", help="one seed, 15 objects")
-    ap.add_argument("--no-backbones", dest="backbones", action="store_false", help="skip table 5")
+    ap.add_argument("--no-backbones", dest="backbones", action="store_false", help="skip table 5's backbones")
+    ap.add_argument(
+        "--reuse-backbones",
+        metavar="JSON",
+        help="table 5's backbones not measured again but taken from an earlier run's results (the same "
+        "seeds), and the report says so: the table teaches every object the frames alone, and measuring "
+        "it costs about as much as the rest together",
+    )
+    ap.add_argument(
+        "--jobs", type=int, default=1, help="seeds measured at once, each in a process of its own"
+    )
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks/recognition-showing.md"))
     args = ap.parse_args()
     if args.quick:
         args.seeds, args.objects = args.seeds[:1], [15]
-    run_seeds(args.seeds, lambda seed: one_seed(seed, args), lambda r, s: markdown(r, args, s), args.out)
+    args.reused = None
+    if args.reuse_backbones:
+        args.backbones = False
+        args.reused = earlier_backbones(Path(args.reuse_backbones), args.seeds)
+    run_seeds(
+        args.seeds,
+        lambda seed: one_seed(seed, args),
+        lambda r, s: markdown(r, args, s),
+        args.out,
+        jobs=args.jobs,
+    )
+
+
+def earlier_backbones(path: Path, seeds: list[int]) -> dict[int, tuple[dict, str]]:
+    """Each seed's table 5 backbones in an earlier run's results ``path``, and where they were measured
+    (as that run recorded it, or the ``Machine:`` line of the report beside it).
+
+    Raises:
+        SystemExit: a seed without them, or no such file.
+    """
+    try:
+        results = {r["seed"]: r for r in json.loads(path.read_text())}
+        report = path.with_suffix(".md")
+        machine = (
+            next(
+                (line.strip() for line in report.read_text().splitlines() if line.startswith("Machine:")), ""
+            )
+            if report.is_file()
+            else ""
+        )
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise SystemExit(f"--reuse-backbones {path}: {error}") from None
+    out = {}
+    for seed in seeds:
+        if "backbones" not in results.get(seed, {}):
+            raise SystemExit(f"--reuse-backbones {path}: no backbones of seed {seed}")
+        out[seed] = (results[seed]["backbones"], results[seed].get("backbones measured") or machine)
+    return out
 
 
 if __name__ == "__main__":

@@ -139,7 +139,8 @@ def summary(results: list[dict], args: argparse.Namespace) -> list[str]:
     if "backbones" in results[0]:
         fps = _mean(results, "backbones", "efficientnet-lite0 int8", "images/s at 640x480")
         lines.append(
-            f"- The default backbone (EfficientNet-Lite0 int8): {fps:.0f} images/s at 640×480 (floor 60)."
+            f"- The default backbone (EfficientNet-Lite0 int8): {fps:.0f} images/s at 640×480 (floor 60"
+            + ("; table 5, an earlier run)." if results[0].get("backbones measured") else ").")
         )
     return lines
 
@@ -248,7 +249,13 @@ def _choice_tables(results: list[dict]) -> list[str]:
             "",
             "Taught with the frames alone (no pasted copies). images/s: the feature_extractor node's path "
             "(preprocessing and CNN, 2 threads, batches of 4) on 640×480 frames, measured in the same run "
-            "(the machine is shared: compare within the column).",
+            "(the machine is shared: compare within the column)."
+            + (
+                f" Not measured in this run (`--reuse-backbones`): the figures of an earlier run of the same "
+                f"seeds ({results[0]['backbones measured'].rstrip('.')})."
+                if results[0].get("backbones measured")
+                else ""
+            ),
             "",
             "| backbone | per frame % | per showing % | AUROC never taught, per showing | "
             "images/s at 640×480 |",
@@ -263,15 +270,23 @@ def _choice_tables(results: list[dict]) -> list[str]:
     return lines
 
 
-def _cost_tables(results: list[dict]) -> list[str]:
-    """Tables 6-8: a taught frame's update, the annotated image and a paste."""
+def _cost_tables(results: list[dict], jobs: int = 1) -> list[str]:
+    """Tables 6-8: a taught frame's update, the annotated image and a paste; ``jobs`` > 1: each seed
+    timed them while other seeds ran (said under table 6)."""
+    beside = (
+        f" Each seed timed these while {jobs - 1} other seed{'s' if jobs > 2 else ''} ran beside it "
+        f"(`--jobs {jobs}`): the times of tables 6-8 are longer than in a run alone; compare only the "
+        "ratios, taken side by side."
+        if jobs > 1
+        else ""
+    )
     lines = [
         "",
         "## 6. A taught frame's update (d = 1280, 30 classes; each update interleaved with one BLAS `dsyr`)",
         "",
         "Amortized: the median over blocks of 8 consecutive updates of their mean (each block holds one "
         "sweep of the rows that waited for the factors, learners/recursive_rls.py; the median keeps the "
-        "shared machine's other work out). Median: of single updates (most only queue the row).",
+        "shared machine's other work out). Median: of single updates (most only queue the row)." + beside,
         "",
         "| learner | amortized ms | median ms | mean ms | dsyr ms | amortized / dsyr | amortized / one λ's |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -307,12 +322,23 @@ def _cost_tables(results: list[dict]) -> list[str]:
     return lines
 
 
+def _shown(path: Path) -> str:
+    """``path`` as a command line of the report names it: from the repository's root when inside it."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+
+
 def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> str:
     seeds = " ".join(str(r["seed"]) for r in results)
-    more = "" if args.backbones else " --no-backbones"
+    reused, jobs = getattr(args, "reused", None), getattr(args, "jobs", 1)
+    more = "" if args.backbones or reused else " --no-backbones"
+    if reused:
+        more += f" --reuse-backbones {_shown(Path(args.reuse_backbones))}"
+    if jobs > 1:
+        more += f" --jobs {jobs}"
     out = Path(args.out).resolve()
     if out != (ROOT / "docs/benchmarks/recognition-showing.md").resolve():
-        more += f" --out {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}"
+        more += f" --out {_shown(out)}"
     lines = [
         '# Recognition a person can trust: per showing, "I don\'t know", asking',
         "",
@@ -383,5 +409,5 @@ def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> s
             ]
             thr = np.median([r["novelty"][str(n)][score]["threshold per showing"] for r in results])
             lines.append(f"| `{score}` | " + " | ".join(cells) + f" | {thr:.4g} |")
-    lines += _asking_tables(results, args) + _choice_tables(results) + _cost_tables(results)
+    lines += _asking_tables(results, args) + _choice_tables(results) + _cost_tables(results, jobs)
     return "\n".join(lines) + "\n"

@@ -94,6 +94,19 @@ def test_run_seeds_writes_the_report_and_the_results(tmp_path: Path, capsys: pyt
     assert rows == [{"seed": 3}, {"seed": 3}]
 
 
+def test_run_seeds_in_worker_processes_keeps_the_seeds_order() -> None:
+    here, offset = os.getpid(), 10  # a closure: the workers are forked, nothing is pickled but results
+
+    def one_seed(seed: int) -> dict:
+        return {"seed": seed, "value": seed + offset, "pid": os.getpid()}
+
+    results = run_seeds([2, 0, 1], one_seed, lambda r, s: "", None, jobs=2)
+    assert [(r["seed"], r["value"]) for r in results] == [(2, 12), (0, 10), (1, 11)]
+    assert here not in {r["pid"] for r in results}
+    # one process per seed (maxtasksperchild=1): no seed inherits what another left in memory
+    assert len({r["pid"] for r in results}) == 3
+
+
 def test_node_under_test_needs_a_node_or_a_command() -> None:
     with pytest.raises(ValueError, match="exactly one"):
         NodeUnderTest()
