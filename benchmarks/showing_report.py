@@ -330,7 +330,7 @@ def _shown(path: Path) -> str:
 
 def markdown(results: list[dict], args: argparse.Namespace, seconds: float) -> str:
     seeds = " ".join(str(r["seed"]) for r in results)
-    reused, jobs = getattr(args, "reused", None), getattr(args, "jobs", 1)
+    reused, jobs = args.reused, args.jobs
     more = "" if args.backbones or reused else " --no-backbones"
     if reused:
         more += f" --reuse-backbones {_shown(Path(args.reuse_backbones))}"

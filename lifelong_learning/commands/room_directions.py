@@ -25,6 +25,10 @@ HELP = "learn the room directions (for feature_extractor's room_directions) from
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``room-directions``."""
+    from lifelong_learning.io.bags import LABELED_FEATURES_TOPIC
+    from lifelong_learning.vision.backbones import DEFAULT_MODEL
+    from lifelong_learning.vision.normalisation import DEFAULT_NORMALISATION, NORMALISATIONS
+
     parser.add_argument("bags", nargs="+", help="bag directories or files with LabeledFeatures")
     parser.add_argument("--out", required=True, help="the .npz file to write")
     parser.add_argument(
@@ -45,15 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=3,
         help="sessions of fewer frames (a stray frame after a gap) are left out (default 3)",
     )
-    from lifelong_learning.io.bags import LABELED_FEATURES_TOPIC
-    from lifelong_learning.vision.backbones import DEFAULT_MODEL
-    from lifelong_learning.vision.normalisation import DEFAULT_NORMALISATION, NORMALISATIONS
-
     parser.add_argument(
         "--network",
         default=DEFAULT_MODEL,
-        help="the feature_extractor's backbone (or its model_path) when the bags were recorded "
-        f"(default {DEFAULT_MODEL}): recorded in the file",
+        help="the feature_extractor's backbone (or its model_path: an .onnx, .pt, .ts or .pth file) when "
+        f"the bags were recorded (default {DEFAULT_MODEL}): recorded in the file",
     )
     parser.add_argument(
         "--feature-normalisation",
@@ -95,8 +95,16 @@ def sessions_of(labels: list[str], stamps_ns: object, gap_s: float) -> list[tupl
 def run(args: argparse.Namespace) -> int:
     """Read the bags, learn the directions, write them; 2 with a message when it cannot."""
     from lifelong_learning.io.labeled_features import read_labeled_features
+    from lifelong_learning.vision.backbones import BACKBONES, is_network
     from lifelong_learning.vision.room_directions import RoomDirections
 
+    if not is_network(args.network):
+        print(
+            f"--network must be one of {', '.join(BACKBONES)} or a model file (.onnx, .pt, .ts, .pth), "
+            f"got {args.network!r}",
+            file=sys.stderr,
+        )
+        return 2
     if not args.session_gap_s > 0 or args.directions < 1 or args.min_session_frames < 1:
         print(
             "--session-gap-s must be > 0, --directions and --min-session-frames >= 1, "

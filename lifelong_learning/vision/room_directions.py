@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from lifelong_learning.core.model_file import ModelFile, load_model_file, save_model_file
-from lifelong_learning.vision.normalisation import SCALE
+from lifelong_learning.vision.normalisation import NORMALISATIONS, SCALE
 
 #: the model-file kind of a room directions file
 KIND = "room_directions"
@@ -135,6 +135,10 @@ class RoomDirections:
             space = {key: meta.get(key, "") for key in ("network", "normalisation")}
             if not all(isinstance(value, str) for value in space.values()):
                 raise TypeError(f"network and normalisation must be strings, got {space}")
+            if space["normalisation"] not in ("", *NORMALISATIONS):
+                raise ValueError(
+                    f"normalisation must be one of {NORMALISATIONS}, got {space['normalisation']!r}"
+                )
             out = cls(
                 V,
                 int(meta.get("sessions", 0)),
@@ -159,7 +163,16 @@ class RoomDirections:
 
     def in_space(self, network: str, normalisation: str) -> RoomDirections:
         """These directions, recorded as learned from ``network``'s features normalised by
-        ``normalisation``."""
+        ``normalisation``.
+
+        Raises:
+            ValueError: an empty network, or a normalisation not in ``NORMALISATIONS``.
+        """
+        if not str(network).strip() or normalisation not in NORMALISATIONS:
+            raise ValueError(
+                f"a feature space is a network and one of {NORMALISATIONS}, "
+                f"got {network!r} and {normalisation!r}"
+            )
         return replace(self, network=str(network), normalisation=str(normalisation))
 
     @classmethod

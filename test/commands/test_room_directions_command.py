@@ -55,6 +55,13 @@ def test_the_rooms_directions_are_learned_from_a_bag(tmp_path):
     assert (room.network, room.normalisation) == ("efficientnet-lite2", "l2")
     res = room_directions(tmp_path / "bag", "--out", out, "--feature-normalisation", "cube", cwd=tmp_path)
     assert res.returncode == 2 and "invalid choice: 'cube'" in res.stderr
+    out.unlink()
+    for network in ("", "efficientnet-lite9", "mine.pkl", " mine.onnx"):  # no network the node could have
+        res = room_directions(tmp_path / "bag", "--out", out, "--network", network, cwd=tmp_path)
+        assert res.returncode == 2 and "--network must be one of" in res.stderr and not out.exists()
+    res = room_directions(tmp_path / "bag", "--out", out, "--network", "/opt/robot/mine.onnx", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert RoomDirections.load(out, dim=D, network="mine.onnx").network == "/opt/robot/mine.onnx"
 
 
 def test_one_session_per_label_or_no_bag_gives_a_clear_error_and_no_file(tmp_path):

@@ -147,3 +147,12 @@ def test_a_file_records_its_feature_space_and_features_of_another_refuse_it(tmp_
     save_model_file(tmp_path / "odd.npz", ModelFile("room_directions", {**meta, "network": 3}, plain.arrays))
     with pytest.raises(ValueError, match=r"odd\.npz.*strings"):
         RoomDirections.load(tmp_path / "odd.npz")
+    # ... and so is a normalisation the feature_extractor does not know
+    save_model_file(
+        tmp_path / "cube.npz", ModelFile("room_directions", {**meta, "normalisation": "cube"}, plain.arrays)
+    )
+    with pytest.raises(ValueError, match=r"cube\.npz.*normalisation must be one of"):
+        RoomDirections.load(tmp_path / "cube.npz")
+    for network, kind in (("", "sqrt_l2"), ("  ", "l2"), ("efficientnet-lite0", "cube")):
+        with pytest.raises(ValueError, match="a feature space is a network and one of"):
+            room.in_space(network, kind)
